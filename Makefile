@@ -1,0 +1,101 @@
+# rap build. Plain GNU make: see docs/BUILD.md for why not CMake.
+#
+#   make run      install missing packages, build, run rap on built-in defaults
+#   make test     install missing packages, build, run every test
+#   make          build lib, rap, tests, benches (no package install)
+#   make CUDA=0   CPU-only build: .cu files are compiled as C11 by gcc
+#   make BUILD=dir  build somewhere else (several builds side by side)
+#   make SAN=1    AddressSanitizer + UBSan build (use with BUILD=build-san)
+
+BUILD ?= build
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls $(CUDA_HOME)/bin/nvcc 2>/dev/null)
+ifeq ($(CUDA),)
+  CUDA := $(if $(NVCC),1,0)
+endif
+
+CC ?= gcc
+WARN := -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
+# -ffp-contract=off: no fused multiply-add contraction, so that CPU and GPU
+# compute bit-identical float results where ops.md asks for it.
+CFLAGS := -std=c11 -O2 -g $(WARN) -ffp-contract=off -D_GNU_SOURCE -Iinclude -Isrc -pthread -MMD -MP
+LDLIBS := -lz -lm -lpthread
+ifeq ($(SAN),1)
+  CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
+  LDFLAGS += -fsanitize=address,undefined
+endif
+
+ifeq ($(CUDA),1)
+  CFLAGS += -DRAP_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  # sm_90 machine code plus compute_90 PTX (docs/BUILD.md).
+  NVFLAGS := -O3 -g -std=c++17 -DRAP_HAVE_CUDA=1 -Iinclude -Isrc \
+    -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+    -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP
+  # Preprocessing ops must match the CPU reference bit for bit: no FMA contraction.
+  NVFLAGS_OPS := --fmad=false
+  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -lcublasLt -lcublas -ldl -lrt -lstdc++
+endif
+
+LIB_C  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
+LIB_CU := $(shell find src -name '*.cu' | sort)
+CLI_C  := $(sort $(wildcard src/cli/*.c))
+TEST_C := $(sort $(wildcard tests/*.c))
+BENCH_C := $(sort $(wildcard bench/*.c))
+
+LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
+CLI_OBJ := $(CLI_C:%.c=$(BUILD)/%.o)
+TEST_OBJ := $(TEST_C:%.c=$(BUILD)/%.o)
+BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench_%)
+
+.PHONY: all deps run test clean
+all: $(BUILD)/rap $(BUILD)/rap_tests $(BENCH_BIN)
+
+deps:
+	@sh scripts/deps.sh
+
+# The README's two commands. Recursive make so that packages are in place
+# before anything is compiled.
+run: deps
+	@$(MAKE) --no-print-directory $(BUILD)/rap
+	$(BUILD)/rap prep
+
+test: deps
+	@$(MAKE) --no-print-directory $(BUILD)/rap_tests $(BUILD)/rap
+	$(BUILD)/rap_tests
+
+$(BUILD)/librap.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	ar rcs $@ $^
+
+$(BUILD)/rap: $(CLI_OBJ) $(BUILD)/librap.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/rap_tests: $(TEST_OBJ) $(BUILD)/librap.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench_%: $(BUILD)/bench/%.o $(BUILD)/librap.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+ifeq ($(CUDA),1)
+$(BUILD)/src/prep/ops/%.cu.o: src/prep/ops/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) $(NVFLAGS_OPS) -c $< -o $@
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+else
+# Without nvcc a .cu file is compiled as C11: its kernels sit behind
+# #ifdef __CUDACC__ and its CPU reference is plain C.
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -x c -c $< -o $@
+endif
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

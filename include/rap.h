@@ -1,0 +1,405 @@
+/*
+ * rap.h -- public API of librap.
+ *
+ * rap trains DLRM recommendation models from raw click logs and runs the
+ * input preprocessing on the training GPUs themselves (docs/ARCHITECTURE.md).
+ * This header is the library's whole public surface for the data path:
+ *
+ *   raw Criteo TSV --rap_reader--> rap_batch (columnar, host)
+ *   plan file      --rap_plan_load--> rap_plan (DAG of ops on named columns)
+ *   rap_plan + fusion --rap_prep_create--> rap_prep (executor, CPU or GPU)
+ *   rap_prep_load(batch); rap_prep_run(); rap_prep_column() -> tensors
+ *
+ * Usage (error handling shortened):
+ *
+ *   rap_plan *plan;
+ *   rap_plan_load("plans/default.plan", rap_schema_criteo(), &plan);
+ *   rap_fusion fus;
+ *   rap_fuse_levels(plan, &fus);
+ *   rap_prep_config pc = { .device = RAP_GPU, .max_rows = 4096 };
+ *   rap_prep *prep;
+ *   rap_prep_create(plan, &fus, &pc, &prep);
+ *   rap_reader_config rc = rap_reader_defaults();
+ *   rc.input = "day_0.gz";
+ *   rap_reader *rd;
+ *   rap_reader_open(&rc, &rd);
+ *   rap_batch b;
+ *   rap_batch_create(&b, rap_schema_criteo(), 4096, true);
+ *   while (rap_reader_next(rd, &b) == RAP_OK && b.rows > 0) {
+ *       rap_prep_load(prep, &b);
+ *       rap_prep_run(prep);
+ *       ... rap_prep_column(prep, i, &view) ...
+ *   }
+ *
+ * Conventions. Every function that can fail returns a rap_status; on failure
+ * rap_last_error() holds a one-line message for the calling thread naming the
+ * file, line and what was expected where that applies. The library never
+ * calls exit(). Objects are made by x_create/x_open and released by
+ * x_free/x_close, which accept NULL. Shapes are written beside pointers with
+ * these letters: B rows of a batch (capacity), ND raw dense columns, NS raw
+ * sparse columns, K ids per row of a raw sparse column, W vector width.
+ */
+#ifndef RAP_H
+#define RAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum {
+    RAP_OK = 0,
+    RAP_ERR_ARG,         /* bad argument, option or call sequence */
+    RAP_ERR_IO,          /* missing file, read or write failure */
+    RAP_ERR_DATA,        /* malformed input row (bad-rows=fail) or corrupt file */
+    RAP_ERR_PLAN,        /* plan rejected */
+    RAP_ERR_NOMEM,       /* host or device memory exhausted */
+    RAP_ERR_CUDA,        /* CUDA runtime or library error */
+    RAP_ERR_NO_GPU,      /* GPU asked for, none usable (or built without CUDA) */
+    RAP_ERR_INTERRUPTED, /* stopped by rap_reader_stop or a signal */
+    RAP_ERR_INTERNAL     /* a bug: please report */
+} rap_status;
+
+const char *rap_status_name(rap_status s);
+/* Message of the last failure on this thread ("" if none). Never NULL. */
+const char *rap_last_error(void);
+
+/* True when built with CUDA and at least one GPU is usable. The reason when
+ * not is written to why (may be NULL). Cheap after the first call. */
+bool rap_gpu_available(char *why, size_t why_len);
+
+/* ------------------------------------------------------- schema and batches */
+
+#define RAP_CRITEO_DENSE 13
+#define RAP_CRITEO_SPARSE 26
+
+/* Raw columns of the input: int_0..int_{ND-1} are dense, cat_0..cat_{NS-1}
+ * are sparse with at most ids_per_row ids in a row (1 for Criteo). */
+typedef struct {
+    int n_dense;     /* ND */
+    int n_sparse;    /* NS */
+    int ids_per_row; /* K */
+} rap_schema;
+
+rap_schema rap_schema_criteo(void);
+
+/* A raw columnar batch in host memory. All arrays live in one block with a
+ * layout fixed by (schema, B), so a device copy is one memcpy of the block.
+ * Null dense rows hold 0 with valid 0; null sparse rows are empty lists
+ * (off[i] == off[i+1]) with valid 0. */
+typedef struct {
+    rap_schema schema;
+    int64_t cap;           /* B */
+    int64_t rows;          /* rows held, <= B */
+    float *label;          /* (B) 0 or 1 */
+    float *dense;          /* (ND, B) column j at dense + j*B */
+    uint8_t *dense_valid;  /* (ND, B) 1 present, 0 null */
+    int64_t *sparse_off;   /* (NS, B+1) column j at sparse_off + j*(B+1) */
+    int64_t *sparse_ids;   /* (NS, B*K) column j at sparse_ids + j*B*K */
+    uint8_t *sparse_valid; /* (NS, B) */
+    int64_t first_row;     /* index of the batch's first row among used rows */
+    void *block;           /* the one allocation behind the arrays */
+    size_t block_bytes;
+    bool pinned;           /* block is page-locked (cudaHostAlloc) */
+} rap_batch;
+
+/* Allocates a batch of capacity cap. pinned asks for page-locked memory when
+ * a GPU is available (silently plain memory otherwise). */
+rap_status rap_batch_create(rap_batch *b, rap_schema s, int64_t cap, bool pinned);
+void rap_batch_free(rap_batch *b);
+/* Points the arrays of b into block (b->block_bytes bytes, rap_batch_bytes).
+ * Used to mirror a host batch on the device. */
+void rap_batch_view(rap_batch *b, rap_schema s, int64_t cap, void *block);
+size_t rap_batch_bytes(rap_schema s, int64_t cap);
+
+/* ------------------------------------------------------------------ reader */
+
+typedef enum { RAP_BAD_SKIP = 0, RAP_BAD_FAIL = 1 } rap_bad_rows;
+
+typedef enum {
+    RAP_REJ_FIELDS = 0, /* wrong number of tab-separated fields */
+    RAP_REJ_LABEL,      /* label other than 0 or 1 */
+    RAP_REJ_INT,        /* integer field not a decimal integer */
+    RAP_REJ_CAT,        /* categorical field not 1..8 hex digits */
+    RAP_REJ_RANGE,      /* value out of range */
+    RAP_REJ_LONG,       /* line longer than max_line */
+    RAP_REJ_BINARY,     /* byte that is not printable text */
+    RAP_REJ_COUNT
+} rap_reject_reason;
+
+const char *rap_reject_reason_name(rap_reject_reason r);
+
+typedef struct {
+    const char *input;      /* file (plain or gzip), directory, or "-" */
+    int threads;            /* parser threads; 0 = all cores */
+    rap_bad_rows bad_rows;
+    bool follow;            /* wait for appended rows and new files */
+    double idle_timeout_s;  /* follow: end after this long with no data; 0 never */
+    int64_t max_line;       /* longer lines are rejected (bytes) */
+    int64_t max_rows;       /* stop after reading this many rows; 0 = all */
+} rap_reader_config;
+
+rap_reader_config rap_reader_defaults(void);
+
+#define RAP_REJ_EXAMPLES 5
+typedef struct {
+    int64_t rows_read;     /* == rows_used + rows_rejected, always */
+    int64_t rows_used;
+    int64_t rows_rejected;
+    int64_t bytes_read;    /* uncompressed bytes */
+    int files;             /* files opened so far */
+    int64_t rejected[RAP_REJ_COUNT];
+    /* "path:line" of the first few rejects of each reason */
+    char example[RAP_REJ_COUNT][RAP_REJ_EXAMPLES][256];
+} rap_reader_stats;
+
+typedef struct rap_reader rap_reader;
+
+rap_status rap_reader_open(const rap_reader_config *cfg, rap_reader **out);
+/* Fills b (schema must be Criteo's) with the next rows in input order, up to
+ * b->cap. At the end of the data, returns RAP_OK with b->rows == 0. With
+ * bad_rows = fail, the first malformed row gives RAP_ERR_DATA and the message
+ * "path:line: expected ...". Blocks while following a growing input. */
+rap_status rap_reader_next(rap_reader *r, rap_batch *b);
+/* Asks the reader to end: safe from any thread and from a signal handler.
+ * The next call of rap_reader_next returns rows already parsed, then end. */
+void rap_reader_stop(rap_reader *r);
+void rap_reader_get_stats(const rap_reader *r, rap_reader_stats *st);
+/* Prints the accounting: rows read = used + rejected, then each reason. */
+void rap_reader_print_stats(const rap_reader_stats *st, FILE *f);
+void rap_reader_close(rap_reader *r);
+
+/* --------------------------------------------------------------- generator */
+
+typedef struct {
+    int64_t rows;
+    uint64_t seed;
+    const char *out;          /* path ("-" = stdout); a .gz name writes gzip */
+    int64_t card[RAP_CRITEO_SPARSE]; /* ids of cat_j are drawn from card[j] values */
+    int threads;              /* 0 = all cores; output does not depend on it */
+} rap_gen_config;
+
+typedef struct {
+    int64_t rows;
+    int64_t positives;
+    int64_t bytes;            /* uncompressed bytes written */
+    double teacher_auc;       /* AUC of the hidden teacher on the rows written */
+} rap_gen_result;
+
+/* spec: "kaggle", "1tb", or 26 comma-separated positive integers. */
+rap_status rap_gen_cardinalities(const char *spec, int64_t card[RAP_CRITEO_SPARSE]);
+rap_status rap_gen_write(const rap_gen_config *cfg, rap_gen_result *res);
+
+/* Exact ROC AUC (sort based; tied scores count one half). label is 0/1.
+ * Returns NaN when only one class is present. */
+double rap_auc(const float *score, const float *label, int64_t n);
+
+/* -------------------------------------------------------------------- plan */
+
+typedef enum { RAP_DENSE = 0, RAP_SPARSE = 1, RAP_VECTOR = 2 } rap_kind;
+
+typedef enum {
+    RAP_OP_INPUT = 0, /* a raw column */
+    RAP_OP_FILL_NULL,
+    RAP_OP_CAST,
+    RAP_OP_LOGIT,
+    RAP_OP_BOXCOX,
+    RAP_OP_LOG,
+    RAP_OP_ADD,
+    RAP_OP_MUL,
+    RAP_OP_ONEHOT,
+    RAP_OP_BUCKETIZE,
+    RAP_OP_SIGRID_HASH,
+    RAP_OP_FIRSTX,
+    RAP_OP_CLAMP,
+    RAP_OP_NGRAM,
+    RAP_OP_MAPID,
+    RAP_OP_COUNT
+} rap_op_type;
+
+const char *rap_op_name(rap_op_type t);
+
+/* How a sparse output's offsets are obtained. */
+typedef enum {
+    RAP_OFF_NONE = 0, /* not sparse */
+    RAP_OFF_SAME,     /* identical to the input's: shared, not computed */
+    RAP_OFF_ARANGE,   /* 0,1,2,..: every row holds exactly one id */
+    RAP_OFF_COMPUTED  /* list lengths change: lengths, prefix sum, then write */
+} rap_off_mode;
+
+/* One node of the plan's DAG: a raw input column or one op applied to one
+ * input node (every op is unary; its other arguments are constants). */
+typedef struct {
+    rap_op_type op;
+    int input;          /* node index of the input; -1 for RAP_OP_INPUT */
+    int raw;            /* INPUT: raw column index (dense or sparse per kind) */
+    rap_kind in_kind;   /* kind of the input (INPUT: == kind) */
+    rap_kind kind;      /* kind of the output */
+    int width;          /* VECTOR: W; 1 otherwise */
+    /* parameters, as written (see ops.md):
+     *   FILL_NULL f[0]=v; CAST i[0]=target kind (RAP_DENSE float32 /
+     *   RAP_SPARSE int64); LOGIT f[0]=eps; BOXCOX f[0]=lambda; ADD/MUL
+     *   f[0]=c; ONEHOT f[0]=low f[1]=high i[0]=C; SIGRID_HASH i[0]=salt
+     *   i[1]=max; FIRSTX i[0]=k; CLAMP f[0]=lo f[1]=hi; NGRAM i[0]=n */
+    double f[2];
+    int64_t i[2];
+    double *borders;    /* BUCKETIZE: (n_aux) non-decreasing, owned */
+    int64_t *map;       /* MAPID: (n_aux), owned */
+    int64_t n_aux;
+    /* static facts about the output, derived when the node is added */
+    bool nullable;      /* may hold null rows */
+    bool len1;          /* sparse: every non-null row holds exactly one id */
+    int64_t ids_per_row; /* sparse: bound on ids per row (capacity) */
+    bool bounded;       /* sparse: every id lies in [lo, hi] */
+    int64_t lo, hi;
+    rap_off_mode off;
+    int level;          /* 0 for inputs, else 1 + the input's level */
+    int line, col;      /* position in the plan source (0 for inputs) */
+    bool live;          /* some output column depends on it */
+} rap_node;
+
+typedef struct {
+    char name[64];
+    int node;
+} rap_column_ref;
+
+typedef struct {
+    rap_schema schema;
+    char source[256];     /* plan file name, for messages */
+    rap_node *nodes;      /* (n_nodes) topological: inputs first, then ops */
+    int n_nodes;
+    int cap_nodes;
+    rap_column_ref *cols; /* (n_cols) columns after the plan, in frame order */
+    int n_cols;
+    int cap_cols;
+} rap_plan;
+
+/* Parses a plan file (plan language: docs/PLAN_LANGUAGE.md). Nothing is
+ * executed. On failure: RAP_ERR_PLAN (or RAP_ERR_IO) and the message
+ * "file:line:col: what was expected". */
+rap_status rap_plan_load(const char *path, rap_schema schema, rap_plan **out);
+rap_status rap_plan_parse(const char *text, const char *source_name,
+                          rap_schema schema, rap_plan **out);
+void rap_plan_free(rap_plan *p);
+
+/* Building plans programmatically (the parser uses these too). */
+/* A plan holding the raw columns only: label is implicit; int_j, cat_j. */
+rap_status rap_plan_create(rap_schema schema, const char *source_name, rap_plan **out);
+/* Appends op node `n` (op, input, params, line/col set by the caller; facts
+ * are derived here) after checking the input kind and preconditions of
+ * ops.md. Returns the new node's index in *idx. On a violated precondition:
+ * RAP_ERR_PLAN with "source:line:col: ...". */
+rap_status rap_plan_add_op(rap_plan *p, const rap_node *n, int *idx);
+/* Binds column `name` to node (new column appended at the end of the frame,
+ * an existing one keeps its position). */
+rap_status rap_plan_assign(rap_plan *p, const char *name, int node);
+/* Removes a column from the frame (del df["x"]). */
+rap_status rap_plan_drop(rap_plan *p, const char *name);
+/* Frame index of column `name`, or -1. */
+int rap_plan_find(const rap_plan *p, const char *name);
+/* Marks live nodes; call after the last assignment. Returns number of ops
+ * (non-input nodes) that are live. */
+int rap_plan_finish(rap_plan *p);
+/* Number of live op nodes. */
+int rap_plan_n_ops(const rap_plan *p);
+
+/* ------------------------------------------------------------------ fusion */
+
+/* A kernel: live nodes of one op type (and one variant) at one dependency
+ * level, run by one launch over a table of descriptors. */
+typedef struct {
+    rap_op_type op;
+    int variant;   /* op-specific kernel variant (e.g. dense vs sparse input) */
+    int level;
+    int *nodes;    /* (n) node indices, owned */
+    int n;
+} rap_kernel;
+
+typedef struct {
+    rap_kernel *kernels; /* (n) in an order that respects dependencies */
+    int n;
+} rap_fusion;
+
+/* Greedy fusion: ops of the same type and variant in the same level form one
+ * kernel. */
+rap_status rap_fuse_levels(const rap_plan *p, rap_fusion *f);
+/* No fusion: one kernel per op. */
+rap_status rap_fuse_none(const rap_plan *p, rap_fusion *f);
+/* Kernel variant of a node: nodes fuse only with equal (op, variant). */
+int rap_node_variant(const rap_plan *p, int node);
+void rap_fusion_free(rap_fusion *f);
+
+/* -------------------------------------------------------------- executor */
+
+typedef enum { RAP_CPU = 0, RAP_GPU = 1 } rap_device;
+
+typedef struct {
+    rap_device device;
+    int64_t max_rows;   /* B: largest batch that will be loaded */
+    int threads;        /* CPU: worker threads, 0 = all cores */
+    void *stream;       /* GPU: cudaStream_t to run on; NULL = the default */
+} rap_prep_config;
+
+typedef struct rap_prep rap_prep;
+
+/* Compiles the plan for one device: allocates every buffer (for max_rows)
+ * and descriptor table now, so loading and running allocate nothing. */
+rap_status rap_prep_create(const rap_plan *plan, const rap_fusion *fusion,
+                           const rap_prep_config *cfg, rap_prep **out);
+void rap_prep_free(rap_prep *p);
+/* Copies a host batch into the executor's input buffers (GPU: asynchronous
+ * on the stream; b must stay unchanged until rap_prep_sync). */
+rap_status rap_prep_load(rap_prep *p, const rap_batch *b);
+/* Runs every kernel in order. */
+rap_status rap_prep_run(rap_prep *p);
+/* Runs part of kernel k: descriptors [d0, d1) over rows [r0, r1) of the
+ * loaded batch (r1 clipped to its rows). Pieces of a kernel run in order
+ * of r0 reproduce the whole kernel. stream NULL = the executor's. */
+rap_status rap_prep_run_kernel(rap_prep *p, int k, int d0, int d1,
+                               int64_t r0, int64_t r1, void *stream);
+rap_status rap_prep_sync(rap_prep *p);
+int rap_prep_n_kernels(const rap_prep *p);
+/* Kernel launches (GPU) or kernel calls (CPU) since creation. */
+int64_t rap_prep_launches(const rap_prep *p);
+
+/* A column after the plan, as pointers into the executor's buffers (device
+ * pointers on the GPU). Valid until the next load. */
+typedef struct {
+    rap_kind kind;
+    int width;             /* W for vectors, else 1 */
+    int64_t rows;
+    const float *val;      /* dense (B) or vector (B, W) */
+    const int64_t *off;    /* sparse (B+1) */
+    const int64_t *ids;    /* sparse (off[rows]) */
+    const uint8_t *valid;  /* (B) or NULL when no row can be null */
+    bool bounded;          /* sparse: ids in [lo, hi] */
+    int64_t lo, hi;
+} rap_col_view;
+
+rap_status rap_prep_column(const rap_prep *p, int col, rap_col_view *v);
+const float *rap_prep_label(const rap_prep *p); /* (rows) */
+
+/* A column copied to host memory (for output, tests and the CPU path). */
+typedef struct {
+    rap_kind kind;
+    int width;
+    int64_t rows;
+    float *val;       /* (rows*width) */
+    int64_t *off;     /* (rows+1) */
+    int64_t *ids;     /* (off[rows]) */
+    uint8_t *valid;   /* (rows): always present here, 1 when non-nullable */
+} rap_host_column;
+
+rap_status rap_prep_fetch(const rap_prep *p, int col, rap_host_column *out);
+void rap_host_column_free(rap_host_column *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RAP_H */

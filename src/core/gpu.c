@@ -1,0 +1,66 @@
+/* gpu.c -- is a GPU usable, and checked device allocation. */
+#include "core/core.h"
+#include "core/cuda_util.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static bool g_ok;
+static char g_why[256];
+
+static void probe(void)
+{
+#ifdef RAP_HAVE_CUDA
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(g_why, sizeof g_why, "no usable GPU (cudaGetDeviceCount: %s)",
+                 cudaGetErrorString(e));
+        cudaGetLastError();
+        return;
+    }
+    if (n == 0) {
+        snprintf(g_why, sizeof g_why, "no GPU found");
+        return;
+    }
+    g_ok = true;
+    snprintf(g_why, sizeof g_why, "%d GPU(s)", n);
+#else
+    snprintf(g_why, sizeof g_why, "built without CUDA (nvcc was not found at build time)");
+#endif
+}
+
+bool rap_gpu_available(char *why, size_t why_len)
+{
+    pthread_once(&g_once, probe);
+    if (why && why_len) {
+        strncpy(why, g_why, why_len - 1);
+        why[why_len - 1] = 0;
+    }
+    return g_ok;
+}
+
+#ifdef RAP_HAVE_CUDA
+rap_status rap_cuda_malloc(void **p, size_t n, const char *what)
+{
+    *p = NULL;
+    cudaError_t e = cudaMalloc(p, n ? n : 256);
+    if (e != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total_b);
+        return rap_fail(e == cudaErrorMemoryAllocation ? RAP_ERR_NOMEM : RAP_ERR_CUDA,
+                        "GPU out of memory: %zu bytes for %s (%zu of %zu bytes free): %s", n,
+                        what, free_b, total_b, cudaGetErrorString(e));
+    }
+    return RAP_OK;
+}
+
+void rap_cuda_free(void *p)
+{
+    if (p)
+        cudaFree(p);
+}
+#endif

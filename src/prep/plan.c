@@ -1,0 +1,568 @@
+/*
+ * plan.c -- the plan's DAG: nodes, the column frame, and the static facts
+ * every op derives for its output (kind, nullability, list lengths, id
+ * range, how offsets are obtained). The parser (plan_parse.c) and tests build
+ * plans through rap_plan_add_op; the executor and planner read the nodes.
+ *
+ * Preconditions checked here are those of docs/OPS.md (from spec ops.md);
+ * a violation is RAP_ERR_PLAN naming source:line:col and what was expected.
+ */
+#include "core/core.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const g_op_names[RAP_OP_COUNT] = {
+    [RAP_OP_INPUT] = "input",
+    [RAP_OP_FILL_NULL] = "fill_null",
+    [RAP_OP_CAST] = "cast",
+    [RAP_OP_LOGIT] = "logit",
+    [RAP_OP_BOXCOX] = "boxcox",
+    [RAP_OP_LOG] = "log",
+    [RAP_OP_ADD] = "add",
+    [RAP_OP_MUL] = "mul",
+    [RAP_OP_ONEHOT] = "onehot",
+    [RAP_OP_BUCKETIZE] = "bucketize",
+    [RAP_OP_SIGRID_HASH] = "sigrid_hash",
+    [RAP_OP_FIRSTX] = "firstx",
+    [RAP_OP_CLAMP] = "clamp",
+    [RAP_OP_NGRAM] = "ngram",
+    [RAP_OP_MAPID] = "mapid",
+};
+
+const char *rap_op_name(rap_op_type t)
+{
+    return (t >= 0 && t < RAP_OP_COUNT) ? g_op_names[t] : "?";
+}
+
+static const char *kind_name(rap_kind k)
+{
+    return k == RAP_DENSE ? "dense" : k == RAP_SPARSE ? "sparse" : "vector";
+}
+
+/* ------------------------------------------------------------- growth */
+
+static rap_status grow_nodes(rap_plan *p)
+{
+    if (p->n_nodes < p->cap_nodes)
+        return RAP_OK;
+    int cap = p->cap_nodes ? 2 * p->cap_nodes : 128;
+    rap_node *n = rap_realloc(p->nodes, sizeof *n * (size_t)cap, "plan nodes");
+    if (!n)
+        return RAP_ERR_NOMEM;
+    p->nodes = n;
+    p->cap_nodes = cap;
+    return RAP_OK;
+}
+
+static rap_status grow_cols(rap_plan *p)
+{
+    if (p->n_cols < p->cap_cols)
+        return RAP_OK;
+    int cap = p->cap_cols ? 2 * p->cap_cols : 64;
+    rap_column_ref *c = rap_realloc(p->cols, sizeof *c * (size_t)cap, "plan columns");
+    if (!c)
+        return RAP_ERR_NOMEM;
+    p->cols = c;
+    p->cap_cols = cap;
+    return RAP_OK;
+}
+
+/* ------------------------------------------------------------- create/free */
+
+rap_status rap_plan_create(rap_schema schema, const char *source_name, rap_plan **out)
+{
+    *out = NULL;
+    rap_plan *p = rap_calloc(sizeof *p, "plan");
+    if (!p)
+        return RAP_ERR_NOMEM;
+    p->schema = schema;
+    snprintf(p->source, sizeof p->source, "%s", source_name ? source_name : "<plan>");
+    for (int j = 0; j < schema.n_dense + schema.n_sparse; j++) {
+        bool dense = j < schema.n_dense;
+        rap_status s = grow_nodes(p);
+        if (s == RAP_OK)
+            s = grow_cols(p);
+        if (s != RAP_OK) {
+            rap_plan_free(p);
+            return s;
+        }
+        rap_node *n = &p->nodes[p->n_nodes];
+        memset(n, 0, sizeof *n);
+        n->op = RAP_OP_INPUT;
+        n->input = -1;
+        n->raw = dense ? j : j - schema.n_dense;
+        n->kind = n->in_kind = dense ? RAP_DENSE : RAP_SPARSE;
+        n->width = 1;
+        n->nullable = true;
+        n->len1 = !dense && schema.ids_per_row == 1;
+        n->ids_per_row = dense ? 0 : schema.ids_per_row;
+        n->off = dense ? RAP_OFF_NONE : RAP_OFF_SAME;
+        /* Criteo ids are 32-bit hashes; other schemas: unbounded int64 */
+        n->bounded = false;
+        rap_column_ref *c = &p->cols[p->n_cols++];
+        snprintf(c->name, sizeof c->name, dense ? "int_%d" : "cat_%d", n->raw);
+        c->node = p->n_nodes++;
+    }
+    *out = p;
+    return RAP_OK;
+}
+
+void rap_plan_free(rap_plan *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->n_nodes; i++) {
+        rap_free(p->nodes[i].borders);
+        rap_free(p->nodes[i].map);
+    }
+    rap_free(p->nodes);
+    rap_free(p->cols);
+    rap_free(p);
+}
+
+/* ------------------------------------------------------------- adding ops */
+
+#define PLAN_ERR(p, n, ...)                                                      \
+    plan_err((p), (n), __VA_ARGS__)
+
+static rap_status plan_err(const rap_plan *p, const rap_node *n, const char *fmt, ...)
+    RAP_PRINTF(3, 4);
+static rap_status plan_err(const rap_plan *p, const rap_node *n, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return rap_fail(RAP_ERR_PLAN, "%s:%d:%d: %s", p->source, n->line, n->col, msg);
+}
+
+static bool is_integral(double v) { return isfinite(v) && v == floor(v) && fabs(v) < 9.2e18; }
+
+/* Checks the input kind against what op accepts. */
+static rap_status check_kind(const rap_plan *p, const rap_node *n, bool dense_ok,
+                             bool sparse_ok)
+{
+    rap_kind k = n->in_kind;
+    if ((k == RAP_DENSE && dense_ok) || (k == RAP_SPARSE && sparse_ok))
+        return RAP_OK;
+    const char *want = dense_ok && sparse_ok ? "a dense or sparse column"
+                       : dense_ok            ? "a dense column"
+                                             : "a sparse column";
+    return PLAN_ERR(p, n, "%s expects %s, got a %s column", rap_op_name(n->op), want,
+                    kind_name(k));
+}
+
+/* Sets the facts of a sparse output whose lists have the same lengths as the
+ * (sparse) input's. */
+static void same_lists(rap_node *n, const rap_node *in)
+{
+    n->kind = RAP_SPARSE;
+    n->nullable = in->nullable;
+    n->len1 = in->len1;
+    n->ids_per_row = in->ids_per_row;
+    n->off = RAP_OFF_SAME;
+    n->bounded = in->bounded;
+    n->lo = in->lo;
+    n->hi = in->hi;
+}
+
+/* A sparse one-id-per-row output from a dense input. */
+static void one_id_from_dense(rap_node *n, const rap_node *in)
+{
+    n->kind = RAP_SPARSE;
+    n->nullable = in->nullable;
+    n->len1 = true;
+    n->ids_per_row = 1;
+    /* null rows are empty lists, so offsets depend on the data unless no
+     * row can be null */
+    n->off = in->nullable ? RAP_OFF_COMPUTED : RAP_OFF_ARANGE;
+    n->bounded = false;
+}
+
+static void dense_like(rap_node *n, const rap_node *in)
+{
+    n->kind = RAP_DENSE;
+    n->nullable = in->nullable;
+    n->off = RAP_OFF_NONE;
+}
+
+static rap_status derive(const rap_plan *p, rap_node *n)
+{
+    const rap_node *in = &p->nodes[n->input];
+    n->in_kind = in->kind;
+    n->width = 1;
+    n->level = in->level + 1;
+    if (in->kind == RAP_VECTOR)
+        return PLAN_ERR(p, n, "%s expects a dense or sparse column, got a vector column "
+                              "(onehot output can only be a model input)",
+                        rap_op_name(n->op));
+    switch (n->op) {
+    case RAP_OP_FILL_NULL:
+        if (in->kind == RAP_DENSE) {
+            dense_like(n, in);
+        } else {
+            if (!is_integral(n->f[0]))
+                return PLAN_ERR(p, n, "fill_null on a sparse column expects an integer id, got %.17g",
+                                n->f[0]);
+            int64_t v = (int64_t)n->f[0];
+            same_lists(n, in);
+            if (in->nullable) {
+                if (in->len1) {
+                    n->off = RAP_OFF_ARANGE;
+                } else {
+                    n->off = RAP_OFF_COMPUTED;
+                    n->len1 = false;
+                }
+            }
+            if (n->ids_per_row < 1)
+                n->ids_per_row = 1;
+            if (n->bounded) {
+                n->lo = v < n->lo ? v : n->lo;
+                n->hi = v > n->hi ? v : n->hi;
+            }
+        }
+        n->nullable = false;
+        return RAP_OK;
+    case RAP_OP_CAST:
+        if (n->i[0] != RAP_DENSE && n->i[0] != RAP_SPARSE)
+            return PLAN_ERR(p, n, "cast expects float32 or int64");
+        if (n->i[0] == RAP_DENSE) {
+            dense_like(n, in); /* dense: identity; sparse: first id (empty -> 0) */
+        } else if (in->kind == RAP_SPARSE) {
+            same_lists(n, in);
+        } else {
+            one_id_from_dense(n, in);
+        }
+        return RAP_OK;
+    case RAP_OP_LOGIT:
+        RAP_TRY(check_kind(p, n, true, false));
+        if (!(n->f[0] >= 0 && n->f[0] < 0.5))
+            return PLAN_ERR(p, n, "logit expects 0 <= eps < 0.5, got %.9g", n->f[0]);
+        dense_like(n, in);
+        return RAP_OK;
+    case RAP_OP_BOXCOX:
+        RAP_TRY(check_kind(p, n, true, false));
+        if (!isfinite(n->f[0]))
+            return PLAN_ERR(p, n, "boxcox expects a finite lambda");
+        dense_like(n, in);
+        return RAP_OK;
+    case RAP_OP_LOG:
+    case RAP_OP_ADD:
+    case RAP_OP_MUL:
+        RAP_TRY(check_kind(p, n, true, false));
+        if (n->op != RAP_OP_LOG && !isfinite(n->f[0]))
+            return PLAN_ERR(p, n, "%s expects a finite constant", n->op == RAP_OP_ADD ? "+" : "*");
+        dense_like(n, in);
+        return RAP_OK;
+    case RAP_OP_ONEHOT:
+        RAP_TRY(check_kind(p, n, true, false));
+        if (n->i[0] <= 0 || n->i[0] > 65536)
+            return PLAN_ERR(p, n, "onehot expects 0 < C <= 65536, got %lld", (long long)n->i[0]);
+        if (!(n->f[1] > n->f[0]) || !isfinite(n->f[0]) || !isfinite(n->f[1]))
+            return PLAN_ERR(p, n, "onehot expects finite low < high, got low %.9g, high %.9g",
+                            n->f[0], n->f[1]);
+        n->kind = RAP_VECTOR;
+        n->width = (int)n->i[0];
+        n->nullable = in->nullable;
+        n->off = RAP_OFF_NONE;
+        return RAP_OK;
+    case RAP_OP_BUCKETIZE:
+        RAP_TRY(check_kind(p, n, true, true));
+        if (n->n_aux < 1 || !n->borders)
+            return PLAN_ERR(p, n, "bucketize expects a non-empty list of borders");
+        for (int64_t j = 0; j < n->n_aux; j++) {
+            if (!isfinite(n->borders[j]))
+                return PLAN_ERR(p, n, "bucketize expects finite borders (border %lld)",
+                                (long long)j);
+            if (j > 0 && n->borders[j] < n->borders[j - 1])
+                return PLAN_ERR(p, n, "bucketize expects non-decreasing borders, but border %lld (%.9g) < border %lld (%.9g)",
+                                (long long)j, n->borders[j], (long long)(j - 1), n->borders[j - 1]);
+            if (j > 1 && n->borders[j] == n->borders[j - 1] && n->borders[j] == n->borders[j - 2])
+                return PLAN_ERR(p, n, "bucketize expects no border repeated more than twice, but %.9g appears 3 times",
+                                n->borders[j]);
+        }
+        if (in->kind == RAP_DENSE)
+            one_id_from_dense(n, in);
+        else
+            same_lists(n, in);
+        n->bounded = true;
+        n->lo = 0;
+        n->hi = n->n_aux;
+        return RAP_OK;
+    case RAP_OP_SIGRID_HASH:
+        RAP_TRY(check_kind(p, n, false, true));
+        if (n->i[1] < 1)
+            return PLAN_ERR(p, n, "sigrid_hash expects max >= 1, got %lld", (long long)n->i[1]);
+        same_lists(n, in);
+        n->bounded = true;
+        n->lo = 0;
+        n->hi = n->i[1] - 1;
+        return RAP_OK;
+    case RAP_OP_FIRSTX:
+        RAP_TRY(check_kind(p, n, false, true));
+        if (n->i[0] < 1)
+            return PLAN_ERR(p, n, "firstx expects k >= 1, got %lld", (long long)n->i[0]);
+        same_lists(n, in);
+        if (in->ids_per_row > n->i[0] && !in->len1) {
+            n->off = RAP_OFF_COMPUTED;
+            n->ids_per_row = n->i[0];
+        }
+        return RAP_OK;
+    case RAP_OP_CLAMP:
+        RAP_TRY(check_kind(p, n, true, true));
+        if (!(n->f[0] <= n->f[1]))
+            return PLAN_ERR(p, n, "clamp expects lo <= hi, got lo %.9g, hi %.9g", n->f[0], n->f[1]);
+        if (in->kind == RAP_DENSE) {
+            dense_like(n, in);
+        } else {
+            if (!is_integral(n->f[0]) || !is_integral(n->f[1]))
+                return PLAN_ERR(p, n, "clamp on a sparse column expects integer bounds, got %.17g, %.17g",
+                                n->f[0], n->f[1]);
+            int64_t lo = (int64_t)n->f[0], hi = (int64_t)n->f[1];
+            same_lists(n, in);
+            if (n->bounded) {
+                n->lo = n->lo > lo ? (n->lo > hi ? hi : n->lo) : lo;
+                n->hi = n->hi < hi ? (n->hi < lo ? lo : n->hi) : hi;
+            } else {
+                n->bounded = true;
+                n->lo = lo;
+                n->hi = hi;
+            }
+        }
+        return RAP_OK;
+    case RAP_OP_NGRAM: {
+        RAP_TRY(check_kind(p, n, false, true));
+        int64_t g = n->i[0];
+        if (g < 1)
+            return PLAN_ERR(p, n, "ngram expects n >= 1, got %lld", (long long)g);
+        same_lists(n, in);
+        int64_t L = in->ids_per_row;
+        if (!in->len1 && g > 1 && L > 1) {
+            n->off = RAP_OFF_COMPUTED;
+            n->len1 = false;
+            n->ids_per_row = L > g ? (L - g + 1) * g : L;
+        }
+        return RAP_OK;
+    }
+    case RAP_OP_MAPID: {
+        RAP_TRY(check_kind(p, n, false, true));
+        if (n->n_aux < 1 || !n->map)
+            return PLAN_ERR(p, n, "mapid expects a non-empty map");
+        same_lists(n, in);
+        int64_t lo = 0, hi = 0; /* ids outside the map become 0 */
+        for (int64_t j = 0; j < n->n_aux; j++) {
+            lo = n->map[j] < lo ? n->map[j] : lo;
+            hi = n->map[j] > hi ? n->map[j] : hi;
+        }
+        n->bounded = true;
+        n->lo = lo;
+        n->hi = hi;
+        return RAP_OK;
+    }
+    case RAP_OP_INPUT:
+    case RAP_OP_COUNT:
+        break;
+    }
+    return PLAN_ERR(p, n, "unknown operation %d", (int)n->op);
+}
+
+rap_status rap_plan_add_op(rap_plan *p, const rap_node *src, int *idx)
+{
+    if (src->input < 0 || src->input >= p->n_nodes)
+        return rap_fail(RAP_ERR_PLAN, "%s:%d:%d: input node %d does not exist (cycle or forward reference)",
+                        p->source, src->line, src->col, src->input);
+    if (src->op <= RAP_OP_INPUT || src->op >= RAP_OP_COUNT)
+        return rap_fail(RAP_ERR_PLAN, "%s:%d:%d: unknown operation", p->source, src->line, src->col);
+    RAP_TRY(grow_nodes(p));
+    rap_node n = *src;
+    n.borders = NULL;
+    n.map = NULL;
+    /* copy the owned arrays */
+    if (src->op == RAP_OP_BUCKETIZE && src->borders && src->n_aux > 0) {
+        n.borders = rap_malloc(sizeof(double) * (size_t)src->n_aux, "bucketize borders");
+        if (!n.borders)
+            return RAP_ERR_NOMEM;
+        memcpy(n.borders, src->borders, sizeof(double) * (size_t)src->n_aux);
+    }
+    if (src->op == RAP_OP_MAPID && src->map && src->n_aux > 0) {
+        n.map = rap_malloc(sizeof(int64_t) * (size_t)src->n_aux, "mapid map");
+        if (!n.map)
+            return RAP_ERR_NOMEM;
+        memcpy(n.map, src->map, sizeof(int64_t) * (size_t)src->n_aux);
+    }
+    n.raw = -1;
+    n.live = false;
+    rap_status s = derive(p, &n);
+    if (s != RAP_OK) {
+        rap_free(n.borders);
+        rap_free(n.map);
+        return s;
+    }
+    p->nodes[p->n_nodes] = n;
+    *idx = p->n_nodes++;
+    return RAP_OK;
+}
+
+/* ------------------------------------------------------------- the frame */
+
+int rap_plan_find(const rap_plan *p, const char *name)
+{
+    for (int i = 0; i < p->n_cols; i++)
+        if (strcmp(p->cols[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+rap_status rap_plan_assign(rap_plan *p, const char *name, int node)
+{
+    if (node < 0 || node >= p->n_nodes)
+        return rap_fail(RAP_ERR_ARG, "assign %s: no node %d", name, node);
+    if (strlen(name) == 0 || strlen(name) >= sizeof p->cols[0].name)
+        return rap_fail(RAP_ERR_PLAN, "column name must have 1 to %zu characters",
+                        sizeof p->cols[0].name - 1);
+    int c = rap_plan_find(p, name);
+    if (c >= 0) {
+        p->cols[c].node = node;
+        return RAP_OK;
+    }
+    RAP_TRY(grow_cols(p));
+    rap_column_ref *r = &p->cols[p->n_cols++];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->node = node;
+    return RAP_OK;
+}
+
+rap_status rap_plan_drop(rap_plan *p, const char *name)
+{
+    int c = rap_plan_find(p, name);
+    if (c < 0)
+        return rap_fail(RAP_ERR_PLAN, "del: no column named \"%s\"", name);
+    memmove(&p->cols[c], &p->cols[c + 1], sizeof p->cols[0] * (size_t)(p->n_cols - c - 1));
+    p->n_cols--;
+    return RAP_OK;
+}
+
+int rap_plan_finish(rap_plan *p)
+{
+    for (int i = 0; i < p->n_nodes; i++)
+        p->nodes[i].live = false;
+    for (int c = 0; c < p->n_cols; c++)
+        p->nodes[p->cols[c].node].live = true;
+    /* nodes are topological: a live node's input is earlier */
+    for (int i = p->n_nodes - 1; i >= 0; i--)
+        if (p->nodes[i].live && p->nodes[i].input >= 0)
+            p->nodes[p->nodes[i].input].live = true;
+    return rap_plan_n_ops(p);
+}
+
+int rap_plan_n_ops(const rap_plan *p)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_nodes; i++)
+        n += p->nodes[i].live && p->nodes[i].op != RAP_OP_INPUT;
+    return n;
+}
+
+/* ------------------------------------------------------------- fusion */
+
+int rap_node_variant(const rap_plan *p, int node)
+{
+    const rap_node *n = &p->nodes[node];
+    return (int)n->in_kind * 3 + (int)n->kind + (n->off == RAP_OFF_COMPUTED ? 9 : 0);
+}
+
+void rap_fusion_free(rap_fusion *f)
+{
+    if (!f)
+        return;
+    for (int k = 0; k < f->n; k++)
+        rap_free(f->kernels[k].nodes);
+    rap_free(f->kernels);
+    f->kernels = NULL;
+    f->n = 0;
+}
+
+rap_status rap_fuse_none(const rap_plan *p, rap_fusion *f)
+{
+    f->n = 0;
+    f->kernels = rap_calloc(sizeof *f->kernels * (size_t)(p->n_nodes + 1), "fusion");
+    if (!f->kernels)
+        return RAP_ERR_NOMEM;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const rap_node *n = &p->nodes[i];
+        if (!n->live || n->op == RAP_OP_INPUT)
+            continue;
+        rap_kernel *k = &f->kernels[f->n];
+        k->nodes = rap_malloc(sizeof(int), "fusion");
+        if (!k->nodes) {
+            rap_fusion_free(f);
+            return RAP_ERR_NOMEM;
+        }
+        k->op = n->op;
+        k->variant = rap_node_variant(p, i);
+        k->level = n->level;
+        k->nodes[0] = i;
+        k->n = 1;
+        f->n++;
+    }
+    return RAP_OK;
+}
+
+rap_status rap_fuse_levels(const rap_plan *p, rap_fusion *f)
+{
+    f->n = 0;
+    f->kernels = rap_calloc(sizeof *f->kernels * (size_t)(p->n_nodes + 1), "fusion");
+    int *group = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "fusion");
+    if (!f->kernels || !group) {
+        rap_free(group);
+        rap_fusion_free(f);
+        return RAP_ERR_NOMEM;
+    }
+    int max_level = 0;
+    for (int i = 0; i < p->n_nodes; i++)
+        if (p->nodes[i].level > max_level)
+            max_level = p->nodes[i].level;
+    /* level by level; inside a level, kernels in order of their first node */
+    for (int lv = 1; lv <= max_level; lv++) {
+        int first = f->n;
+        for (int i = 0; i < p->n_nodes; i++) {
+            const rap_node *n = &p->nodes[i];
+            if (!n->live || n->op == RAP_OP_INPUT || n->level != lv)
+                continue;
+            int var = rap_node_variant(p, i), k;
+            for (k = first; k < f->n; k++)
+                if (f->kernels[k].op == n->op && f->kernels[k].variant == var)
+                    break;
+            if (k == f->n) {
+                f->kernels[k].op = n->op;
+                f->kernels[k].variant = var;
+                f->kernels[k].level = lv;
+                f->kernels[k].n = 0;
+                f->n++;
+            }
+            group[i] = k;
+            f->kernels[k].n++;
+        }
+        for (int k = first; k < f->n; k++) {
+            f->kernels[k].nodes = rap_malloc(sizeof(int) * (size_t)f->kernels[k].n, "fusion");
+            if (!f->kernels[k].nodes) {
+                rap_free(group);
+                rap_fusion_free(f);
+                return RAP_ERR_NOMEM;
+            }
+            f->kernels[k].n = 0;
+        }
+        for (int i = 0; i < p->n_nodes; i++) {
+            const rap_node *n = &p->nodes[i];
+            if (!n->live || n->op == RAP_OP_INPUT || n->level != lv)
+                continue;
+            rap_kernel *k = &f->kernels[group[i]];
+            k->nodes[k->n++] = i;
+        }
+    }
+    rap_free(group);
+    return RAP_OK;
+}

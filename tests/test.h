@@ -1,0 +1,93 @@
+/*
+ * test.h -- the test harness: RAP_TEST(name) { ... } defines and registers a
+ * test; CHECK(cond) records a failure (with file:line) and goes on;
+ * REQUIRE(cond) records it and leaves the test; SKIP("why") leaves the test
+ * as skipped, printing the reason. tests/test_main.c runs them all, or those
+ * whose name contains argv[1]. The closing line is "N passed, N failed,
+ * N skipped".
+ */
+#ifndef RAP_TEST_H
+#define RAP_TEST_H
+
+#include "rap.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    int failures;
+    int skipped;
+    char skip_reason[256];
+} rap_test_ctx;
+
+typedef void (*rap_test_fn)(rap_test_ctx *t);
+void rap_test_register(const char *name, rap_test_fn fn);
+void rap_test_fail(rap_test_ctx *t, const char *file, int line, const char *fmt, ...);
+/* A scratch directory for this test run (created once, removed at exit
+ * unless RAP_KEEP_TMP is set). */
+const char *rap_test_tmpdir(void);
+
+#define RAP_TEST(name)                                                     \
+    static void name(rap_test_ctx *t);                                     \
+    __attribute__((constructor)) static void name##_register(void)        \
+    {                                                                      \
+        rap_test_register(#name, name);                                    \
+    }                                                                      \
+    static void name(rap_test_ctx *t)
+
+#define CHECK(cond)                                                        \
+    do {                                                                   \
+        if (!(cond))                                                       \
+            rap_test_fail(t, __FILE__, __LINE__, "CHECK(%s)", #cond);       \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                               \
+    do {                                                                   \
+        if (!(cond))                                                       \
+            rap_test_fail(t, __FILE__, __LINE__, __VA_ARGS__);              \
+    } while (0)
+
+#define REQUIRE(cond)                                                      \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            rap_test_fail(t, __FILE__, __LINE__, "REQUIRE(%s)", #cond);     \
+            return;                                                        \
+        }                                                                  \
+    } while (0)
+
+/* A library call that must succeed; prints rap_last_error() if not. */
+#define REQUIRE_OK(call)                                                   \
+    do {                                                                   \
+        rap_status s_ = (call);                                            \
+        if (s_ != RAP_OK) {                                                \
+            rap_test_fail(t, __FILE__, __LINE__, "%s -> %s: %s", #call,     \
+                          rap_status_name(s_), rap_last_error());           \
+            return;                                                        \
+        }                                                                  \
+    } while (0)
+
+#define CHECK_OK(call)                                                     \
+    do {                                                                   \
+        rap_status s_ = (call);                                            \
+        if (s_ != RAP_OK)                                                  \
+            rap_test_fail(t, __FILE__, __LINE__, "%s -> %s: %s", #call,     \
+                          rap_status_name(s_), rap_last_error());           \
+    } while (0)
+
+#define SKIP(...)                                                          \
+    do {                                                                   \
+        t->skipped = 1;                                                    \
+        snprintf(t->skip_reason, sizeof t->skip_reason, __VA_ARGS__);      \
+        return;                                                            \
+    } while (0)
+
+/* Skips the test with the reason when no GPU is usable. */
+#define REQUIRE_GPU()                                                      \
+    do {                                                                   \
+        char why_[200];                                                    \
+        if (!rap_gpu_available(why_, sizeof why_))                         \
+            SKIP("%s", why_);                                              \
+    } while (0)
+
+#endif /* RAP_TEST_H */
