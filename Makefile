@@ -43,7 +43,7 @@ TEST_C := $(sort $(wildcard tests/*.c))
 BENCH_C := $(sort $(wildcard bench/*.c))
 
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
-CLI_OBJ := $(CLI_C:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_C:%.c=$(BUILD)/%.o) $(if $(wildcard src/cli/settings.c),$(BUILD)/gen/default_plan.o)
 TEST_OBJ := $(TEST_C:%.c=$(BUILD)/%.o)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench_%)
 
@@ -56,11 +56,11 @@ deps:
 # The README's two commands. Recursive make so that packages are in place
 # before anything is compiled.
 run: deps
-	@$(MAKE) --no-print-directory $(BUILD)/rap
+	@$(MAKE) --no-print-directory -j$$(nproc) $(BUILD)/rap
 	$(BUILD)/rap prep
 
 test: deps
-	@$(MAKE) --no-print-directory $(BUILD)/rap_tests $(BUILD)/rap
+	@$(MAKE) --no-print-directory -j$$(nproc) $(BUILD)/rap_tests $(BUILD)/rap
 	$(BUILD)/rap_tests
 
 $(BUILD)/librap.a: $(LIB_OBJ)
@@ -78,6 +78,13 @@ $(BUILD)/bench_%: $(BUILD)/bench/%.o $(BUILD)/librap.a
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# The default plan is built into rap so `rap train` runs from any directory.
+$(BUILD)/gen/default_plan.c: plans/default.plan scripts/embed.sh
+	@mkdir -p $(dir $@)
+	sh scripts/embed.sh rap_default_plan_text $< > $@
+$(BUILD)/gen/default_plan.o: $(BUILD)/gen/default_plan.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
 ifeq ($(CUDA),1)
