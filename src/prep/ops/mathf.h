@@ -264,6 +264,21 @@ static inline rap_status rap_op_sparse_blocks(int64_t rows, int nd, unsigned *bx
     return RAP_OK;
 }
 
+/* Blocks along x for a kernel whose per-desc work is rows x (a width known
+ * only on the device): at least the rows' blocks, at least ~4 blocks per SM
+ * overall, at most RAP_OP_MAX_BX. */
+static inline rap_status rap_op_wide_blocks(int64_t rows, int nd, unsigned *bx)
+{
+    int dev = 0, sms = 0;
+    RAP_CUDA_TRY(cudaGetDevice(&dev));
+    RAP_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    int ny = nd < RAP_OP_GRID_Y ? nd : RAP_OP_GRID_Y;
+    int64_t fill = (4 * (int64_t)(sms > 0 ? sms : 1)) / (ny > 0 ? ny : 1);
+    int64_t need = (rows + RAP_OP_THREADS - 1) / RAP_OP_THREADS;
+    *bx = rap_op_blocks((need > fill ? need : fill) * RAP_OP_THREADS, RAP_OP_MAX_BX);
+    return RAP_OK;
+}
+
 /* Launches kernel(descs + base, r0, r1) on grids (bx, <= 65535) until all nd
  * descs are covered; returns from the caller on a launch error. */
 #define RAP_OP_LAUNCH(kernel, bx, descs, nd, r0, r1, stream)                         \

@@ -42,7 +42,19 @@
     {rap_op_##name##_cpu, rap_op_##name##_len_cpu, RAP_OP_GPU(name), RAP_OP_LEN_GPU(name)}
 
 RAP_OP_DECL2(fill_null)
+RAP_OP_DECL2(cast)
+RAP_OP_DECL(logit)
+RAP_OP_DECL(boxcox)
+RAP_OP_DECL(log)
+RAP_OP_DECL(add)
+RAP_OP_DECL(mul)
+RAP_OP_DECL(onehot)
+RAP_OP_DECL2(bucketize)
 RAP_OP_DECL(sigrid_hash)
+RAP_OP_DECL2(firstx)
+RAP_OP_DECL(clamp)
+RAP_OP_DECL2(ngram)
+RAP_OP_DECL(mapid)
 
 #ifdef __cplusplus
 static_assert(RAP_OP_COUNT == 15, "rap_op_impls lists 15 entries in rap_op_type order");
@@ -53,17 +65,17 @@ _Static_assert(RAP_OP_COUNT == 15, "rap_op_impls lists 15 entries in rap_op_type
 const rap_op_impl rap_op_impls[RAP_OP_COUNT] = {
     /* RAP_OP_INPUT       */ {NULL, NULL, NULL, NULL},
     /* RAP_OP_FILL_NULL   */ RAP_OP_ENTRY2(fill_null),
-    /* RAP_OP_CAST        */ {NULL, NULL, NULL, NULL},
-    /* RAP_OP_LOGIT       */ {NULL, NULL, NULL, NULL},
-    /* RAP_OP_BOXCOX      */ {NULL, NULL, NULL, NULL},
-    /* RAP_OP_LOG         */ {NULL, NULL, NULL, NULL},
-    /* RAP_OP_ADD         */ {NULL, NULL, NULL, NULL},
-    /* RAP_OP_MUL         */ {NULL, NULL, NULL, NULL},
-    /* RAP_OP_ONEHOT      */ {NULL, NULL, NULL, NULL},
-    /* RAP_OP_BUCKETIZE   */ {NULL, NULL, NULL, NULL},
+    /* RAP_OP_CAST        */ RAP_OP_ENTRY2(cast),
+    /* RAP_OP_LOGIT       */ RAP_OP_ENTRY(logit),
+    /* RAP_OP_BOXCOX      */ RAP_OP_ENTRY(boxcox),
+    /* RAP_OP_LOG         */ RAP_OP_ENTRY(log),
+    /* RAP_OP_ADD         */ RAP_OP_ENTRY(add),
+    /* RAP_OP_MUL         */ RAP_OP_ENTRY(mul),
+    /* RAP_OP_ONEHOT      */ RAP_OP_ENTRY(onehot),
+    /* RAP_OP_BUCKETIZE   */ RAP_OP_ENTRY2(bucketize),
     /* RAP_OP_SIGRID_HASH */ RAP_OP_ENTRY(sigrid_hash),
-    /* RAP_OP_FIRSTX      */ {NULL, NULL, NULL, NULL},
-    /* RAP_OP_CLAMP       */ {NULL, NULL, NULL, NULL},
-    /* RAP_OP_NGRAM       */ {NULL, NULL, NULL, NULL},
-    /* RAP_OP_MAPID       */ {NULL, NULL, NULL, NULL},
+    /* RAP_OP_FIRSTX      */ RAP_OP_ENTRY2(firstx),
+    /* RAP_OP_CLAMP       */ RAP_OP_ENTRY(clamp),
+    /* RAP_OP_NGRAM       */ RAP_OP_ENTRY2(ngram),
+    /* RAP_OP_MAPID       */ RAP_OP_ENTRY(mapid),
 };

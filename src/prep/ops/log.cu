@@ -1,0 +1,58 @@
+/*
+ * log.cu -- log() (ops.md), dense -> dense, float32:
+ *   y = log(x) (natural, rap_logf): log(0) = -inf, log(x < 0) = NaN.
+ * Null rows are written as 0.0f; a NaN result is stored as the canonical
+ * NaN (mathf.h), so CPU and GPU agree bit for bit.
+ *
+ * Grid: (bx, nd), one row per thread (grid-stride), bx = ceil(rows / 256)
+ * up to 65535.
+ */
+#include "prep/ops/mathf.h"
+
+/* ------------------------------------------------------------ elements */
+
+/* Natural log of one value (the unused parameter keeps one row shape). */
+RAP_HD static inline float log_f(float x, float unused)
+{
+    (void)unused;
+    return rap_logf(x);
+}
+
+RAP_HD static inline void log_row(const rap_desc *d, int64_t r)
+{
+    d->y[r] = rap_row_null(d, r) ? 0.0f : rap_canon_nanf(log_f(d->x[r], d->f0));
+}
+
+/* ------------------------------------------------------------ CPU reference */
+
+/* Write phase over rows [r0, r1) of one desc. Cannot fail. */
+RAP_OP_EXPORT void rap_op_log_cpu(const rap_desc *d, int64_t r0, int64_t r1)
+{
+    for (int64_t r = r0; r < r1; r++)
+        log_row(d, r);
+}
+
+/* ------------------------------------------------------------ kernels */
+
+#ifdef __CUDACC__
+static __global__ void log_kernel(const rap_desc *descs, int64_t r0, int64_t r1)
+{
+    const rap_desc d = descs[blockIdx.y];
+    for (int64_t r = r0 + RAP_OP_TID(); r < r1; r += RAP_OP_STRIDE())
+        log_row(&d, r);
+}
+
+/* ------------------------------------------------------------ launcher */
+
+/* Write phase of nd descs (device array) over rows [r0, r1) on stream.
+ * Returns RAP_ERR_CUDA on a launch failure. nd == 0 or r0 >= r1: nothing. */
+RAP_OP_EXPORT rap_status rap_op_log_gpu(const rap_desc *descs, int nd, int64_t r0, int64_t r1,
+                                        cudaStream_t stream)
+{
+    if (nd <= 0 || r0 >= r1)
+        return RAP_OK;
+    unsigned bx = rap_op_blocks(r1 - r0, RAP_OP_MAX_BX);
+    RAP_OP_LAUNCH(log_kernel, bx, descs, nd, r0, r1, stream);
+    return RAP_OK;
+}
+#endif /* __CUDACC__ */

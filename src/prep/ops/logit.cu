@@ -1,0 +1,61 @@
+/*
+ * logit.cu -- logit(eps), eps = f0 (ops.md), dense -> dense, float32:
+ *   t = x < eps ? eps : (x > 1 - eps ? 1 - eps : x)   (1 - eps in float)
+ *   y = log(t / (1 - t))                              (rap_logf)
+ * x = 0 with eps = 0 gives -inf, x = 1 gives +inf; NaN stays NaN.
+ * Null rows are written as 0.0f; a NaN result is stored as the canonical
+ * NaN (mathf.h), so CPU and GPU agree bit for bit.
+ *
+ * Grid: (bx, nd), one row per thread (grid-stride), bx = ceil(rows / 256)
+ * up to 65535.
+ */
+#include "prep/ops/mathf.h"
+
+/* ------------------------------------------------------------ elements */
+
+/* logit of one value; eps in [0, 0.5) (plan.c checks). */
+RAP_HD static inline float logit_f(float x, float eps)
+{
+    float hi = 1.0f - eps;
+    float t = x < eps ? eps : (x > hi ? hi : x);
+    return rap_logf(t / (1.0f - t));
+}
+
+RAP_HD static inline void logit_row(const rap_desc *d, int64_t r)
+{
+    d->y[r] = rap_row_null(d, r) ? 0.0f : rap_canon_nanf(logit_f(d->x[r], d->f0));
+}
+
+/* ------------------------------------------------------------ CPU reference */
+
+/* Write phase over rows [r0, r1) of one desc. Cannot fail. */
+RAP_OP_EXPORT void rap_op_logit_cpu(const rap_desc *d, int64_t r0, int64_t r1)
+{
+    for (int64_t r = r0; r < r1; r++)
+        logit_row(d, r);
+}
+
+/* ------------------------------------------------------------ kernels */
+
+#ifdef __CUDACC__
+static __global__ void logit_kernel(const rap_desc *descs, int64_t r0, int64_t r1)
+{
+    const rap_desc d = descs[blockIdx.y];
+    for (int64_t r = r0 + RAP_OP_TID(); r < r1; r += RAP_OP_STRIDE())
+        logit_row(&d, r);
+}
+
+/* ------------------------------------------------------------ launcher */
+
+/* Write phase of nd descs (device array) over rows [r0, r1) on stream.
+ * Returns RAP_ERR_CUDA on a launch failure. nd == 0 or r0 >= r1: nothing. */
+RAP_OP_EXPORT rap_status rap_op_logit_gpu(const rap_desc *descs, int nd, int64_t r0, int64_t r1,
+                                          cudaStream_t stream)
+{
+    if (nd <= 0 || r0 >= r1)
+        return RAP_OK;
+    unsigned bx = rap_op_blocks(r1 - r0, RAP_OP_MAX_BX);
+    RAP_OP_LAUNCH(logit_kernel, bx, descs, nd, r0, r1, stream);
+    return RAP_OK;
+}
+#endif /* __CUDACC__ */

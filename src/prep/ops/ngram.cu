@@ -1,0 +1,115 @@
+/*
+ * ngram.cu -- ngram(n) (ops.md), n = i0 >= 1, sparse -> sparse. With
+ * L = the list's length and m = min(n, L), the output is the L - m + 1
+ * windows list[i .. i+m-1] one after another: (L - m + 1) * m ids. An empty
+ * list (and a null row, which is empty) stays empty.
+ *
+ * Variants (by off_mode, see plan.c):
+ *   SAME      n == 1, len1 input or lists of at most one id: the output is
+ *             the input (m == L or m == 1 gives the list itself): ids copied
+ *   COMPUTED  len[r] = L == 0 ? 0 : (L - m + 1) * m; write the windows to
+ *             yids[yoff[r]..]
+ *
+ * Grids: write kernel (bx, nd), branching per desc (uniform per block):
+ * SAME one id per thread over [xoff[r0], xoff[r1]), COMPUTED one row per
+ * thread; bx from the rows, capped at ~4 blocks per SM overall (grid-stride
+ * loops). Len kernel: one row per thread.
+ */
+#include "prep/ops/mathf.h"
+
+/* ------------------------------------------------------------ elements */
+
+RAP_HD static inline int64_t ngram_len(const rap_desc *d, int64_t r)
+{
+    int64_t l = d->xoff[r + 1] - d->xoff[r];
+    int64_t m = l < d->i0 ? l : d->i0;
+    return l == 0 ? 0 : (l - m + 1) * m;
+}
+
+RAP_HD static inline void ngram_computed_row(const rap_desc *d, int64_t r)
+{
+    int64_t a = d->xoff[r], o = d->yoff[r];
+    int64_t l = d->xoff[r + 1] - a;
+    int64_t m = l < d->i0 ? l : d->i0;
+    for (int64_t w = 0; w + m <= l; w++)
+        for (int64_t t = 0; t < m; t++)
+            d->yids[o + w * m + t] = d->xids[a + w + t];
+}
+
+/* ------------------------------------------------------------ CPU reference */
+
+/* Write phase over rows [r0, r1) of one desc. Cannot fail. */
+RAP_OP_EXPORT void rap_op_ngram_cpu(const rap_desc *d, int64_t r0, int64_t r1)
+{
+    if (r0 >= r1)
+        return;
+    if (d->off_mode == RAP_OFF_COMPUTED) {
+        for (int64_t r = r0; r < r1; r++)
+            ngram_computed_row(d, r);
+    } else {
+        for (int64_t j = d->xoff[r0]; j < d->xoff[r1]; j++)
+            d->yids[j] = d->xids[j];
+    }
+}
+
+/* Len phase (COMPUTED descs only; others left alone). */
+RAP_OP_EXPORT void rap_op_ngram_len_cpu(const rap_desc *d, int64_t r0, int64_t r1)
+{
+    if (d->off_mode != RAP_OFF_COMPUTED)
+        return;
+    for (int64_t r = r0; r < r1; r++)
+        d->len[r] = ngram_len(d, r);
+}
+
+/* ------------------------------------------------------------ kernels */
+
+#ifdef __CUDACC__
+static __global__ void ngram_kernel(const rap_desc *descs, int64_t r0, int64_t r1)
+{
+    const rap_desc d = descs[blockIdx.y];
+    int64_t tid = RAP_OP_TID(), st = RAP_OP_STRIDE();
+    if (d.off_mode == RAP_OFF_COMPUTED) {
+        for (int64_t r = r0 + tid; r < r1; r += st)
+            ngram_computed_row(&d, r);
+    } else {
+        int64_t b = d.xoff[r1];
+        for (int64_t j = d.xoff[r0] + tid; j < b; j += st)
+            d.yids[j] = d.xids[j];
+    }
+}
+
+static __global__ void ngram_len_kernel(const rap_desc *descs, int64_t r0, int64_t r1)
+{
+    const rap_desc d = descs[blockIdx.y];
+    if (d.off_mode != RAP_OFF_COMPUTED)
+        return;
+    for (int64_t r = r0 + RAP_OP_TID(); r < r1; r += RAP_OP_STRIDE())
+        d.len[r] = ngram_len(&d, r);
+}
+
+/* ------------------------------------------------------------ launchers */
+
+/* Write phase of nd descs (device array) over rows [r0, r1) on stream.
+ * Returns RAP_ERR_CUDA on a launch failure. nd == 0 or r0 >= r1: nothing. */
+RAP_OP_EXPORT rap_status rap_op_ngram_gpu(const rap_desc *descs, int nd, int64_t r0,
+                                          int64_t r1, cudaStream_t stream)
+{
+    if (nd <= 0 || r0 >= r1)
+        return RAP_OK;
+    unsigned bx = 1;
+    RAP_TRY(rap_op_sparse_blocks(r1 - r0, nd, &bx));
+    RAP_OP_LAUNCH(ngram_kernel, bx, descs, nd, r0, r1, stream);
+    return RAP_OK;
+}
+
+/* Len phase of nd COMPUTED descs over rows [r0, r1). */
+RAP_OP_EXPORT rap_status rap_op_ngram_len_gpu(const rap_desc *descs, int nd, int64_t r0,
+                                              int64_t r1, cudaStream_t stream)
+{
+    if (nd <= 0 || r0 >= r1)
+        return RAP_OK;
+    unsigned bx = rap_op_blocks(r1 - r0, RAP_OP_MAX_BX);
+    RAP_OP_LAUNCH(ngram_len_kernel, bx, descs, nd, r0, r1, stream);
+    return RAP_OK;
+}
+#endif /* __CUDACC__ */
