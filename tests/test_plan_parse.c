@@ -327,7 +327,11 @@ RAP_TEST(plan_parse_keyword_arguments)
         "df[\"f\"] = df[\"int_2\"].fill_null(fill_value=-1).boxcox(lmbda=0).cast(dtype=dt.int64)\n"
         "df[\"g\"] = df[\"cat_3\"].clamp(lo=0, hi=9).ngram(n=3).mapid(map=[0, 1])\n"
         "df[\"h\"] = df[\"int_3\"].logit(eps=0.25)\n"
-        "df[\"i\"] = functional.clamp(df[\"int_4\"], 1, hi=2)\n";
+        "df[\"i\"] = functional.clamp(df[\"int_4\"], 1, hi=2)\n"
+        /* TorchArrow's own keyword names */
+        "df[\"j\"] = functional.firstx(col=df[\"cat_4\"], num_to_copy=3)\n"
+        "df[\"k\"] = functional.sigrid_hash(value_col=df[\"cat_5\"], salt=2, max_value=9)\n"
+        "df[\"l\"] = functional.bucketize(value_col=df[\"int_5\"], borders=[0])\n";
     rap_plan *p = parse(t, text, "k.plan");
     REQUIRE(p);
     const rap_node *n;
@@ -353,6 +357,13 @@ RAP_TEST(plan_parse_keyword_arguments)
     CHECK(n->op == RAP_OP_LOGIT && n->f[0] == 0.25);
     n = col_node(p, "i");
     CHECK(n->op == RAP_OP_CLAMP && n->f[0] == 1 && n->f[1] == 2);
+    n = col_node(p, "j");
+    CHECK(n->op == RAP_OP_FIRSTX && n->i[0] == 3 && n->input == raw_node("cat_4"));
+    n = col_node(p, "k");
+    CHECK(n->op == RAP_OP_SIGRID_HASH && n->i[0] == 2 && n->i[1] == 9 && n->input == raw_node("cat_5"));
+    n = col_node(p, "l");
+    CHECK(n->op == RAP_OP_BUCKETIZE && n->n_aux == 1 && n->input == raw_node("int_5"));
+    CHECK(rap_plan_n_ops(p) == 16);
     rap_plan_free(p);
 }
 

@@ -87,26 +87,30 @@ typedef struct {
     int np;                 /* parameters after the input */
     const char *pn[3];      /* their names (keyword arguments) */
     arg_type pt[3];
+    const char *alias[3];   /* TorchArrow's name of a parameter where it differs */
+    const char *in_alias;   /* TorchArrow's name of the input, besides "input" */
 } op_spec;
 
 /* Parameter names follow TorchArrow where it has the op (fill_null,
- * cast, sigrid_hash, firstx, bucketize); torch for logit(eps), one_hot
- * (num_classes); scipy for boxcox (lmbda: lambda is a Python keyword). */
+ * cast, sigrid_hash, bucketize, firstx; TorchArrow's own keyword names
+ * value_col, col and num_to_copy are accepted too); torch for logit(eps)
+ * and one_hot (num_classes); scipy for boxcox (lmbda: lambda is a Python
+ * keyword); ops.md for the rest. */
 static const op_spec g_ops[] = {
-    {"fill_null", RAP_OP_FILL_NULL, 1, {"fill_value"}, {A_FLOAT}},
-    {"cast", RAP_OP_CAST, 1, {"dtype"}, {A_DTYPE}},
-    {"logit", RAP_OP_LOGIT, 1, {"eps"}, {A_FLOAT}},
-    {"boxcox", RAP_OP_BOXCOX, 1, {"lmbda"}, {A_FLOAT}},
-    {"log", RAP_OP_LOG, 0, {0}, {0}},
-    {"add", RAP_OP_ADD, 1, {"other"}, {A_FLOAT}},
-    {"mul", RAP_OP_MUL, 1, {"other"}, {A_FLOAT}},
-    {"onehot", RAP_OP_ONEHOT, 3, {"low", "high", "num_classes"}, {A_FLOAT, A_FLOAT, A_INT}},
-    {"bucketize", RAP_OP_BUCKETIZE, 1, {"borders"}, {A_BORDERS}},
-    {"sigrid_hash", RAP_OP_SIGRID_HASH, 2, {"salt", "max_value"}, {A_INT, A_INT}},
-    {"firstx", RAP_OP_FIRSTX, 1, {"x"}, {A_INT}},
-    {"clamp", RAP_OP_CLAMP, 2, {"lo", "hi"}, {A_FLOAT, A_FLOAT}},
-    {"ngram", RAP_OP_NGRAM, 1, {"n"}, {A_INT}},
-    {"mapid", RAP_OP_MAPID, 1, {"map"}, {A_MAP}},
+    {"fill_null", RAP_OP_FILL_NULL, 1, {"fill_value"}, {A_FLOAT}, {0}, 0},
+    {"cast", RAP_OP_CAST, 1, {"dtype"}, {A_DTYPE}, {0}, 0},
+    {"logit", RAP_OP_LOGIT, 1, {"eps"}, {A_FLOAT}, {0}, 0},
+    {"boxcox", RAP_OP_BOXCOX, 1, {"lmbda"}, {A_FLOAT}, {0}, 0},
+    {"log", RAP_OP_LOG, 0, {0}, {0}, {0}, 0},
+    {"add", RAP_OP_ADD, 1, {"other"}, {A_FLOAT}, {0}, 0},
+    {"mul", RAP_OP_MUL, 1, {"other"}, {A_FLOAT}, {0}, 0},
+    {"onehot", RAP_OP_ONEHOT, 3, {"low", "high", "num_classes"}, {A_FLOAT, A_FLOAT, A_INT}, {0}, 0},
+    {"bucketize", RAP_OP_BUCKETIZE, 1, {"borders"}, {A_BORDERS}, {0}, "value_col"},
+    {"sigrid_hash", RAP_OP_SIGRID_HASH, 2, {"salt", "max_value"}, {A_INT, A_INT}, {0}, "value_col"},
+    {"firstx", RAP_OP_FIRSTX, 1, {"x"}, {A_INT}, {"num_to_copy"}, "col"},
+    {"clamp", RAP_OP_CLAMP, 2, {"lo", "hi"}, {A_FLOAT, A_FLOAT}, {0}, 0},
+    {"ngram", RAP_OP_NGRAM, 1, {"n"}, {A_INT}, {0}, 0},
+    {"mapid", RAP_OP_MAPID, 1, {"map"}, {A_MAP}, {0}, 0},
 };
 #define N_OPS ((int)(sizeof g_ops / sizeof g_ops[0]))
 
@@ -633,10 +637,10 @@ static rap_status apply_op(parser *P, const tok *name, const op_spec *op, bool f
             s = a;
         } else {
             const tok *kw = args[a].kw;
-            if (functional && is_ident(kw, "input"))
+            if (functional && (is_ident(kw, "input") || (op->in_alias && is_ident(kw, op->in_alias))))
                 s = 0;
             for (int k = 0; k < op->np && s < 0; k++)
-                if (is_ident(kw, op->pn[k]))
+                if (is_ident(kw, op->pn[k]) || (op->alias[k] && is_ident(kw, op->alias[k])))
                     s = k + (functional ? 1 : 0);
             if (s < 0)
                 return perr(P, kw->col, "%s has no parameter \"%.*s\" (parameters: %s)", op->name,
