@@ -12,8 +12,9 @@
  * Teacher: logit = bias + scale * z, with
  *   z = sum_j dense_w[j] * log1p(max(int_j, 0))   (or dense_null[j] if empty)
  *     + sum_c eff[c][rank_c]                       (or cat_null_eff[c])
+ *       (eff[c][r] = amp_c exp(-r/64) N(0,1) for r < 256, else 0)
  *     + pair[rank_0][rank_1]     when cat_0, cat_1 have ranks < 16
- *     + log1p(int_2) * dxc[rank_8] when int_2 and cat_8 are present,
+ *     + log1p(max(int_2, 0)) * dxc[min(rank_8, 7)] when int_2, cat_8 present,
  * label ~ Bernoulli(sigmoid(logit)). scale and bias are set once per world
  * on a calibration sample so the expected positive rate is 25% and the
  * expected teacher AUC is TARGET_AUC. */
@@ -411,9 +412,9 @@ static rap_status world_init(world *w, const int64_t card[NS])
     }
     for (int a = 0; a < PAIR_RANKS; a++)
         for (int b = 0; b < PAIR_RANKS; b++)
-            w->pair[a][b] = (float)(0.7 * normal(&rng));
+            w->pair[a][b] = (float)(2.0 * normal(&rng));
     for (int k = 0; k < DXC_RANKS; k++)
-        w->dxc[k] = (float)(0.25 * normal(&rng));
+        w->dxc[k] = (float)(0.6 * normal(&rng));
 
     /* Calibration: scale so the expected teacher AUC is TARGET_AUC, bias so
      * the expected positive rate is TARGET_POS. Expected AUC grows with the
