@@ -517,6 +517,27 @@ RAP_TEST(plan_parse_rejects_with_exact_messages)
         "only be a model input)");
 }
 
+RAP_TEST(plan_parse_rejects_deep_nesting)
+{
+    /* 99 levels are fine, 5000 are an error, not a stack overflow */
+    static char text[20000];
+    int n = snprintf(text, sizeof text, "df[\"a\"] = df[\"int_0\"] + ");
+    for (int k = 0; k < 98; k++)
+        text[n++] = '(';
+    text[n++] = '1';
+    for (int k = 0; k < 98; k++)
+        text[n++] = ')';
+    text[n] = 0;
+    rap_plan *p = parse(t, text, "deep.plan");
+    CHECK(p && col_node(p, "a")->op == RAP_OP_ADD && col_node(p, "a")->f[0] == 1);
+    rap_plan_free(p);
+    n = snprintf(text, sizeof text, "df[\"a\"] = df[\"int_0\"] + ");
+    for (int k = 0; k < 5000; k++)
+        text[n++] = k % 2 ? '-' : '(';
+    text[n] = 0;
+    ERR(text, "e.plan:1:124: expression nested too deeply (at most 100 levels)");
+}
+
 RAP_TEST(plan_parse_load_missing_file)
 {
     char path[600];

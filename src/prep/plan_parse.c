@@ -25,6 +25,8 @@
 #include <string.h>
 
 #define MAX_ARGS 8
+/* deepest nesting of parentheses, calls and unary signs */
+#define MAX_DEPTH 100
 #define MAX_NUM_TEXT 128
 /* integers up to 2^53 convert to double exactly */
 #define EXACT_INT_LIMIT 9007199254740992.0
@@ -126,6 +128,7 @@ typedef struct {
     tok *toks;              /* (n_toks) current line's tokens, ending with T_EOL */
     int n_toks, cap_toks;
     int pos;                /* next token */
+    int depth;              /* nesting of expressions, bounded (stack) */
     list_elem *elems;       /* (n_elems) list literals of the current line */
     int n_elems, cap_elems;
     rap_column_ref *deleted; /* (n_deleted) name, line of each del */
@@ -953,7 +956,12 @@ static rap_status parse_unary(parser *P, val *out)
     if (is_punct(t, "-") || is_punct(t, "+")) {
         int b = P->pos;
         P->pos++;
-        RAP_TRY(parse_unary(P, out));
+        if (++P->depth > MAX_DEPTH)
+            return perr(P, t->col, "expression nested too deeply (at most %d levels)", MAX_DEPTH);
+        rap_status s = parse_unary(P, out);
+        P->depth--;
+        if (s != RAP_OK)
+            return s;
         if (out->k != V_NUM) {
             char d[64];
             if (out->k == V_COL)
@@ -1069,7 +1077,19 @@ static rap_status parse_term(parser *P, val *out)
     }
 }
 
+static rap_status parse_sum(parser *P, val *out);
+
+/* An expression; bounds the nesting so that no plan can exhaust the stack. */
 static rap_status parse_expr(parser *P, val *out)
+{
+    if (++P->depth > MAX_DEPTH)
+        return perr(P, cur(P)->col, "expression nested too deeply (at most %d levels)", MAX_DEPTH);
+    rap_status s = parse_sum(P, out);
+    P->depth--;
+    return s;
+}
+
+static rap_status parse_sum(parser *P, val *out)
 {
     int b = P->pos;
     memset(out, 0, sizeof *out);
@@ -1197,6 +1217,7 @@ rap_status rap_plan_parse(const char *text, const char *source_name, rap_schema 
     P.line = 1;
     while (line && s == RAP_OK) {
         P.n_elems = 0;
+        P.depth = 0;
         s = lex_line(&P, line);
         if (s == RAP_OK)
             s = parse_statement(&P);
