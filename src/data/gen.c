@@ -752,7 +752,11 @@ static rap_status gen_run(const rap_gen_config *cfg, const world *w, FILE *f, co
     rap_pool *pool = NULL;
     RAP_TRY(rap_pool_create(cfg->threads, &pool));
     int64_t nblocks = (cfg->rows + RAP_GEN_BLOCK_ROWS - 1) / RAP_GEN_BLOCK_ROWS;
-    int n_slots = 4 * rap_pool_threads(pool);
+    /* 4 blocks per thread per round keeps the threads busy past the
+     * round's barrier; capped (at >= 1 per thread) to bound memory: each
+     * slot holds 3 MB of text, and there are two groups. */
+    int nt = rap_pool_threads(pool);
+    int n_slots = 4 * nt < 64 ? 4 * nt : (nt > 64 ? nt : 64);
     if (n_slots > nblocks)
         n_slots = nblocks > 0 ? (int)nblocks : 1;
     job J = {.w = w, .seed = cfg->seed, .rows = cfg->rows, .gz = gz};
