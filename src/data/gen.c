@@ -756,7 +756,7 @@ static rap_status gen_run(const rap_gen_config *cfg, const world *w, FILE *f, co
      * round's barrier; capped (at >= 1 per thread) to bound memory: each
      * slot holds 3 MB of text, and there are two groups. */
     int nt = rap_pool_threads(pool);
-    int n_slots = 4 * nt < 64 ? 4 * nt : (nt > 64 ? nt : 64);
+    int n_slots = 4 * nt < 32 ? 4 * nt : (nt > 32 ? nt : 32);
     if (n_slots > nblocks)
         n_slots = nblocks > 0 ? (int)nblocks : 1;
     job J = {.w = w, .seed = cfg->seed, .rows = cfg->rows, .gz = gz};
