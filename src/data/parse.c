@@ -138,19 +138,31 @@ int rap_parse_line(const char *s, size_t len, int64_t max_line, float *label,
 
 /* ------------------------------------------------------------ fast path */
 
-/* Parses the line at p into row r of o when it is a plain good row: label,
- * integers of at most 10 digits, categoricals of at most 8 hex digits,
- * '\n' or "\r\n" at the end. Returns the start of the next line, or NULL
- * (nothing decided: the slow path looks at the line). Never reads past the
- * line's '\n'. */
-static inline const char *fast_row(const char *p, rap_parsed *o, int64_t r)
+/* Where the fast path writes one row: pointers to row r of each array
+ * (restrict: the compiler need not reload them after each store). */
+typedef struct {
+    float *restrict label;
+    float *restrict dense;
+    uint8_t *restrict dense_valid;
+    int64_t *restrict sparse;
+    uint8_t *restrict sparse_valid;
+    int64_t R;
+} row_out;
+
+/* Parses the line at p into the row w points at when it is a plain good
+ * row: label, integers of at most 10 digits, categoricals of at most 8 hex
+ * digits, '\n' or "\r\n" at the end. Returns the start of the next line, or
+ * NULL (nothing decided: the slow path looks at the line). Never reads past
+ * end (the chunk's end); the line's '\n' stops every loop. */
+static inline const char *fast_row(const char *p, const char *end, const row_out *w)
 {
     const unsigned char *s = (const unsigned char *)p;
-    const int64_t R = o->cap;
+    const unsigned char *e = (const unsigned char *)end;
+    const int64_t R = w->R;
     unsigned c0 = s[0];
     if ((c0 != '0' && c0 != '1') || s[1] != '\t')
         return NULL;
-    o->label[r] = (float)(c0 - '0');
+    *w->label = (float)(c0 - '0');
     s += 2;
     for (int j = 0; j < ND; j++) {
         float v = 0.0f;
@@ -158,34 +170,65 @@ static inline const char *fast_row(const char *p, rap_parsed *o, int64_t r)
         if (*s != '\t') {
             unsigned neg = (*s == '-');
             s += neg;
-            const unsigned char *d0 = s;
             uint64_t x = 0;
-            unsigned d;
-            while ((d = (unsigned)*s - '0') < 10) {
-                x = x * 10 + d;
-                s++;
+            size_t nd = 0;
+            uint64_t w8 = 0, nondig = 0;
+            if (e - s >= 8) {
+                /* SWAR: the digits among the next 8 bytes, no loop, no branch per digit */
+                memcpy(&w8, s, 8);
+                w8 ^= 0x3030303030303030ULL; /* digits become 0..9 */
+                nondig = ((w8 + 0x7676767676767676ULL) | w8) & 0x8080808080808080ULL;
             }
-            size_t nd = (size_t)(s - d0);
+            if (nondig) {
+                nd = (size_t)__builtin_ctzll(nondig) >> 3;
+                if (nd == 0)
+                    return NULL;
+                w8 <<= 8 * (8 - nd); /* right-align: leading zero digits */
+                w8 = (w8 * 10) + (w8 >> 8);
+                x = (((w8 & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
+                     (((w8 >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
+                s += nd;
+            } else {
+                const unsigned char *d0 = s;
+                unsigned d;
+                while ((d = (unsigned)*s - '0') < 10) {
+                    x = x * 10 + d;
+                    s++;
+                }
+                nd = (size_t)(s - d0);
+            }
             if (nd == 0 || nd > 10 || *s != '\t' || x > 2147483647ULL + neg)
                 return NULL;
             v = (float)(neg ? -(int64_t)x : (int64_t)x);
             valid = 1;
         }
-        o->dense[j * R + r] = v;
-        o->dense_valid[j * R + r] = valid;
+        w->dense[j * R] = v;
+        w->dense_valid[j * R] = valid;
         s++;
     }
     for (int j = 0; j < NS; j++) {
-        const unsigned char *d0 = s;
         uint32_t x = 0;
-        unsigned h;
-        while ((h = HEXV[*s]) != 0) {
-            x = (x << 4) | (h - 1);
-            s++;
+        size_t nd;
+        /* the common case, 8 digits: independent lookups, no dependency chain */
+        unsigned h0, h1, h2, h3, h4, h5, h6, h7;
+        if (e - s > 8 && (h0 = HEXV[s[0]]) && (h1 = HEXV[s[1]]) && (h2 = HEXV[s[2]]) &&
+            (h3 = HEXV[s[3]]) && (h4 = HEXV[s[4]]) && (h5 = HEXV[s[5]]) && (h6 = HEXV[s[6]]) &&
+            (h7 = HEXV[s[7]]) && !HEXV[s[8]]) {
+            x = ((h0 - 1) << 28) | ((h1 - 1) << 24) | ((h2 - 1) << 20) | ((h3 - 1) << 16) |
+                ((h4 - 1) << 12) | ((h5 - 1) << 8) | ((h6 - 1) << 4) | (h7 - 1);
+            s += 8;
+            nd = 8;
+        } else {
+            const unsigned char *d0 = s;
+            unsigned h;
+            while ((h = HEXV[*s]) != 0) {
+                x = (x << 4) | (h - 1);
+                s++;
+            }
+            nd = (size_t)(s - d0);
+            if (nd > 8)
+                return NULL;
         }
-        size_t nd = (size_t)(s - d0);
-        if (nd > 8)
-            return NULL;
         if (j < NS - 1) {
             if (*s != '\t')
                 return NULL;
@@ -194,8 +237,8 @@ static inline const char *fast_row(const char *p, rap_parsed *o, int64_t r)
                 return NULL;
             s++;
         }
-        o->sparse[j * R + r] = (int64_t)x;
-        o->sparse_valid[j * R + r] = nd != 0;
+        w->sparse[j * R] = (int64_t)x;
+        w->sparse_valid[j * R] = nd != 0;
         s++;
     }
     return (const char *)s;
@@ -272,7 +315,10 @@ rap_status rap_parse_chunk(const char *text, size_t n, int64_t max_line, rap_par
         if (o->n_used == o->cap)
             RAP_TRY(reserve(o, o->cap + 1));
         int64_t line = o->n_lines++;
-        const char *q = fast_row(p, o, o->n_used);
+        int64_t u = o->n_used;
+        row_out w = {o->label + u, o->dense + u, o->dense_valid + u, o->sparse + u,
+                     o->sparse_valid + u, o->cap};
+        const char *q = fast_row(p, end, &w);
         if (q && q - p - 1 <= max_line) {
             o->n_used++;
             p = q;

@@ -1,0 +1,269 @@
+/*
+ * bench/parse.c -- how fast the Criteo TSV reader turns text into batches.
+ *
+ * Writes a synthetic Criteo-shaped file (label 25 % positive; 13 integer
+ * counts, mostly small, some negative; 26 categoricals as 8 lowercase hex
+ * digits drawn from the Kaggle cardinalities with a skew; about 10 % nulls)
+ * to /tmp, and a gzip copy, then reads each with 1, 2, 4 ... N parser
+ * threads and prints: threads, rows/s, MB/s (uncompressed text, 1 MB =
+ * 1e6 bytes), cores busy (process CPU time / wall time) and MB/s per busy
+ * core. --json FILE writes the same as JSON.
+ *
+ *   build/bench_parse [--rows N] [--threads N] [--gzip|--no-gzip]
+ *                     [--out PATH] [--json FILE] [--keep]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "core/core.h"
+#include "core/options.h"
+
+typedef struct {
+    int64_t rows;
+    int64_t threads;
+    int64_t batch;
+    bool gzip;
+    bool keep;
+    char out[RAP_OPT_STR];
+    char json[RAP_OPT_STR];
+} settings;
+
+#define CMD 1u
+static const rap_opt OPTS[] = {
+    {"rows", RAP_OPT_INT, CMD, offsetof(settings, rows), "1000000", 1, 1e10, NULL, "N",
+     "rows of the synthetic file (about 250 bytes each)"},
+    {"threads", RAP_OPT_INT, CMD, offsetof(settings, threads), "0", 0, 256, NULL, "N",
+     "most parser threads to try (0 = all cores); runs 1, 2, 4 ... N"},
+    {"batch", RAP_OPT_INT, CMD, offsetof(settings, batch), "8192", 1, 1e7, NULL, "N",
+     "rows per batch handed out"},
+    {"gzip", RAP_OPT_BOOL, CMD, offsetof(settings, gzip), "true", 0, 0, NULL, NULL,
+     "also write and read a gzip copy"},
+    {"keep", RAP_OPT_BOOL, CMD, offsetof(settings, keep), "false", 0, 0, NULL, NULL,
+     "keep the files written"},
+    {"out", RAP_OPT_STRING, CMD, offsetof(settings, out), "/tmp/rap_bench_parse.tsv", 0, 0,
+     NULL, "PATH", "synthetic file to write (the gzip copy gets .gz appended)"},
+    {"json", RAP_OPT_STRING, CMD, offsetof(settings, json), "", 0, 0, NULL, "FILE",
+     "also write the results as JSON to FILE"},
+};
+#define NOPTS ((int)(sizeof OPTS / sizeof OPTS[0]))
+
+/* Criteo Kaggle cardinalities (criteo.md). */
+static const int64_t CARD[26] = {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3,
+                                 93145, 5683, 8351593, 3194, 27, 14992, 5461306, 10, 5652,
+                                 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+
+static char *put_int(char *p, int64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)(-v) : (uint64_t)v;
+    if (v < 0)
+        *p++ = '-';
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+/* One synthetic row for index i into p; returns the end (after '\n'). */
+static char *put_row(char *p, int64_t i)
+{
+    static const char HEX[] = "0123456789abcdef";
+    uint64_t s = (uint64_t)i * 0x2545f4914f6cdd1dULL + 12345;
+    uint64_t z = rap_splitmix64(&s);
+    *p++ = (z % 4 == 0) ? '1' : '0';
+    for (int j = 0; j < 13; j++) {
+        z = rap_splitmix64(&s);
+        *p++ = '\t';
+        if (z % 100 < (uint64_t)(4 + 2 * (j % 5)))
+            continue; /* null: 4 .. 12 % per column */
+        int64_t v;
+        int bits = (int)((z >> 8) % 14);     /* log-uniform magnitudes */
+        v = (int64_t)((z >> 20) & ((1ULL << bits) - 1));
+        if (j == 1 && (z & 0x80000) && v < 4)
+            v = -v; /* int_1 holds small negatives */
+        p = put_int(p, v);
+    }
+    for (int j = 0; j < 26; j++) {
+        z = rap_splitmix64(&s);
+        *p++ = '\t';
+        if (z % 100 < (uint64_t)(3 + (j * 7) % 20))
+            continue; /* null: 3 .. 22 % per column */
+        /* skewed id: the square of a uniform number favours small ids */
+        double u = (double)(z >> 11) * (1.0 / 9007199254740992.0);
+        uint64_t id = (uint64_t)(u * u * (double)CARD[j]);
+        uint32_t h = (uint32_t)rap_mix64(id * 131 + (uint64_t)j);
+        for (int k = 7; k >= 0; k--)
+            *p++ = HEX[(h >> (4 * k)) & 15];
+    }
+    *p++ = '\n';
+    return p;
+}
+
+/* Writes rows to path (and a gzip copy when gz_path). *bytes: text bytes. */
+static int write_data(const char *path, const char *gz_path, int64_t rows, int64_t *bytes)
+{
+    FILE *f = fopen(path, "wb");
+    gzFile g = gz_path ? gzopen(gz_path, "wb1") : NULL;
+    if (!f || (gz_path && !g)) {
+        perror(path);
+        return 1;
+    }
+    size_t cap = 4 << 20;
+    char *buf = malloc(cap + 4096);
+    *bytes = 0;
+    int64_t i = 0;
+    while (i < rows) {
+        char *p = buf;
+        while (i < rows && (size_t)(p - buf) < cap)
+            p = put_row(p, i++);
+        size_t n = (size_t)(p - buf);
+        if (fwrite(buf, 1, n, f) != n || (g && gzwrite(g, buf, (unsigned)n) != (int)n)) {
+            fprintf(stderr, "write failed: %s\n", path);
+            return 1;
+        }
+        *bytes += (int64_t)n;
+    }
+    free(buf);
+    fclose(f);
+    if (g)
+        gzclose(g);
+    return 0;
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+typedef struct {
+    const char *input;
+    int threads;
+    double seconds, rows_per_s, mb_per_s, cores_busy, mb_per_s_core;
+} result;
+
+/* Reads path with threads parser threads into batches of b->cap rows. */
+static int run(const char *path, const char *kind, int threads, rap_batch *b, int64_t rows,
+               int64_t bytes, result *res)
+{
+    rap_reader_config c = rap_reader_defaults();
+    c.input = path;
+    c.threads = threads;
+    rap_reader *rd;
+    double c0 = cpu_seconds(), t0 = rap_now();
+    if (rap_reader_open(&c, &rd) != RAP_OK) {
+        fprintf(stderr, "%s\n", rap_last_error());
+        return 1;
+    }
+    int64_t got = 0;
+    rap_status s;
+    while ((s = rap_reader_next(rd, b)) == RAP_OK && b->rows > 0)
+        got += b->rows;
+    rap_reader_stats st;
+    rap_reader_get_stats(rd, &st);
+    rap_reader_close(rd);
+    double dt = rap_now() - t0, cpu = cpu_seconds() - c0;
+    if (s != RAP_OK || got != rows || st.rows_rejected != 0 || st.bytes_read != bytes) {
+        fprintf(stderr, "%s: read %lld rows (%lld rejected), expected %lld: %s\n", path,
+                (long long)got, (long long)st.rows_rejected, (long long)rows, rap_last_error());
+        return 1;
+    }
+    res->input = kind;
+    res->threads = threads;
+    res->seconds = dt;
+    res->rows_per_s = (double)rows / dt;
+    res->mb_per_s = (double)bytes / 1e6 / dt;
+    res->cores_busy = cpu / dt;
+    res->mb_per_s_core = res->mb_per_s / (res->cores_busy > 0 ? res->cores_busy : 1);
+    printf("%-6s %7d %12.0f %9.1f %10.2f %12.1f\n", kind, threads, res->rows_per_s,
+           res->mb_per_s, res->cores_busy, res->mb_per_s_core);
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    settings set;
+    rap_opts_defaults(OPTS, NOPTS, CMD, &set);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: bench_parse [options]\n");
+            rap_opts_usage(OPTS, NOPTS, CMD, stdout);
+            return 0;
+        }
+    if (rap_opts_parse(OPTS, NOPTS, CMD, argc - 1, argv + 1, &set) != RAP_OK) {
+        fprintf(stderr, "bench_parse: %s\n", rap_last_error());
+        return 2;
+    }
+    int cores = rap_ncores();
+    int maxt = set.threads ? (int)set.threads : cores;
+    rap_opts_print(OPTS, NOPTS, CMD, &set, "  ", stdout);
+    char gz[RAP_OPT_STR + 8];
+    snprintf(gz, sizeof gz, "%s.gz", set.out);
+    int64_t bytes;
+    double t0 = rap_now();
+    if (write_data(set.out, set.gzip ? gz : NULL, set.rows, &bytes))
+        return 1;
+    printf("wrote %lld rows, %.1f MB (%.1f bytes/row) to %s%s%s in %.1f s; %d cores\n",
+           (long long)set.rows, (double)bytes / 1e6, (double)bytes / (double)set.rows, set.out,
+           set.gzip ? " and " : "", set.gzip ? gz : "", rap_now() - t0, cores);
+    rap_batch b;
+    if (rap_batch_create(&b, rap_schema_criteo(), set.batch, false) != RAP_OK) {
+        fprintf(stderr, "%s\n", rap_last_error());
+        return 1;
+    }
+    result res[64];
+    int nres = 0;
+    printf("%-6s %7s %12s %9s %10s %12s\n", "input", "threads", "rows/s", "MB/s", "cores busy",
+           "MB/s/core");
+    for (int pass = 0; pass < (set.gzip ? 2 : 1); pass++) {
+        for (int th = 1;; th *= 2) {
+            if (th > maxt)
+                th = maxt;
+            if (nres < 64 && run(pass ? gz : set.out, pass ? "gzip" : "plain", th, &b, set.rows,
+                                 bytes, &res[nres]))
+                return 1;
+            nres++;
+            if (th == maxt)
+                break;
+        }
+    }
+    rap_batch_free(&b);
+    if (set.json[0]) {
+        FILE *f = fopen(set.json, "w");
+        if (!f) {
+            perror(set.json);
+            return 1;
+        }
+        fprintf(f, "{\n  \"bench\": \"parse\",\n  \"rows\": %lld,\n  \"bytes\": %lld,\n"
+                   "  \"cores\": %d,\n  \"batch\": %lld,\n  \"results\": [\n",
+                (long long)set.rows, (long long)bytes, cores, (long long)set.batch);
+        for (int i = 0; i < nres; i++)
+            fprintf(f,
+                    "    {\"input\": \"%s\", \"threads\": %d, \"seconds\": %.4f, "
+                    "\"rows_per_s\": %.0f, \"mb_per_s\": %.2f, \"cores_busy\": %.3f, "
+                    "\"mb_per_s_per_core\": %.2f}%s\n",
+                    res[i].input, res[i].threads, res[i].seconds, res[i].rows_per_s,
+                    res[i].mb_per_s, res[i].cores_busy, res[i].mb_per_s_core,
+                    i + 1 < nres ? "," : "");
+        fprintf(f, "  ]\n}\n");
+        fclose(f);
+        printf("results written to %s\n", set.json);
+    }
+    if (!set.keep) {
+        remove(set.out);
+        if (set.gzip)
+            remove(gz);
+    }
+    return 0;
+}
