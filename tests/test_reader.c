@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -1060,4 +1062,97 @@ RAP_TEST(reader_fuzz)
     }
     free(want);
     free(d);
+}
+
+typedef struct {
+    const char *path;
+} gz_writer;
+
+/* Appends two more gzip members to a growing file, with pauses. */
+static void *gz_append(void *arg)
+{
+    gz_writer *w = arg;
+    ms_sleep(200);
+    write_gz(w->path, 100, 200, "ab");
+    ms_sleep(200);
+    write_gz(w->path, 200, 300, "ab");
+    return NULL;
+}
+
+RAP_TEST(reader_follow_gzip)
+{
+    /* a gzip file that grows by whole members while it is followed */
+    gz_writer w = {tmp_path("follow.gz")};
+    write_gz(w.path, 0, 100, "wb");
+    rap_reader_config c = cfg_for(w.path);
+    c.follow = true;
+    c.idle_timeout_s = 0.6;
+    pthread_t th;
+    pthread_create(&th, NULL, gz_append, &w);
+    rows_t x;
+    rap_reader_stats st;
+    rap_status s = read_rows(t, &c, 0, 64, &x, &st);
+    pthread_join(th, NULL);
+    REQUIRE_OK(s);
+    CHECK_MSG(x.n == 300 && st.rows_read == 300, "rows %lld", (long long)x.n);
+    for (int64_t i = 0; i < x.n; i++)
+        if (x.r[i].d[0] != (float)i) {
+            CHECK_MSG(0, "row %lld holds line %g", (long long)i, x.r[i].d[0]);
+            break;
+        }
+    rows_free(&x);
+}
+
+static rap_reader *volatile g_sig_reader;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    rap_reader_stop(g_sig_reader); /* async-signal-safe: one atomic store */
+}
+
+RAP_TEST(reader_stop_from_signal)
+{
+    /* following stdin (a pipe that stays open), stopped by SIGALRM */
+    int saved = dup(0), p[2];
+    REQUIRE(saved >= 0 && pipe(p) == 0);
+    dup2(p[0], 0);
+    close(p[0]);
+    char l[2048];
+    for (int i = 0; i < 10; i++) {
+        int n = good_line(l, 3, i);
+        REQUIRE(write(p[1], l, (size_t)n) == n);
+    }
+    rap_reader_config c = cfg_for("-");
+    c.follow = true;
+    rap_reader *rd;
+    rap_status s = rap_reader_open(&c, &rd);
+    if (s != RAP_OK) {
+        dup2(saved, 0);
+        close(saved);
+        close(p[1]);
+        REQUIRE_OK(s);
+    }
+    g_sig_reader = rd;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 0}, {0, 300000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    rap_batch b;
+    REQUIRE_OK(rap_batch_create(&b, rap_schema_criteo(), 4, false));
+    int64_t rows = 0;
+    double t0 = rap_now();
+    while ((s = rap_reader_next(rd, &b)) == RAP_OK && b.rows > 0)
+        rows += b.rows;
+    double dt = rap_now() - t0;
+    CHECK(s == RAP_OK && rows == 10);
+    CHECK_MSG(dt > 0.2 && dt < 1.5, "stopped after %.2f s", dt);
+    signal(SIGALRM, SIG_DFL);
+    rap_batch_free(&b);
+    rap_reader_close(rd);
+    close(p[1]);
+    dup2(saved, 0);
+    close(saved);
 }

@@ -616,7 +616,9 @@ rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, 
     if (r->C < 64)
         r->C = 64;
     r->n_parsers = cfg->threads ? cfg->threads : rap_ncores();
-    r->S = 2 * r->n_parsers + 2;
+    /* a slot per parser, up to 4 more so that one slow chunk does not stall
+     * the others, one being filled and one being copied out */
+    r->S = r->n_parsers + (r->n_parsers < 4 ? r->n_parsers : 4) + 2;
     r->slots = rap_calloc((size_t)r->S * sizeof *r->slots, "reader slots");
     r->carry = rap_malloc(r->C, "reader carry buffer");
     r->parser_tid = rap_calloc((size_t)r->n_parsers * sizeof(pthread_t), "reader threads");
