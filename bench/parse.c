@@ -7,7 +7,10 @@
  * to /tmp, and a gzip copy, then reads each with 1, 2, 4 ... N parser
  * threads and prints: threads, rows/s, MB/s (uncompressed text, 1 MB =
  * 1e6 bytes), cores busy (process CPU time / wall time) and MB/s per busy
- * core. --json FILE writes the same as JSON.
+ * core. First it times the line parser alone on one core (thread CPU time,
+ * so other load on the machine does not count). Ends with the peak RSS, to
+ * show that memory does not follow the input size. --json FILE writes the
+ * same as JSON.
  *
  *   build/bench_parse [--rows N] [--threads N] [--gzip|--no-gzip]
  *                     [--out PATH] [--json FILE] [--keep]
@@ -19,8 +22,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <time.h>
+
 #include "core/core.h"
 #include "core/options.h"
+#include "data/parse.h"
 
 typedef struct {
     int64_t rows;
@@ -146,6 +152,56 @@ static double cpu_seconds(void)
            (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
+static double thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The parser alone: the file in 1 MiB chunks of whole lines, parsed on this
+ * thread. Returns MB/s of thread CPU time (0 on failure); *rows_s too. */
+static double parse_only(const char *path, int64_t rows, double *rows_s)
+{
+    FILE *f = fopen(path, "rb");
+    size_t cap = 1 << 20;
+    char *buf = malloc(cap + 1);
+    rap_parsed o;
+    memset(&o, 0, sizeof o);
+    size_t have = 0, total = 0;
+    int64_t used = 0;
+    double cpu = 0;
+    for (;;) {
+        size_t got = f ? fread(buf + have, 1, cap - have, f) : 0;
+        have += got;
+        if (have == 0)
+            break;
+        size_t cut = have;
+        while (cut > 0 && buf[cut - 1] != '\n')
+            cut--;
+        if (cut == 0)
+            break; /* no whole line: not our file */
+        double t0 = thread_cpu();
+        if (rap_parse_chunk(buf, cut, 65536, &o) != RAP_OK)
+            break;
+        cpu += thread_cpu() - t0;
+        used += o.n_used;
+        total += cut;
+        memmove(buf, buf + cut, have - cut);
+        have -= cut;
+    }
+    if (f)
+        fclose(f);
+    free(buf);
+    rap_parsed_free(&o);
+    if (used != rows || cpu <= 0) {
+        fprintf(stderr, "parse only: %lld rows, expected %lld\n", (long long)used, (long long)rows);
+        return 0;
+    }
+    *rows_s = (double)used / cpu;
+    return (double)total / 1e6 / cpu;
+}
+
 typedef struct {
     const char *input;
     int threads;
@@ -217,6 +273,11 @@ int main(int argc, char **argv)
     printf("wrote %lld rows, %.1f MB (%.1f bytes/row) to %s%s%s in %.1f s; %d cores\n",
            (long long)set.rows, (double)bytes / 1e6, (double)bytes / (double)set.rows, set.out,
            set.gzip ? " and " : "", set.gzip ? gz : "", rap_now() - t0, cores);
+    double po_rows = 0, po_mb = parse_only(set.out, set.rows, &po_rows);
+    if (po_mb <= 0)
+        return 1;
+    printf("parser alone, one core: %.0f rows/s, %.1f MB/s (per second of CPU time)\n",
+           po_rows, po_mb);
     rap_batch b;
     if (rap_batch_create(&b, rap_schema_criteo(), set.batch, false) != RAP_OK) {
         fprintf(stderr, "%s\n", rap_last_error());
@@ -239,6 +300,10 @@ int main(int argc, char **argv)
         }
     }
     rap_batch_free(&b);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double rss_mb = (double)ru.ru_maxrss / 1024.0;
+    printf("peak RSS %.1f MB (input %.1f MB)\n", rss_mb, (double)bytes / 1e6);
     if (set.json[0]) {
         FILE *f = fopen(set.json, "w");
         if (!f) {
@@ -246,8 +311,11 @@ int main(int argc, char **argv)
             return 1;
         }
         fprintf(f, "{\n  \"bench\": \"parse\",\n  \"rows\": %lld,\n  \"bytes\": %lld,\n"
-                   "  \"cores\": %d,\n  \"batch\": %lld,\n  \"results\": [\n",
-                (long long)set.rows, (long long)bytes, cores, (long long)set.batch);
+                   "  \"cores\": %d,\n  \"batch\": %lld,\n  \"peak_rss_mb\": %.1f,\n"
+                   "  \"parser_alone\": {\"rows_per_cpu_s\": %.0f, \"mb_per_cpu_s\": %.2f},\n"
+                   "  \"results\": [\n",
+                (long long)set.rows, (long long)bytes, cores, (long long)set.batch, rss_mb,
+                po_rows, po_mb);
         for (int i = 0; i < nres; i++)
             fprintf(f,
                     "    {\"input\": \"%s\", \"threads\": %d, \"seconds\": %.4f, "
