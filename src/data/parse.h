@@ -8,6 +8,8 @@
  * line the fast path does not accept is classified by a careful slow path
  * that gives the exact reject reason and message, in this precedence:
  * binary, long, fields, label, int, range (int), cat, range (cat).
+ * The length compared with max_line leaves out the '\n' and a trailing
+ * '\r'; any other byte below 0x20 but tab, 0x7f and bytes >= 0x80 are binary.
  *
  * Letters: R rows the arrays of a rap_parsed hold (its capacity).
  */

@@ -8,9 +8,13 @@
  *                   the partial line over to the next slot, and publishes
  *                   the slots in input order (sequence numbers 0, 1, ...).
  *                   A line longer than max_line is never buffered whole:
- *                   only its first max_line + 1 bytes are kept (a byte of
- *                   it made 0 when its skipped tail holds a binary byte),
- *                   which is enough for the parser to classify it.
+ *                   only its first max_line + 1 bytes are kept, and the
+ *                   last kept byte is made 0 when the dropped tail holds a
+ *                   binary byte (or when it is a '\r' that more bytes
+ *                   follow), so the parser still classifies it as binary
+ *                   or long, as it would the whole line. A last line with
+ *                   no '\n' gets one when its file ends (never while a
+ *                   follow waits for the rest of it).
  *   parser threads  parse published slots in any order (parse.c).
  *   the caller      rap_reader_next copies parsed slots into its batch in
  *                   sequence order, counts rejects and frees the slots.
@@ -21,6 +25,14 @@
  * filled in input order (only a follow that waits for data returns a batch
  * before it is full). Slot states: FREE -> FILLING (reader) -> FILLED ->
  * PARSING (a parser) -> PARSED -> FREE (rap_reader_next).
+ *
+ * A chunk never spans two files; the caller side numbers lines per file
+ * for "path:line". Stop: rap_reader_stop only sets an atomic flag; the
+ * reading thread looks at it before each read and every <= 100 ms while
+ * waiting (follow sleep, pipe poll), drops a partial line and ends;
+ * chunks already read are still parsed and handed out. Errors of the
+ * reading thread (I/O, corrupt gzip) reach the caller after the rows read
+ * before them.
  */
 #include "data/reader_internal.h"
 
