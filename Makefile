@@ -32,7 +32,7 @@ ifeq ($(CUDA),1)
     -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
     -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP
   # Preprocessing ops must match the CPU reference bit for bit: no FMA contraction.
-  NVFLAGS_OPS := --fmad=false
+  NVFLAGS_OPS := --fmad=false -Xcompiler -ffp-contract=off
   LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -lcublasLt -lcublas -ldl -lrt -lstdc++
 endif
 
@@ -43,7 +43,7 @@ TEST_C := $(sort $(wildcard tests/*.c))
 BENCH_C := $(sort $(wildcard bench/*.c))
 
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
-CLI_OBJ := $(CLI_C:%.c=$(BUILD)/%.o) $(if $(wildcard src/cli/settings.c),$(BUILD)/gen/default_plan.o)
+CLI_OBJ := $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/gen/default_plan.o
 TEST_OBJ := $(TEST_C:%.c=$(BUILD)/%.o)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench_%)
 

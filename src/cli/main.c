@@ -1,12 +1,38 @@
-/* main.c -- the rap command (placeholder until the CLI lands). */
-#include "rap.h"
+/* main.c -- the rap command: dispatch to subcommands. */
+#include "cli/cli.h"
 
 #include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} g_cmds[] = {
+    {"prep", cmd_prep, "run a preprocessing plan over Criteo logs (CPU or GPU)"},
+    {"gen", cmd_gen, "write Criteo-shaped TSV with a hidden teacher model"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: rap COMMAND [options]   (rap COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
+        fprintf(f, "  %-8s %s\n", g_cmds[i].name, g_cmds[i].help);
+    fprintf(f, "\nWith no command, rap runs `rap prep` on built-in defaults.\n");
+}
 
 int main(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "rap: no subcommand yet\n");
+    if (argc < 2)
+        return cmd_prep(0, argv + 1);
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
+        if (!strcmp(argv[1], g_cmds[i].name))
+            return g_cmds[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "rap: unknown command \"%s\"\n", argv[1]);
+    usage(stderr);
     return 2;
 }
