@@ -1061,3 +1061,37 @@ RAP_TEST(exec_misuse)
     rap_fusion_free(&fu);
     rap_plan_free(p);
 }
+
+/* Bytes moved per kernel (the benchmark's GB/s): dense fill_null reads
+ * values and valid and writes values; sigrid_hash on one-id lists reads and
+ * writes the ids only. */
+RAP_TEST(exec_kernel_bytes)
+{
+    NEED_OPS(RAP_OP_FILL_NULL, RAP_OP_SIGRID_HASH);
+    rap_schema sc = {2, 1, 1};
+    rap_plan *p;
+    REQUIRE_OK(rap_plan_create(sc, "bytes", &p));
+    REQUIRE_OK(rap_plan_assign(p, "int_0", add_op(t, p, RAP_OP_FILL_NULL, node_of(p, "int_0"), 0, 0, 0, 0)));
+    REQUIRE_OK(rap_plan_assign(p, "int_1", add_op(t, p, RAP_OP_FILL_NULL, node_of(p, "int_1"), 0, 0, 0, 0)));
+    REQUIRE_OK(rap_plan_assign(p, "cat_0", add_op(t, p, RAP_OP_SIGRID_HASH, node_of(p, "cat_0"), 0, 0, 1, 100)));
+    rap_plan_finish(p);
+    rap_prep *ex;
+    REQUIRE_OK(make_exec(p, true, RAP_CPU, 500, &ex));
+    REQUIRE(rap_prep_n_kernels(ex) == 2);
+    rap_batch b;
+    REQUIRE_OK(rap_batch_create(&b, sc, 500, false));
+    fill_batch(&b, 321, 9);
+    REQUIRE_OK(rap_prep_load(ex, &b));
+    REQUIRE_OK(rap_prep_run(ex));
+    int64_t n_ids = b.sparse_off[321], k0 = 0, k1 = 0;
+    CHECK(n_ids > 200 && n_ids < 321);
+    REQUIRE_OK(rap_prep_kernel_bytes(ex, 0, &k0));
+    REQUIRE_OK(rap_prep_kernel_bytes(ex, 1, &k1));
+    CHECK_MSG(k0 == 2 * (321 * 4 + 321 + 321 * 4), "fill_null kernel: %lld bytes", (long long)k0);
+    CHECK_MSG(k1 == 2 * 8 * n_ids, "sigrid_hash kernel: %lld bytes, %lld ids", (long long)k1,
+              (long long)n_ids);
+    CHECK(rap_prep_kernel_bytes(ex, 2, &k0) == RAP_ERR_ARG);
+    rap_batch_free(&b);
+    rap_prep_free(ex);
+    rap_plan_free(p);
+}

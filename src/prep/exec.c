@@ -826,11 +826,13 @@ static rap_status n_ids(const rap_prep *p, const rap_prep_node *n, int64_t *cnt)
     return RAP_OK;
 }
 
-/* Bytes of one column over the loaded rows; with_off counts its offsets. */
-static rap_status col_bytes(const rap_prep *p, const rap_prep_node *n, bool with_off, int64_t *bytes)
+/* Bytes of one column over the loaded rows. with_off counts its per-row
+ * offsets, with_valid its valid array (when it has one). */
+static rap_status col_bytes(const rap_prep *p, const rap_prep_node *n, bool with_off,
+                            bool with_valid, int64_t *bytes)
 {
     const int64_t R = p->rows;
-    int64_t b = n->valid ? R : 0;
+    int64_t b = n->valid && with_valid ? R : 0;
     if (n->kind == RAP_SPARSE) {
         int64_t cnt = 0;
         RAP_TRY(n_ids(p, n, &cnt));
@@ -852,11 +854,14 @@ rap_status rap_prep_kernel_bytes(const rap_prep *p, int k, int64_t *bytes)
     for (int j = 0; j < kn->n; j++) {
         int i = p->desc_node[kn->first + j];
         const rap_prep_node *x = &p->nodes[p->nodes[i].input], *y = &p->nodes[i];
+        /* a sparse op keeping its input's lists (SAME) walks the ids only;
+         * other ops read the per-row offsets and the valid array */
+        bool same = y->kind == RAP_SPARSE && p->descs[kn->first + j].off_mode == RAP_OFF_SAME;
         int64_t bx = 0, by = 0;
-        RAP_TRY(col_bytes(p, x, true, &bx));
-        rap_prep_node yv = *y;
-        yv.valid = NULL; /* outputs share their input's valid: not written */
-        RAP_TRY(col_bytes(p, &yv, kn->computed, &by));
+        RAP_TRY(col_bytes(p, x, !same, !same, &bx));
+        /* outputs share their input's valid (never written); offsets are
+         * written only when computed */
+        RAP_TRY(col_bytes(p, y, kn->computed, false, &by));
         total += bx + by;
     }
     *bytes = total;

@@ -123,10 +123,12 @@ rap_status rap_prep_gpu_download(const rap_prep *p, void *dst, const void *src_d
 
 /* ---- exec.c: helpers for the benchmark and tests. */
 
-/* Bytes kernel k reads and writes for the loaded batch: its descs' input
- * columns (values, offsets, ids, valid) plus their output columns (values,
- * ids, and offsets when computed). Reads the list ends from the executor's
- * buffers (a small copy on the GPU). */
+/* Bytes kernel k must read and write for the loaded batch, summed over its
+ * descs: input column (dense values and valid; sparse ids, plus per-row
+ * offsets and valid unless the op keeps the lists, SAME) + output column
+ * (values or ids, plus offsets when computed; valid is shared, never
+ * written). Scratch traffic of the prefix sum is not counted. Reads the
+ * list ends from the executor's buffers (small copies on the GPU). */
 rap_status rap_prep_kernel_bytes(const rap_prep *p, int k, int64_t *bytes);
 /* Number of descriptors (fused ops) of kernel k; 0 when k is out of range. */
 int rap_prep_n_descs(const rap_prep *p, int k);
