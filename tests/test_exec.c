@@ -15,6 +15,10 @@
 
 #include <stdlib.h>
 
+#ifdef RAP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 /* ------------------------------------------------------------ helpers */
 
 static bool have_op(rap_op_type op, bool gpu)
@@ -797,7 +801,7 @@ RAP_TEST(exec_random_fused_vs_unfused_cpu)
 /* Runs every kernel of ex in pieces: descs split in up to 3 parts, each
  * part's rows in up to 4 parts in order of r0 (the last reaching past the
  * batch, which is clipped). */
-static rap_status run_in_pieces(rap_prep *ex, int64_t rows, uint64_t seed)
+static rap_status run_in_pieces(rap_prep *ex, int64_t rows, uint64_t seed, void *stream)
 {
     uint64_t s = seed;
     for (int k = 0; k < rap_prep_n_kernels(ex); k++) {
@@ -813,7 +817,7 @@ static rap_status run_in_pieces(rap_prep *ex, int64_t rows, uint64_t seed)
             int64_t r = 0;
             for (int rp = 0; rp < 4; rp++) {
                 int64_t r1 = rp == 3 ? rows + 100 : r + (int64_t)(rnd(&s) % (uint64_t)(rows / 3 + 2));
-                RAP_TRY(rap_prep_run_kernel(ex, k, dcuts[dp], dcuts[dp + 1], r, r1, NULL));
+                RAP_TRY(rap_prep_run_kernel(ex, k, dcuts[dp], dcuts[dp + 1], r, r1, stream));
                 r = r1 < rows ? r1 : rows;
             }
         }
@@ -821,9 +825,18 @@ static rap_status run_in_pieces(rap_prep *ex, int64_t rows, uint64_t seed)
     return RAP_OK;
 }
 
-/* A kernel run in desc pieces and row pieces equals the whole. */
+/* A kernel run in desc pieces and row pieces equals the whole. On the GPU
+ * the pieces run on a stream of the caller's (after the load is synced). */
 static void pieces_test(rap_test_ctx *t, rap_device dev)
 {
+    void *stream = NULL;
+#ifdef RAP_HAVE_CUDA
+    cudaStream_t cs = NULL;
+    if (dev == RAP_GPU) {
+        REQUIRE(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess);
+        stream = cs;
+    }
+#endif
     const int64_t B = 900;
     for (uint64_t seed = 1; seed <= 6; seed++) {
         rap_plan *p = random_plan(t, g_rand_schema, 30, seed + 100, dev == RAP_GPU);
@@ -837,17 +850,25 @@ static void pieces_test(rap_test_ctx *t, rap_device dev)
         REQUIRE_OK(rap_prep_load(whole, &bt));
         REQUIRE_OK(rap_prep_load(parts, &bt));
         REQUIRE_OK(rap_prep_run(whole));
-        REQUIRE_OK(run_in_pieces(parts, 851, seed));
-        REQUIRE_OK(rap_prep_sync(whole));
         REQUIRE_OK(rap_prep_sync(parts));
+        REQUIRE_OK(run_in_pieces(parts, 851, seed, stream));
+        REQUIRE_OK(rap_prep_sync(whole));
+#ifdef RAP_HAVE_CUDA
+        if (cs)
+            REQUIRE(cudaStreamSynchronize(cs) == cudaSuccess);
+#endif
         same_outputs(t, "pieces", p, whole, parts);
         rap_batch_free(&bt);
         rap_prep_free(whole);
         rap_prep_free(parts);
         rap_plan_free(p);
         if (t->failures)
-            return;
+            break;
     }
+#ifdef RAP_HAVE_CUDA
+    if (cs)
+        cudaStreamDestroy(cs);
+#endif
 }
 
 RAP_TEST(exec_random_pieces_cpu)
