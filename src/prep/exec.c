@@ -167,6 +167,9 @@ static void layout(rap_prep *p, const rap_plan *plan, arena_cursor *c, size_t au
 
 /* ------------------------------------------------------------ validation */
 
+/* The fusion covers the plan's live op nodes exactly once, each kernel
+ * holds one (op, variant), kernels follow dependencies, and the plan was
+ * finished. kernel_of: (n_nodes) scratch. RAP_ERR_ARG naming the fault. */
 static rap_status check_fusion(const rap_plan *plan, const rap_fusion *f, int *kernel_of)
 {
     for (int i = 0; i < plan->n_nodes; i++)
@@ -324,6 +327,8 @@ static void fill_aux(const rap_node *n, void *dst)
 
 /* ------------------------------------------------------------ create/free */
 
+/* Releases the arena (after the stream's work), an owned stream, the pool
+ * and the host tables. Accepts NULL and a partly built executor. */
 void rap_prep_free(rap_prep *p)
 {
     if (!p)
@@ -470,6 +475,10 @@ static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
     return RAP_OK;
 }
 
+/* Validates (args, fusion vs plan, op implementations), sizes, checks the
+ * memory, allocates and fills everything. On failure *out is NULL, nothing
+ * stays allocated, and the message says why. The plan and fusion are not
+ * kept: they may be freed after create. */
 rap_status rap_prep_create(const rap_plan *plan, const rap_fusion *fusion,
                            const rap_prep_config *cfg, rap_prep **out)
 {
@@ -528,6 +537,10 @@ rap_status rap_prep_create(const rap_plan *plan, const rap_fusion *fusion,
 
 /* ------------------------------------------------------------ load */
 
+/* Checks b (schema, rows <= B, sparse offset ends) and copies it into the
+ * input block: CPU synchronously (b reusable at once), GPU asynchronously
+ * on the executor's stream (b unchanged until rap_prep_sync). Starts a new
+ * generation: COMPUTED offsets of the previous batch no longer count. */
 rap_status rap_prep_load(rap_prep *p, const rap_batch *b)
 {
     if (!p || !b)
@@ -631,6 +644,8 @@ static void cpu_scan_item(void *ctx, int64_t i)
     }
 }
 
+/* CPU piece: for a COMPUTED kernel with r0 == 0, len phase over all rows
+ * and the per-desc scan first; then the write phase over [r0, r1). */
 static rap_status cpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, int64_t r1)
 {
     const rap_prep_kernel *kn = &p->kernels[k];
@@ -652,6 +667,9 @@ static rap_status cpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0,
 
 /* ------------------------------------------------------------ run */
 
+/* Checks the ranges, clips r1 to the loaded rows, refuses a COMPUTED write
+ * piece (r0 > 0) whose descs have no offsets for this batch, then runs the
+ * piece on the device (see EXECUTOR.md "Running and splitting"). */
 rap_status rap_prep_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, int64_t r1,
                                void *stream)
 {
@@ -689,6 +707,7 @@ rap_status rap_prep_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, i
     return RAP_OK;
 }
 
+/* Every kernel in order, all descs, all loaded rows. */
 rap_status rap_prep_run(rap_prep *p)
 {
     if (!p)
@@ -698,6 +717,7 @@ rap_status rap_prep_run(rap_prep *p)
     return RAP_OK;
 }
 
+/* Waits for the executor's stream (CPU: work is already done). */
 rap_status rap_prep_sync(rap_prep *p)
 {
     if (!p)
@@ -716,6 +736,7 @@ int64_t rap_prep_launches(const rap_prep *p) { return p ? p->launches : 0; }
 
 /* ------------------------------------------------------------ columns */
 
+/* A lookup in the data views: pointers into the arena, no copy, no wait. */
 rap_status rap_prep_column(const rap_prep *p, int col, rap_col_view *v)
 {
     if (!p || !v)
@@ -751,6 +772,7 @@ static rap_status copy_out(const rap_prep *p, void *dst, const void *src, size_t
     return RAP_OK;
 }
 
+/* Frees the arrays of a fetched column and zeroes it. Accepts NULL. */
 void rap_host_column_free(rap_host_column *c)
 {
     if (!c)
@@ -762,6 +784,8 @@ void rap_host_column_free(rap_host_column *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Copies view n's loaded rows into freshly allocated host arrays of out
+ * (the caller frees out on failure). */
 static rap_status fetch(const rap_prep *p, const rap_prep_node *n, rap_host_column *out)
 {
     const int64_t rows = p->rows;
@@ -801,6 +825,8 @@ static rap_status fetch(const rap_prep *p, const rap_prep_node *n, rap_host_colu
     return RAP_OK;
 }
 
+/* Waits for queued work and copies column col to host memory (see rap.h).
+ * On failure out is empty. */
 rap_status rap_prep_fetch(const rap_prep *p, int col, rap_host_column *out)
 {
     if (!p || !out)
