@@ -1,0 +1,136 @@
+/*
+ * model.h -- the DLRM model: one API, two backends.
+ *
+ *   dense (B, ND) -> bottom MLP -> x (B, D)
+ *   sparse table t: bag of ids per row -> sum of rows of table t -> e (B, T, D)
+ *   z = [x, e_0 .. e_{T-1}]  (F = T + 1 vectors of D per row)
+ *   interaction: [x, z_i . z_j for i > j]  (D + F(F-1)/2 per row; pairs in
+ *       row-major lower-triangle order: (1,0), (2,0), (2,1), (3,0), ...)
+ *   -> top MLP (ReLU after every layer but the last) -> one logit per row
+ *   loss: mean BCE-with-logits over the batch
+ *
+ * Backends: RAP_CPU (src/model/cpu/: plain C + OpenBLAS, the readable
+ * reference, used by the tests) and RAP_GPU (src/model/gpu/: fused
+ * embedding-bag kernels, cuBLASLt MLPs). Both start from the same weights
+ * (initialised on the host from the seed, then copied) so tests can compare
+ * them step by step.
+ *
+ * Training phases (the co-running runtime launches preprocessing beside
+ * each): rap_model_emb_forward, rap_model_mlp_forward (bottom MLP,
+ * interaction, top MLP, loss), rap_model_mlp_backward (and the dense
+ * optimizer update), rap_model_emb_backward (aggregates duplicate ids and
+ * applies the optimizer to the touched rows: no dense gradient table).
+ * On the GPU the phases are asynchronous on the model's stream, allocate
+ * nothing and never synchronise with the host.
+ *
+ * Letters: B batch rows, ND dense input width, T tables, D embedding dim,
+ * R_t rows of table t.
+ */
+#ifndef RAP_MODEL_H
+#define RAP_MODEL_H
+
+#include "rap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RAP_MAX_LAYERS 16
+#define RAP_MAX_TABLES 4096
+
+typedef enum { RAP_SGD = 0, RAP_ADAGRAD = 1 } rap_optimizer;
+/* FP32: float32 weights, TF32 tensor-core math on the GPU (float32 on the
+ * CPU). BF16: float32 master weights, bf16 GEMM inputs, float32
+ * accumulation (GPU only; the CPU computes in float32). */
+typedef enum { RAP_FP32 = 0, RAP_BF16 = 1 } rap_precision;
+
+typedef struct {
+    int n_dense;                 /* ND: width of the dense input */
+    int n_tables;                /* T */
+    int64_t table_rows[RAP_MAX_TABLES]; /* R_t */
+    int emb_dim;                 /* D */
+    int bot[RAP_MAX_LAYERS];     /* bottom MLP output widths; bot[n_bot-1] == D */
+    int n_bot;
+    int top[RAP_MAX_LAYERS];     /* top MLP output widths; top[n_top-1] == 1 */
+    int n_top;
+    int64_t batch;               /* B: largest batch */
+    rap_optimizer optimizer;
+    float lr;
+    float adagrad_eps;           /* default 1e-8 (PyTorch's Adagrad) */
+    float adagrad_init;          /* initial accumulator, default 0 */
+    rap_precision precision;
+    uint64_t seed;
+    int threads;                 /* CPU backend threads, 0 = all cores */
+    void *stream;                /* GPU: cudaStream_t to run on, NULL = own */
+} rap_model_config;
+
+/* A batch as the model reads it: pointers on the model's device. */
+typedef struct {
+    int64_t rows;                      /* <= B */
+    const float *dense;                /* (rows, ND) row-major */
+    const float *label;                /* (rows) 0 or 1 */
+    const int64_t *off[RAP_MAX_TABLES]; /* (rows+1) each: bag offsets of table t */
+    const int64_t *ids[RAP_MAX_TABLES]; /* ids of table t, each in [0, R_t) */
+} rap_model_batch;
+
+/* A parameter tensor, named as the dlrm reference's modules name it:
+ * "emb_l.T.weight" (R_t, D), "bot_l.2i.weight" (out, in), "bot_l.2i.bias"
+ * (out), "top_l.2i.weight", "top_l.2i.bias" (Linear layers at even indices
+ * of nn.Sequential, ReLU between). */
+typedef struct {
+    char name[64];
+    int64_t rows, cols;     /* cols == 1 for biases */
+} rap_tensor_info;
+
+typedef struct rap_model rap_model;
+
+/* Fills defaults: dlrm-style small model, SGD lr 0.1, adagrad eps 1e-8. */
+void rap_model_config_defaults(rap_model_config *c);
+/* Checks shapes (bot ends in D, top ends in 1, tables >= 1 row...). */
+rap_status rap_model_config_check(const rap_model_config *c);
+/* Bytes the model needs on its device: weights, optimizer state,
+ * activations and workspaces for B rows. Used to refuse before allocating. */
+size_t rap_model_bytes(const rap_model_config *c, rap_device dev);
+
+/* Allocates everything and initialises the weights as the dlrm reference
+ * does, deterministically from c->seed: table t uniform in
+ * +-sqrt(1/R_t); Linear (out, in) weights normal(0, sqrt(2/(in+out))),
+ * bias normal(0, sqrt(1/out)). Fails with RAP_ERR_NOMEM saying how much is
+ * needed and how much is free, before allocating, when it cannot fit. */
+rap_status rap_model_create(const rap_model_config *c, rap_device dev, rap_model **out);
+void rap_model_free(rap_model *m);
+const rap_model_config *rap_model_config_of(const rap_model *m);
+rap_device rap_model_device(const rap_model *m);
+
+/* The four phases of a training step, in this order. */
+rap_status rap_model_emb_forward(rap_model *m, const rap_model_batch *b);
+rap_status rap_model_mlp_forward(rap_model *m, const rap_model_batch *b);
+rap_status rap_model_mlp_backward(rap_model *m, const rap_model_batch *b);
+rap_status rap_model_emb_backward(rap_model *m, const rap_model_batch *b);
+/* All four. */
+rap_status rap_model_train_step(rap_model *m, const rap_model_batch *b);
+/* Forward only (no loss needed): logits of the batch into logits_host. */
+rap_status rap_model_predict(rap_model *m, const rap_model_batch *b, float *logits_host);
+/* Mean loss of the last mlp_forward (synchronises on the GPU). */
+rap_status rap_model_last_loss(rap_model *m, double *loss);
+/* Waits for queued work (GPU); no-op on the CPU. */
+rap_status rap_model_sync(rap_model *m);
+
+/* Parameters and optimizer state, for checkpoints and tests. */
+int rap_model_n_tensors(const rap_model *m);
+const rap_tensor_info *rap_model_tensor(const rap_model *m, int i);
+/* Copies tensor i (or its optimizer state: Adagrad accumulator, same shape)
+ * to / from host memory (rows*cols floats). state_* fail for SGD. */
+rap_status rap_model_get(const rap_model *m, int i, float *host);
+rap_status rap_model_set(rap_model *m, int i, const float *host);
+rap_status rap_model_get_state(const rap_model *m, int i, float *host);
+rap_status rap_model_set_state(rap_model *m, int i, const float *host);
+
+/* Gradients of the last backward for tests (dense tensors only; for tables
+ * the aggregated gradient of the touched rows is not kept). CPU only. */
+rap_status rap_model_get_grad(const rap_model *m, int i, float *host);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RAP_MODEL_H */

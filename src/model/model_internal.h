@@ -1,0 +1,95 @@
+/*
+ * model_internal.h -- what model.c (common part) shares with the backends
+ * src/model/cpu/ and src/model/gpu/.
+ *
+ * model.c owns: config defaults and checks, the tensor table (names,
+ * shapes, offsets in one flat parameter array), weight initialisation, and
+ * dispatch of every rap_model_* call to the backend.
+ *
+ * Parameter layout: one flat float array `params` holding every tensor of
+ * the table in order: emb_l.0 .. emb_l.{T-1}, bot_l.*, top_l.*; tensor i at
+ * params + tensors[i].offset. The Adagrad state (when used) has the same
+ * layout. Tables can be huge (tens of GB), so the backends initialise
+ * them in place with rap_init_table_value (identical on host and device);
+ * MLP tensors are initialised on the host by model.c (init_mlp) and copied.
+ */
+#ifndef RAP_MODEL_INTERNAL_H
+#define RAP_MODEL_INTERNAL_H
+
+#include "core/core.h"
+#include "model/model.h"
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define RAP_MODEL_HD __host__ __device__
+#else
+#define RAP_MODEL_HD
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    rap_tensor_info info;
+    size_t offset;     /* in floats, within params */
+    int layer;         /* MLP: layer index within its MLP; tables: t */
+    int kind;          /* 0 table, 1 bottom weight, 2 bottom bias, 3 top weight, 4 top bias */
+} rap_tensor;
+
+struct rap_model {
+    rap_model_config cfg;
+    rap_device device;
+    rap_tensor *tensors;       /* (n_tensors) */
+    int n_tensors;
+    size_t n_params;           /* floats in params */
+    size_t n_mlp_params;       /* floats after the tables (MLP tensors) */
+    size_t mlp_offset;         /* first MLP float in params */
+    int top_in;                /* D + F(F-1)/2 */
+    void *cpu;                 /* backend state (cpu/cpu_model.h) */
+    void *gpu;                 /* backend state (gpu/gpu_model.h) */
+};
+
+/* Value of element j of table t (R_t rows): uniform in +-sqrt(1/R_t) from a
+ * counter-based hash of (seed, t, j), computed exactly the same on host and
+ * device (integer hash, one int->float conversion, one multiply). */
+static inline RAP_MODEL_HD float rap_init_table_value(uint64_t seed, int t, uint64_t j,
+                                                       int64_t rows)
+{
+    uint64_t z = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)t * 0xd1b54a32d192ed03ULL + j;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    float u = (float)(z >> 40) * (1.0f / 16777216.0f);    /* [0, 1), exact */
+    float bound = (float)(1.0 / sqrt((double)rows)); /* correctly rounded on both */
+    return (2.0f * u - 1.0f) * bound;
+}
+
+/* Initialises the MLP part (params[mlp_offset ..]) on the host: Linear
+ * weights normal(0, sqrt(2/(in+out))), biases normal(0, sqrt(1/out)), from
+ * the seed. mlp: (n_mlp_params) floats. */
+void rap_model_init_mlp(const rap_model *m, float *mlp);
+
+/* Backends. Each returns a status; model.c calls the one of m->device. */
+#define RAP_MODEL_BACKEND(pfx)                                                      \
+    size_t pfx##_bytes(const rap_model_config *c);                                  \
+    rap_status pfx##_create(rap_model *m, const float *mlp_init);                   \
+    void pfx##_free(rap_model *m);                                                  \
+    rap_status pfx##_emb_forward(rap_model *m, const rap_model_batch *b);           \
+    rap_status pfx##_mlp_forward(rap_model *m, const rap_model_batch *b);           \
+    rap_status pfx##_mlp_backward(rap_model *m, const rap_model_batch *b);          \
+    rap_status pfx##_emb_backward(rap_model *m, const rap_model_batch *b);          \
+    rap_status pfx##_predict(rap_model *m, const rap_model_batch *b, float *logits); \
+    rap_status pfx##_last_loss(rap_model *m, double *loss);                         \
+    rap_status pfx##_sync(rap_model *m);                                            \
+    rap_status pfx##_get(const rap_model *m, int i, float *host, bool state);       \
+    rap_status pfx##_set(rap_model *m, int i, const float *host, bool state);
+
+RAP_MODEL_BACKEND(rap_cpu_model)
+RAP_MODEL_BACKEND(rap_gpu_model)
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RAP_MODEL_INTERNAL_H */
