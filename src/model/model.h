@@ -59,6 +59,7 @@ typedef struct {
     float adagrad_eps;           /* default 1e-8 (PyTorch's Adagrad) */
     float adagrad_init;          /* initial accumulator, default 0 */
     rap_precision precision;
+    bool strict_fp32;            /* GPU, FP32: plain float32 GEMMs, no TF32 (tests) */
     uint64_t seed;
     int threads;                 /* CPU backend threads, 0 = all cores */
     void *stream;                /* GPU: cudaStream_t to run on, NULL = own */
