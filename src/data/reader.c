@@ -833,16 +833,35 @@ void rap_reader_get_stats(const rap_reader *r, rap_reader_stats *st)
     st->rows_read = st->rows_used + st->rows_rejected;
 }
 
+/* Long descriptions of the reasons, for the accounting printout. */
+static const char *reason_text(rap_reject_reason r)
+{
+    switch (r) {
+    case RAP_REJ_FIELDS: return "wrong number of fields";
+    case RAP_REJ_LABEL: return "label not 0 or 1";
+    case RAP_REJ_INT: return "integer field not a number";
+    case RAP_REJ_CAT: return "categorical field not hex";
+    case RAP_REJ_RANGE: return "value out of range";
+    case RAP_REJ_LONG: return "line too long";
+    case RAP_REJ_BINARY: return "binary bytes";
+    case RAP_REJ_COUNT: break;
+    }
+    return "unknown";
+}
+
 void rap_reader_print_stats(const rap_reader_stats *st, FILE *f)
 {
     fprintf(f, "rows read %lld = used %lld + rejected %lld\n", (long long)st->rows_read,
             (long long)st->rows_used, (long long)st->rows_rejected);
+    /* only the reasons that occurred */
     for (int k = 0; k < RAP_REJ_COUNT; k++) {
-        fprintf(f, "  rejected %-6s %lld", rap_reject_reason_name((rap_reject_reason)k),
-                (long long)st->rejected[k]);
+        if (!st->rejected[k])
+            continue;
+        fprintf(f, "  rejected %lld: %s (%s)", (long long)st->rejected[k],
+                reason_text((rap_reject_reason)k), rap_reject_reason_name((rap_reject_reason)k));
         int64_t n = st->rejected[k] < RAP_REJ_EXAMPLES ? st->rejected[k] : RAP_REJ_EXAMPLES;
         for (int64_t i = 0; i < n; i++)
-            fprintf(f, "%s%s", i ? ", " : "  e.g. ", st->example[k][i]);
+            fprintf(f, "%s%s", i ? ", " : ", first at ", st->example[k][i]);
         fprintf(f, "\n");
     }
     fprintf(f, "  %lld bytes from %d file%s\n", (long long)st->bytes_read, st->files,
