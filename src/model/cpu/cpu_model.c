@@ -1,0 +1,485 @@
+/*
+ * cpu_model.c -- the CPU backend of the DLRM model: the readable
+ * reference the GPU backend is tested against. Chains the layers of
+ * cpu_layers.c over buffers allocated once in create (cpu_model.h).
+ *
+ * Step, for a batch of n rows:
+ *   emb_forward:  emb[:, t] = bag sums of table t (ids checked)
+ *   mlp_forward:  bottom MLP (ReLU everywhere) -> bot_act[last] = x;
+ *                 inter = [x, dots]; top MLP (ReLU but the last) -> logits;
+ *                 loss = mean BCE
+ *   mlp_backward: dlogit -> top MLP backward (grads) -> dinter ->
+ *                 interaction backward -> dx, demb -> bottom MLP backward
+ *                 (grads, ddense); then the optimizer on every MLP tensor
+ *   emb_backward: duplicate ids summed, one optimizer step per touched row
+ */
+#include "model/cpu/cpu_model.h"
+
+#include <cblas.h>
+#include <string.h>
+
+static rap_cpu_state *st_of(const rap_model *m) { return (rap_cpu_state *)m->cpu; }
+
+static int64_t top_in_of(const rap_model_config *c)
+{
+    int64_t f = (int64_t)c->n_tables + 1;
+    return (int64_t)c->emb_dim + f * (f - 1) / 2;
+}
+
+/* Activation block layout for c; pointers into base set in st when both
+ * are given. Returns its bytes. Counted in double-checked size_t: the
+ * config check bounds every factor. */
+static size_t act_layout(const rap_model_config *c, char *base, rap_cpu_state *st)
+{
+    size_t at = 0;
+    size_t B = (size_t)c->batch, T = (size_t)c->n_tables, D = (size_t)c->emb_dim;
+    size_t ti = (size_t)top_in_of(c);
+    size_t maxw = ti > (size_t)c->n_dense ? ti : (size_t)c->n_dense;
+    for (int l = 0; l < c->n_bot; l++)
+        maxw = (size_t)c->bot[l] > maxw ? (size_t)c->bot[l] : maxw;
+    for (int l = 0; l < c->n_top; l++)
+        maxw = (size_t)c->top[l] > maxw ? (size_t)c->top[l] : maxw;
+#define PLACE(fieldp, nfloats)                                          \
+    do {                                                                \
+        if (base)                                                       \
+            *(fieldp) = (float *)(base + at);                           \
+        at += ((sizeof(float) * (size_t)(nfloats)) + 63) & ~(size_t)63; \
+    } while (0)
+    float *dummy;
+    for (int l = 0; l < c->n_bot; l++)
+        PLACE(st ? &st->bot_act[l] : &dummy, B * (size_t)c->bot[l]);
+    for (int l = 0; l < c->n_top; l++)
+        PLACE(st ? &st->top_act[l] : &dummy, B * (size_t)c->top[l]);
+    PLACE(st ? &st->emb : &dummy, B * T * D);
+    PLACE(st ? &st->inter : &dummy, B * ti);
+    PLACE(st ? &st->dinter : &dummy, B * ti);
+    PLACE(st ? &st->dx : &dummy, B * D);
+    PLACE(st ? &st->demb : &dummy, B * T * D);
+    PLACE(st ? &st->ddense : &dummy, B * (size_t)c->n_dense);
+    PLACE(st ? &st->buf[0] : &dummy, B * maxw);
+    PLACE(st ? &st->buf[1] : &dummy, B * maxw);
+#undef PLACE
+    (void)dummy;
+    return at;
+}
+
+/* Floats of all tensors, and of the MLP part alone. */
+static void param_counts(const rap_model_config *c, size_t *all, size_t *mlp)
+{
+    size_t n = 0, tab = 0;
+    for (int t = 0; t < c->n_tables; t++)
+        tab += (size_t)c->table_rows[t] * (size_t)c->emb_dim;
+    size_t in = (size_t)c->n_dense;
+    for (int l = 0; l < c->n_bot; l++) {
+        n += (size_t)c->bot[l] * (in + 1);
+        in = (size_t)c->bot[l];
+    }
+    in = (size_t)top_in_of(c);
+    for (int l = 0; l < c->n_top; l++) {
+        n += (size_t)c->top[l] * (in + 1);
+        in = (size_t)c->top[l];
+    }
+    *all = tab + n;
+    *mlp = n;
+}
+
+size_t rap_cpu_model_bytes(const rap_model_config *c)
+{
+    size_t all, mlp;
+    param_counts(c, &all, &mlp);
+    size_t b = sizeof(float) * all * (c->optimizer == RAP_ADAGRAD ? 2 : 1);
+    b += sizeof(float) * mlp;                                     /* grads */
+    b += act_layout(c, NULL, NULL);                               /* activations */
+    b += 2 * sizeof(rap_cpu_key) * (size_t)c->batch * (size_t)c->n_tables; /* sort keys */
+    b += sizeof(int64_t) * ((size_t)c->n_tables + 1);
+    b += sizeof(rap_cpu_state) + sizeof(rap_tensor) * (size_t)(c->n_tables + 2 * c->n_bot + 2 * c->n_top);
+    return b;
+}
+
+/* ------------------------------------------------------------ create/free */
+
+/* Fills of 1 Mi elements per pool item. */
+#define FILL_ITEM ((size_t)1 << 20)
+
+typedef struct {
+    float *p;       /* (n) */
+    size_t n;
+    uint64_t seed;
+    int t;
+    int64_t rows;   /* R_t: the bound of rap_init_table_value */
+    float v;
+} fill_ctx;
+
+static void fill_table(void *c, int64_t i)
+{
+    const fill_ctx *k = c;
+    size_t lo = (size_t)i * FILL_ITEM, hi = lo + FILL_ITEM < k->n ? lo + FILL_ITEM : k->n;
+    for (size_t j = lo; j < hi; j++)
+        k->p[j] = rap_init_table_value(k->seed, k->t, j, k->rows);
+}
+
+static void fill_const(void *c, int64_t i)
+{
+    const fill_ctx *k = c;
+    size_t lo = (size_t)i * FILL_ITEM, hi = lo + FILL_ITEM < k->n ? lo + FILL_ITEM : k->n;
+    for (size_t j = lo; j < hi; j++)
+        k->p[j] = k->v;
+}
+
+static int64_t fill_items(size_t n) { return (int64_t)((n + FILL_ITEM - 1) / FILL_ITEM); }
+
+/* On failure the caller (model.c) calls rap_cpu_model_free, which frees
+ * whatever was allocated. */
+rap_status rap_cpu_model_create(rap_model *m, const float *mlp_init)
+{
+    const rap_model_config *c = &m->cfg;
+    rap_cpu_state *st = rap_calloc(sizeof *st, "CPU model state");
+    if (!st)
+        return RAP_ERR_NOMEM;
+    m->cpu = st;
+    st->threads = c->threads > 0 ? c->threads : rap_ncores();
+    openblas_set_num_threads(1); /* GEMMs run in blocks on the pool */
+    RAP_TRY(rap_pool_create(st->threads, &st->pool));
+    st->params = rap_aligned_alloc(sizeof(float) * m->n_params, "CPU model parameters");
+    if (!st->params)
+        return RAP_ERR_NOMEM;
+    if (c->optimizer == RAP_ADAGRAD) {
+        st->state = rap_aligned_alloc(sizeof(float) * m->n_params, "CPU model Adagrad state");
+        if (!st->state)
+            return RAP_ERR_NOMEM;
+    }
+    st->grads = rap_aligned_alloc(sizeof(float) * (m->n_mlp_params + 1), "CPU model gradients");
+    if (!st->grads)
+        return RAP_ERR_NOMEM;
+    memset(st->grads, 0, sizeof(float) * m->n_mlp_params);
+    size_t ab = act_layout(c, NULL, NULL);
+    st->block = rap_aligned_alloc(ab, "CPU model activations");
+    if (!st->block)
+        return RAP_ERR_NOMEM;
+    memset(st->block, 0, ab);
+    act_layout(c, st->block, st);
+    st->key_cap = c->batch * c->n_tables;
+    st->keys = rap_aligned_alloc(sizeof(rap_cpu_key) * (size_t)st->key_cap, "CPU model sort keys");
+    st->tmp = rap_aligned_alloc(sizeof(rap_cpu_key) * (size_t)st->key_cap, "CPU model sort keys");
+    st->seg = rap_calloc(sizeof(int64_t) * ((size_t)c->n_tables + 1), "CPU model key segments");
+    if (!st->keys || !st->tmp || !st->seg)
+        return RAP_ERR_NOMEM;
+
+    for (int i = 0; i < m->n_tensors; i++) {
+        const rap_tensor *x = &m->tensors[i];
+        switch (x->kind) {
+        case 0:
+            st->tables[x->layer] = st->params + x->offset;
+            st->tstate[x->layer] = st->state ? st->state + x->offset : NULL;
+            break;
+        case 1: st->bw[x->layer] = x->offset; break;
+        case 2: st->bb[x->layer] = x->offset; break;
+        case 3: st->tw[x->layer] = x->offset; break;
+        case 4: st->tb[x->layer] = x->offset; break;
+        }
+    }
+    /* Tables in place, in parallel: element j of table t from its own hash
+     * (the same values the GPU backend computes on the device). */
+    for (int t = 0; t < c->n_tables; t++) {
+        fill_ctx k = {.p = st->tables[t], .n = (size_t)c->table_rows[t] * (size_t)c->emb_dim,
+                      .seed = c->seed, .t = t, .rows = c->table_rows[t]};
+        rap_pool_for(st->pool, fill_items(k.n), fill_table, &k);
+    }
+    memcpy(st->params + m->mlp_offset, mlp_init, sizeof(float) * m->n_mlp_params);
+    if (st->state) {
+        fill_ctx k = {.p = st->state, .n = m->n_params, .v = c->adagrad_init};
+        rap_pool_for(st->pool, fill_items(k.n), fill_const, &k);
+    }
+    return RAP_OK;
+}
+
+void rap_cpu_model_free(rap_model *m)
+{
+    rap_cpu_state *st = st_of(m);
+    if (!st)
+        return;
+    rap_pool_free(st->pool);
+    rap_aligned_free(st->params);
+    rap_aligned_free(st->state);
+    rap_aligned_free(st->grads);
+    rap_aligned_free(st->block);
+    rap_aligned_free(st->keys);
+    rap_aligned_free(st->tmp);
+    rap_free(st->seg);
+    rap_free(st);
+    m->cpu = NULL;
+}
+
+/* ------------------------------------------------------------ phases */
+
+/* The bags of every table: checks offsets and ids, grows the sort keys if
+ * this batch has more ids than they hold. */
+static rap_status check_bags(rap_model *m, const rap_model_batch *b, int64_t *nnz)
+{
+    const rap_model_config *c = &m->cfg;
+    *nnz = 0;
+    for (int t = 0; t < c->n_tables; t++) {
+        if (!b->off[t] || (!b->ids[t] && b->off[t][b->rows] > b->off[t][0]))
+            return rap_fail(RAP_ERR_ARG, "CPU model: batch has no offsets or ids for table %d", t);
+        if (b->off[t][0] < 0 || b->off[t][b->rows] < b->off[t][0])
+            return rap_fail(RAP_ERR_DATA,
+                            "CPU model: table %d offsets run from %lld to %lld, expected "
+                            "0 <= first <= last",
+                            t, (long long)b->off[t][0], (long long)b->off[t][b->rows]);
+        *nnz += b->off[t][b->rows] - b->off[t][0];
+    }
+    return RAP_OK;
+}
+
+/* Finds the first bad bag or id for the error message (slow path). */
+static rap_status report_bad_bag(rap_model *m, const rap_model_batch *b)
+{
+    const rap_model_config *c = &m->cfg;
+    for (int t = 0; t < c->n_tables; t++)
+        for (int64_t r = 0; r < b->rows; r++) {
+            if (b->off[t][r + 1] < b->off[t][r])
+                return rap_fail(RAP_ERR_DATA, "CPU model: table %d row %lld: offsets %lld > %lld",
+                                t, (long long)r, (long long)b->off[t][r],
+                                (long long)b->off[t][r + 1]);
+            for (int64_t p = b->off[t][r]; p < b->off[t][r + 1]; p++)
+                if (b->ids[t][p] < 0 || b->ids[t][p] >= c->table_rows[t])
+                    return rap_fail(RAP_ERR_DATA,
+                                    "CPU model: table %d row %lld: id %lld outside [0, %lld)", t,
+                                    (long long)r, (long long)b->ids[t][p],
+                                    (long long)c->table_rows[t]);
+        }
+    return rap_fail(RAP_ERR_INTERNAL, "CPU model: bad bag reported but not found");
+}
+
+rap_status rap_cpu_model_emb_forward(rap_model *m, const rap_model_batch *b)
+{
+    const rap_model_config *c = &m->cfg;
+    rap_cpu_state *st = st_of(m);
+    st->phase = 0;
+    int64_t nnz;
+    RAP_TRY(check_bags(m, b, &nnz));
+    if (nnz > st->key_cap) {
+        /* More ids than one per bag on average: grow once (documented). */
+        rap_debug("CPU model: sort keys grow from %lld to %lld", (long long)st->key_cap,
+                  (long long)nnz);
+        rap_cpu_key *k = rap_aligned_alloc(sizeof *k * (size_t)nnz, "CPU model sort keys");
+        rap_cpu_key *x = rap_aligned_alloc(sizeof *x * (size_t)nnz, "CPU model sort keys");
+        if (!k || !x) {
+            rap_aligned_free(k);
+            rap_aligned_free(x);
+            return RAP_ERR_NOMEM;
+        }
+        rap_aligned_free(st->keys);
+        rap_aligned_free(st->tmp);
+        st->keys = k;
+        st->tmp = x;
+        st->key_cap = nnz;
+    }
+    int64_t bad = 0;
+    for (int t = 0; t < c->n_tables; t++)
+        bad += rap_cpu_bag_forward(st->tables[t], c->table_rows[t], c->emb_dim, b->off[t],
+                                   b->ids[t], b->rows, c->n_tables, t, st->emb, st->pool);
+    if (bad)
+        return report_bad_bag(m, b);
+    st->rows = b->rows;
+    st->phase = 1;
+    return RAP_OK;
+}
+
+static rap_status phase_check(rap_cpu_state *st, const rap_model_batch *b, int want,
+                              const char *what, const char *before)
+{
+    if (st->phase != want || st->rows != b->rows)
+        return rap_fail(RAP_ERR_ARG, "CPU model: %s called without %s on this batch first", what,
+                        before);
+    return RAP_OK;
+}
+
+/* Bottom MLP, interaction, top MLP: logits in top_act[n_top-1]. */
+static void forward_mlps(rap_model *m, const rap_model_batch *b)
+{
+    const rap_model_config *c = &m->cfg;
+    rap_cpu_state *st = st_of(m);
+    openblas_set_num_threads(1); /* blocks on the pool instead */
+    int64_t n = b->rows;
+    const float *x = b->dense;
+    int in = c->n_dense;
+    for (int l = 0; l < c->n_bot; l++) {
+        rap_cpu_linear_forward(x, st->params + st->bw[l], st->params + st->bb[l], n, in, c->bot[l],
+                               true, st->bot_act[l], st->pool);
+        x = st->bot_act[l];
+        in = c->bot[l];
+    }
+    rap_cpu_interaction_forward(x, st->emb, n, c->n_tables, c->emb_dim, st->inter, st->pool);
+    x = st->inter;
+    in = m->top_in;
+    for (int l = 0; l < c->n_top; l++) {
+        rap_cpu_linear_forward(x, st->params + st->tw[l], st->params + st->tb[l], n, in, c->top[l],
+                               l < c->n_top - 1, st->top_act[l], st->pool);
+        x = st->top_act[l];
+        in = c->top[l];
+    }
+}
+
+rap_status rap_cpu_model_mlp_forward(rap_model *m, const rap_model_batch *b)
+{
+    rap_cpu_state *st = st_of(m);
+    RAP_TRY(phase_check(st, b, 1, "mlp_forward", "emb_forward"));
+    if (!b->dense || !b->label)
+        return rap_fail(RAP_ERR_ARG, "CPU model: mlp_forward: batch has no dense or label array");
+    forward_mlps(m, b);
+    st->loss = rap_cpu_bce(st->top_act[m->cfg.n_top - 1], b->label, b->rows, NULL);
+    st->have_loss = true;
+    st->phase = 2;
+    return RAP_OK;
+}
+
+rap_status rap_cpu_model_mlp_backward(rap_model *m, const rap_model_batch *b)
+{
+    const rap_model_config *c = &m->cfg;
+    rap_cpu_state *st = st_of(m);
+    RAP_TRY(phase_check(st, b, 2, "mlp_backward", "mlp_forward"));
+    openblas_set_num_threads(1); /* blocks on the pool instead */
+    int64_t n = b->rows;
+    float *g = st->grads - m->mlp_offset; /* g + offset: gradient of that tensor */
+    int nt = c->n_top;
+    /* dy of the last top layer: d(mean loss)/d(logit). */
+    float *dy = st->buf[0];
+    rap_cpu_bce(st->top_act[nt - 1], b->label, n, dy);
+    int cur = 0;
+    for (int l = nt - 1; l >= 0; l--) {
+        const float *x = l == 0 ? st->inter : st->top_act[l - 1];
+        int in = l == 0 ? m->top_in : c->top[l - 1];
+        float *dx = l == 0 ? st->dinter : st->buf[1 - cur];
+        rap_cpu_linear_backward(x, st->params + st->tw[l], st->top_act[l], st->buf[cur], n, in,
+                                c->top[l], l < nt - 1, g + st->tw[l], g + st->tb[l], dx, st->pool);
+        cur = 1 - cur;
+    }
+    rap_cpu_interaction_backward(st->bot_act[c->n_bot - 1], st->emb, st->dinter, n, c->n_tables,
+                                 c->emb_dim, st->dx, st->demb, st->pool);
+    /* The bottom MLP's dy starts as a copy of dx, so dx stays readable. */
+    memcpy(st->buf[0], st->dx, sizeof(float) * (size_t)n * (size_t)c->emb_dim);
+    cur = 0;
+    for (int l = c->n_bot - 1; l >= 0; l--) {
+        const float *x = l == 0 ? b->dense : st->bot_act[l - 1];
+        int in = l == 0 ? c->n_dense : c->bot[l - 1];
+        float *dx = l == 0 ? st->ddense : st->buf[1 - cur];
+        rap_cpu_linear_backward(x, st->params + st->bw[l], st->bot_act[l], st->buf[cur], n, in,
+                                c->bot[l], true, g + st->bw[l], g + st->bb[l], dx, st->pool);
+        cur = 1 - cur;
+    }
+    rap_cpu_optimizer_step(st->params + m->mlp_offset, st->grads,
+                           st->state ? st->state + m->mlp_offset : NULL, m->n_mlp_params,
+                           c->optimizer, c->lr, c->adagrad_eps, st->pool);
+    st->phase = 3;
+    return RAP_OK;
+}
+
+static rap_status emb_backward_core(rap_model *m, const rap_model_batch *b, const float *demb)
+{
+    const rap_model_config *c = &m->cfg;
+    rap_cpu_state *st = st_of(m);
+    int64_t nnz;
+    RAP_TRY(check_bags(m, b, &nnz));
+    if (nnz > st->key_cap) /* not the batch of emb_forward */
+        return rap_fail(RAP_ERR_ARG, "CPU model: emb_backward: batch has %lld ids, its "
+                                     "emb_forward saw at most %lld",
+                        (long long)nnz, (long long)st->key_cap);
+    rap_cpu_emb_update u = {
+        .T = c->n_tables,
+        .D = c->emb_dim,
+        .n = b->rows,
+        .tables = st->tables,
+        .state = st->state ? st->tstate : NULL,
+        .off = b->off,
+        .ids = b->ids,
+        .demb = demb,
+        .opt = c->optimizer,
+        .lr = c->lr,
+        .eps = c->adagrad_eps,
+        .keys = st->keys,
+        .tmp = st->tmp,
+        .seg = st->seg,
+    };
+    rap_cpu_emb_backward(&u, st->pool);
+    return RAP_OK;
+}
+
+rap_status rap_cpu_model_emb_backward(rap_model *m, const rap_model_batch *b)
+{
+    rap_cpu_state *st = st_of(m);
+    RAP_TRY(phase_check(st, b, 3, "emb_backward", "mlp_backward"));
+    st->phase = 0;
+    return emb_backward_core(m, b, st->demb);
+}
+
+rap_status rap_cpu_model_predict(rap_model *m, const rap_model_batch *b, float *logits)
+{
+    rap_cpu_state *st = st_of(m);
+    if (!b->dense)
+        return rap_fail(RAP_ERR_ARG, "CPU model: predict: batch has no dense array");
+    RAP_TRY(rap_cpu_model_emb_forward(m, b));
+    forward_mlps(m, b);
+    memcpy(logits, st->top_act[m->cfg.n_top - 1], sizeof(float) * (size_t)b->rows);
+    return RAP_OK;
+}
+
+rap_status rap_cpu_model_last_loss(rap_model *m, double *loss)
+{
+    rap_cpu_state *st = st_of(m);
+    if (!st->have_loss)
+        return rap_fail(RAP_ERR_ARG, "CPU model: last_loss before any mlp_forward");
+    *loss = st->loss;
+    return RAP_OK;
+}
+
+rap_status rap_cpu_model_sync(rap_model *m)
+{
+    (void)m;
+    return RAP_OK;
+}
+
+rap_status rap_cpu_model_get(const rap_model *m, int i, float *host, bool state)
+{
+    rap_cpu_state *st = st_of(m);
+    const rap_tensor *x = &m->tensors[i];
+    const float *src = (state ? st->state : st->params) + x->offset;
+    memcpy(host, src, sizeof(float) * (size_t)x->info.rows * (size_t)x->info.cols);
+    return RAP_OK;
+}
+
+rap_status rap_cpu_model_set(rap_model *m, int i, const float *host, bool state)
+{
+    rap_cpu_state *st = st_of(m);
+    const rap_tensor *x = &m->tensors[i];
+    float *dst = (state ? st->state : st->params) + x->offset;
+    memcpy(dst, host, sizeof(float) * (size_t)x->info.rows * (size_t)x->info.cols);
+    return RAP_OK;
+}
+
+rap_status rap_cpu_model_get_grad(const rap_model *m, int i, float *host)
+{
+    rap_cpu_state *st = st_of(m);
+    const rap_tensor *x = &m->tensors[i];
+    if (x->kind == 0)
+        return rap_fail(RAP_ERR_ARG, "CPU model: no gradient kept for table %s", x->info.name);
+    memcpy(host, st->grads + (x->offset - m->mlp_offset),
+           sizeof(float) * (size_t)x->info.rows * (size_t)x->info.cols);
+    return RAP_OK;
+}
+
+/* ------------------------------------------------------------ test hooks */
+
+const float *rap_cpu_model_pooled(const rap_model *m) { return st_of(m)->emb; }
+const float *rap_cpu_model_demb(const rap_model *m) { return st_of(m)->demb; }
+const float *rap_cpu_model_ddense(const rap_model *m) { return st_of(m)->ddense; }
+
+rap_status rap_cpu_model_emb_backward_from(rap_model *m, const rap_model_batch *b,
+                                           const float *demb)
+{
+    rap_cpu_state *st = st_of(m);
+    if (st->phase < 1 || st->rows != b->rows)
+        return rap_fail(RAP_ERR_ARG, "CPU model: emb_backward_from without emb_forward");
+    st->phase = 0;
+    return emb_backward_core(m, b, demb);
+}

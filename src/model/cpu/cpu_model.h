@@ -1,0 +1,77 @@
+/*
+ * cpu_model.h -- the CPU backend of the DLRM model (rap_cpu_model_* of
+ * model_internal.h): its state, and the hooks the tests use to look inside.
+ *
+ * Letters as in model.h: B batch rows (capacity), n rows of the current
+ * batch, ND dense width, T tables, D embedding dim, F = T + 1,
+ * TI = D + F(F-1)/2 top MLP input width.
+ *
+ * Contract: create allocates everything for B rows (weights, Adagrad
+ * state, MLP gradients, every activation and the sort keys of the
+ * embedding backward for B*T ids, one per bag); the phases allocate
+ * nothing, except that a batch holding more ids than any before (multi-hot
+ * bags beyond one id per bag on average) grows the sort keys once, in
+ * emb_forward. Phases must come in order: emb_forward, mlp_forward,
+ * mlp_backward, emb_backward, on the same batch. Results are bit-identical
+ * from run to run and for any thread count (cpu_layers.h).
+ */
+#ifndef RAP_CPU_MODEL_H
+#define RAP_CPU_MODEL_H
+
+#include "model/cpu/cpu_layers.h"
+#include "model/model_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    rap_pool *pool;
+    int threads;                       /* pool and OpenBLAS threads */
+    float *params;                     /* (n_params) all tensors, model_internal.h layout */
+    float *state;                      /* (n_params) Adagrad accumulators; NULL for SGD */
+    float *grads;                      /* (n_mlp_params) MLP gradients of the last backward */
+    float *tables[RAP_MAX_TABLES];     /* table t: params + offset, (R_t, D) */
+    float *tstate[RAP_MAX_TABLES];     /* its accumulator, (R_t, D); NULL for SGD */
+    size_t bw[RAP_MAX_LAYERS], bb[RAP_MAX_LAYERS]; /* bottom weight/bias offsets in params */
+    size_t tw[RAP_MAX_LAYERS], tb[RAP_MAX_LAYERS]; /* top weight/bias offsets in params */
+    void *block;                       /* the one block behind the activations below */
+    float *bot_act[RAP_MAX_LAYERS];    /* (B, bot[l]) after ReLU */
+    float *top_act[RAP_MAX_LAYERS];    /* (B, top[l]); the last is the logits (B, 1) */
+    float *emb;                        /* (B, T, D) pooled embeddings */
+    float *inter;                      /* (B, TI) interaction output */
+    float *dinter;                     /* (B, TI) its gradient */
+    float *dx;                         /* (B, D) gradient of the bottom output */
+    float *demb;                       /* (B, T, D) gradient of the pooled embeddings */
+    float *ddense;                     /* (B, ND) gradient of the dense input */
+    float *buf[2];                     /* (B, maxw) each: ping-pong layer gradients */
+    int64_t *seg;                      /* (T + 1) key segments of the tables */
+    rap_cpu_key *keys, *tmp;           /* (key_cap) each */
+    int64_t key_cap;
+    int phase;                         /* 0 idle, 1 emb fwd, 2 mlp fwd, 3 mlp bwd done */
+    int64_t rows;                      /* rows of the batch in flight */
+    double loss;
+    bool have_loss;
+} rap_cpu_state;
+
+/* MLP gradient of tensor i (not a table) from the last mlp_backward. */
+rap_status rap_cpu_model_get_grad(const rap_model *m, int i, float *host);
+
+/* ---- test hooks (tests only) ---- */
+
+/* Pooled embeddings (B, T, D) of the last emb_forward. */
+const float *rap_cpu_model_pooled(const rap_model *m);
+/* Gradients of the last mlp_backward: pooled embeddings (B, T, D) and the
+ * dense input (B, ND). */
+const float *rap_cpu_model_demb(const rap_model *m);
+const float *rap_cpu_model_ddense(const rap_model *m);
+/* Runs the embedding backward of batch b (after its emb_forward) with the
+ * given gradient of the pooled embeddings demb (rows, T, D) instead of the
+ * one from mlp_backward. */
+rap_status rap_cpu_model_emb_backward_from(rap_model *m, const rap_model_batch *b,
+                                           const float *demb);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RAP_CPU_MODEL_H */

@@ -1,0 +1,454 @@
+/*
+ * model.c -- the common part of the DLRM model (model.h): config defaults
+ * and checks, the tensor table (dlrm reference names, shapes, offsets in
+ * the flat parameter array), MLP initialisation on the host, the memory
+ * check before allocating, and dispatch of every rap_model_* call to the
+ * backend of m->device (cpu/cpu_model.c, gpu/).
+ */
+#include "model/model_internal.h"
+#include "model/cpu/cpu_model.h"
+
+#ifdef RAP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include <stdio.h>
+#include <string.h>
+
+/* Largest batch and layer widths: GEMM dimensions are int, rows of a batch
+ * are int32 in the CPU backend's sort keys. */
+#define MAX_BATCH ((int64_t)1 << 30)
+#define MAX_WIDTH (1 << 24)
+#define MAX_TABLE_ROWS ((int64_t)1 << 40)
+
+static const int DEFAULT_BOT[] = {512, 256, 64, 16};
+static const int DEFAULT_TOP[] = {512, 256, 1};
+
+void rap_model_config_defaults(rap_model_config *c)
+{
+    memset(c, 0, sizeof *c);
+    /* The dlrm reference's Criteo Kaggle model (spec/criteo.md), with 26
+     * small tables: the trainer sets the real cardinalities. */
+    c->n_dense = RAP_CRITEO_DENSE;
+    c->n_tables = RAP_CRITEO_SPARSE;
+    for (int t = 0; t < c->n_tables; t++)
+        c->table_rows[t] = 100000;
+    c->emb_dim = 16;
+    c->n_bot = (int)(sizeof DEFAULT_BOT / sizeof DEFAULT_BOT[0]);
+    memcpy(c->bot, DEFAULT_BOT, sizeof DEFAULT_BOT);
+    c->n_top = (int)(sizeof DEFAULT_TOP / sizeof DEFAULT_TOP[0]);
+    memcpy(c->top, DEFAULT_TOP, sizeof DEFAULT_TOP);
+    c->batch = 4096;
+    c->optimizer = RAP_SGD;
+    c->lr = 0.1f;
+    c->adagrad_eps = 1e-8f;
+    c->adagrad_init = 0.0f;
+    c->precision = RAP_FP32;
+    c->strict_fp32 = false;
+    c->seed = 1;
+    c->threads = 0;
+    c->stream = NULL;
+}
+
+rap_status rap_model_config_check(const rap_model_config *c)
+{
+    if (!c)
+        return rap_fail(RAP_ERR_ARG, "model config: NULL");
+    if (c->n_dense < 1 || c->n_dense > MAX_WIDTH)
+        return rap_fail(RAP_ERR_ARG, "model config: n_dense %d, expected 1..%d", c->n_dense,
+                        MAX_WIDTH);
+    if (c->n_tables < 1 || c->n_tables > RAP_MAX_TABLES)
+        return rap_fail(RAP_ERR_ARG, "model config: n_tables %d, expected 1..%d", c->n_tables,
+                        RAP_MAX_TABLES);
+    for (int t = 0; t < c->n_tables; t++)
+        if (c->table_rows[t] < 1 || c->table_rows[t] > MAX_TABLE_ROWS)
+            return rap_fail(RAP_ERR_ARG,
+                            "model config: table %d has %lld rows, expected 1..%lld", t,
+                            (long long)c->table_rows[t], (long long)MAX_TABLE_ROWS);
+    if (c->emb_dim < 1 || c->emb_dim > MAX_WIDTH)
+        return rap_fail(RAP_ERR_ARG, "model config: emb_dim %d, expected 1..%d", c->emb_dim,
+                        MAX_WIDTH);
+    if (c->n_bot < 1 || c->n_bot > RAP_MAX_LAYERS)
+        return rap_fail(RAP_ERR_ARG, "model config: %d bottom layers, expected 1..%d", c->n_bot,
+                        RAP_MAX_LAYERS);
+    if (c->n_top < 1 || c->n_top > RAP_MAX_LAYERS)
+        return rap_fail(RAP_ERR_ARG, "model config: %d top layers, expected 1..%d", c->n_top,
+                        RAP_MAX_LAYERS);
+    for (int l = 0; l < c->n_bot; l++)
+        if (c->bot[l] < 1 || c->bot[l] > MAX_WIDTH)
+            return rap_fail(RAP_ERR_ARG, "model config: bottom layer %d width %d, expected 1..%d",
+                            l, c->bot[l], MAX_WIDTH);
+    for (int l = 0; l < c->n_top; l++)
+        if (c->top[l] < 1 || c->top[l] > MAX_WIDTH)
+            return rap_fail(RAP_ERR_ARG, "model config: top layer %d width %d, expected 1..%d", l,
+                            c->top[l], MAX_WIDTH);
+    if (c->bot[c->n_bot - 1] != c->emb_dim)
+        return rap_fail(RAP_ERR_ARG,
+                        "model config: bottom MLP ends in %d, expected the embedding dim %d "
+                        "(the dot interaction pairs its output with the embeddings)",
+                        c->bot[c->n_bot - 1], c->emb_dim);
+    if (c->top[c->n_top - 1] != 1)
+        return rap_fail(RAP_ERR_ARG, "model config: top MLP ends in %d, expected 1 (one logit)",
+                        c->top[c->n_top - 1]);
+    int64_t f = (int64_t)c->n_tables + 1;
+    if ((int64_t)c->emb_dim + f * (f - 1) / 2 > MAX_WIDTH)
+        return rap_fail(RAP_ERR_ARG, "model config: interaction width %lld above %d",
+                        (long long)((int64_t)c->emb_dim + f * (f - 1) / 2), MAX_WIDTH);
+    if (c->batch < 1 || c->batch > MAX_BATCH)
+        return rap_fail(RAP_ERR_ARG, "model config: batch %lld, expected 1..%lld",
+                        (long long)c->batch, (long long)MAX_BATCH);
+    if (c->optimizer != RAP_SGD && c->optimizer != RAP_ADAGRAD)
+        return rap_fail(RAP_ERR_ARG, "model config: optimizer %d, expected SGD (0) or Adagrad (1)",
+                        (int)c->optimizer);
+    if (!(c->lr > 0.0f) || !isfinite(c->lr))
+        return rap_fail(RAP_ERR_ARG, "model config: lr %g, expected a finite value > 0",
+                        (double)c->lr);
+    if (!(c->adagrad_eps >= 0.0f) || !isfinite(c->adagrad_eps))
+        return rap_fail(RAP_ERR_ARG, "model config: adagrad_eps %g, expected >= 0",
+                        (double)c->adagrad_eps);
+    if (!(c->adagrad_init >= 0.0f) || !isfinite(c->adagrad_init))
+        return rap_fail(RAP_ERR_ARG, "model config: adagrad_init %g, expected >= 0",
+                        (double)c->adagrad_init);
+    if (c->optimizer == RAP_ADAGRAD && c->adagrad_eps == 0.0f && c->adagrad_init == 0.0f)
+        return rap_fail(RAP_ERR_ARG, "model config: Adagrad with adagrad_eps 0 and "
+                                     "adagrad_init 0 divides by zero on a zero gradient");
+    if (c->precision != RAP_FP32 && c->precision != RAP_BF16)
+        return rap_fail(RAP_ERR_ARG, "model config: precision %d, expected FP32 (0) or BF16 (1)",
+                        (int)c->precision);
+    if (c->threads < 0)
+        return rap_fail(RAP_ERR_ARG, "model config: threads %d, expected >= 0 (0 = all cores)",
+                        c->threads);
+    return RAP_OK;
+}
+
+size_t rap_model_bytes(const rap_model_config *c, rap_device dev)
+{
+    if (rap_model_config_check(c) != RAP_OK)
+        return 0;
+    return dev == RAP_GPU ? rap_gpu_model_bytes(c) : rap_cpu_model_bytes(c);
+}
+
+/* ------------------------------------------------------------ tensor table */
+
+/* Fills m->tensors, n_tensors, n_params, mlp_offset, n_mlp_params, top_in
+ * from m->cfg (already checked). */
+static rap_status build_tensors(rap_model *m)
+{
+    const rap_model_config *c = &m->cfg;
+    int n = c->n_tables + 2 * c->n_bot + 2 * c->n_top;
+    m->tensors = rap_calloc(sizeof(rap_tensor) * (size_t)n, "model tensor table");
+    if (!m->tensors)
+        return RAP_ERR_NOMEM;
+    m->n_tensors = n;
+    int64_t f = (int64_t)c->n_tables + 1;
+    m->top_in = (int)(c->emb_dim + f * (f - 1) / 2);
+    size_t off = 0;
+    int i = 0;
+    for (int t = 0; t < c->n_tables; t++, i++) {
+        rap_tensor *x = &m->tensors[i];
+        snprintf(x->info.name, sizeof x->info.name, "emb_l.%d.weight", t);
+        x->info.rows = c->table_rows[t];
+        x->info.cols = c->emb_dim;
+        x->offset = off;
+        x->layer = t;
+        x->kind = 0;
+        off += (size_t)c->table_rows[t] * (size_t)c->emb_dim;
+    }
+    m->mlp_offset = off;
+    for (int pass = 0; pass < 2; pass++) {
+        const int *w = pass == 0 ? c->bot : c->top;
+        int nl = pass == 0 ? c->n_bot : c->n_top;
+        int in = pass == 0 ? c->n_dense : m->top_in;
+        const char *pfx = pass == 0 ? "bot_l" : "top_l";
+        for (int l = 0; l < nl; l++) {
+            rap_tensor *x = &m->tensors[i++];
+            snprintf(x->info.name, sizeof x->info.name, "%s.%d.weight", pfx, 2 * l);
+            x->info.rows = w[l];
+            x->info.cols = in;
+            x->offset = off;
+            x->layer = l;
+            x->kind = pass == 0 ? 1 : 3;
+            off += (size_t)w[l] * (size_t)in;
+            x = &m->tensors[i++];
+            snprintf(x->info.name, sizeof x->info.name, "%s.%d.bias", pfx, 2 * l);
+            x->info.rows = w[l];
+            x->info.cols = 1;
+            x->offset = off;
+            x->layer = l;
+            x->kind = pass == 0 ? 2 : 4;
+            off += (size_t)w[l];
+            in = w[l];
+        }
+    }
+    m->n_params = off;
+    m->n_mlp_params = off - m->mlp_offset;
+    return RAP_OK;
+}
+
+/* A normal(0, 1) sample by Box-Muller from two splitmix64 draws: u1 in
+ * (0, 1], u2 in [0, 1), 53 bits each. */
+static double normal01(uint64_t *s)
+{
+    double u1 = ((double)(rap_splitmix64(s) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+    double u2 = (double)(rap_splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586476925286766559 * u2);
+}
+
+void rap_model_init_mlp(const rap_model *m, float *mlp)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        const rap_tensor *x = &m->tensors[i];
+        if (x->kind == 0)
+            continue;
+        /* One generator stream per tensor, so the init of one layer does
+         * not depend on the shapes of the others. */
+        uint64_t s = rap_mix64(m->cfg.seed ^ 0x6d6c705f696e6974ULL) ^
+                     ((uint64_t)(i + 1) * 0x9e3779b97f4a7c15ULL);
+        bool bias = x->kind == 2 || x->kind == 4;
+        double out = (double)x->info.rows, in = (double)x->info.cols;
+        double sd = bias ? sqrt(1.0 / out) : sqrt(2.0 / (in + out));
+        float *p = mlp + (x->offset - m->mlp_offset);
+        size_t n = (size_t)x->info.rows * (size_t)x->info.cols;
+        for (size_t j = 0; j < n; j++)
+            p[j] = (float)(sd * normal01(&s));
+    }
+}
+
+/* ------------------------------------------------------------ create/free */
+
+/* Bytes the device dev can give now: MemAvailable for the host, free
+ * device memory for the GPU. 0 when unknown (the check is skipped). */
+static size_t available_bytes(rap_device dev)
+{
+    if (dev == RAP_GPU) {
+#ifdef RAP_HAVE_CUDA
+        size_t free_b = 0, total_b = 0;
+        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+            cudaGetLastError();
+            return 0;
+        }
+        return free_b;
+#else
+        return 0;
+#endif
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
+rap_status rap_model_create(const rap_model_config *c, rap_device dev, rap_model **out)
+{
+    if (!out)
+        return rap_fail(RAP_ERR_ARG, "rap_model_create: out is NULL");
+    *out = NULL;
+    RAP_TRY(rap_model_config_check(c));
+    if (dev != RAP_CPU && dev != RAP_GPU)
+        return rap_fail(RAP_ERR_ARG, "rap_model_create: device %d, expected CPU or GPU", (int)dev);
+    if (dev == RAP_GPU) {
+        char why[256];
+        if (!rap_gpu_available(why, sizeof why))
+            return rap_fail(RAP_ERR_NO_GPU, "rap_model_create: GPU model asked for: %s", why);
+    }
+    size_t need = rap_model_bytes(c, dev);
+    size_t avail = available_bytes(dev);
+    if (avail > 0 && need > avail)
+        return rap_fail(RAP_ERR_NOMEM,
+                        "model needs %.2f GiB for weights, optimizer state and activations; "
+                        "%.2f GiB available on the %s",
+                        (double)need / (1024.0 * 1024.0 * 1024.0),
+                        (double)avail / (1024.0 * 1024.0 * 1024.0),
+                        dev == RAP_GPU ? "GPU" : "host");
+    rap_model *m = rap_calloc(sizeof *m, "model");
+    if (!m)
+        return RAP_ERR_NOMEM;
+    m->cfg = *c;
+    m->device = dev;
+    rap_status s = build_tensors(m);
+    float *mlp = NULL;
+    if (s == RAP_OK) {
+        mlp = rap_malloc(sizeof(float) * (m->n_mlp_params ? m->n_mlp_params : 1),
+                         "model MLP init");
+        s = mlp ? RAP_OK : RAP_ERR_NOMEM;
+    }
+    if (s == RAP_OK) {
+        rap_model_init_mlp(m, mlp);
+        s = dev == RAP_GPU ? rap_gpu_model_create(m, mlp) : rap_cpu_model_create(m, mlp);
+    }
+    rap_free(mlp);
+    if (s != RAP_OK) {
+        rap_model_free(m);
+        return s;
+    }
+    *out = m;
+    return RAP_OK;
+}
+
+void rap_model_free(rap_model *m)
+{
+    if (!m)
+        return;
+    if (m->device == RAP_GPU) {
+        if (m->gpu)
+            rap_gpu_model_free(m);
+    } else if (m->cpu) {
+        rap_cpu_model_free(m);
+    }
+    rap_free(m->tensors);
+    m->tensors = NULL;
+    rap_free(m);
+}
+
+const rap_model_config *rap_model_config_of(const rap_model *m) { return m ? &m->cfg : NULL; }
+rap_device rap_model_device(const rap_model *m) { return m ? m->device : RAP_CPU; }
+
+/* ------------------------------------------------------------ dispatch */
+
+#define CHECK_MODEL(m, what)                                                     \
+    do {                                                                         \
+        if (!(m))                                                                \
+            return rap_fail(RAP_ERR_ARG, "%s: model is NULL", what);             \
+    } while (0)
+
+static rap_status check_batch(const rap_model *m, const rap_model_batch *b, const char *what)
+{
+    if (!b)
+        return rap_fail(RAP_ERR_ARG, "%s: batch is NULL", what);
+    if (b->rows < 1 || b->rows > m->cfg.batch)
+        return rap_fail(RAP_ERR_ARG, "%s: batch of %lld rows, expected 1..%lld (config batch)",
+                        what, (long long)b->rows, (long long)m->cfg.batch);
+    return RAP_OK;
+}
+
+rap_status rap_model_emb_forward(rap_model *m, const rap_model_batch *b)
+{
+    CHECK_MODEL(m, "rap_model_emb_forward");
+    RAP_TRY(check_batch(m, b, "rap_model_emb_forward"));
+    return m->device == RAP_GPU ? rap_gpu_model_emb_forward(m, b) : rap_cpu_model_emb_forward(m, b);
+}
+
+rap_status rap_model_mlp_forward(rap_model *m, const rap_model_batch *b)
+{
+    CHECK_MODEL(m, "rap_model_mlp_forward");
+    RAP_TRY(check_batch(m, b, "rap_model_mlp_forward"));
+    return m->device == RAP_GPU ? rap_gpu_model_mlp_forward(m, b) : rap_cpu_model_mlp_forward(m, b);
+}
+
+rap_status rap_model_mlp_backward(rap_model *m, const rap_model_batch *b)
+{
+    CHECK_MODEL(m, "rap_model_mlp_backward");
+    RAP_TRY(check_batch(m, b, "rap_model_mlp_backward"));
+    return m->device == RAP_GPU ? rap_gpu_model_mlp_backward(m, b)
+                                : rap_cpu_model_mlp_backward(m, b);
+}
+
+rap_status rap_model_emb_backward(rap_model *m, const rap_model_batch *b)
+{
+    CHECK_MODEL(m, "rap_model_emb_backward");
+    RAP_TRY(check_batch(m, b, "rap_model_emb_backward"));
+    return m->device == RAP_GPU ? rap_gpu_model_emb_backward(m, b)
+                                : rap_cpu_model_emb_backward(m, b);
+}
+
+rap_status rap_model_train_step(rap_model *m, const rap_model_batch *b)
+{
+    RAP_TRY(rap_model_emb_forward(m, b));
+    RAP_TRY(rap_model_mlp_forward(m, b));
+    RAP_TRY(rap_model_mlp_backward(m, b));
+    return rap_model_emb_backward(m, b);
+}
+
+rap_status rap_model_predict(rap_model *m, const rap_model_batch *b, float *logits_host)
+{
+    CHECK_MODEL(m, "rap_model_predict");
+    RAP_TRY(check_batch(m, b, "rap_model_predict"));
+    if (!logits_host)
+        return rap_fail(RAP_ERR_ARG, "rap_model_predict: logits_host is NULL");
+    return m->device == RAP_GPU ? rap_gpu_model_predict(m, b, logits_host)
+                                : rap_cpu_model_predict(m, b, logits_host);
+}
+
+rap_status rap_model_last_loss(rap_model *m, double *loss)
+{
+    CHECK_MODEL(m, "rap_model_last_loss");
+    if (!loss)
+        return rap_fail(RAP_ERR_ARG, "rap_model_last_loss: loss is NULL");
+    return m->device == RAP_GPU ? rap_gpu_model_last_loss(m, loss) : rap_cpu_model_last_loss(m, loss);
+}
+
+rap_status rap_model_sync(rap_model *m)
+{
+    CHECK_MODEL(m, "rap_model_sync");
+    return m->device == RAP_GPU ? rap_gpu_model_sync(m) : rap_cpu_model_sync(m);
+}
+
+int rap_model_n_tensors(const rap_model *m) { return m ? m->n_tensors : 0; }
+
+const rap_tensor_info *rap_model_tensor(const rap_model *m, int i)
+{
+    if (!m || i < 0 || i >= m->n_tensors)
+        return NULL;
+    return &m->tensors[i].info;
+}
+
+static rap_status check_tensor(const rap_model *m, int i, const void *host, bool state,
+                               const char *what)
+{
+    CHECK_MODEL(m, what);
+    if (i < 0 || i >= m->n_tensors)
+        return rap_fail(RAP_ERR_ARG, "%s: tensor %d, expected 0..%d", what, i, m->n_tensors - 1);
+    if (!host)
+        return rap_fail(RAP_ERR_ARG, "%s: host pointer is NULL", what);
+    if (state && m->cfg.optimizer != RAP_ADAGRAD)
+        return rap_fail(RAP_ERR_ARG, "%s: the model uses SGD, which keeps no optimizer state",
+                        what);
+    return RAP_OK;
+}
+
+rap_status rap_model_get(const rap_model *m, int i, float *host)
+{
+    RAP_TRY(check_tensor(m, i, host, false, "rap_model_get"));
+    return m->device == RAP_GPU ? rap_gpu_model_get(m, i, host, false)
+                                : rap_cpu_model_get(m, i, host, false);
+}
+
+rap_status rap_model_set(rap_model *m, int i, const float *host)
+{
+    RAP_TRY(check_tensor(m, i, host, false, "rap_model_set"));
+    return m->device == RAP_GPU ? rap_gpu_model_set(m, i, host, false)
+                                : rap_cpu_model_set(m, i, host, false);
+}
+
+rap_status rap_model_get_state(const rap_model *m, int i, float *host)
+{
+    RAP_TRY(check_tensor(m, i, host, true, "rap_model_get_state"));
+    return m->device == RAP_GPU ? rap_gpu_model_get(m, i, host, true)
+                                : rap_cpu_model_get(m, i, host, true);
+}
+
+rap_status rap_model_set_state(rap_model *m, int i, const float *host)
+{
+    RAP_TRY(check_tensor(m, i, host, true, "rap_model_set_state"));
+    return m->device == RAP_GPU ? rap_gpu_model_set(m, i, host, true)
+                                : rap_cpu_model_set(m, i, host, true);
+}
+
+rap_status rap_model_get_grad(const rap_model *m, int i, float *host)
+{
+    RAP_TRY(check_tensor(m, i, host, false, "rap_model_get_grad"));
+    if (m->device != RAP_CPU)
+        return rap_fail(RAP_ERR_ARG, "rap_model_get_grad: CPU models only");
+    if (m->tensors[i].kind == 0)
+        return rap_fail(RAP_ERR_ARG,
+                        "rap_model_get_grad: %s is an embedding table; its aggregated gradient "
+                        "of the touched rows is not kept",
+                        m->tensors[i].info.name);
+    return rap_cpu_model_get_grad(m, i, host);
+}
