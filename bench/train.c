@@ -848,13 +848,22 @@ static rap_status run_batch(const options *o, rap_model *m, void *stream, const 
         s = get_loss(m, &r->loss_last);
 #ifdef RAP_HAVE_CUDA
     if (s == RAP_OK && dev == RAP_GPU && !o->no_graph) {
-        s = time_graph(m, (cudaStream_t)stream, &md, o->steps, r);
-        if (s == RAP_OK && r->graph_step_ms > 0) {
-            double l = 0;
-            s = get_loss(m, &l);
-            if (s == RAP_OK)
-                r->loss_last = l;
+        /* a graph that fails leaves the eager numbers standing */
+        rap_status gs = time_graph(m, (cudaStream_t)stream, &md, o->steps, r);
+        double l = 0;
+        if (gs == RAP_OK && r->graph_step_ms > 0)
+            gs = get_loss(m, &l);
+        if (gs != RAP_OK) {
+            snprintf(r->graph_note, sizeof r->graph_note, "failed: %s", rap_last_error());
+            r->graph_step_ms = 0;
+        } else if (r->graph_step_ms > 0) {
+            r->loss_last = l;
         }
+        /* a sticky error (the context is gone) fails the measurement */
+        cudaError_t e = cudaDeviceSynchronize();
+        if (e != cudaSuccess)
+            s = rap_fail(RAP_ERR_CUDA, "bench_train: after the CUDA graph: %s",
+                         cudaGetErrorString(e));
     }
     if (dev == RAP_GPU)
         r->mem_used_gb = gpu_used_gb();

@@ -14,10 +14,11 @@
 #    torch samples/s, ratio, rap per-phase ms, and the two goals.
 #
 # Environment: BATCHES (4096,8192,65536), PRECISION (fp32,bf16), STEPS (100),
-# WARMUP (10), K (8), PYTHON (python3), BENCH_TRAIN_BIN (build/bench_train),
-# RAP_TIMEOUT (150 s), TORCH_TIMEOUT (270 s), TORCH_BUDGET (210 s: the peer
-# skips optional variants past it), TORCH_ARGS (extra peer options, e.g.
-# --no-compile). Without a GPU (no nvidia-smi) a tiny CPU configuration runs.
+# WARMUP (10), K (8), OPTIMIZER (sgd, or adagrad), PYTHON (python3),
+# BENCH_TRAIN_BIN (build/bench_train), RAP_TIMEOUT (150 s), TORCH_TIMEOUT
+# (270 s), TORCH_BUDGET (210 s: the peer skips optional variants past it),
+# TORCH_ARGS (extra peer options, e.g. --no-compile). Without a GPU (no
+# nvidia-smi, no /dev/nvidia0) a tiny CPU configuration runs.
 set -u
 
 if [ $# -lt 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
@@ -37,7 +38,7 @@ if [ ! -x "$BIN" ]; then
     exit 2
 fi
 
-if nvidia-smi -L >/dev/null 2>&1; then
+if nvidia-smi -L >/dev/null 2>&1 || [ -e /dev/nvidia0 ]; then
     BATCHES=${BATCHES:-4096,8192,65536}
     PRECISION=${PRECISION:-fp32,bf16}
     STEPS=${STEPS:-100}
@@ -51,6 +52,7 @@ else
     WARMUP=${WARMUP:-1}
     K=${K:-2}
 fi
+OPTIMIZER=${OPTIMIZER:-sgd}
 RAP_TIMEOUT=${RAP_TIMEOUT:-150}
 TORCH_TIMEOUT=${TORCH_TIMEOUT:-270}
 TORCH_BUDGET=${TORCH_BUDGET:-210}
@@ -78,14 +80,14 @@ done
 echo "== rap ($(($(date +%s) - T0)) s)"
 rm -f "$OUT/rap.json" "$OUT/torch.json"
 timeout "$RAP_TIMEOUT" "$BIN" "${COMMON[@]}" --precision "$PRECISION" --steps "$STEPS" \
-    --warmup "$WARMUP" --json "$OUT/rap.json" 2>&1 | tee "$OUT/rap.log"
+    --warmup "$WARMUP" --optimizer "$OPTIMIZER" --json "$OUT/rap.json" 2>&1 | tee "$OUT/rap.log"
 RC_RAP=${PIPESTATUS[0]}
 [ "$RC_RAP" = 124 ] && echo "train.sh: bench_train ran past ${RAP_TIMEOUT} s and was stopped"
 
 echo "== torch peer ($(($(date +%s) - T0)) s)"
 # shellcheck disable=SC2086
 timeout "$TORCH_TIMEOUT" "$PY" "$PEER" --precision "$PRECISION" --steps "$STEPS" \
-    --warmup "$WARMUP" --budget "$TORCH_BUDGET" --json "$OUT/torch.json" ${TORCH_ARGS:-} \
+    --warmup "$WARMUP" --optimizer "$OPTIMIZER" --budget "$TORCH_BUDGET" --json "$OUT/torch.json" ${TORCH_ARGS:-} \
     "${FILES[@]}" 2>&1 | tee "$OUT/torch.log"
 RC_TORCH=${PIPESTATUS[0]}
 [ "$RC_TORCH" = 124 ] && echo "train.sh: the peer ran past ${TORCH_TIMEOUT} s and was stopped (its JSON keeps what it finished)"

@@ -9,7 +9,7 @@ rap's: one nn.EmbeddingBag(mode="sum") per table (rows from the file's
 header), bottom MLP ND-512-256-128 (ReLU after every layer, as the dlrm
 reference), dot interaction (torch.bmm, strictly lower triangle in row-major
 order), top MLP 506-1024-1024-512-256-1 (ReLU after every layer but the
-last), BCEWithLogitsLoss (mean), torch.optim.SGD(lr=0.1). Weights are
+last), BCEWithLogitsLoss (mean), torch.optim.SGD(lr=0.1) (--optimizer adagrad: Adagrad lr 0.1). Weights are
 initialised as the dlrm reference does.
 
 Variants tried for every batch size and precision (the best one is
@@ -134,19 +134,24 @@ class DLRM(nn.Module):
         return self.loss_fn(logit.float(), label)
 
 
-def make_optimizers(model, device):
-    """SGD lr 0.1 for the tables (sparse-aware) and for the MLPs (fused when possible)."""
+def make_optimizers(model, device, name="sgd"):
+    """SGD (or Adagrad) lr 0.1 for the tables (sparse-aware) and for the MLPs
+    (fused when possible)."""
     emb = [p for e in model.emb_l for p in e.parameters()]
     dense = list(model.bot_l.parameters()) + list(model.top_l.parameters())
-    opt_emb = torch.optim.SGD(emb, lr=0.1)
+    if name == "adagrad":
+        cls, kw = torch.optim.Adagrad, dict(lr=0.1, eps=1e-8, initial_accumulator_value=0.0)
+    else:
+        cls, kw = torch.optim.SGD, dict(lr=0.1)
+    opt_emb = cls(emb, **kw)
     opt_dense = None
     if device.type == "cuda":
         try:
-            opt_dense = torch.optim.SGD(dense, lr=0.1, fused=True)
-        except Exception as e:  # older torch: no fused SGD
-            log(f"fused SGD not available ({e}); using foreach")
+            opt_dense = cls(dense, fused=True, **kw)
+        except Exception as e:  # no fused version of this optimizer here
+            log(f"fused {name} not available ({e}); using foreach")
     if opt_dense is None:
-        opt_dense = torch.optim.SGD(dense, lr=0.1)
+        opt_dense = cls(dense, **kw)
     return [opt_emb, opt_dense]
 
 
@@ -275,6 +280,7 @@ def main():
                     help="seconds: optional variants are skipped once they would not fit")
     ap.add_argument("--compile-budget", type=float, default=120.0,
                     help="seconds of compiling in all, after which compile variants are skipped")
+    ap.add_argument("--optimizer", choices=("sgd", "adagrad"), default="sgd")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -308,12 +314,12 @@ def main():
         if f["ND"] != f0["ND"] or f["D"] != f0["D"] or not np.array_equal(f["rows"], f0["rows"]):
             raise SystemExit(f"{f['path']}: tables differ from {f0['path']}")
     log(f"read {len(files)} file(s): batches {[f['B'] for f in files]}, K={f0['K']}, "
-        f"{f0['T']} tables, {int(f0['rows'].sum())} rows, dim {f0['D']}")
+        f"{f0['T']} tables, {int(f0['rows'].sum())} rows, dim {f0['D']}, {args.optimizer} lr 0.1")
 
     t0 = time.time()
     torch.manual_seed(1)
     model = DLRM(f0["rows"], f0["D"], f0["ND"], device)
-    opts = make_optimizers(model, device)
+    opts = make_optimizers(model, device, args.optimizer)
     if use_cuda:
         torch.cuda.synchronize()
     create_s = time.time() - t0
@@ -329,7 +335,7 @@ def main():
 
     out = dict(bench="torch", torch=torch.__version__, device="gpu" if use_cuda else "cpu",
                gpu=torch.cuda.get_device_name() if use_cuda else "", steps=args.steps,
-               warmup=args.warmup, k=f0["K"], create_s=create_s,
+               warmup=args.warmup, k=f0["K"], create_s=create_s, optimizer=args.optimizer,
                files=[dict(path=f["path"], batch=f["B"], ids_sum=f["ids_sum"], label_sum=f["label_sum"])
                       for f in files],
                results=[], best=[])
