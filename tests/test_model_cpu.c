@@ -1089,6 +1089,11 @@ RAP_TEST(model_cpu_config_check)
     c = tiny_config();
     c.top[0] = 0;
     expect_bad(t, &c, "top layer 0 width 0");
+    c = tiny_config(); /* sizes that would overflow the byte counts */
+    c.table_rows[0] = c.table_rows[1] = (int64_t)1 << 40;
+    c.emb_dim = c.bot[1] = 1 << 22;
+    expect_bad(t, &c, "beyond any machine");
+    CHECK(rap_model_bytes(&c, RAP_CPU) == 0);
 }
 
 RAP_TEST(model_cpu_bytes)

@@ -97,6 +97,27 @@ rap_status rap_model_config_check(const rap_model_config *c)
     if (c->batch < 1 || c->batch > MAX_BATCH)
         return rap_fail(RAP_ERR_ARG, "model config: batch %lld, expected 1..%lld",
                         (long long)c->batch, (long long)MAX_BATCH);
+    /* Sizes far beyond any machine would overflow size_t in the byte
+     * counts: refuse them here, in double. */
+    double floats = 0, ti = (double)c->emb_dim + (double)(f * (f - 1) / 2);
+    double row = (double)c->n_dense + 4.0 * (double)f * c->emb_dim + 4.0 * ti, in = c->n_dense;
+    for (int t = 0; t < c->n_tables; t++)
+        floats += (double)c->table_rows[t] * (double)c->emb_dim;
+    for (int l = 0; l < c->n_bot; l++) {
+        floats += (double)c->bot[l] * (in + 1);
+        row += 3.0 * c->bot[l];
+        in = c->bot[l];
+    }
+    in = ti;
+    for (int l = 0; l < c->n_top; l++) {
+        floats += (double)c->top[l] * (in + 1);
+        row += 3.0 * c->top[l];
+        in = c->top[l];
+    }
+    floats += (double)c->batch * row;
+    if (floats > 0x1p56)
+        return rap_fail(RAP_ERR_ARG, "model config: about %.3g floats of weights and activations, "
+                                     "beyond any machine", floats);
     if (c->optimizer != RAP_SGD && c->optimizer != RAP_ADAGRAD)
         return rap_fail(RAP_ERR_ARG, "model config: optimizer %d, expected SGD (0) or Adagrad (1)",
                         (int)c->optimizer);
