@@ -54,6 +54,7 @@ typedef struct {
     int top[RAP_MAX_LAYERS];     /* top MLP output widths; top[n_top-1] == 1 */
     int n_top;
     int64_t batch;               /* B: largest batch */
+    int64_t max_bag;             /* most ids in one bag (row, table); 0 means 1 */
     rap_optimizer optimizer;
     float lr;
     float adagrad_eps;           /* default 1e-8 (PyTorch's Adagrad) */
