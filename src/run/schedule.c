@@ -1,0 +1,804 @@
+/*
+ * schedule.c -- rap-mode schedules: hashes, builder, parser, writer,
+ * validation and the built-in schedules (schedule.h, docs/SCHEDULE.md).
+ */
+#include "run/schedule.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *g_win_names[RAP_WIN_COUNT] = {"emb_forward",  "mlp_forward", "mlp_backward",
+                                                 "emb_backward", "grad_comm",   "exposed"};
+
+const char *rap_window_name(rap_window w)
+{
+    return (int)w >= 0 && w < RAP_WIN_COUNT ? g_win_names[w] : "?";
+}
+
+int rap_window_parse(const char *name)
+{
+    for (int w = 0; w < RAP_WIN_COUNT; w++)
+        if (strcmp(name, g_win_names[w]) == 0)
+            return w;
+    return -1;
+}
+
+/* ------------------------------------------------------------ hashes */
+
+static uint64_t hmix(uint64_t h, uint64_t v) { return rap_mix64(h ^ rap_mix64(v)); }
+
+static uint64_t hdouble(uint64_t h, double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return hmix(h, u);
+}
+
+/* rank[i]: index of node i among live nodes, -1 when not live. */
+static int *live_ranks(const rap_plan *p)
+{
+    int *rank = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "plan hash");
+    if (!rank)
+        return NULL;
+    int r = 0;
+    for (int i = 0; i < p->n_nodes; i++)
+        rank[i] = p->nodes[i].live ? r++ : -1;
+    return rank;
+}
+
+/* The node's parameters as rap.h lists them per op; unused fields are left
+ * out so that whatever they hold does not change the hash. */
+static uint64_t hash_params(uint64_t h, const rap_node *n)
+{
+    switch (n->op) {
+    case RAP_OP_FILL_NULL:
+    case RAP_OP_LOGIT:
+    case RAP_OP_BOXCOX:
+    case RAP_OP_ADD:
+    case RAP_OP_MUL:
+        return hdouble(h, n->f[0]);
+    case RAP_OP_CAST:
+    case RAP_OP_FIRSTX:
+    case RAP_OP_NGRAM:
+        return hmix(h, (uint64_t)n->i[0]);
+    case RAP_OP_ONEHOT:
+        return hmix(hdouble(hdouble(h, n->f[0]), n->f[1]), (uint64_t)n->i[0]);
+    case RAP_OP_SIGRID_HASH:
+        return hmix(hmix(h, (uint64_t)n->i[0]), (uint64_t)n->i[1]);
+    case RAP_OP_CLAMP:
+        return hdouble(hdouble(h, n->f[0]), n->f[1]);
+    case RAP_OP_BUCKETIZE:
+        h = hmix(h, (uint64_t)n->n_aux);
+        for (int64_t k = 0; k < n->n_aux && n->borders; k++)
+            h = hdouble(h, n->borders[k]);
+        return h;
+    case RAP_OP_MAPID:
+        h = hmix(h, (uint64_t)n->n_aux);
+        for (int64_t k = 0; k < n->n_aux && n->map; k++)
+            h = hmix(h, (uint64_t)n->map[k]);
+        return h;
+    default:
+        return h;
+    }
+}
+
+uint64_t rap_plan_hash(const rap_plan *p)
+{
+    uint64_t h = 0x7261702d706c616eULL; /* "rap-plan" */
+    h = hmix(hmix(hmix(h, (uint64_t)p->schema.n_dense), (uint64_t)p->schema.n_sparse),
+             (uint64_t)p->schema.ids_per_row);
+    int *rank = live_ranks(p);
+    if (!rank)
+        return 0;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const rap_node *n = &p->nodes[i];
+        if (!n->live)
+            continue;
+        h = hmix(h, (uint64_t)rank[i]);
+        h = hmix(h, (uint64_t)n->op);
+        h = hmix(h, (uint64_t)(int64_t)(n->input >= 0 ? rank[n->input] : -1));
+        h = hmix(h, (uint64_t)(int64_t)(n->op == RAP_OP_INPUT ? n->raw : -1));
+        h = hmix(h, (uint64_t)n->in_kind);
+        h = hmix(h, (uint64_t)n->kind);
+        h = hmix(h, (uint64_t)n->width);
+        h = hash_params(h, n);
+    }
+    rap_free(rank);
+    return h;
+}
+
+uint64_t rap_fusion_hash(const rap_plan *p, const rap_fusion *f)
+{
+    uint64_t h = hmix(0x7261702d66757365ULL, (uint64_t)f->n); /* "rap-fuse" */
+    int *rank = live_ranks(p);
+    if (!rank)
+        return 0;
+    for (int k = 0; k < f->n; k++) {
+        const rap_kernel *kn = &f->kernels[k];
+        h = hmix(hmix(hmix(hmix(h, (uint64_t)kn->op), (uint64_t)kn->variant), (uint64_t)kn->level),
+                 (uint64_t)kn->n);
+        for (int j = 0; j < kn->n; j++) {
+            int nd = kn->nodes[j];
+            h = hmix(h, (uint64_t)(int64_t)(nd >= 0 && nd < p->n_nodes ? rank[nd] : -2));
+        }
+    }
+    rap_free(rank);
+    return h;
+}
+
+/* ------------------------------------------------------------ building */
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+/* Copies src into dst as one token: whitespace becomes '_'. */
+static void token_copy(char *dst, size_t n, const char *src)
+{
+    snprintf(dst, n, "%s", src && *src ? src : "plan");
+    for (char *c = dst; *c; c++)
+        if (isspace((unsigned char)*c) || *c == '#')
+            *c = '_';
+}
+
+static rap_schedule *sched_new(const char *source)
+{
+    rap_schedule *s = rap_calloc(sizeof *s, "schedule");
+    if (s)
+        snprintf(s->source, sizeof s->source, "%s", source ? source : "<schedule>");
+    return s;
+}
+
+rap_status rap_schedule_create(const rap_plan *p, const rap_fusion *f, const char *source,
+                               rap_schedule **out)
+{
+    *out = NULL;
+    if (!p || !f)
+        return rap_fail(RAP_ERR_ARG, "rap_schedule_create: plan and fusion are required");
+    rap_schedule *s = sched_new(source);
+    if (!s)
+        return RAP_ERR_NOMEM;
+    token_copy(s->plan_name, sizeof s->plan_name, base_name(p->source));
+    s->plan_hash = rap_plan_hash(p);
+    s->n_kernels = f->n;
+    s->fusion_hash = rap_fusion_hash(p, f);
+    *out = s;
+    return RAP_OK;
+}
+
+void rap_schedule_free(rap_schedule *s)
+{
+    if (!s)
+        return;
+    rap_free(s->slices);
+    rap_free(s);
+}
+
+static rap_status add_slice(rap_schedule *s, rap_window w, const rap_slice *sl)
+{
+    if (s->n_slices == s->cap_slices) {
+        int cap = s->cap_slices ? 2 * s->cap_slices : 64;
+        rap_slice *n = rap_realloc(s->slices, sizeof *n * (size_t)cap, "schedule slices");
+        if (!n)
+            return RAP_ERR_NOMEM;
+        s->slices = n;
+        s->cap_slices = cap;
+    }
+    int at = s->win_first[w + 1];
+    memmove(&s->slices[at + 1], &s->slices[at], sizeof *s->slices * (size_t)(s->n_slices - at));
+    s->slices[at] = *sl;
+    s->n_slices++;
+    for (int v = w + 1; v <= RAP_WIN_COUNT; v++)
+        s->win_first[v]++;
+    return RAP_OK;
+}
+
+rap_status rap_schedule_add(rap_schedule *s, rap_window w, int kernel, int d0, int d1, int64_t r0,
+                            int64_t r1, double predicted_ms)
+{
+    if (!s || (int)w < 0 || w >= RAP_WIN_COUNT)
+        return rap_fail(RAP_ERR_ARG, "rap_schedule_add: expected a schedule and a window 0..%d",
+                        RAP_WIN_COUNT - 1);
+    if (kernel < 0 || d0 < 0 || d1 <= d0 || r0 < 0 || r1 <= r0)
+        return rap_fail(RAP_ERR_ARG, "rap_schedule_add: expected kernel >= 0, 0 <= d0 < d1, "
+                                     "0 <= r0 < r1 (got kernel %d, descs [%d, %d), rows [%lld, %lld))",
+                        kernel, d0, d1, (long long)r0, (long long)r1);
+    rap_slice sl = {kernel, d0, d1, r0, r1, predicted_ms < 0 ? -1 : predicted_ms, 0};
+    return add_slice(s, w, &sl);
+}
+
+const rap_slice *rap_schedule_window(const rap_schedule *s, rap_window w, int *n)
+{
+    if (!s || (int)w < 0 || w >= RAP_WIN_COUNT) {
+        *n = 0;
+        return NULL;
+    }
+    *n = s->win_first[w + 1] - s->win_first[w];
+    return s->slices + s->win_first[w];
+}
+
+/* ------------------------------------------------------------ writer */
+
+rap_status rap_schedule_write(const rap_schedule *s, FILE *f)
+{
+    fprintf(f, "rap-schedule %d\n", RAP_SCHEDULE_VERSION);
+    fprintf(f, "# windows in training order; slices launch in the order listed "
+               "(docs/SCHEDULE.md)\n");
+    fprintf(f, "plan %s %016llx\n", s->plan_name, (unsigned long long)s->plan_hash);
+    fprintf(f, "fusion %d %016llx\n", s->n_kernels, (unsigned long long)s->fusion_hash);
+    for (int w = 0; w < RAP_WIN_COUNT; w++) {
+        int n;
+        const rap_slice *sl = rap_schedule_window(s, (rap_window)w, &n);
+        if (n == 0)
+            continue;
+        fprintf(f, "window %s\n", g_win_names[w]);
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "slice kernel=%d descs=%d:%d rows=%lld:", sl[i].kernel, sl[i].d0, sl[i].d1,
+                    (long long)sl[i].r0);
+            if (sl[i].r1 == RAP_ROWS_END)
+                fprintf(f, "end");
+            else
+                fprintf(f, "%lld", (long long)sl[i].r1);
+            if (sl[i].predicted_ms >= 0)
+                fprintf(f, " predicted_ms=%.17g", sl[i].predicted_ms);
+            fputc('\n', f);
+        }
+    }
+    if (fflush(f) != 0 || ferror(f))
+        return rap_fail(RAP_ERR_IO, "schedule: write failed");
+    return RAP_OK;
+}
+
+rap_status rap_schedule_save(const rap_schedule *s, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return rap_fail(RAP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    rap_status st = rap_schedule_write(s, f);
+    if (fclose(f) != 0 && st == RAP_OK)
+        st = rap_fail(RAP_ERR_IO, "%s: write failed", path);
+    if (st != RAP_OK)
+        return rap_fail_context(st, "%s", path);
+    return RAP_OK;
+}
+
+/* ------------------------------------------------------------ parser */
+
+#define MAX_TOKENS 16
+
+typedef struct {
+    const char *source;
+    int line;
+} parse_ctx;
+
+static rap_status perr(const parse_ctx *c, const char *fmt, ...) RAP_PRINTF(2, 3);
+static rap_status perr(const parse_ctx *c, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return rap_fail(RAP_ERR_PLAN, "%s:%d: %s", c->source, c->line, msg);
+}
+
+/* Whole-token integer in [lo, hi]. */
+static bool parse_i64(const char *t, int64_t lo, int64_t hi, int64_t *v)
+{
+    if (!*t || isspace((unsigned char)*t))
+        return false;
+    char *end;
+    errno = 0;
+    long long x = strtoll(t, &end, 10);
+    if (errno || *end || x < lo || x > hi)
+        return false;
+    *v = x;
+    return true;
+}
+
+/* 1..16 hex digits, optional 0x. */
+static bool parse_hash(const char *t, uint64_t *v)
+{
+    if (t[0] == '0' && (t[1] == 'x' || t[1] == 'X'))
+        t += 2;
+    size_t n = strlen(t);
+    if (n < 1 || n > 16)
+        return false;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = tolower((unsigned char)t[i]), d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else
+            return false;
+        x = x << 4 | (uint64_t)d;
+    }
+    *v = x;
+    return true;
+}
+
+/* "a:b" with b possibly "end" (allow_end). */
+static bool parse_range(const char *t, bool allow_end, int64_t hi, int64_t *a, int64_t *b)
+{
+    const char *colon = strchr(t, ':');
+    if (!colon || colon - t > 30)
+        return false;
+    char left[32];
+    memcpy(left, t, (size_t)(colon - t));
+    left[colon - t] = 0;
+    if (!parse_i64(left, 0, hi, a))
+        return false;
+    if (allow_end && strcmp(colon + 1, "end") == 0) {
+        *b = RAP_ROWS_END;
+        return true;
+    }
+    return parse_i64(colon + 1, 0, hi, b);
+}
+
+static rap_status parse_slice(const parse_ctx *c, char **tok, int nt, rap_slice *sl)
+{
+    bool have_k = false, have_d = false, have_r = false, have_ms = false;
+    sl->predicted_ms = -1;
+    sl->line = c->line;
+    for (int i = 1; i < nt; i++) {
+        char *eq = strchr(tok[i], '=');
+        if (!eq)
+            return perr(c, "expected key=value in a slice, got '%s'", tok[i]);
+        *eq = 0;
+        const char *key = tok[i], *val = eq + 1;
+        int64_t a, b;
+        if (strcmp(key, "kernel") == 0) {
+            if (have_k)
+                return perr(c, "kernel= given twice");
+            if (!parse_i64(val, 0, 1 << 30, &a))
+                return perr(c, "expected kernel=K with K a kernel index >= 0, got '%s'", val);
+            sl->kernel = (int)a;
+            have_k = true;
+        } else if (strcmp(key, "descs") == 0) {
+            if (have_d)
+                return perr(c, "descs= given twice");
+            if (!parse_range(val, false, 1 << 30, &a, &b) || b <= a)
+                return perr(c, "expected descs=D0:D1 with 0 <= D0 < D1, got '%s'", val);
+            sl->d0 = (int)a;
+            sl->d1 = (int)b;
+            have_d = true;
+        } else if (strcmp(key, "rows") == 0) {
+            if (have_r)
+                return perr(c, "rows= given twice");
+            if (!parse_range(val, true, INT64_MAX - 1, &a, &b) || b <= a)
+                return perr(c, "expected rows=R0:R1 with 0 <= R0 < R1 (R1 a number or 'end'), got '%s'",
+                            val);
+            sl->r0 = a;
+            sl->r1 = b;
+            have_r = true;
+        } else if (strcmp(key, "predicted_ms") == 0) {
+            if (have_ms)
+                return perr(c, "predicted_ms= given twice");
+            char *end;
+            errno = 0;
+            double x = strtod(val, &end);
+            if (!*val || *end || errno || !(x >= 0) || x > 1e9)
+                return perr(c, "expected predicted_ms=MS with MS a number >= 0, got '%s'", val);
+            sl->predicted_ms = x;
+            have_ms = true;
+        } else {
+            return perr(c, "unknown slice key '%s' (expected kernel, descs, rows or predicted_ms)", key);
+        }
+    }
+    if (!have_k || !have_d || !have_r)
+        return perr(c, "expected a slice with kernel=, descs= and rows= (missing %s)",
+                    !have_k ? "kernel=" : !have_d ? "descs=" : "rows=");
+    return RAP_OK;
+}
+
+rap_status rap_schedule_parse(const char *text, const char *source, rap_schedule **out)
+{
+    *out = NULL;
+    rap_schedule *s = sched_new(source);
+    if (!s)
+        return RAP_ERR_NOMEM;
+    parse_ctx c = {s->source, 0};
+    rap_status st = RAP_OK;
+    bool have_header = false, have_plan = false, have_fusion = false;
+    int window = -1;
+    char line[4096];
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        c.line++;
+        if (len >= sizeof line) {
+            st = perr(&c, "line longer than %d bytes", (int)sizeof line - 1);
+            goto fail;
+        }
+        memcpy(line, p, len);
+        line[len] = 0;
+        p += len + (nl ? 1 : 0);
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char *tok[MAX_TOKENS + 1];
+        int nt = 0;
+        for (char *t = strtok(line, " \t\r"); t; t = strtok(NULL, " \t\r")) {
+            if (nt == MAX_TOKENS) {
+                st = perr(&c, "more than %d words on a line", MAX_TOKENS);
+                goto fail;
+            }
+            tok[nt++] = t;
+        }
+        if (nt == 0)
+            continue;
+        if (!have_header) {
+            int64_t v;
+            if (strcmp(tok[0], "rap-schedule") != 0 || nt != 2) {
+                st = perr(&c, "expected 'rap-schedule %d' as the first line", RAP_SCHEDULE_VERSION);
+                goto fail;
+            }
+            if (!parse_i64(tok[1], 0, 1 << 30, &v) || v != RAP_SCHEDULE_VERSION) {
+                st = perr(&c, "schedule version '%s' is not supported (this rap reads version %d)",
+                          tok[1], RAP_SCHEDULE_VERSION);
+                goto fail;
+            }
+            have_header = true;
+        } else if (strcmp(tok[0], "plan") == 0) {
+            if (have_plan) {
+                st = perr(&c, "a second 'plan' line");
+                goto fail;
+            }
+            if (nt != 3 || !parse_hash(tok[2], &s->plan_hash)) {
+                st = perr(&c, "expected 'plan NAME HASH' (HASH: 16 hex digits)");
+                goto fail;
+            }
+            token_copy(s->plan_name, sizeof s->plan_name, tok[1]);
+            have_plan = true;
+        } else if (strcmp(tok[0], "fusion") == 0) {
+            int64_t v;
+            if (have_fusion) {
+                st = perr(&c, "a second 'fusion' line");
+                goto fail;
+            }
+            if (nt != 3 || !parse_i64(tok[1], 0, 1 << 30, &v) || !parse_hash(tok[2], &s->fusion_hash)) {
+                st = perr(&c, "expected 'fusion N_KERNELS HASH' (HASH: 16 hex digits)");
+                goto fail;
+            }
+            s->n_kernels = (int)v;
+            have_fusion = true;
+        } else if (strcmp(tok[0], "window") == 0) {
+            if (!have_plan || !have_fusion) {
+                st = perr(&c, "expected the 'plan' and 'fusion' lines before the first window");
+                goto fail;
+            }
+            int w = nt == 2 ? rap_window_parse(tok[1]) : -1;
+            if (w < 0) {
+                st = perr(&c, "expected 'window NAME' with NAME one of emb_forward, mlp_forward, "
+                              "mlp_backward, emb_backward, grad_comm, exposed");
+                goto fail;
+            }
+            if (w <= window) {
+                st = perr(&c, "window %s after %s: windows must appear once each, in training order "
+                              "(emb_forward, mlp_forward, mlp_backward, emb_backward, grad_comm, exposed)",
+                          tok[1], g_win_names[window]);
+                goto fail;
+            }
+            window = w;
+        } else if (strcmp(tok[0], "slice") == 0) {
+            if (window < 0) {
+                st = perr(&c, "expected a 'window NAME' line before the first slice");
+                goto fail;
+            }
+            rap_slice sl = {0};
+            if ((st = parse_slice(&c, tok, nt, &sl)) != RAP_OK)
+                goto fail;
+            if ((st = add_slice(s, (rap_window)window, &sl)) != RAP_OK)
+                goto fail;
+        } else {
+            st = perr(&c, "unknown line '%s' (expected plan, fusion, window or slice)", tok[0]);
+            goto fail;
+        }
+    }
+    if (!have_header || !have_plan || !have_fusion) {
+        c.line++;
+        st = perr(&c, "unexpected end of file: expected %s",
+                  !have_header ? "'rap-schedule 1'" : !have_plan ? "a 'plan NAME HASH' line"
+                                                                 : "a 'fusion N_KERNELS HASH' line");
+        goto fail;
+    }
+    *out = s;
+    return RAP_OK;
+fail:
+    rap_schedule_free(s);
+    return st;
+}
+
+rap_status rap_schedule_load(const char *path, rap_schedule **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return rap_fail(RAP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = rap_malloc(cap, "schedule text");
+    if (!buf) {
+        fclose(f);
+        return RAP_ERR_NOMEM;
+    }
+    for (;;) {
+        if (n + 1 >= cap) {
+            if (cap >= ((size_t)256 << 20)) {
+                fclose(f);
+                rap_free(buf);
+                return rap_fail(RAP_ERR_IO, "%s: larger than 256 MiB: not a schedule", path);
+            }
+            char *nb = rap_realloc(buf, cap * 2, "schedule text");
+            if (!nb) {
+                fclose(f);
+                rap_free(buf);
+                return RAP_ERR_NOMEM;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - 1 - n, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        rap_free(buf);
+        return rap_fail(RAP_ERR_IO, "%s: read failed", path);
+    }
+    buf[n] = 0;
+    if (strlen(buf) != n) {
+        rap_free(buf);
+        return rap_fail(RAP_ERR_PLAN, "%s: holds a NUL byte: not a schedule", path);
+    }
+    rap_status st = rap_schedule_parse(buf, path, out);
+    rap_free(buf);
+    return st;
+}
+
+/* ------------------------------------------------------------ validation */
+
+/* "source:line" of slice i (or "source: slice i" when built in memory). */
+static const char *where(const rap_schedule *s, int i, char *buf, size_t n)
+{
+    if (s->slices[i].line > 0)
+        snprintf(buf, n, "%s:%d", s->source, s->slices[i].line);
+    else
+        snprintf(buf, n, "%s: slice %d", s->source, i);
+    return buf;
+}
+
+static void fmt_r1(char *buf, size_t n, int64_t r1)
+{
+    if (r1 == RAP_ROWS_END)
+        snprintf(buf, n, "end");
+    else
+        snprintf(buf, n, "%lld", (long long)r1);
+}
+
+typedef struct {
+    int64_t r0, r1;
+    int slice;
+} piece;
+
+static int cmp_piece(const void *a, const void *b)
+{
+    const piece *x = a, *y = b;
+    if (x->r0 != y->r0)
+        return x->r0 < y->r0 ? -1 : 1;
+    return x->slice < y->slice ? -1 : x->slice > y->slice;
+}
+
+rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const rap_fusion *f,
+                                 int64_t max_rows)
+{
+    if (!s || !p || !f || max_rows < 1)
+        return rap_fail(RAP_ERR_ARG, "rap_schedule_validate: expected a schedule, plan, fusion "
+                                     "and max_rows >= 1");
+    uint64_t ph = rap_plan_hash(p);
+    if (s->plan_hash != ph)
+        return rap_fail(RAP_ERR_PLAN, "%s: made for plan %s (hash %016llx), not for %s (hash %016llx): "
+                                      "make a schedule for this plan",
+                        s->source, s->plan_name, (unsigned long long)s->plan_hash, p->source,
+                        (unsigned long long)ph);
+    uint64_t fh = rap_fusion_hash(p, f);
+    if (s->n_kernels != f->n || s->fusion_hash != fh)
+        return rap_fail(RAP_ERR_PLAN, "%s: made for a fusion of %d kernels (hash %016llx), not for "
+                                      "this one of %d kernels (hash %016llx)",
+                        s->source, s->n_kernels, (unsigned long long)s->fusion_hash, f->n,
+                        (unsigned long long)fh);
+    char w1[300], w2[300], e1[32];
+    /* ranges */
+    for (int i = 0; i < s->n_slices; i++) {
+        const rap_slice *sl = &s->slices[i];
+        if (sl->kernel < 0 || sl->kernel >= f->n)
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d does not exist (the fusion has %d kernels)",
+                            where(s, i, w1, sizeof w1), sl->kernel, f->n);
+        int nd = f->kernels[sl->kernel].n;
+        if (sl->d0 < 0 || sl->d1 > nd || sl->d0 >= sl->d1)
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d: descriptors [%d, %d) out of its %d",
+                            where(s, i, w1, sizeof w1), sl->kernel, sl->d0, sl->d1, nd);
+        if (sl->r0 < 0 || sl->r1 <= sl->r0)
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d: empty or negative rows [%lld, %lld)",
+                            where(s, i, w1, sizeof w1), sl->kernel, (long long)sl->r0,
+                            (long long)sl->r1);
+    }
+    rap_status st = RAP_OK;
+    int *first = rap_calloc(sizeof(int) * (size_t)(f->n + 1), "schedule check");
+    int *order = rap_malloc(sizeof(int) * (size_t)(s->n_slices + 1), "schedule check");
+    piece *pc = rap_malloc(sizeof(piece) * (size_t)(s->n_slices + 1), "schedule check");
+    int *done = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "schedule check");
+    int *kof = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "schedule check");
+    int *jof = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "schedule check");
+    if (!first || !order || !pc || !done || !kof || !jof) {
+        st = RAP_ERR_NOMEM;
+        goto out;
+    }
+    /* slices grouped by kernel (counting sort, keeping schedule order) */
+    for (int i = 0; i < s->n_slices; i++)
+        first[s->slices[i].kernel + 1]++;
+    for (int k = 0; k < f->n; k++)
+        first[k + 1] += first[k];
+    {
+        int *fill = rap_malloc(sizeof(int) * (size_t)(f->n + 1), "schedule check");
+        if (!fill) {
+            st = RAP_ERR_NOMEM;
+            goto out;
+        }
+        memcpy(fill, first, sizeof(int) * (size_t)(f->n + 1));
+        for (int i = 0; i < s->n_slices; i++)
+            order[fill[s->slices[i].kernel]++] = i;
+        rap_free(fill);
+    }
+    for (int i = 0; i < p->n_nodes; i++)
+        done[i] = kof[i] = jof[i] = -1;
+    /* coverage: each desc over [0, max_rows) exactly once; computed: row 0 first */
+    for (int k = 0; k < f->n; k++) {
+        const rap_kernel *kn = &f->kernels[k];
+        bool computed = kn->n > 0 && p->nodes[kn->nodes[0]].off == RAP_OFF_COMPUTED;
+        for (int j = 0; j < kn->n; j++) {
+            int node = kn->nodes[j];
+            kof[node] = k;
+            jof[node] = j;
+            int np = 0;
+            for (int q = first[k]; q < first[k + 1]; q++) {
+                const rap_slice *sl = &s->slices[order[q]];
+                if (sl->d0 <= j && j < sl->d1)
+                    pc[np++] = (piece){sl->r0, sl->r1, order[q]};
+            }
+            if (np == 0) {
+                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d (plan %s:%d) is never run: "
+                                            "every descriptor must be covered once",
+                              s->source, k, rap_op_name(kn->op), j, p->source, p->nodes[node].line);
+                goto out;
+            }
+            qsort(pc, (size_t)np, sizeof *pc, cmp_piece);
+            int64_t at = 0;
+            int last = -1, earliest = pc[0].slice;
+            for (int q = 0; q < np; q++) {
+                if (pc[q].r0 < at) {
+                    fmt_r1(e1, sizeof e1, pc[q].r1);
+                    st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d rows [%lld, %s) are "
+                                                "already run by %s: rows covered twice",
+                                  where(s, pc[q].slice, w1, sizeof w1), k, rap_op_name(kn->op), j,
+                                  (long long)pc[q].r0, e1, where(s, last, w2, sizeof w2));
+                    goto out;
+                }
+                if (pc[q].r0 > at && at < max_rows) {
+                    st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) are "
+                                                "never run (a gap before %s)",
+                                  s->source, k, rap_op_name(kn->op), j, (long long)at,
+                                  (long long)pc[q].r0, where(s, pc[q].slice, w1, sizeof w1));
+                    goto out;
+                }
+                at = pc[q].r1;
+                last = pc[q].slice;
+                if (pc[q].slice < earliest)
+                    earliest = pc[q].slice;
+                if (pc[q].slice > done[node])
+                    done[node] = pc[q].slice;
+            }
+            if (at < max_rows) {
+                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) are never "
+                                            "run (batches hold up to %lld rows; write rows=R0:end)",
+                              s->source, k, rap_op_name(kn->op), j, (long long)at, (long long)max_rows,
+                              (long long)max_rows);
+                goto out;
+            }
+            if (computed && earliest != pc[0].slice) {
+                fmt_r1(e1, sizeof e1, pc[0].r1);
+                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) computes its offsets: desc %d runs "
+                                            "here before its piece at row 0 (rows [0, %s) at %s): "
+                                            "run the r0 = 0 piece first",
+                              where(s, earliest, w1, sizeof w1), k, rap_op_name(kn->op), j, e1,
+                              where(s, pc[0].slice, w2, sizeof w2));
+                goto out;
+            }
+        }
+    }
+    /* order: a slice only after every slice producing its descs' inputs */
+    for (int i = 0; i < s->n_slices; i++) {
+        const rap_slice *sl = &s->slices[i];
+        const rap_kernel *kn = &f->kernels[sl->kernel];
+        for (int j = sl->d0; j < sl->d1; j++) {
+            int in = p->nodes[kn->nodes[j]].input;
+            if (in < 0 || p->nodes[in].op == RAP_OP_INPUT)
+                continue;
+            if (kof[in] < 0) {
+                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d desc %d reads plan node %d, which no "
+                                            "kernel of the fusion produces",
+                              where(s, i, w1, sizeof w1), sl->kernel, j, in);
+                goto out;
+            }
+            if (done[in] >= i) {
+                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d (plan %s:%d) runs before its "
+                                            "input, kernel %d (%s) desc %d, is complete (%s): list "
+                                            "producers first",
+                              where(s, i, w1, sizeof w1), sl->kernel, rap_op_name(kn->op), j,
+                              p->source, p->nodes[kn->nodes[j]].line, kof[in],
+                              rap_op_name(f->kernels[kof[in]].op), jof[in],
+                              where(s, done[in], w2, sizeof w2));
+                goto out;
+            }
+        }
+    }
+out:
+    rap_free(first);
+    rap_free(order);
+    rap_free(pc);
+    rap_free(done);
+    rap_free(kof);
+    rap_free(jof);
+    return st;
+}
+
+/* ------------------------------------------------------------ built-ins */
+
+static rap_status whole_kernels(rap_schedule *s, const rap_fusion *f, int k0, int k1, rap_window w)
+{
+    for (int k = k0; k < k1; k++)
+        if (f->kernels[k].n > 0)
+            RAP_TRY(rap_schedule_add(s, w, k, 0, f->kernels[k].n, 0, RAP_ROWS_END, -1));
+    return RAP_OK;
+}
+
+rap_status rap_schedule_builtin_embedding(const rap_plan *p, const rap_fusion *f,
+                                          rap_schedule **out)
+{
+    RAP_TRY(rap_schedule_create(p, f, "<builtin embedding schedule>", out));
+    int half = (f->n + 1) / 2;
+    rap_status st = whole_kernels(*out, f, 0, half, RAP_WIN_EMB_FORWARD);
+    if (st == RAP_OK)
+        st = whole_kernels(*out, f, half, f->n, RAP_WIN_EMB_BACKWARD);
+    if (st != RAP_OK) {
+        rap_schedule_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+rap_status rap_schedule_all_in(const rap_plan *p, const rap_fusion *f, rap_window w,
+                               rap_schedule **out)
+{
+    *out = NULL;
+    if ((int)w < 0 || w >= RAP_WIN_COUNT)
+        return rap_fail(RAP_ERR_ARG, "rap_schedule_all_in: window %d out of range", (int)w);
+    char name[64];
+    snprintf(name, sizeof name, "<builtin %s schedule>", g_win_names[w]);
+    RAP_TRY(rap_schedule_create(p, f, name, out));
+    rap_status st = whole_kernels(*out, f, 0, f->n, w);
+    if (st != RAP_OK) {
+        rap_schedule_free(*out);
+        *out = NULL;
+    }
+    return st;
+}

@@ -1,0 +1,122 @@
+/*
+ * schedule.h -- which preprocessing kernels of the next batch run beside
+ * which training phase (rap mode). File format: docs/SCHEDULE.md.
+ *
+ * An iteration of training has windows, in this order: the four phases of
+ * src/model/model.h (emb_forward, mlp_forward, mlp_backward, emb_backward),
+ * the gradient communication (grad_comm, several GPUs) and `exposed`
+ * (after the last phase: work that is not hidden). A schedule lists, per
+ * window, slices of the fused kernels of a rap_fusion: kernel k,
+ * descriptors [d0, d1), rows [r0, r1) of the batch (r1 may be "end").
+ * The runtime records an event after each phase on the training stream and
+ * launches that window's slices, in the listed order, on the preprocessing
+ * stream after it (rap_prep_run_kernel(prep, k, d0, d1, r0, r1, stream)).
+ *
+ * A schedule is bound to one plan and one fusion by hashes of both; it is
+ * checked against them by rap_schedule_validate before use: every
+ * descriptor of every kernel covered exactly once over the rows, a slice
+ * only after every slice producing its inputs, and a kernel that computes
+ * its offsets (RAP_OFF_COMPUTED) split by rows starting with its r0 == 0
+ * piece (EXECUTOR.md, "Running and splitting").
+ *
+ * Shapes: NSL slices.
+ */
+#ifndef RAP_RUN_SCHEDULE_H
+#define RAP_RUN_SCHEDULE_H
+
+#include "core/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RAP_SCHEDULE_VERSION 1
+
+typedef enum {
+    RAP_WIN_EMB_FORWARD = 0,
+    RAP_WIN_MLP_FORWARD,
+    RAP_WIN_MLP_BACKWARD,
+    RAP_WIN_EMB_BACKWARD,
+    RAP_WIN_GRAD_COMM,
+    RAP_WIN_EXPOSED,
+    RAP_WIN_COUNT
+} rap_window;
+
+/* "emb_forward", ... as written in the file; "?" when out of range. */
+const char *rap_window_name(rap_window w);
+/* The window named name, or -1. */
+int rap_window_parse(const char *name);
+
+#define RAP_ROWS_END INT64_MAX /* r1: to the end of the batch */
+
+typedef struct {
+    int kernel;            /* index into the rap_fusion */
+    int d0, d1;            /* descriptors [d0, d1) of the kernel */
+    int64_t r0, r1;        /* rows [r0, r1); r1 RAP_ROWS_END = the batch's rows */
+    double predicted_ms;   /* planner's standalone latency; < 0 when unknown */
+    int line;              /* line in the schedule file (0: built in memory) */
+} rap_slice;
+
+typedef struct {
+    char source[256];          /* file name or "<builtin ...>", for messages */
+    char plan_name[128];       /* the plan it was made for (file name, no spaces) */
+    uint64_t plan_hash;        /* rap_plan_hash of that plan */
+    int n_kernels;             /* kernels of the fusion it was made for */
+    uint64_t fusion_hash;      /* rap_fusion_hash of that fusion */
+    rap_slice *slices;         /* (NSL) in window order, then launch order */
+    int n_slices;              /* NSL */
+    int cap_slices;
+    int win_first[RAP_WIN_COUNT + 1]; /* window w: slices [win_first[w], win_first[w+1]) */
+} rap_schedule;
+
+/* A stable 64-bit hash of the plan's live nodes: op type, input (as index
+ * among live nodes), raw column, kinds, width and the op's parameters
+ * (bit patterns of floats, borders, maps). Independent of dead nodes,
+ * column names, comments and the plan's file name; the same on every
+ * machine. */
+uint64_t rap_plan_hash(const rap_plan *p);
+/* A stable hash of a fusion of p: each kernel's op, variant, level and its
+ * nodes (as indices among live nodes), in order. */
+uint64_t rap_fusion_hash(const rap_plan *p, const rap_fusion *f);
+
+/* An empty schedule bound to (p, f); source names it in messages. */
+rap_status rap_schedule_create(const rap_plan *p, const rap_fusion *f, const char *source,
+                               rap_schedule **out);
+void rap_schedule_free(rap_schedule *s);
+/* Appends a slice at the end of window w (windows stay in order whatever
+ * the order of calls). r1 may be RAP_ROWS_END; predicted_ms < 0: none.
+ * Checks only the window and that the ranges are non-empty. */
+rap_status rap_schedule_add(rap_schedule *s, rap_window w, int kernel, int d0, int d1, int64_t r0,
+                            int64_t r1, double predicted_ms);
+/* The slices of window w, in launch order; *n their number. */
+const rap_slice *rap_schedule_window(const rap_schedule *s, rap_window w, int *n);
+
+/* Parses schedule text. On a syntax error: RAP_ERR_PLAN with
+ * "source:line: expected ...". Does not validate against a plan. */
+rap_status rap_schedule_parse(const char *text, const char *source, rap_schedule **out);
+/* Reads and parses a file (RAP_ERR_IO when it cannot be read). */
+rap_status rap_schedule_load(const char *path, rap_schedule **out);
+/* Writes s in the file format; parse(write(s)) == s (lines aside). */
+rap_status rap_schedule_write(const rap_schedule *s, FILE *f);
+rap_status rap_schedule_save(const rap_schedule *s, const char *path);
+
+/* Checks s against the plan and fusion it will run with, for batches of
+ * at most max_rows rows (pieces are to cover [0, max_rows)). RAP_ERR_PLAN
+ * with "source:line: ..." naming the first violation. */
+rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const rap_fusion *f,
+                                 int64_t max_rows);
+
+/* Built-in schedules (valid by construction for (p, f)):
+ * embedding: every kernel whole, in the fusion's order (levels), the first
+ * half (rounded up) beside emb_forward and the rest beside emb_backward.
+ * all_in: every kernel whole, in order, in window w (e.g. RAP_WIN_EXPOSED
+ * for the sequential baseline). */
+rap_status rap_schedule_builtin_embedding(const rap_plan *p, const rap_fusion *f,
+                                          rap_schedule **out);
+rap_status rap_schedule_all_in(const rap_plan *p, const rap_fusion *f, rap_window w,
+                               rap_schedule **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RAP_RUN_SCHEDULE_H */
