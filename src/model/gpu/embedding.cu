@@ -1,0 +1,544 @@
+/*
+ * embedding.cu -- embedding bags on the GPU.
+ *
+ * Forward: one launch for all tables (up to 256 per launch): a group of
+ * tpb threads (tpb = D/4 rounded up to a power of two, at most 32) per bag
+ * (row, t), float4 loads when D % 4 == 0; the per-table (off, ids) pointers
+ * travel in the kernel parameters (by value: a CUDA graph captures the
+ * batch's pointers at capture time), the static per-table data (first
+ * global row, R_t) in device arrays made at create.
+ *
+ * Backward (no dense gradient table, no host synchronisation):
+ *   1. count_kernel: start[t] = slot of table t's first pair (prefix of the
+ *      tables' id counts; only the device knows them);
+ *   2. pairs_kernel: for every id of every bag, key = global row of (t, id),
+ *      value = row*T + t (the bag's pooled-gradient row); slots past the
+ *      batch's ids (or of a bad id) get the sentinel key, which sorts last;
+ *   3. cub::DeviceRadixSort::SortPairs over the P slots, key_bits bits;
+ *   4. update_a: a warp per chunk of 32 sorted pairs sums the gradient rows
+ *      of each run of equal keys inside the chunk; a run wholly inside the
+ *      chunk updates its table row (SGD / Adagrad) at once; the piece of a
+ *      run that started in an earlier chunk is stored in head[c], the piece
+ *      of one that goes on into the next chunk in tail[c];
+ *   5. update_b: the warp of the chunk where a split run starts adds its
+ *      tail and the heads of the following chunks (found by a warp-wide
+ *      search) and updates the row: long runs (small, hot tables) cost
+ *      ~len/32 loads, not len.
+ * Deterministic: no atomics on floats.
+ *
+ * Sharding later: the forward takes a table subset [first, first+n) and an
+ * output (pointer, row stride, slot) so a shard can pool its tables into a
+ * send buffer; the backward takes the gradient's (pointer, stride, slot).
+ */
+#include "model/gpu/gpu_model.h"
+
+#include <string.h>
+
+#if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
+
+#include <cub/device/device_radix_sort.cuh>
+
+#define EMB_THREADS 256
+#define EMB_CAP_SMALL 32
+#define EMB_CAP_LARGE 256
+
+/* Per-launch table pointers, passed by value (<= 4 KB of parameters). */
+template <int CAP> struct emb_chunk {
+    const int64_t *off[CAP]; /* (rows+1) */
+    const int64_t *ids[CAP];
+    int first, n;            /* tables [first, first+n) */
+};
+
+/* ---------------------------------------------------------------- vectors */
+
+template <int VEC> struct vecf;
+template <> struct vecf<4> {
+    float v[4];
+};
+template <> struct vecf<1> {
+    float v[1];
+};
+
+template <int VEC> static __device__ __forceinline__ vecf<VEC> vload(const float *p)
+{
+    vecf<VEC> r;
+    if (VEC == 4) {
+        float4 q = *(const float4 *)p;
+        r.v[0] = q.x;
+        r.v[VEC > 1 ? 1 : 0] = q.y;
+        r.v[VEC > 2 ? 2 : 0] = q.z;
+        r.v[VEC > 3 ? 3 : 0] = q.w;
+    } else {
+        r.v[0] = *p;
+    }
+    return r;
+}
+
+template <int VEC> static __device__ __forceinline__ vecf<VEC> vldg(const float *p)
+{
+    vecf<VEC> r;
+    if (VEC == 4) {
+        float4 q = __ldg((const float4 *)p);
+        r.v[0] = q.x;
+        r.v[VEC > 1 ? 1 : 0] = q.y;
+        r.v[VEC > 2 ? 2 : 0] = q.z;
+        r.v[VEC > 3 ? 3 : 0] = q.w;
+    } else {
+        r.v[0] = __ldg(p);
+    }
+    return r;
+}
+
+template <int VEC> static __device__ __forceinline__ void vstore(float *p, const vecf<VEC> &a)
+{
+    if (VEC == 4)
+        *(float4 *)p = make_float4(a.v[0], a.v[VEC > 1 ? 1 : 0], a.v[VEC > 2 ? 2 : 0],
+                                   a.v[VEC > 3 ? 3 : 0]);
+    else
+        *p = a.v[0];
+}
+
+template <int VEC> static __device__ __forceinline__ void vzero(vecf<VEC> &a)
+{
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        a.v[i] = 0.0f;
+}
+
+template <int VEC>
+static __device__ __forceinline__ void vadd(vecf<VEC> &a, const vecf<VEC> &b)
+{
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        a.v[i] += b.v[i];
+}
+
+/* ---------------------------------------------------------------- forward */
+
+/* out[row*out_ld + (slot0+t)*D + d] = sum over the bag's ids of
+ * W[(row_base[t] + id)*D + d]. Bad ids are skipped and flagged. */
+template <int CAP, int VEC>
+static __global__ void __launch_bounds__(EMB_THREADS)
+    emb_fwd_kernel(emb_chunk<CAP> c, const int64_t *__restrict__ row_base,
+                   const int64_t *__restrict__ nrows, const float *__restrict__ W, int D,
+                   int64_t rows, float *__restrict__ out, int64_t out_ld, int slot0, int tpb,
+                   unsigned *err)
+{
+    const int gpb = EMB_THREADS / tpb;
+    const int sub = threadIdx.x % tpb;
+    const int64_t nbags = rows * c.n;
+    const int ncol = D / VEC;
+    for (int64_t bag = (int64_t)blockIdx.x * gpb + threadIdx.x / tpb; bag < nbags;
+         bag += (int64_t)gridDim.x * gpb) {
+        const int64_t row = bag / c.n;
+        const int tc = (int)(bag - row * c.n);
+        const int t = c.first + tc;
+        const int64_t *off = c.off[tc];
+        const int64_t *ids = c.ids[tc];
+        const int64_t p0 = off[row], p1 = off[row + 1];
+        const int64_t base = row_base[t], R = nrows[t];
+        float *o = out + row * out_ld + (int64_t)(slot0 + t) * D;
+        for (int cc = sub; cc < ncol; cc += tpb) {
+            vecf<VEC> acc;
+            vzero(acc);
+#pragma unroll 4
+            for (int64_t p = p0; p < p1; p++) {
+                const int64_t id = ids[p];
+                if (id < 0 || id >= R) {
+                    if (cc == sub)
+                        atomicOr(err, RAP_GPU_ERR_ID);
+                    continue;
+                }
+                vadd(acc, vldg<VEC>(W + (base + id) * D + (int64_t)cc * VEC));
+            }
+            vstore(o + (int64_t)cc * VEC, acc);
+        }
+    }
+}
+
+template <int CAP>
+static void fill_chunk(emb_chunk<CAP> *c, const rap_model_batch *b, int first, int n)
+{
+    memset(c, 0, sizeof *c);
+    c->first = first;
+    c->n = n;
+    for (int i = 0; i < n; i++) {
+        c->off[i] = b->off[first + i];
+        c->ids[i] = b->ids[first + i];
+    }
+}
+
+static int threads_per_bag(int ncol)
+{
+    int t = 1;
+    while (t < ncol && t < 32)
+        t *= 2;
+    return t;
+}
+
+template <int CAP>
+static rap_status emb_forward_chunk(rap_gpu *g, const rap_model_batch *b, int first, int n,
+                                    float *out, int64_t out_ld, int slot0)
+{
+    emb_chunk<CAP> c;
+    fill_chunk(&c, b, first, n);
+    const bool v4 = g->D % 4 == 0;
+    const int tpb = threads_per_bag(v4 ? g->D / 4 : g->D);
+    const int64_t groups = b->rows * n;
+    const unsigned blocks =
+        rap_gpu_blocks(groups, EMB_THREADS / tpb, g->sms * 16);
+    if (v4)
+        emb_fwd_kernel<CAP, 4><<<blocks, EMB_THREADS, 0, g->stream>>>(
+            c, g->row_base, g->nrows, g->params, g->D, b->rows, out, out_ld, slot0, tpb, g->err);
+    else
+        emb_fwd_kernel<CAP, 1><<<blocks, EMB_THREADS, 0, g->stream>>>(
+            c, g->row_base, g->nrows, g->params, g->D, b->rows, out, out_ld, slot0, tpb, g->err);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+static rap_status check_tables(const rap_model_batch *b, int first, int n, const char *what)
+{
+    for (int t = first; t < first + n; t++)
+        if (!b->off[t] || !b->ids[t])
+            return rap_fail(RAP_ERR_ARG, "%s: table %d has no offsets or ids", what, t);
+    return RAP_OK;
+}
+
+rap_status rap_gpu_emb_forward(rap_gpu *g, const rap_model_batch *b, int first, int n,
+                               float *out, int64_t out_ld, int slot0)
+{
+    if (first < 0 || n < 0 || first + n > g->T)
+        return rap_fail(RAP_ERR_ARG, "emb forward: tables [%d, %d) outside [0, %d)", first,
+                        first + n, g->T);
+    RAP_TRY(check_tables(b, first, n, "emb forward"));
+    for (int f = first; f < first + n; f += EMB_CAP_LARGE) {
+        int k = first + n - f < EMB_CAP_LARGE ? first + n - f : EMB_CAP_LARGE;
+        if (k <= EMB_CAP_SMALL)
+            RAP_TRY(emb_forward_chunk<EMB_CAP_SMALL>(g, b, f, k, out, out_ld, slot0));
+        else
+            RAP_TRY(emb_forward_chunk<EMB_CAP_LARGE>(g, b, f, k, out, out_ld, slot0));
+    }
+    return RAP_OK;
+}
+
+/* --------------------------------------------------------------- backward */
+
+/* start[first + i + 1] = start[first] + ids of tables first..first+i;
+ * start[0] = 0. One block of CAP threads. */
+template <int CAP>
+static __global__ void emb_count_kernel(emb_chunk<CAP> c, int64_t rows, int64_t *start)
+{
+    __shared__ int64_t cnt[CAP];
+    const int i = threadIdx.x;
+    if (i < c.n)
+        cnt[i] = c.off[i][rows] - c.off[i][0];
+    __syncthreads();
+    if (i == 0) {
+        int64_t s = c.first == 0 ? 0 : start[c.first];
+        if (c.first == 0)
+            start[0] = 0;
+        for (int k = 0; k < c.n; k++) {
+            s += cnt[k] > 0 ? cnt[k] : 0;
+            start[c.first + k + 1] = s;
+        }
+    }
+}
+
+/* Pairs of tables [first, first+n): bag (tc, row) in table-major order so
+ * that a warp writes consecutive slots. fill_tail: also writes the
+ * sentinel into slots [start[T], P). */
+template <int CAP>
+static __global__ void __launch_bounds__(EMB_THREADS)
+    emb_pairs_kernel(emb_chunk<CAP> c, const int64_t *__restrict__ row_base,
+                     const int64_t *__restrict__ nrows, const int64_t *__restrict__ start,
+                     int64_t rows, int T, uint32_t *__restrict__ keys,
+                     uint32_t *__restrict__ vals, int64_t P, uint32_t sentinel, int fill_tail,
+                     unsigned *err)
+{
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t nbags = rows * c.n;
+    for (int64_t bag = i0; bag < nbags; bag += stride) {
+        const int tc = (int)(bag / rows);
+        const int64_t row = bag - (int64_t)tc * rows;
+        const int t = c.first + tc;
+        const int64_t *off = c.off[tc];
+        const int64_t *ids = c.ids[tc];
+        const int64_t o0 = off[0], p0 = off[row], p1 = off[row + 1];
+        const int64_t s0 = start[t], base = row_base[t], R = nrows[t];
+        const uint32_t v = (uint32_t)(row * T + t);
+        for (int64_t p = p0; p < p1; p++) {
+            const int64_t slot = s0 + (p - o0);
+            if (slot >= P) {
+                atomicOr(err, RAP_GPU_ERR_OVERFLOW);
+                break;
+            }
+            const int64_t id = ids[p];
+            const bool ok = id >= 0 && id < R;
+            if (!ok)
+                atomicOr(err, RAP_GPU_ERR_ID);
+            keys[slot] = ok ? (uint32_t)(base + id) : sentinel;
+            vals[slot] = v;
+        }
+    }
+    if (fill_tail) {
+        const int64_t total = start[T];
+        for (int64_t s = (total > 0 ? total : 0) + i0; s < P; s += stride) {
+            keys[s] = sentinel;
+            vals[s] = 0;
+        }
+    }
+}
+
+/* The optimizer on one table row piece: w, s point at column col of it. */
+template <int VEC>
+static __device__ __forceinline__ void apply_row(float *w, float *s, const vecf<VEC> &g,
+                                                 int adagrad, float lr, float eps)
+{
+    vecf<VEC> x = vload<VEC>(w);
+    if (!adagrad) {
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            x.v[i] -= lr * g.v[i];
+    } else {
+        vecf<VEC> st = vload<VEC>(s);
+#pragma unroll
+        for (int i = 0; i < VEC; i++) {
+            st.v[i] += g.v[i] * g.v[i];
+            x.v[i] -= lr * (g.v[i] / (sqrtf(st.v[i]) + eps));
+        }
+        vstore(s, st);
+    }
+    vstore(w, x);
+}
+
+typedef struct {
+    const uint32_t *keys, *vals; /* (P) sorted */
+    int64_t P;
+    uint32_t sentinel;
+    const float *grad; /* pooled gradient: bag v at grad + (v/T)*ld + (slot0 + v%T)*D */
+    int64_t grad_ld;
+    int slot0, T, D;
+    float *W, *S;      /* table rows (global row r at W + r*D), Adagrad state or NULL */
+    int adagrad;
+    float lr, eps;
+    float *head, *tail; /* (C, D) */
+    int64_t nchunks;
+} upd_args;
+
+static __device__ __forceinline__ const float *grad_row(const upd_args &a, uint32_t v)
+{
+    const int64_t row = v / (uint32_t)a.T;
+    const int t = (int)(v - (uint32_t)(row * a.T));
+    return a.grad + row * a.grad_ld + (int64_t)(a.slot0 + t) * a.D;
+}
+
+/* Step 4: a warp per chunk of 32 sorted pairs (grid-stride over chunks). */
+template <int VEC>
+static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_args a)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = (int64_t)gridDim.x * (EMB_THREADS / 32);
+    const int CB = 32 * VEC; /* columns per pass */
+    for (int64_t c = (int64_t)blockIdx.x * (EMB_THREADS / 32) + threadIdx.x / 32;
+         c < a.nchunks; c += warps) {
+        const int64_t base = c * RAP_GPU_CHUNK;
+        const int64_t pos = base + lane;
+        const uint32_t k = pos < a.P ? a.keys[pos] : a.sentinel;
+        const uint32_t v = pos < a.P ? a.vals[pos] : 0u;
+        const uint32_t kp = base > 0 ? a.keys[base - 1] : a.sentinel;
+        const uint32_t kn = base + 32 < a.P ? a.keys[base + 32] : a.sentinel;
+        uint32_t kprev = __shfl_up_sync(0xffffffffu, k, 1);
+        uint32_t knext = __shfl_down_sync(0xffffffffu, k, 1);
+        if (lane == 0)
+            kprev = kp;
+        if (lane == 31)
+            knext = kn;
+        const bool valid = k != a.sentinel;
+        const unsigned start_mask = __ballot_sync(0xffffffffu, valid && k != kprev);
+        const unsigned end_mask = __ballot_sync(0xffffffffu, valid && k != knext);
+        const int n = __popc(__ballot_sync(0xffffffffu, valid)); /* valid keys are a prefix */
+        if (n == 0)
+            continue;
+        for (int cb = 0; cb < a.D; cb += CB) {
+            const int col = cb + lane * VEC;
+            const bool active = col < a.D;
+            vecf<VEC> acc;
+            vzero(acc);
+            int pf = 0; /* first j of the current piece */
+            for (int j0 = 0; j0 < n; j0 += 8) {
+                vecf<VEC> gr[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    const int j = j0 + u;
+                    const uint32_t vj = __shfl_sync(0xffffffffu, v, j & 31);
+                    if (active && j < n)
+                        gr[u] = vldg<VEC>(grad_row(a, vj) + col);
+                    else
+                        vzero(gr[u]);
+                }
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    const int j = j0 + u;
+                    if (j >= n)
+                        break;
+                    vadd(acc, gr[u]);
+                    const bool ended = (end_mask >> j) & 1u;
+                    if (ended || j == n - 1) {
+                        const bool started = (start_mask >> pf) & 1u;
+                        const uint32_t kj = __shfl_sync(0xffffffffu, k, j);
+                        if (active) {
+                            if (started && ended)
+                                apply_row<VEC>(a.W + (int64_t)kj * a.D + col,
+                                               a.S ? a.S + (int64_t)kj * a.D + col : NULL, acc,
+                                               a.adagrad, a.lr, a.eps);
+                            else if (!started)
+                                vstore(a.head + c * a.D + col, acc);
+                            else
+                                vstore(a.tail + c * a.D + col, acc);
+                        }
+                        vzero(acc);
+                        pf = j + 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Step 5: the warp of chunk c finishes the run that starts in c and goes
+ * on past its end. */
+template <int VEC>
+static __global__ void __launch_bounds__(EMB_THREADS) emb_update_b_kernel(upd_args a)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = (int64_t)gridDim.x * (EMB_THREADS / 32);
+    const int CB = 32 * VEC;
+    for (int64_t c = (int64_t)blockIdx.x * (EMB_THREADS / 32) + threadIdx.x / 32;
+         c < a.nchunks; c += warps) {
+        const int64_t base = c * RAP_GPU_CHUNK;
+        if (base + 32 >= a.P)
+            continue;
+        const uint32_t kl = a.keys[base + 31];
+        if (kl == a.sentinel || a.keys[base + 32] != kl)
+            continue;
+        /* did the run start inside this chunk? */
+        if (a.keys[base] == kl && base > 0 && a.keys[base - 1] == kl)
+            continue;
+        /* m = number of following chunks whose first key continues the run */
+        int64_t m = 0;
+        for (;;) {
+            const int64_t q = c + 1 + m + lane;
+            const bool cont = q < a.nchunks && a.keys[q * RAP_GPU_CHUNK] == kl;
+            const unsigned mask = __ballot_sync(0xffffffffu, cont);
+            const int cnt = __popc(mask); /* a prefix: keys are sorted */
+            m += cnt;
+            if (cnt < 32)
+                break;
+        }
+        for (int cb = 0; cb < a.D; cb += CB) {
+            const int col = cb + lane * VEC;
+            if (col >= a.D)
+                continue;
+            vecf<VEC> acc = vload<VEC>(a.tail + c * a.D + col);
+            int64_t q = 1;
+            for (; q + 8 <= m + 1; q += 8) {
+                vecf<VEC> h[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    h[u] = vload<VEC>(a.head + (c + q + u) * a.D + col);
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    vadd(acc, h[u]);
+            }
+            for (; q <= m; q++)
+                vadd(acc, vload<VEC>(a.head + (c + q) * a.D + col));
+            apply_row<VEC>(a.W + (int64_t)kl * a.D + col,
+                           a.S ? a.S + (int64_t)kl * a.D + col : NULL, acc, a.adagrad, a.lr,
+                           a.eps);
+        }
+    }
+}
+
+rap_status rap_gpu_emb_sort_bytes(int64_t P, int bits, size_t *bytes)
+{
+    *bytes = 0;
+    if (P > INT32_MAX)
+        return rap_fail(RAP_ERR_ARG, "emb backward: %lld pairs, at most %d", (long long)P,
+                        INT32_MAX);
+    RAP_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, *bytes, (const uint32_t *)NULL,
+                                                 (uint32_t *)NULL, (const uint32_t *)NULL,
+                                                 (uint32_t *)NULL, (int)P, 0, bits));
+    return RAP_OK;
+}
+
+template <int CAP>
+static rap_status emb_pairs_chunk(rap_gpu *g, const rap_model_batch *b, int first, int n,
+                                  bool last)
+{
+    emb_chunk<CAP> c;
+    fill_chunk(&c, b, first, n);
+    emb_count_kernel<CAP><<<1, CAP, 0, g->stream>>>(c, b->rows, g->start);
+    RAP_CUDA_LAUNCHED();
+    const int64_t work = b->rows * n > g->P ? b->rows * n : g->P;
+    emb_pairs_kernel<CAP><<<rap_gpu_blocks(work, EMB_THREADS, g->sms * 16), EMB_THREADS, 0,
+                            g->stream>>>(c, g->row_base, g->nrows, g->start, b->rows, g->T,
+                                         g->keys[0], g->vals[0], g->P, g->sentinel,
+                                         last ? 1 : 0, g->err);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const float *grad,
+                                int64_t grad_ld, int slot0, const rap_model_config *cfg)
+{
+    RAP_TRY(check_tables(b, 0, g->T, "emb backward"));
+    for (int f = 0; f < g->T; f += EMB_CAP_LARGE) {
+        int k = g->T - f < EMB_CAP_LARGE ? g->T - f : EMB_CAP_LARGE;
+        bool last = f + k == g->T;
+        if (k <= EMB_CAP_SMALL)
+            RAP_TRY(emb_pairs_chunk<EMB_CAP_SMALL>(g, b, f, k, last));
+        else
+            RAP_TRY(emb_pairs_chunk<EMB_CAP_LARGE>(g, b, f, k, last));
+    }
+    size_t tb = g->sort_bytes;
+    RAP_CUDA_TRY(cub::DeviceRadixSort::SortPairs(g->sort_tmp, tb, g->keys[0], g->keys[1],
+                                                 g->vals[0], g->vals[1], (int)g->P, 0,
+                                                 g->key_bits, g->stream));
+    upd_args a;
+    a.keys = g->keys[1];
+    a.vals = g->vals[1];
+    a.P = g->P;
+    a.sentinel = g->sentinel;
+    a.grad = grad;
+    a.grad_ld = grad_ld;
+    a.slot0 = slot0;
+    a.T = g->T;
+    a.D = g->D;
+    a.W = g->params;
+    a.S = cfg->optimizer == RAP_ADAGRAD ? g->state : NULL;
+    a.adagrad = cfg->optimizer == RAP_ADAGRAD;
+    a.lr = cfg->lr;
+    a.eps = cfg->adagrad_eps;
+    a.head = g->head;
+    a.tail = g->tail;
+    a.nchunks = g->nchunks;
+    const unsigned blocks = rap_gpu_blocks(g->nchunks, EMB_THREADS / 32, g->sms * 32);
+    if (g->D % 4 == 0) {
+        emb_update_a_kernel<4><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+        RAP_CUDA_LAUNCHED();
+        emb_update_b_kernel<4><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+        RAP_CUDA_LAUNCHED();
+    } else {
+        emb_update_a_kernel<1><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+        RAP_CUDA_LAUNCHED();
+        emb_update_b_kernel<1><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+        RAP_CUDA_LAUNCHED();
+    }
+    return RAP_OK;
+}
+
+#else /* no CUDA: nothing here; gpu_model.cu provides the stubs */
+typedef int rap_embedding_cu_empty;
+#endif

@@ -1,0 +1,700 @@
+/*
+ * gpu_model.cu -- the GPU backend of the DLRM model: memory plan, create
+ * and free, the four training phases, predict, loss, get/set.
+ *
+ * Memory: three device blocks made at create and never again: params
+ * (n_params floats: the flat layout of model_internal.h), the Adagrad state
+ * (same layout, Adagrad only) and an arena holding everything else
+ * (gradients, bf16 weight copies, activations for B rows, sort buffers,
+ * cuBLASLt workspace). plan() lays the arena out; rap_gpu_model_bytes
+ * and create use the same plan, and create checks cudaMemGetInfo before
+ * allocating anything.
+ *
+ * Phases (all on g->stream, asynchronous, no allocation, no host
+ * synchronisation, no pageable copy; capturable into a CUDA graph):
+ *   emb_forward   pooled embeddings into z slots 1..T
+ *   mlp_forward   dense -> bottom MLP (x into z slot 0) -> interaction ->
+ *                 top MLP -> logits -> loss (mean on the device), dlogit
+ *   mlp_backward  top MLP backward, interaction backward (de, dx), bottom
+ *                 MLP backward, dense optimizer (+ bf16 copy refresh)
+ *   emb_backward  sort-based aggregation + sparse optimizer (embedding.cu)
+ * A batch with fewer rows than B resizes the GEMM layouts on the host.
+ *
+ * Built without CUDA (gcc -x c) every entry point reports RAP_ERR_NO_GPU.
+ */
+#include "model/gpu/gpu_model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
+
+#define ARENA_ALIGN 256
+
+static size_t al256(size_t x) { return (x + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Shapes derived from the config (no CUDA calls). */
+static rap_status shape(rap_gpu *g, const rap_model_config *c)
+{
+    g->B = c->batch;
+    g->T = c->n_tables;
+    g->D = c->emb_dim;
+    g->F = c->n_tables + 1;
+    g->ND = c->n_dense;
+    g->top_in = (int)(g->D + (int64_t)g->F * (g->F - 1) / 2);
+    g->ld_in = round_up(g->top_in, 8);
+    g->bf16 = c->precision == RAP_BF16;
+    g->act = g->bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    g->es = g->bf16 ? 2 : 4;
+    g->compute = g->bf16 ? CUBLAS_COMPUTE_32F
+                         : (c->strict_fp32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32);
+    g->n_bot = c->n_bot;
+    g->n_top = c->n_top;
+    if (g->B < 1 || g->T < 1 || g->D < 1 || g->ND < 1 || g->n_bot < 1 || g->n_top < 1 ||
+        g->n_bot > RAP_MAX_LAYERS || g->n_top > RAP_MAX_LAYERS)
+        return rap_fail(RAP_ERR_ARG, "GPU model: bad shape (B %lld, T %d, D %d, ND %d, %d/%d "
+                                     "layers)",
+                        (long long)g->B, g->T, g->D, g->ND, g->n_bot, g->n_top);
+    uint64_t rows = 0;
+    size_t np = 0;
+    for (int t = 0; t < g->T; t++) {
+        rows += (uint64_t)c->table_rows[t];
+        np += (size_t)c->table_rows[t] * (size_t)g->D;
+    }
+    g->total_rows = rows;
+    int bits = 1;
+    while (bits < 64 && (1ull << bits) - 1 < rows)
+        bits++;
+    g->key_bits = bits;
+    g->sentinel = (uint32_t)((1ull << (bits < 32 ? bits : 32)) - 1);
+    g->P = g->B * g->T * RAP_GPU_IDS_PER_BAG;
+    g->nchunks = (g->P + RAP_GPU_CHUNK - 1) / RAP_GPU_CHUNK;
+    /* layers */
+    size_t nm = 0;
+    int64_t maxw = 1;
+    for (int k = 0; k < 2; k++) {
+        rap_gpu_layer *L = k ? g->top : g->bot;
+        const int n = k ? g->n_top : g->n_bot;
+        const int *w = k ? c->top : c->bot;
+        int in = k ? g->top_in : g->ND;
+        for (int i = 0; i < n; i++) {
+            rap_gpu_layer *l = &L[i];
+            l->in = in;
+            l->out = w[i];
+            if (l->out < 1)
+                return rap_fail(RAP_ERR_ARG, "GPU model: layer of width %d", l->out);
+            l->relu = k == 0 || i < n - 1;
+            l->want_aux = l->relu && i < n - 1;
+            l->aux_ld = l->want_aux ? round_up(l->out, 128) : 0;
+            l->need_dx = i > 0 || k == 1;
+            l->ytype = (i == n - 1) ? CUDA_R_32F : g->act;
+            l->ldy = (i == n - 1) ? (k ? 1 : (int64_t)g->F * g->D) : l->out;
+            l->ldx = i > 0 ? L[i - 1].ldy : (k ? g->ld_in : g->ND);
+            l->lddx = i > 0 ? L[i - 1].out : g->ld_in;
+            nm += (size_t)l->out * (size_t)l->in + (size_t)l->out;
+            if (l->out > maxw)
+                maxw = l->out;
+            in = l->out;
+        }
+    }
+    if (c->bot[g->n_bot - 1] != g->D || c->top[g->n_top - 1] != 1)
+        return rap_fail(RAP_ERR_ARG, "GPU model: bottom MLP must end in D=%d, top MLP in 1",
+                        g->D);
+    g->maxw = maxw;
+    g->n_mlp = nm;
+    g->n_params = np + nm;
+    /* bf16 copy segments, in params order (bottom then top, weight then bias) */
+    g->segs.n = 0;
+    int64_t src = 0, dst = 0;
+    for (int k = 0; k < 2; k++) {
+        rap_gpu_layer *L = k ? g->top : g->bot;
+        const int n = k ? g->n_top : g->n_bot;
+        for (int i = 0; i < n; i++)
+            for (int wb = 0; wb < 2; wb++) {
+                const int64_t len = wb ? L[i].out : (int64_t)L[i].out * L[i].in;
+                g->segs.src[g->segs.n] = src;
+                g->segs.dst[g->segs.n] = dst;
+                g->segs.n++;
+                src += len;
+                dst += round_up(len, 128);
+            }
+    }
+    g->segs.src[g->segs.n] = src;
+    (void)dst;
+    return RAP_OK;
+}
+
+/* What the embedding backward's 32-bit keys and values can hold. */
+static rap_status limits(const rap_gpu *g)
+{
+    if (g->key_bits > 32)
+        return rap_fail(RAP_ERR_ARG,
+                        "GPU model: %llu table rows in all; the embedding backward's 32-bit "
+                        "keys hold at most %llu",
+                        (unsigned long long)g->total_rows, 0xffffffffull - 1);
+    if ((uint64_t)g->B * (uint64_t)g->T > 0xffffffffull || g->P > INT32_MAX)
+        return rap_fail(RAP_ERR_ARG,
+                        "GPU model: batch %lld x %d tables is too large for the embedding "
+                        "backward (at most 2^31 ids)",
+                        (long long)g->B, g->T);
+    return RAP_OK;
+}
+
+/* Lays out the arena from base (NULL: sizes only); returns its size. */
+static size_t plan(rap_gpu *g, char *base)
+{
+    size_t off = 0;
+#define TAKE(ptr, type, bytes)                                                           \
+    do {                                                                                 \
+        off = al256(off);                                                                \
+        if (base)                                                                        \
+            (ptr) = (type)(base + off);                                                  \
+        off += (size_t)(bytes);                                                          \
+    } while (0)
+    const size_t B = (size_t)g->B;
+    TAKE(g->grads, float *, sizeof(float) * g->n_mlp);
+    if (g->bf16) {
+        const rap_gpu_segs *s = &g->segs;
+        size_t n16 = s->n ? (size_t)(s->dst[s->n - 1] +
+                                     round_up(s->src[s->n] - s->src[s->n - 1], 128))
+                          : 0;
+        TAKE(g->w16, void *, 2 * n16);
+    }
+    TAKE(g->row_base, int64_t *, sizeof(int64_t) * (size_t)g->T);
+    TAKE(g->nrows, int64_t *, sizeof(int64_t) * (size_t)g->T);
+    TAKE(g->z, float *, sizeof(float) * B * (size_t)g->F * (size_t)g->D);
+    TAKE(g->de, float *, sizeof(float) * B * (size_t)g->T * (size_t)g->D);
+    TAKE(g->xin, void *, g->es * B * (size_t)g->ND);
+    TAKE(g->tin, void *, g->es * B * (size_t)g->ld_in);
+    TAKE(g->dtin, void *, g->es * B * (size_t)g->ld_in);
+    TAKE(g->pp[0], void *, g->es * B * (size_t)g->maxw);
+    TAKE(g->pp[1], void *, g->es * B * (size_t)g->maxw);
+    TAKE(g->logits, float *, sizeof(float) * B);
+    TAKE(g->loss, float *, sizeof(float));
+    TAKE(g->err, unsigned *, sizeof(unsigned));
+    TAKE(g->colsum, float *, sizeof(float) * 256 * (size_t)g->maxw);
+    TAKE(g->ws, void *, RAP_GPU_WS_BYTES);
+    for (int k = 0; k < 2; k++) {
+        rap_gpu_layer *L = k ? g->top : g->bot;
+        const int n = k ? g->n_top : g->n_bot;
+        for (int i = 0; i < n; i++) {
+            rap_gpu_layer *l = &L[i];
+            if (i < n - 1)
+                TAKE(l->y, void *, g->es * B * (size_t)l->out);
+            if (l->want_aux)
+                TAKE(l->aux, void *, (size_t)l->aux_ld / 8 * B);
+        }
+    }
+    for (int j = 0; j < 2; j++) {
+        TAKE(g->keys[j], uint32_t *, sizeof(uint32_t) * (size_t)g->P);
+        TAKE(g->vals[j], uint32_t *, sizeof(uint32_t) * (size_t)g->P);
+    }
+    TAKE(g->start, int64_t *, sizeof(int64_t) * (size_t)(g->T + 1));
+    TAKE(g->head, float *, sizeof(float) * (size_t)g->nchunks * (size_t)g->D);
+    TAKE(g->tail, float *, sizeof(float) * (size_t)g->nchunks * (size_t)g->D);
+    TAKE(g->sort_tmp, void *, g->sort_bytes);
+#undef TAKE
+    return al256(off);
+}
+
+/* Points the layers at their buffers and tensors (after plan(base)). */
+static rap_status wire(rap_gpu *g, const rap_model *m)
+{
+    for (int k = 0; k < 2; k++) {
+        rap_gpu_layer *L = k ? g->top : g->bot;
+        const int n = k ? g->n_top : g->n_bot;
+        for (int i = 0; i < n; i++) {
+            rap_gpu_layer *l = &L[i];
+            l->da = g->pp[i % 2];
+            l->x = i > 0 ? L[i - 1].y : (k ? g->tin : g->xin);
+            if (i == n - 1)
+                l->y = k ? (void *)g->logits : (void *)g->z;
+            l->dx = i > 0 ? L[i - 1].da : (k ? g->dtin : NULL);
+            l->w = l->b = l->dw = l->db = NULL;
+        }
+    }
+    int seg = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const rap_tensor *x = &m->tensors[i];
+        if (x->kind == 0) {
+            if (x->layer < 0 || x->layer >= g->T || x->offset % (size_t)g->D != 0)
+                return rap_fail(RAP_ERR_INTERNAL, "GPU model: table tensor %d at offset %zu",
+                                i, x->offset);
+            continue;
+        }
+        rap_gpu_layer *L = (x->kind <= 2) ? g->bot : g->top;
+        const int n = (x->kind <= 2) ? g->n_bot : g->n_top;
+        if (x->layer < 0 || x->layer >= n || x->offset < m->mlp_offset)
+            return rap_fail(RAP_ERR_INTERNAL, "GPU model: MLP tensor %d (%s) out of place", i,
+                            x->info.name);
+        rap_gpu_layer *l = &L[x->layer];
+        const size_t rel = x->offset - m->mlp_offset;
+        const bool bias = x->kind == 2 || x->kind == 4;
+        /* the bf16 segment of this tensor: segs are in params order */
+        void *c16 = NULL;
+        if (g->w16) {
+            if (seg >= g->segs.n || g->segs.src[seg] != (int64_t)rel)
+                return rap_fail(RAP_ERR_INTERNAL, "GPU model: bf16 segment of %s", x->info.name);
+            c16 = (char *)g->w16 + 2 * g->segs.dst[seg];
+        }
+        seg++;
+        if (bias) {
+            l->b = g->params + x->offset;
+            l->db = g->grads + rel;
+            l->b16 = c16;
+        } else {
+            if (x->info.rows != l->out || x->info.cols != l->in)
+                return rap_fail(RAP_ERR_INTERNAL, "GPU model: %s is %lldx%lld, expected %dx%d",
+                                x->info.name, (long long)x->info.rows,
+                                (long long)x->info.cols, l->out, l->in);
+            l->w = g->params + x->offset;
+            l->dw = g->grads + rel;
+            l->w16 = c16;
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        rap_gpu_layer *L = k ? g->top : g->bot;
+        const int n = k ? g->n_top : g->n_bot;
+        for (int i = 0; i < n; i++)
+            if (!L[i].w || !L[i].b)
+                return rap_fail(RAP_ERR_INTERNAL, "GPU model: layer %d of the %s MLP has no "
+                                                  "tensors",
+                                i, k ? "top" : "bottom");
+    }
+    return RAP_OK;
+}
+
+static size_t sort_bytes_or_estimate(const rap_gpu *g)
+{
+    size_t b = 0;
+    if (rap_gpu_emb_sort_bytes(g->P, g->key_bits < 32 ? g->key_bits : 32, &b) != RAP_OK) {
+        rap_clear_error();
+        b = (size_t)g->P * 16 + (64u << 20); /* generous: only used when no GPU answers */
+    }
+    return b;
+}
+
+extern "C" size_t rap_gpu_model_bytes(const rap_model_config *c)
+{
+    rap_gpu *g = (rap_gpu *)rap_calloc(sizeof *g, "GPU model plan");
+    if (!g)
+        return 0;
+    size_t total = 0;
+    if (shape(g, c) == RAP_OK) {
+        g->sort_bytes = sort_bytes_or_estimate(g);
+        total = al256(sizeof(float) * g->n_params) + plan(g, NULL);
+        if (c->optimizer == RAP_ADAGRAD)
+            total += al256(sizeof(float) * g->n_params);
+    } else {
+        rap_clear_error();
+    }
+    rap_free(g);
+    return total;
+}
+
+static rap_status check_flags(rap_gpu *g)
+{
+    const unsigned e = *g->h_err;
+    if (!e)
+        return RAP_OK;
+    *g->h_err = 0;
+    RAP_CUDA_TRY(cudaMemsetAsync(g->err, 0, sizeof(unsigned), g->stream));
+    if (e & RAP_GPU_ERR_OVERFLOW)
+        return rap_fail(RAP_ERR_ARG,
+                        "GPU model: a batch had more ids than the embedding backward holds "
+                        "(%lld = batch %lld x %d tables x %d per bag); the ids past that "
+                        "did not update their tables",
+                        (long long)g->P, (long long)g->B, g->T, RAP_GPU_IDS_PER_BAG);
+    return rap_fail(RAP_ERR_ARG, "GPU model: a batch had an id outside its table's rows "
+                                 "(ignored)");
+}
+
+/* Waits for the stream and reports the device's error flags. */
+static rap_status sync_check(rap_gpu *g)
+{
+    RAP_CUDA_TRY(cudaMemcpyAsync(g->h_err, g->err, sizeof(unsigned), cudaMemcpyDeviceToHost,
+                                 g->stream));
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    return check_flags(g);
+}
+
+extern "C" void rap_gpu_model_free(rap_model *m)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    if (!g)
+        return;
+    if (g->stream)
+        cudaStreamSynchronize(g->stream);
+    rap_gpu_mlp_destroy(g);
+    if (g->lt)
+        cublasLtDestroy(g->lt);
+    rap_cuda_free(g->blk_params);
+    rap_cuda_free(g->blk_state);
+    rap_cuda_free(g->blk_arena);
+    if (g->h_loss)
+        cudaFreeHost(g->h_loss);
+    if (g->h_err)
+        cudaFreeHost(g->h_err);
+    if (g->own_stream && g->stream)
+        cudaStreamDestroy(g->stream);
+    cudaGetLastError();
+    rap_free(g);
+    m->gpu = NULL;
+}
+
+static rap_status create(rap_model *m, const float *mlp_init)
+{
+    const rap_model_config *c = &m->cfg;
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    RAP_TRY(shape(g, c));
+    RAP_TRY(limits(g));
+    if (g->n_params != m->n_params || g->n_mlp != m->n_mlp_params ||
+        g->n_params - g->n_mlp != m->mlp_offset || g->top_in != m->top_in)
+        return rap_fail(RAP_ERR_INTERNAL,
+                        "GPU model: parameter count %zu (MLP %zu) differs from the model's %zu "
+                        "(%zu)",
+                        g->n_params, g->n_mlp, m->n_params, m->n_mlp_params);
+    RAP_CUDA_TRY(cudaGetDevice(&g->dev));
+    RAP_CUDA_TRY(cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, g->dev));
+    int optin = 0;
+    RAP_CUDA_TRY(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, g->dev));
+    g->smem_optin = (size_t)optin;
+    RAP_TRY(rap_gpu_emb_sort_bytes(g->P, g->key_bits, &g->sort_bytes));
+    g->arena_bytes = plan(g, NULL);
+    const size_t pbytes = al256(sizeof(float) * g->n_params);
+    const size_t sbytes = c->optimizer == RAP_ADAGRAD ? pbytes : 0;
+    const size_t need = pbytes + sbytes + g->arena_bytes;
+    size_t free_b = 0, total_b = 0;
+    RAP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+    if (need > free_b)
+        return rap_fail(RAP_ERR_NOMEM,
+                        "GPU model needs %zu bytes (%.2f GiB: weights %.2f, optimizer state "
+                        "%.2f, activations and workspaces %.2f for batch %lld) but the GPU has "
+                        "%zu bytes (%.2f GiB) free of %zu",
+                        need, need / 1073741824.0, pbytes / 1073741824.0,
+                        sbytes / 1073741824.0, g->arena_bytes / 1073741824.0,
+                        (long long)g->B, free_b, free_b / 1073741824.0, total_b);
+    RAP_TRY(rap_cuda_malloc(&g->blk_params, pbytes, "GPU model weights"));
+    if (sbytes)
+        RAP_TRY(rap_cuda_malloc(&g->blk_state, sbytes, "GPU model Adagrad state"));
+    RAP_TRY(rap_cuda_malloc(&g->blk_arena, g->arena_bytes, "GPU model activations"));
+    g->params = (float *)g->blk_params;
+    g->state = (float *)g->blk_state;
+    plan(g, (char *)g->blk_arena);
+    RAP_TRY(wire(g, m));
+
+    if (c->stream) {
+        g->stream = (cudaStream_t)c->stream;
+    } else {
+        int lo = 0, hi = 0;
+        RAP_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+        RAP_CUDA_TRY(cudaStreamCreateWithPriority(&g->stream, cudaStreamNonBlocking, hi));
+        g->own_stream = true;
+    }
+    RAP_CUBLAS_TRY(cublasLtCreate(&g->lt));
+    RAP_CUDA_TRY(cudaHostAlloc((void **)&g->h_loss, sizeof(float), cudaHostAllocDefault));
+    RAP_CUDA_TRY(cudaHostAlloc((void **)&g->h_err, sizeof(unsigned), cudaHostAllocDefault));
+    *g->h_loss = 0.0f;
+    *g->h_err = 0;
+
+    /* contents: zero arena, tables from the seed, MLP from mlp_init */
+    RAP_CUDA_TRY(cudaMemsetAsync(g->blk_arena, 0, g->arena_bytes, g->stream));
+    int64_t *rb = (int64_t *)rap_malloc(sizeof(int64_t) * 2 * (size_t)g->T, "GPU model rows");
+    if (!rb)
+        return RAP_ERR_NOMEM;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const rap_tensor *x = &m->tensors[i];
+        if (x->kind != 0)
+            continue;
+        rb[x->layer] = (int64_t)(x->offset / (size_t)g->D);
+        rb[g->T + x->layer] = x->info.rows;
+    }
+    rap_status s = RAP_OK;
+    cudaError_t e = cudaMemcpy(g->row_base, rb, sizeof(int64_t) * (size_t)g->T,
+                               cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(g->nrows, rb + g->T, sizeof(int64_t) * (size_t)g->T,
+                       cudaMemcpyHostToDevice);
+    rap_free(rb);
+    if (e != cudaSuccess)
+        return rap_fail(RAP_ERR_CUDA, "GPU model: uploading table rows: %s",
+                        cudaGetErrorString(e));
+    for (int i = 0; i < m->n_tensors && s == RAP_OK; i++) {
+        const rap_tensor *x = &m->tensors[i];
+        if (x->kind == 0 && x->info.rows > 0)
+            s = rap_gpu_init_table(g, g->params + x->offset, c->seed, x->layer, x->info.rows,
+                                   g->D);
+    }
+    RAP_TRY(s);
+    if (m->n_mlp_params)
+        RAP_CUDA_TRY(cudaMemcpy(g->params + m->mlp_offset, mlp_init,
+                                sizeof(float) * m->n_mlp_params, cudaMemcpyHostToDevice));
+    if (g->state)
+        RAP_TRY(rap_gpu_fill(g, g->state, g->n_params, c->adagrad_init));
+    if (g->bf16)
+        RAP_TRY(rap_gpu_refresh_bf16(g, m));
+    RAP_TRY(rap_gpu_interact_setup(g));
+    RAP_TRY(rap_gpu_mlp_setup(g));
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    RAP_CUDA_TRY(cudaGetLastError());
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_model_create(rap_model *m, const float *mlp_init)
+{
+    rap_gpu *g = (rap_gpu *)rap_calloc(sizeof *g, "GPU model");
+    if (!g)
+        return RAP_ERR_NOMEM;
+    m->gpu = g;
+    rap_status s = create(m, mlp_init);
+    if (s != RAP_OK) {
+        /* keep the message of the failure, not of the clean-up */
+        rap_gpu_model_free(m);
+    }
+    return s;
+}
+
+static rap_status check_batch(const rap_gpu *g, const rap_model_batch *b, bool mlp,
+                              const char *what)
+{
+    if (!b || b->rows < 1 || b->rows > g->B)
+        return rap_fail(RAP_ERR_ARG, "%s: batch of %lld rows, expected 1..%lld", what,
+                        b ? (long long)b->rows : 0LL, (long long)g->B);
+    if (mlp && !b->dense)
+        return rap_fail(RAP_ERR_ARG, "%s: batch has no dense input", what);
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_model_emb_forward(rap_model *m, const rap_model_batch *b)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    RAP_TRY(check_batch(g, b, false, "GPU emb_forward"));
+    return rap_gpu_emb_forward(g, b, 0, g->T, g->z, (int64_t)g->F * g->D, 1);
+}
+
+/* bottom MLP, interaction, top MLP (logits) */
+static rap_status forward_to_logits(rap_gpu *g, const rap_model_batch *b)
+{
+    RAP_TRY(rap_gpu_mlp_set_rows(g, b->rows));
+    RAP_TRY(rap_gpu_dense_in(g, b->dense, b->rows));
+    RAP_TRY(rap_gpu_mlp_forward(g, g->bot, g->n_bot, b->rows));
+    RAP_TRY(rap_gpu_interact_forward(g, b->rows));
+    RAP_TRY(rap_gpu_mlp_forward(g, g->top, g->n_top, b->rows));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_model_mlp_forward(rap_model *m, const rap_model_batch *b)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    RAP_TRY(check_batch(g, b, true, "GPU mlp_forward"));
+    if (!b->label)
+        return rap_fail(RAP_ERR_ARG, "GPU mlp_forward: batch has no labels");
+    RAP_TRY(forward_to_logits(g, b));
+    return rap_gpu_loss(g, b->label, b->rows);
+}
+
+extern "C" rap_status rap_gpu_model_mlp_backward(rap_model *m, const rap_model_batch *b)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    RAP_TRY(check_batch(g, b, false, "GPU mlp_backward"));
+    RAP_TRY(rap_gpu_mlp_set_rows(g, b->rows));
+    RAP_TRY(rap_gpu_mlp_backward(g, g->top, g->n_top, b->rows));
+    RAP_TRY(rap_gpu_interact_backward(g, b->rows));
+    RAP_TRY(rap_gpu_mlp_backward(g, g->bot, g->n_bot, b->rows));
+    return rap_gpu_dense_update(g, m);
+}
+
+extern "C" rap_status rap_gpu_model_emb_backward(rap_model *m, const rap_model_batch *b)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    RAP_TRY(check_batch(g, b, false, "GPU emb_backward"));
+    return rap_gpu_emb_backward(g, b, g->de, (int64_t)g->T * g->D, 0, &m->cfg);
+}
+
+extern "C" rap_status rap_gpu_model_predict(rap_model *m, const rap_model_batch *b,
+                                            float *logits)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    RAP_TRY(check_batch(g, b, true, "GPU predict"));
+    if (!logits)
+        return rap_fail(RAP_ERR_ARG, "GPU predict: logits is NULL");
+    RAP_TRY(rap_gpu_emb_forward(g, b, 0, g->T, g->z, (int64_t)g->F * g->D, 1));
+    RAP_TRY(forward_to_logits(g, b));
+    RAP_TRY(sync_check(g));
+    RAP_CUDA_TRY(cudaMemcpy(logits, g->logits, sizeof(float) * (size_t)b->rows,
+                            cudaMemcpyDeviceToHost));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_model_last_loss(rap_model *m, double *loss)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    RAP_CUDA_TRY(cudaMemcpyAsync(g->h_loss, g->loss, sizeof(float), cudaMemcpyDeviceToHost,
+                                 g->stream));
+    RAP_TRY(sync_check(g));
+    *loss = (double)*g->h_loss;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_model_sync(rap_model *m)
+{
+    return sync_check((rap_gpu *)m->gpu);
+}
+
+static rap_status tensor_ptr(const rap_model *m, int i, bool state, float **p, size_t *n)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    if (i < 0 || i >= m->n_tensors)
+        return rap_fail(RAP_ERR_ARG, "GPU model: tensor %d of %d", i, m->n_tensors);
+    if (state && !g->state)
+        return rap_fail(RAP_ERR_ARG, "GPU model: no optimizer state (SGD)");
+    const rap_tensor *x = &m->tensors[i];
+    *p = (state ? g->state : g->params) + x->offset;
+    *n = (size_t)x->info.rows * (size_t)x->info.cols;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_model_get(const rap_model *m, int i, float *host, bool state)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    float *p = NULL;
+    size_t n = 0;
+    RAP_TRY(tensor_ptr(m, i, state, &p, &n));
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    RAP_CUDA_TRY(cudaMemcpy(host, p, sizeof(float) * n, cudaMemcpyDeviceToHost));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_model_set(rap_model *m, int i, const float *host, bool state)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    float *p = NULL;
+    size_t n = 0;
+    RAP_TRY(tensor_ptr(m, i, state, &p, &n));
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    RAP_CUDA_TRY(cudaMemcpy(p, host, sizeof(float) * n, cudaMemcpyHostToDevice));
+    if (!state && m->tensors[i].kind != 0 && g->bf16) {
+        RAP_TRY(rap_gpu_refresh_bf16(g, m));
+        RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    }
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host)
+{
+    if (!m || m->device != RAP_GPU || !m->gpu)
+        return rap_fail(RAP_ERR_ARG, "rap_gpu_model_get_grad: not a GPU model");
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    if (i < 0 || i >= m->n_tensors || m->tensors[i].kind == 0)
+        return rap_fail(RAP_ERR_ARG, "rap_gpu_model_get_grad: tensor %d is not an MLP tensor",
+                        i);
+    const rap_tensor *x = &m->tensors[i];
+    const size_t n = (size_t)x->info.rows * (size_t)x->info.cols;
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    RAP_CUDA_TRY(cudaMemcpy(host, g->grads + (x->offset - m->mlp_offset), sizeof(float) * n,
+                            cudaMemcpyDeviceToHost));
+    return RAP_OK;
+}
+
+#else /* no CUDA: the GPU model is unavailable */
+
+static rap_status no_gpu(void)
+{
+    char why[256];
+    rap_gpu_available(why, sizeof why);
+    return rap_fail(RAP_ERR_NO_GPU, "GPU model asked for, but %s", why);
+}
+
+size_t rap_gpu_model_bytes(const rap_model_config *c)
+{
+    (void)c;
+    return 0;
+}
+
+rap_status rap_gpu_model_create(rap_model *m, const float *mlp_init)
+{
+    (void)m;
+    (void)mlp_init;
+    return no_gpu();
+}
+
+void rap_gpu_model_free(rap_model *m) { (void)m; }
+
+rap_status rap_gpu_model_emb_forward(rap_model *m, const rap_model_batch *b)
+{
+    (void)m;
+    (void)b;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_mlp_forward(rap_model *m, const rap_model_batch *b)
+{
+    (void)m;
+    (void)b;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_mlp_backward(rap_model *m, const rap_model_batch *b)
+{
+    (void)m;
+    (void)b;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_emb_backward(rap_model *m, const rap_model_batch *b)
+{
+    (void)m;
+    (void)b;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_predict(rap_model *m, const rap_model_batch *b, float *logits)
+{
+    (void)m;
+    (void)b;
+    (void)logits;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_last_loss(rap_model *m, double *loss)
+{
+    (void)m;
+    *loss = 0.0;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_sync(rap_model *m)
+{
+    (void)m;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_get(const rap_model *m, int i, float *host, bool state)
+{
+    (void)m;
+    (void)i;
+    (void)host;
+    (void)state;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_set(rap_model *m, int i, const float *host, bool state)
+{
+    (void)m;
+    (void)i;
+    (void)host;
+    (void)state;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host)
+{
+    (void)m;
+    (void)i;
+    (void)host;
+    return no_gpu();
+}
+
+#endif

@@ -1,0 +1,221 @@
+/*
+ * gpu_model.h -- the GPU backend of the DLRM model (model_internal.h's
+ * rap_gpu_model_* functions) and what its .cu files share.
+ *
+ * Files, one concern each:
+ *   gpu_model.cu    create/free, memory plan, the four phases, get/set
+ *   embedding.cu    embedding-bag forward (all tables, one launch) and the
+ *                   sort-based backward with the optimizer fused in
+ *   mlp.cu          cuBLASLt MLP layers (fused bias/ReLU epilogues)
+ *   interaction.cu  dot interaction forward and backward
+ *   loss.cu         BCE loss, dense optimizer, init/fill/convert kernels
+ *
+ * Letters: B batch rows (cfg.batch), T tables, D embedding dim, F = T + 1
+ * interaction vectors, ND dense width, P pair capacity of the embedding
+ * backward (B * T * RAP_GPU_IDS_PER_BAG), C = ceil(P / 32) sorted chunks.
+ *
+ * Buffers (all allocated at create, for B rows):
+ *   z     (B, F, D) fp32: slot 0 = x (bottom MLP output, written by the last
+ *         bottom GEMM with ld F*D), slots 1..T = pooled embeddings
+ *   de    (B, T, D) fp32: gradient of the pooled embeddings
+ *   tin   (B, ld_in) act: interaction output = top MLP input
+ *   dtin  (B, ld_in) act: its gradient
+ *   pp[2] (B, maxw) act: ping-pong gradients of layer pre-activations
+ * act = float (RAP_FP32) or bf16 (RAP_BF16).
+ *
+ * Test hook below: rap_gpu_model_get_grad.
+ */
+#ifndef RAP_GPU_MODEL_H
+#define RAP_GPU_MODEL_H
+
+#include "model/model_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Capacity of the embedding backward: on average at most this many ids per
+ * bag over a batch of B rows (total ids of a batch <= B * T * this). A batch
+ * with more ids is reported by rap_model_sync / rap_model_last_loss
+ * (RAP_ERR_ARG) and only the first P ids update the tables. */
+#define RAP_GPU_IDS_PER_BAG 1
+
+/* Test hook: copies the gradient of MLP tensor i (kind 1..4) from the last
+ * mlp_backward to host (rows*cols floats). Synchronises. RAP_ERR_ARG for a
+ * table, RAP_ERR_NO_GPU when built without CUDA. */
+rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host);
+
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "core/cuda_util.h"
+
+#define RAP_GPU_CHUNK 32           /* sorted pairs per warp in the emb update */
+#define RAP_GPU_WS_BYTES (32u << 20) /* cuBLASLt workspace */
+/* device error flags (g->err), reported and cleared by sync / last_loss */
+#define RAP_GPU_ERR_ID 1u        /* an id outside [0, R_t): ignored */
+#define RAP_GPU_ERR_OVERFLOW 2u  /* more ids than the pair capacity P */
+
+#define RAP_CUBLAS_TRY(call)                                                           \
+    do {                                                                               \
+        cublasStatus_t rap_cb_s_ = (call);                                             \
+        if (rap_cb_s_ != CUBLAS_STATUS_SUCCESS)                                        \
+            return rap_fail(RAP_ERR_CUDA, "%s:%d: %s: cuBLAS status %d", __FILE__,     \
+                            __LINE__, #call, (int)rap_cb_s_);                          \
+    } while (0)
+
+/* The bf16 copy of the MLP part: tensor k (in params order) is elements
+ * [src[k], src[k+1]) of the flat MLP array, at w16 + dst[k] (256-byte
+ * aligned for cuBLASLt). */
+#define RAP_GPU_MAX_SEG (4 * RAP_MAX_LAYERS)
+typedef struct {
+    int n;
+    int64_t src[RAP_GPU_MAX_SEG + 1];
+    int64_t dst[RAP_GPU_MAX_SEG];
+} rap_gpu_segs;
+
+/* One cuBLASLt matmul D = op(A) op(B) (+ epilogue), column-major, with the
+ * batch rows n as the column count of B and of A (n_in_a) or D (n_in_d). */
+typedef struct {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d; /* d is also C (beta = 0) */
+    cublasLtMatmulAlgo_t algo;
+    bool n_in_a, n_in_d;
+    int64_t rows;        /* n the layouts and algo are set for */
+    const void *pa, *pb; /* operands */
+    void *pd;
+    bool ready;
+} rap_gpu_gemm;
+
+/* One Linear layer y = [relu](x w^T + b); row-major (n, ld) activations. */
+typedef struct {
+    int in, out;
+    bool relu;          /* ReLU after the layer */
+    bool want_aux;      /* keep a ReLU bitmask for the next layer's backward */
+    int64_t ldx, ldy;   /* leading dims (elements) of x and y */
+    const void *x;      /* (B, ldx) act */
+    void *y;            /* (B, ldy) act, or fp32 (ytype) */
+    cudaDataType ytype;
+    float *w, *b;       /* (out, in), (out): in params */
+    float *dw, *db;     /* same shapes, in grads */
+    void *w16, *b16;    /* bf16 copies (BF16) else NULL */
+    void *aux;          /* relu bitmask, aux_ld bits per row, or NULL */
+    int64_t aux_ld;
+    /* what the GEMMs fuse (decided at create by the heuristics) */
+    bool fwd_bias;      /* bias (+relu) in the forward epilogue */
+    bool fwd_aux;       /* ... and the bitmask in aux */
+    bool bw_bgrad;      /* db from the dW GEMM's BGRADB epilogue */
+    bool bx_drelu;      /* dX GEMM applies the previous layer's dReLU */
+    bool need_dx;
+    void *dx;           /* (B, lddx) act: dX (or dA of the previous layer) */
+    int64_t lddx;
+    void *da;           /* (B, out) act: gradient of this layer's pre-activation */
+    rap_gpu_gemm fwd, bw, bx;
+} rap_gpu_layer;
+
+typedef struct rap_gpu {
+    int dev, sms;
+    size_t smem_optin;
+    cudaStream_t stream;
+    bool own_stream;
+    cublasLtHandle_t lt;
+    cublasComputeType_t compute;
+    bool bf16;
+    cudaDataType act; /* CUDA_R_32F or CUDA_R_16BF */
+    size_t es;        /* bytes per act element */
+
+    int64_t B, P, nchunks, ld_in, maxw;
+    int T, D, F, ND, top_in;
+    uint64_t total_rows;
+    int key_bits;
+    uint32_t sentinel;
+    size_t n_params, n_mlp;
+
+    /* weights and optimizer */
+    float *params;  /* (n_params) */
+    float *state;   /* (n_params) Adagrad, else NULL */
+    float *grads;   /* (n_mlp) MLP gradients, layout of params + mlp_offset */
+    void *w16;      /* bf16 copy of the MLP part (BF16), layout segs */
+    rap_gpu_segs segs;
+    int64_t *row_base; /* (T) first global row of table t */
+    int64_t *nrows;    /* (T) R_t */
+
+    /* activations */
+    float *z, *de;
+    void *xin, *tin, *dtin, *pp[2];
+    float *logits;  /* (B) */
+    float *loss;    /* (1) mean loss of the last forward */
+    unsigned *err;  /* (1) RAP_GPU_ERR_* */
+    float *colsum;  /* (256, maxw) bias-grad partials (fallback path) */
+    void *ws;       /* cuBLASLt workspace */
+
+    int n_bot, n_top;
+    rap_gpu_layer bot[RAP_MAX_LAYERS], top[RAP_MAX_LAYERS];
+
+    /* embedding backward */
+    uint32_t *keys[2], *vals[2]; /* (P) pairs: in and sorted */
+    int64_t *start;              /* (T+1) first pair slot of table t */
+    float *head, *tail;          /* (C, D) partial row sums */
+    void *sort_tmp;
+    size_t sort_bytes;
+
+    /* interaction launch shape */
+    int ifwd_warps, ibwd_warps;
+    size_t ifwd_smem, ibwd_smem; /* bytes per warp */
+
+    int64_t cur_rows; /* rows the GEMMs are set for */
+    float *h_loss;    /* pinned (1) */
+    unsigned *h_err;  /* pinned (1) */
+    void *blk_params, *blk_state, *blk_arena;
+    size_t arena_bytes;
+} rap_gpu;
+
+/* embedding.cu */
+rap_status rap_gpu_emb_sort_bytes(int64_t P, int bits, size_t *bytes);
+/* Pooled sums of tables [first, first+n) into out + row*out_ld +
+ * (slot0 + t)*D, rows of the batch. One launch per 256 tables. */
+rap_status rap_gpu_emb_forward(rap_gpu *g, const rap_model_batch *b, int first, int n,
+                               float *out, int64_t out_ld, int slot0);
+/* Sorts (row, id) pairs of all tables and applies the optimizer to each
+ * touched row with the summed gradient rows grad + row*grad_ld +
+ * (slot0 + t)*D. */
+rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const float *grad,
+                                int64_t grad_ld, int slot0, const rap_model_config *c);
+
+/* mlp.cu */
+rap_status rap_gpu_mlp_setup(rap_gpu *g);
+rap_status rap_gpu_mlp_set_rows(rap_gpu *g, int64_t rows);
+rap_status rap_gpu_mlp_forward(rap_gpu *g, rap_gpu_layer *L, int n, int64_t rows);
+/* Backward from L[n-1].da (filled by the caller); db, dw for every layer,
+ * dX of layer 0 only when L[0].need_dx. */
+rap_status rap_gpu_mlp_backward(rap_gpu *g, rap_gpu_layer *L, int n, int64_t rows);
+void rap_gpu_mlp_destroy(rap_gpu *g);
+
+/* interaction.cu */
+rap_status rap_gpu_interact_setup(rap_gpu *g);
+rap_status rap_gpu_interact_forward(rap_gpu *g, int64_t rows);
+rap_status rap_gpu_interact_backward(rap_gpu *g, int64_t rows);
+
+/* loss.cu */
+rap_status rap_gpu_loss(rap_gpu *g, const float *label, int64_t rows);
+rap_status rap_gpu_dense_in(rap_gpu *g, const float *dense, int64_t rows);
+rap_status rap_gpu_dense_update(rap_gpu *g, const rap_model *m);
+rap_status rap_gpu_fill(rap_gpu *g, float *p, size_t n, float v);
+rap_status rap_gpu_init_table(rap_gpu *g, float *p, uint64_t seed, int t, int64_t rows, int D);
+/* w16 = bf16(MLP params), all tensors (BF16 only). */
+rap_status rap_gpu_refresh_bf16(rap_gpu *g, const rap_model *m);
+
+static inline unsigned rap_gpu_blocks(int64_t n, int threads, int cap)
+{
+    int64_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
+}
+#endif /* RAP_HAVE_CUDA && __CUDACC__ */
+
+#endif /* RAP_GPU_MODEL_H */

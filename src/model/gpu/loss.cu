@@ -1,0 +1,191 @@
+/*
+ * loss.cu -- BCE-with-logits loss (mean on the device), the dense
+ * optimizer over the flat MLP parameters, and the small init / fill /
+ * convert kernels of the GPU model.
+ */
+#include "model/gpu/gpu_model.h"
+
+#if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
+
+#define LOSS_THREADS 1024
+#define ELT_THREADS 256
+
+template <typename T> static __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+
+/* One block: loss[0] = mean over rows of max(s,0) - s*y + log1p(exp(-|s|));
+ * dlogit[r] = (sigmoid(s) - y) / rows (act type). Double accumulation in a
+ * fixed order: deterministic. */
+template <typename T>
+static __global__ void __launch_bounds__(LOSS_THREADS)
+    loss_kernel(const float *__restrict__ logit, const float *__restrict__ label, int64_t rows,
+                T *__restrict__ dlogit, float *loss)
+{
+    __shared__ double part[LOSS_THREADS / 32];
+    double sum = 0.0;
+    const float inv = (float)(1.0 / (double)rows);
+    for (int64_t r = threadIdx.x; r < rows; r += LOSS_THREADS) {
+        const float s = logit[r], y = label[r];
+        sum += (double)((s > 0.0f ? s : 0.0f) - s * y + log1pf(expf(-fabsf(s))));
+        const float sig = s >= 0.0f ? 1.0f / (1.0f + expf(-s)) : expf(s) / (1.0f + expf(s));
+        dlogit[r] = from_float<T>((sig - y) * inv);
+    }
+    for (int o = 16; o > 0; o /= 2)
+        sum += __shfl_down_sync(0xffffffffu, sum, o);
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x / 32] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double s = 0.0;
+        for (int i = 0; i < LOSS_THREADS / 32; i++)
+            s += part[i];
+        loss[0] = (float)(s / (double)rows);
+    }
+}
+
+rap_status rap_gpu_loss(rap_gpu *g, const float *label, int64_t rows)
+{
+    rap_gpu_layer *last = &g->top[g->n_top - 1];
+    if (g->bf16)
+        loss_kernel<__nv_bfloat16><<<1, LOSS_THREADS, 0, g->stream>>>(
+            g->logits, label, rows, (__nv_bfloat16 *)last->da, g->loss);
+    else
+        loss_kernel<float><<<1, LOSS_THREADS, 0, g->stream>>>(g->logits, label, rows,
+                                                             (float *)last->da, g->loss);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+/* dst (n) act = src (n) fp32. */
+template <typename T>
+static __global__ void convert_kernel(T *__restrict__ dst, const float *__restrict__ src,
+                                      int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = from_float<T>(src[i]);
+}
+
+rap_status rap_gpu_dense_in(rap_gpu *g, const float *dense, int64_t rows)
+{
+    const int64_t n = rows * g->ND;
+    const unsigned blocks = rap_gpu_blocks(n, ELT_THREADS, g->sms * 8);
+    if (g->bf16)
+        convert_kernel<__nv_bfloat16>
+            <<<blocks, ELT_THREADS, 0, g->stream>>>((__nv_bfloat16 *)g->xin, dense, n);
+    else
+        convert_kernel<float><<<blocks, ELT_THREADS, 0, g->stream>>>((float *)g->xin, dense, n);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+/* Index in the bf16 copy of flat MLP element i. */
+static __device__ __forceinline__ int64_t seg_dst(const rap_gpu_segs &sg, int64_t i)
+{
+    int lo = 0, hi = sg.n - 1; /* last k with src[k] <= i */
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (sg.src[mid] <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return sg.dst[lo] + (i - sg.src[lo]);
+}
+
+/* w -= lr*g (SGD) or PyTorch Adagrad (gr NULL: no update); w16 = bf16(w)
+ * at its segment when w16 is given. */
+static __global__ void dense_update_kernel(float *__restrict__ w, float *__restrict__ s,
+                                           const float *__restrict__ gr,
+                                           __nv_bfloat16 *__restrict__ w16, rap_gpu_segs sg,
+                                           int64_t n, int adagrad, float lr, float eps)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float x = w[i];
+        if (gr) {
+            const float g = gr[i];
+            if (!adagrad) {
+                x -= lr * g;
+            } else {
+                const float st = s[i] + g * g;
+                s[i] = st;
+                x -= lr * (g / (sqrtf(st) + eps));
+            }
+            w[i] = x;
+        }
+        if (w16)
+            w16[seg_dst(sg, i)] = __float2bfloat16_rn(x);
+    }
+}
+
+rap_status rap_gpu_refresh_bf16(rap_gpu *g, const rap_model *m)
+{
+    const int64_t n = (int64_t)m->n_mlp_params;
+    if (n == 0 || !g->w16)
+        return RAP_OK;
+    dense_update_kernel<<<rap_gpu_blocks(n, ELT_THREADS, g->sms * 8), ELT_THREADS, 0,
+                          g->stream>>>(g->params + m->mlp_offset, NULL, NULL,
+                                       (__nv_bfloat16 *)g->w16, g->segs, n, 0, 0.0f, 0.0f);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+rap_status rap_gpu_dense_update(rap_gpu *g, const rap_model *m)
+{
+    const rap_model_config *c = &m->cfg;
+    const int64_t n = (int64_t)m->n_mlp_params;
+    if (n == 0)
+        return RAP_OK;
+    const bool ada = c->optimizer == RAP_ADAGRAD;
+    dense_update_kernel<<<rap_gpu_blocks(n, ELT_THREADS, g->sms * 8), ELT_THREADS, 0,
+                          g->stream>>>(g->params + m->mlp_offset,
+                                       ada ? g->state + m->mlp_offset : NULL, g->grads,
+                                       (__nv_bfloat16 *)g->w16, g->segs, n, ada ? 1 : 0, c->lr,
+                                       c->adagrad_eps);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+static __global__ void fill_kernel(float *p, int64_t n, float v)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = v;
+}
+
+rap_status rap_gpu_fill(rap_gpu *g, float *p, size_t n, float v)
+{
+    if (n == 0)
+        return RAP_OK;
+    fill_kernel<<<rap_gpu_blocks((int64_t)n, ELT_THREADS, g->sms * 16), ELT_THREADS, 0,
+                  g->stream>>>(p, (int64_t)n, v);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+/* p[j] = rap_init_table_value(seed, t, j, rows), j < rows*D. */
+static __global__ void init_table_kernel(float *p, uint64_t n, uint64_t seed, int t,
+                                         int64_t rows)
+{
+    for (uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n;
+         j += (uint64_t)gridDim.x * blockDim.x)
+        p[j] = rap_init_table_value(seed, t, j, rows);
+}
+
+rap_status rap_gpu_init_table(rap_gpu *g, float *p, uint64_t seed, int t, int64_t rows, int D)
+{
+    const uint64_t n = (uint64_t)rows * (uint64_t)D;
+    init_table_kernel<<<rap_gpu_blocks((int64_t)n, ELT_THREADS, g->sms * 16), ELT_THREADS, 0,
+                        g->stream>>>(p, n, seed, t, rows);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+#else
+typedef int rap_loss_cu_empty;
+#endif
