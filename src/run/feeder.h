@@ -87,6 +87,8 @@ rap_status rap_feeder_release(rap_feeder *f, rap_feed_batch *fb);
 /* Asks the feeder to end: the reader stops, rows already read are still
  * handed out, then the end. Async-signal-safe (atomic stores only). */
 void rap_feeder_stop(rap_feeder *f);
+/* The accounting so far. Call from the consumer's thread (batches_out and
+ * rows_out are the consumer's counters). */
 void rap_feeder_get_stats(rap_feeder *f, rap_feeder_stats *st);
 /* Stops the thread (waking it wherever it waits), joins it, closes the
  * reader and frees the batches. NULL accepted. */

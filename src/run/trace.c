@@ -49,8 +49,6 @@ struct rap_trace {
     trace_track tracks[RAP_TRACE_MAX_TRACKS];
     int n_tracks;
     double origin;       /* rap_now() at create */
-    bool resolved;
-    bool sorted;
     int device;
 #ifdef RAP_HAVE_CUDA
     gpu_pair *pairs;     /* (n_pairs) */
@@ -315,7 +313,7 @@ int64_t rap_trace_dropped(const rap_trace *t)
 
 rap_status rap_trace_resolve(rap_trace *t)
 {
-    if (!t || t->resolved)
+    if (!t)
         return RAP_OK;
     int64_t n = rap_trace_recorded(t);
     int64_t kept = 0;
@@ -327,6 +325,7 @@ rap_status rap_trace_resolve(rap_trace *t)
             gpu_pair *g = &t->pairs[e->gpu_pair];
             if (atomic_load(&g->ended)) {
                 float b_ms, e_ms;
+                RAP_CUDA_TRY(cudaEventSynchronize(g->begin));
                 RAP_CUDA_TRY(cudaEventSynchronize(g->end));
                 RAP_CUDA_TRY(cudaEventElapsedTime(&b_ms, t->origin_ev, g->begin));
                 RAP_CUDA_TRY(cudaEventElapsedTime(&e_ms, t->origin_ev, g->end));
@@ -344,8 +343,7 @@ rap_status rap_trace_resolve(rap_trace *t)
     /* the slots past kept are free again; nothing records while resolving */
     atomic_store(&t->n_claimed, kept);
     for (int64_t i = 0; i < kept; i++)
-        t->ev[i].gpu_pair = -1;
-    t->resolved = true;
+        t->ev[i].gpu_pair = -1; /* resolved: a host-clock span from now on */
     return RAP_OK;
 }
 
@@ -359,7 +357,7 @@ static int cmp_event(const void *a, const void *b)
     /* a longer span first, so that nested spans follow their parent */
     if (x->dur_us != y->dur_us)
         return x->dur_us > y->dur_us ? -1 : 1;
-    return 0;
+    return strcmp(x->name, y->name);
 }
 
 /* Writes s as a JSON string (with quotes). */
@@ -385,10 +383,7 @@ rap_status rap_trace_write_file(rap_trace *t, FILE *f)
         return RAP_OK;
     RAP_TRY(rap_trace_resolve(t));
     int64_t n = rap_trace_recorded(t);
-    if (!t->sorted) {
-        qsort(t->ev, (size_t)n, sizeof *t->ev, cmp_event);
-        t->sorted = true;
-    }
+    qsort(t->ev, (size_t)n, sizeof *t->ev, cmp_event);
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"dropped\":%lld,\"recorded\":%lld},\n"
                "\"traceEvents\":[\n",
             (long long)rap_trace_dropped(t), (long long)n);

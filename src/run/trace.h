@@ -88,8 +88,9 @@ int rap_trace_gpu_begin(rap_trace *t, int track, const char *name, const char *c
                         void *stream);
 rap_status rap_trace_gpu_end(rap_trace *t, int span, void *stream);
 
-/* Turns the GPU spans into times: waits for their events. Spans never
- * ended are dropped. Idempotent. */
+/* Turns the GPU spans recorded so far into times: waits for their events.
+ * Spans not ended by now are dropped. Idempotent; recording may go on
+ * afterwards (call it again, or write, at the end). */
 rap_status rap_trace_resolve(rap_trace *t);
 /* Resolves, sorts the spans by start time and writes the JSON file.
  * RAP_ERR_IO with the path on failure. */
