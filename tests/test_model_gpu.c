@@ -142,7 +142,8 @@ static bool tbatch_make(tbatch *b, const rap_model_config *c, int64_t rows, uint
         b->dev.off[t] = b->d_off[t];
         b->dev.ids[t] = b->d_ids[t];
     }
-    return cudaGetLastError() == cudaSuccess;
+    /* the models run on non-blocking streams: wait for the copies */
+    return cudaDeviceSynchronize() == cudaSuccess && cudaGetLastError() == cudaSuccess;
 }
 
 static const rap_model_batch *bat(const rap_model *m, const tbatch *b)
@@ -450,6 +451,11 @@ static void check_graph(rap_test_ctx *t, rap_optimizer opt, rap_precision prec)
     REQUIRE_OK(rap_model_create(&cg, RAP_GPU, &graphed));
     tbatch b;
     REQUIRE(tbatch_make(&b, &c, 50, 33, 2, c.batch * c.n_tables));
+    /* one direct step on both first: loads every kernel (lazy module
+     * loading) and sets the GEMMs for 50 rows before the capture */
+    CHECK_OK(step(direct, &b));
+    CHECK_OK(step(graphed, &b));
+    CHECK_OK(rap_model_sync(graphed));
     for (int k = 0; k < 3; k++)
         CHECK_OK(step(direct, &b));
     cudaGraph_t graph = NULL;

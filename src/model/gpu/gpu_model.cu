@@ -412,11 +412,13 @@ static rap_status create(rap_model *m, const float *mlp_init)
         rb[g->T + x->layer] = x->info.rows;
     }
     rap_status s = RAP_OK;
-    cudaError_t e = cudaMemcpy(g->row_base, rb, sizeof(int64_t) * (size_t)g->T,
-                               cudaMemcpyHostToDevice);
+    /* all on g->stream (ordered after the memset; a pageable async copy
+     * returns once rb is staged, so rb can be freed) */
+    cudaError_t e = cudaMemcpyAsync(g->row_base, rb, sizeof(int64_t) * (size_t)g->T,
+                                    cudaMemcpyHostToDevice, g->stream);
     if (e == cudaSuccess)
-        e = cudaMemcpy(g->nrows, rb + g->T, sizeof(int64_t) * (size_t)g->T,
-                       cudaMemcpyHostToDevice);
+        e = cudaMemcpyAsync(g->nrows, rb + g->T, sizeof(int64_t) * (size_t)g->T,
+                            cudaMemcpyHostToDevice, g->stream);
     rap_free(rb);
     if (e != cudaSuccess)
         return rap_fail(RAP_ERR_CUDA, "GPU model: uploading table rows: %s",
@@ -429,8 +431,9 @@ static rap_status create(rap_model *m, const float *mlp_init)
     }
     RAP_TRY(s);
     if (m->n_mlp_params)
-        RAP_CUDA_TRY(cudaMemcpy(g->params + m->mlp_offset, mlp_init,
-                                sizeof(float) * m->n_mlp_params, cudaMemcpyHostToDevice));
+        RAP_CUDA_TRY(cudaMemcpyAsync(g->params + m->mlp_offset, mlp_init,
+                                     sizeof(float) * m->n_mlp_params, cudaMemcpyHostToDevice,
+                                     g->stream));
     if (g->state)
         RAP_TRY(rap_gpu_fill(g, g->state, g->n_params, c->adagrad_init));
     if (g->bf16)
@@ -523,8 +526,9 @@ extern "C" rap_status rap_gpu_model_predict(rap_model *m, const rap_model_batch 
     RAP_TRY(rap_gpu_emb_forward(g, b, 0, g->T, g->z, (int64_t)g->F * g->D, 1));
     RAP_TRY(forward_to_logits(g, b));
     RAP_TRY(sync_check(g));
-    RAP_CUDA_TRY(cudaMemcpy(logits, g->logits, sizeof(float) * (size_t)b->rows,
-                            cudaMemcpyDeviceToHost));
+    RAP_CUDA_TRY(cudaMemcpyAsync(logits, g->logits, sizeof(float) * (size_t)b->rows,
+                                 cudaMemcpyDeviceToHost, g->stream));
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
     return RAP_OK;
 }
 
@@ -562,8 +566,9 @@ extern "C" rap_status rap_gpu_model_get(const rap_model *m, int i, float *host, 
     float *p = NULL;
     size_t n = 0;
     RAP_TRY(tensor_ptr(m, i, state, &p, &n));
+    RAP_CUDA_TRY(
+        cudaMemcpyAsync(host, p, sizeof(float) * n, cudaMemcpyDeviceToHost, g->stream));
     RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
-    RAP_CUDA_TRY(cudaMemcpy(host, p, sizeof(float) * n, cudaMemcpyDeviceToHost));
     return RAP_OK;
 }
 
@@ -573,12 +578,11 @@ extern "C" rap_status rap_gpu_model_set(rap_model *m, int i, const float *host, 
     float *p = NULL;
     size_t n = 0;
     RAP_TRY(tensor_ptr(m, i, state, &p, &n));
-    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
-    RAP_CUDA_TRY(cudaMemcpy(p, host, sizeof(float) * n, cudaMemcpyHostToDevice));
-    if (!state && m->tensors[i].kind != 0 && g->bf16) {
+    RAP_CUDA_TRY(
+        cudaMemcpyAsync(p, host, sizeof(float) * n, cudaMemcpyHostToDevice, g->stream));
+    if (!state && m->tensors[i].kind != 0 && g->bf16)
         RAP_TRY(rap_gpu_refresh_bf16(g, m));
-        RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
-    }
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
     return RAP_OK;
 }
 
@@ -592,9 +596,9 @@ extern "C" rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *h
                         i);
     const rap_tensor *x = &m->tensors[i];
     const size_t n = (size_t)x->info.rows * (size_t)x->info.cols;
+    RAP_CUDA_TRY(cudaMemcpyAsync(host, g->grads + (x->offset - m->mlp_offset),
+                                 sizeof(float) * n, cudaMemcpyDeviceToHost, g->stream));
     RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
-    RAP_CUDA_TRY(cudaMemcpy(host, g->grads + (x->offset - m->mlp_offset), sizeof(float) * n,
-                            cudaMemcpyDeviceToHost));
     return RAP_OK;
 }
 

@@ -170,6 +170,10 @@ static __global__ void interact_bwd_kernel(const float *__restrict__ z,
                     const int i = i0 + r;
                     if (i >= F)
                         break;
+                    if (i > 0 && (D & 3) == 0) { /* 4k < D: one 16-byte store */
+                        *(float4 *)(de + (row * T + (i - 1)) * D + 4 * k) = acc[r];
+                        continue;
+                    }
                     const float a[4] = {acc[r].x, acc[r].y, acc[r].z, acc[r].w};
 #pragma unroll
                     for (int q = 0; q < 4; q++) {
