@@ -7,10 +7,12 @@
 #include "test.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -418,6 +420,14 @@ RAP_TEST(rt_feeder_order)
     CHECK(st.batches_out == d->batches);
     CHECK(st.reader.rows_rejected == 0);
     rap_feeder_free(f);
+    /* without a usable GPU, pinned batches fall back to plain memory */
+    if (!rap_gpu_available(NULL, 0)) {
+        c.n_batches = 1;
+        REQUIRE_OK(rap_feeder_create(&c, &f));
+        REQUIRE_OK(rap_feeder_next(f, &fb));
+        CHECK(fb && !fb->batch.pinned);
+        rap_feeder_free(f);
+    }
     free(d);
 }
 
@@ -542,6 +552,67 @@ RAP_TEST(rt_feeder_stop_midway)
               "rows out %lld, drained %lld, reader used %lld", (long long)st.rows_out,
               (long long)d->rows, (long long)st.reader.rows_used);
     rap_feeder_free(f);
+    free(d);
+}
+
+static rap_feeder *volatile g_sig_feeder;
+static atomic_int g_watchdog_fired;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    rap_feeder_stop(g_sig_feeder); /* async-signal-safe */
+}
+
+static void *watchdog(void *arg)
+{
+    atomic_int *done = arg;
+    for (int i = 0; i < 1000 && !atomic_load(done); i++)
+        ms_sleep(10);
+    if (!atomic_load(done)) {
+        atomic_store(&g_watchdog_fired, 1);
+        rap_feeder_stop(g_sig_feeder);
+    }
+    return NULL;
+}
+
+/* Ctrl-C while following a quiet input: without the stop the feeder would
+ * wait for more rows forever; the handler's stop ends it cleanly. */
+RAP_TEST(rt_feeder_stop_from_signal)
+{
+    const char *path = tmp_path("follow.tsv");
+    int64_t n = write_data(path, 1000, 0, 8);
+    rap_feeder_config c = feeder_cfg(path, 2, 256, 3);
+    c.reader.follow = true;
+    c.reader.idle_timeout_s = 0; /* never ends by itself */
+    rap_feeder *f;
+    REQUIRE_OK(rap_feeder_create(&c, &f));
+    g_sig_feeder = f;
+    atomic_store(&g_watchdog_fired, 0);
+    atomic_int done;
+    atomic_init(&done, 0);
+    pthread_t wd;
+    REQUIRE(pthread_create(&wd, NULL, watchdog, &done) == 0);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, &old);
+    struct itimerval it = {{0, 0}, {0, 300000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    drain_t *d = malloc(sizeof *d);
+    drain_init(d, 0);
+    CHECK_OK(drain(t, f, d, 1));
+    atomic_store(&done, 1);
+    pthread_join(wd, NULL);
+    sigaction(SIGALRM, &old, NULL);
+    CHECK(!atomic_load(&g_watchdog_fired));
+    CHECK(d->rows == n && d->bad_value == 0 && d->bad_first_row == 0 && d->bad_seq == 0);
+    rap_feeder_stats st;
+    rap_feeder_get_stats(f, &st);
+    CHECK(st.ended && st.stopped && st.rows_out == n && st.reader.rows_used == n);
+    rap_feeder_free(f);
+    g_sig_feeder = NULL;
     free(d);
 }
 

@@ -155,8 +155,9 @@ rap_status rap_feeder_release(rap_feeder *f, rap_feed_batch *fb)
     if (!f || !fb || fb->slot < 0 || fb->slot >= f->n_pool || &f->pool[fb->slot] != fb)
         return rap_fail(RAP_ERR_ARG, "rap_feeder_release: not a batch of this feeder");
     if (atomic_exchange(&f->held[fb->slot], 0) != 1)
-        return rap_fail(RAP_ERR_ARG, "rap_feeder_release: batch %d (seq %lld) is not handed out",
-                        fb->slot, (long long)fb->seq);
+        return rap_fail(RAP_ERR_ARG, "rap_feeder_release: batch %d of the pool is not handed out "
+                                     "(released twice?)",
+                        fb->slot); /* not fb->seq: the thread may be refilling it */
     /* the free queue has room for every batch: this never waits */
     rap_queue_push(f->free_q, fb);
     return RAP_OK;
