@@ -1,9 +1,10 @@
 /*
  * embedding.cu -- embedding bags on the GPU.
  *
- * Forward: one launch for all tables (up to 256 per launch): a group of
- * tpb threads (tpb = D/4 rounded up to a power of two, at most 32) per bag
- * (row, t), float4 loads when D % 4 == 0; the per-table (off, ids) pointers
+ * Forward: one launch for all tables (up to 256 per launch): a warp per 32
+ * bags (row, t), whose lanes fetch the bags' offsets and first ids at once;
+ * then a group of tpb lanes (D/4 rounded up to a power of two, at most 32)
+ * per bag sums the rows, float4 loads when D % 4 == 0; the per-table (off, ids) pointers
  * travel in the kernel parameters (by value: a CUDA graph captures the
  * batch's pointers at capture time), the static per-table data (first
  * global row, R_t) in device arrays made at create.
@@ -116,7 +117,11 @@ static __device__ __forceinline__ void vadd(vecf<VEC> &a, const vecf<VEC> &b)
 /* ---------------------------------------------------------------- forward */
 
 /* out[row*out_ld + (slot0+t)*D + d] = sum over the bag's ids of
- * W[(row_base[t] + id)*D + d]. Bad ids are skipped and flagged. */
+ * W[(row_base[t] + id)*D + d]. Bad ids are skipped and flagged.
+ * A warp takes 32 consecutive bags (row-major: row, then table): lane i
+ * loads bag i's offsets and first id (one dependent chain per 32 bags,
+ * coalesced), then groups of tpb lanes sum the bags (offsets and first row
+ * through shuffles); ids past the first are read in the loop. */
 template <int CAP, int VEC>
 static __global__ void __launch_bounds__(EMB_THREADS)
     emb_fwd_kernel(emb_chunk<CAP> c, const int64_t *__restrict__ row_base,
@@ -124,34 +129,65 @@ static __global__ void __launch_bounds__(EMB_THREADS)
                    int64_t rows, float *__restrict__ out, int64_t out_ld, int slot0, int tpb,
                    unsigned *err)
 {
-    const int gpb = EMB_THREADS / tpb;
-    const int sub = threadIdx.x % tpb;
+    const int lane = threadIdx.x & 31;
+    const int gpw = 32 / tpb, grp = lane / tpb, sub = lane % tpb;
     const int64_t nbags = rows * c.n;
     const int ncol = D / VEC;
-    for (int64_t bag = (int64_t)blockIdx.x * gpb + threadIdx.x / tpb; bag < nbags;
-         bag += (int64_t)gridDim.x * gpb) {
-        const int64_t row = bag / c.n;
-        const int tc = (int)(bag - row * c.n);
-        const int t = c.first + tc;
-        const int64_t *off = c.off[tc];
-        const int64_t *ids = c.ids[tc];
-        const int64_t p0 = off[row], p1 = off[row + 1];
-        const int64_t base = row_base[t], R = nrows[t];
-        float *o = out + row * out_ld + (int64_t)(slot0 + t) * D;
-        for (int cc = sub; cc < ncol; cc += tpb) {
-            vecf<VEC> acc;
-            vzero(acc);
-#pragma unroll 4
-            for (int64_t p = p0; p < p1; p++) {
-                const int64_t id = ids[p];
-                if (id < 0 || id >= R) {
-                    if (cc == sub)
-                        atomicOr(err, RAP_GPU_ERR_ID);
-                    continue;
-                }
-                vadd(acc, vldg<VEC>(W + (base + id) * D + (int64_t)cc * VEC));
+    const int64_t wid = ((int64_t)blockIdx.x * EMB_THREADS + threadIdx.x) / 32;
+    const int64_t nw = (int64_t)gridDim.x * (EMB_THREADS / 32);
+    for (int64_t wb = wid * 32; wb < nbags; wb += nw * 32) {
+        const int64_t bag = wb + lane;
+        int64_t p0 = 0, p1 = 0, r0 = -1; /* r0: global row of the first id, -1 none/bad */
+        if (bag < nbags) {
+            const int64_t row = bag / c.n;
+            const int tl = (int)(bag - row * c.n);
+            const int64_t *off = c.off[tl];
+            p0 = off[row];
+            p1 = off[row + 1];
+            if (p1 > p0) {
+                const int t = c.first + tl;
+                const int64_t id = c.ids[tl][p0];
+                if (id >= 0 && id < nrows[t])
+                    r0 = row_base[t] + id;
+                else
+                    atomicOr(err, RAP_GPU_ERR_ID);
             }
-            vstore(o + (int64_t)cc * VEC, acc);
+        }
+        const int64_t left = nbags - wb;
+        const int nb = left < 32 ? (int)left : 32;
+        for (int j = 0; j < nb; j += gpw) { /* warp-uniform */
+            const int src = j + grp;       /* < 32: gpw divides 32 */
+            const int64_t q0 = __shfl_sync(0xffffffffu, p0, src);
+            const int64_t q1 = __shfl_sync(0xffffffffu, p1, src);
+            const int64_t qr = __shfl_sync(0xffffffffu, r0, src);
+            if (src >= nb)
+                continue;
+            const int64_t bq = wb + src;
+            const int64_t row = bq / c.n;
+            const int tl = (int)(bq - row * c.n);
+            const int t = c.first + tl;
+            float *o = out + row * out_ld + (int64_t)(slot0 + t) * D;
+            for (int cc = sub; cc < ncol; cc += tpb) {
+                vecf<VEC> acc;
+                if (qr >= 0)
+                    acc = vldg<VEC>(W + qr * D + (int64_t)cc * VEC);
+                else
+                    vzero(acc);
+                if (q1 - q0 > 1) {
+                    const int64_t *ids = c.ids[tl];
+                    const int64_t base = row_base[t], R = nrows[t];
+                    for (int64_t p = q0 + 1; p < q1; p++) {
+                        const int64_t id = ids[p];
+                        if (id < 0 || id >= R) {
+                            if (cc == sub)
+                                atomicOr(err, RAP_GPU_ERR_ID);
+                            continue;
+                        }
+                        vadd(acc, vldg<VEC>(W + (base + id) * D + (int64_t)cc * VEC));
+                    }
+                }
+                vstore(o + (int64_t)cc * VEC, acc);
+            }
         }
     }
 }
@@ -184,9 +220,8 @@ static rap_status emb_forward_chunk(rap_gpu *g, const rap_model_batch *b, int fi
     fill_chunk(&c, b, first, n);
     const bool v4 = g->D % 4 == 0;
     const int tpb = threads_per_bag(v4 ? g->D / 4 : g->D);
-    const int64_t groups = b->rows * n;
-    const unsigned blocks =
-        rap_gpu_blocks(groups, EMB_THREADS / tpb, g->sms * 16);
+    const int64_t bags = b->rows * n; /* a warp per 32 bags */
+    const unsigned blocks = rap_gpu_blocks((bags + 31) / 32, EMB_THREADS / 32, g->sms * 16);
     if (v4)
         emb_fwd_kernel<CAP, 4><<<blocks, EMB_THREADS, 0, g->stream>>>(
             c, g->row_base, g->nrows, g->params, g->D, b->rows, out, out_ld, slot0, tpb, g->err);

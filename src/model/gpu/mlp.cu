@@ -18,6 +18,7 @@
  */
 #include "model/gpu/gpu_model.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
@@ -308,6 +309,14 @@ static rap_status colsum(rap_gpu *g, const void *da, int64_t rows, int cols, flo
 
 /* -------------------------------------------------------------- set up */
 
+/* RAP_GPU_UNFUSED=1 in the environment: plain GEMMs and the fallback
+ * kernels only (to tell an epilogue problem from anything else). */
+static bool unfused(void)
+{
+    const char *e = getenv("RAP_GPU_UNFUSED");
+    return e && *e && *e != '0';
+}
+
 static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l)
 {
     gemm_spec s;
@@ -333,7 +342,7 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l)
     bool ok = false;
     /* (epilogue, aux, bias pointer, bias type) candidates, most fused first */
     const bool d32 = l->ytype == CUDA_R_32F;
-    for (int aux = (l->relu && l->want_aux) ? 1 : 0; aux >= 0 && !ok; aux--) {
+    for (int aux = (l->relu && l->want_aux) ? 1 : 0; aux >= 0 && !ok && !unfused(); aux--) {
         for (int bv = 0; bv < (g->bf16 && !d32 ? 2 : 1) && !ok; bv++) {
             s.epi = l->relu ? (aux ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS)
                             : CUBLASLT_EPILOGUE_BIAS;
@@ -390,7 +399,8 @@ static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l)
     s.bias = l->db;
     s.bias_type = -1;
     bool ok = false;
-    RAP_TRY(gemm_make(g, &l->bw, &s, &ok));
+    if (!unfused())
+        RAP_TRY(gemm_make(g, &l->bw, &s, &ok));
     l->bw_bgrad = ok;
     if (!ok) {
         s.epi = CUBLASLT_EPILOGUE_DEFAULT;
@@ -429,7 +439,7 @@ static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *pr
     s.n_in_d = true;
     bool ok = false;
     l->bx_drelu = false;
-    if (prev && prev->relu && prev->fwd_aux) {
+    if (prev && prev->relu && prev->fwd_aux && !unfused()) {
         s.epi = CUBLASLT_EPILOGUE_DRELU;
         s.aux = prev->aux;
         s.aux_ld = prev->aux_ld;
@@ -476,7 +486,8 @@ rap_status rap_gpu_mlp_setup(rap_gpu *g)
             total += 3;
         }
     }
-    rap_debug("GPU model: %d of %d GEMM epilogues fused", fused, total);
+    rap_info("GPU model: %d of %d GEMM epilogues fused%s", fused, total,
+             unfused() ? " (RAP_GPU_UNFUSED)" : "");
     return RAP_OK;
 }
 
