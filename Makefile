@@ -58,7 +58,7 @@ deps:
 # before anything is compiled.
 run: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) $(BUILD)/rap
-	$(BUILD)/rap prep
+	$(BUILD)/rap train
 
 test: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) $(BUILD)/rap_tests $(BUILD)/rap

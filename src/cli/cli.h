@@ -13,12 +13,15 @@
 enum {
     CMD_GEN = 1u << 0,
     CMD_PREP = 1u << 1,
+    CMD_TRAIN = 1u << 2,
+    CMD_EXPORT = 1u << 3,
     CMD_ALL = 0xffffffffu
 };
 
 typedef enum { DEV_AUTO = 0, DEV_CPU = 1, DEV_GPU = 2 } cli_device;
 typedef enum { FMT_TSV = 0, FMT_BIN = 1 } cli_format;
 typedef enum { FUSE_LEVELS = 0, FUSE_NONE = 1 } cli_fusion;
+typedef enum { MODEL_SMALL = 0, MODEL_PAPER = 1 } cli_model;
 
 typedef struct {
     /* common */
@@ -44,6 +47,32 @@ typedef struct {
     int64_t batch;
     int format;              /* cli_format */
     int fusion;              /* cli_fusion */
+    /* train: data and evaluation */
+    char data[RAP_OPT_STR];
+    char eval_data[RAP_OPT_STR];
+    double eval_fraction;
+    int64_t eval_rows;
+    int64_t eval_every;
+    int64_t gen_eval_rows;   /* evaluation rows generated when no --data is given */
+    /* train: how long, outputs */
+    int64_t steps, epochs;
+    char metrics[RAP_OPT_STR];
+    char save[RAP_OPT_STR];
+    int64_t save_every;
+    char resume[RAP_OPT_STR];
+    int64_t log_every;
+    /* train: model (a preset, then explicit options) */
+    int model;               /* cli_model */
+    int64_t emb_dim;
+    char mlp_bot[RAP_OPT_STR];
+    char mlp_top[RAP_OPT_STR];
+    double lr;
+    double adagrad_init;
+    int optimizer;           /* rap_optimizer */
+    int precision;           /* rap_precision */
+    bool cuda_graph;
+    /* export */
+    char checkpoint[RAP_OPT_STR];
 } cli_settings;
 
 extern const rap_opt cli_options[];
@@ -63,7 +92,13 @@ rap_status cli_resolve_device(int dev, rap_device *out);
  * file and points input at it; *tmp_out gets its path to remove, or "". */
 rap_status cli_default_input(cli_settings *s, char *tmp_out, size_t n);
 
+/* Parses "512-256-128" into widths (at most max); RAP_ERR_ARG naming the
+ * option on a malformed list. */
+rap_status cli_parse_widths(const char *opt, const char *spec, int *w, int max, int *n);
+
 int cmd_gen(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif /* RAP_CLI_H */

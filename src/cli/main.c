@@ -9,6 +9,8 @@ static const struct {
     int (*fn)(int argc, char **argv);
     const char *help;
 } g_cmds[] = {
+    {"train", cmd_train, "train a DLRM from raw Criteo logs, evaluate it, save checkpoints"},
+    {"export", cmd_export, "write a checkpoint's model weights alone (safetensors, for PyTorch)"},
     {"prep", cmd_prep, "run a preprocessing plan over Criteo logs (CPU or GPU)"},
     {"gen", cmd_gen, "write Criteo-shaped TSV with a hidden teacher model"},
 };
@@ -18,13 +20,13 @@ static void usage(FILE *f)
     fprintf(f, "usage: rap COMMAND [options]   (rap COMMAND --help for its options)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
         fprintf(f, "  %-8s %s\n", g_cmds[i].name, g_cmds[i].help);
-    fprintf(f, "\nWith no command, rap runs `rap prep` on built-in defaults.\n");
+    fprintf(f, "\nWith no command, rap runs `rap train` on built-in defaults.\n");
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2)
-        return cmd_prep(0, argv + 1);
+        return cmd_train(0, argv + 1);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;

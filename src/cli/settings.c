@@ -1,6 +1,7 @@
 /* settings.c -- THE option table of the rap command. Usage text, parsing,
  * bounds and the printout of resolved settings all come from it. */
 #include "cli/cli.h"
+#include "model/model.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -10,30 +11,81 @@
 #define OFF(f) offsetof(cli_settings, f)
 #define BIG 9.2e18
 
+/* Model presets (--model). The small one is the default: sized so that
+ * `rap train` with no arguments learns in about a minute on 2 CPU cores.
+ * paper: the model of the design (spec/design.md, the dlrm Criteo model). */
+#define SMALL_EMB "16"
+#define SMALL_BOT "64-16"
+#define SMALL_TOP "64-32-1"
+#define SMALL_BATCH "1024"
+#define SMALL_LR "0.02"
+#define SMALL_OPT "adagrad"
+
+static const struct {
+    int64_t emb_dim;
+    const char *bot, *top;
+    int64_t batch;
+    double lr;
+    int optimizer;
+} g_presets[] = {
+    [MODEL_SMALL] = {16, SMALL_BOT, SMALL_TOP, 1024, 0.02, RAP_ADAGRAD},
+    [MODEL_PAPER] = {128, "512-256-128", "1024-1024-512-256-1", 4096, 0.02, RAP_ADAGRAD},
+};
+
+#define TR CMD_TRAIN
 const rap_opt cli_options[] = {
     /* name           type            commands         field           default    min  max  choices  metavar  help */
     {"rows", RAP_OPT_INT, CMD_GEN, OFF(rows), "1000000", 1, BIG, NULL, "N", "rows to generate"},
-    {"seed", RAP_OPT_INT, CMD_GEN | CMD_PREP, OFF(seed), "1", 0, BIG, NULL, "S", "random seed (same seed, same bytes)"},
+    {"seed", RAP_OPT_INT, CMD_GEN | CMD_PREP | TR, OFF(seed), "1", 0, BIG, NULL, "S", "random seed (same seed, same bytes; train: model init and generated rows)"},
     {"out", RAP_OPT_STRING, CMD_GEN, OFF(out), "-", 0, 0, NULL, "FILE", "output file (.gz: gzip; - : stdout)"},
     {"cardinalities", RAP_OPT_STRING, CMD_GEN, OFF(cardinalities), "kaggle", 0, 0, NULL, "kaggle|1tb|LIST", "ids per categorical column (26 comma-separated counts for LIST)"},
-    {"plan", RAP_OPT_STRING, CMD_PREP, OFF(plan), "default", 0, 0, NULL, "FILE", "preprocessing plan (default: the built-in plans/default.plan)"},
+    {"data", RAP_OPT_STRING, TR, OFF(data), "", 0, 0, NULL, "IN", "training rows: Criteo TSV file (.gz ok), directory, or - (default: generated rows)"},
+    {"eval-data", RAP_OPT_STRING, TR, OFF(eval_data), "", 0, 0, NULL, "IN", "evaluation rows (default: --eval-fraction of --data, or generated rows)"},
+    {"eval-fraction", RAP_OPT_DOUBLE, TR, OFF(eval_fraction), "0.1", 0, 0.9, NULL, "F", "share of --data held out for evaluation, chosen by a hash of the row index (0: none)"},
+    {"eval-rows", RAP_OPT_INT, TR, OFF(eval_rows), "0", 0, BIG, NULL, "N", "evaluate on at most N rows (0: all)"},
+    {"eval-every", RAP_OPT_INT, TR, OFF(eval_every), "0", 0, BIG, NULL, "N", "also evaluate every N steps (0: at the end only)"},
+    {"plan", RAP_OPT_STRING, CMD_PREP | TR, OFF(plan), "default", 0, 0, NULL, "FILE", "preprocessing plan (default: the built-in plans/default.plan)"},
     {"input", RAP_OPT_STRING, CMD_PREP, OFF(input), "", 0, 0, NULL, "IN", "Criteo TSV file (.gz ok), directory, or - for stdin (default: generated rows)"},
     {"gen-rows", RAP_OPT_INT, CMD_PREP, OFF(gen_rows), "200000", 1, BIG, NULL, "N", "rows generated when no --input is given"},
+    {"gen-rows", RAP_OPT_INT, TR, OFF(gen_rows), "1000000", 1, BIG, NULL, "N", "training rows generated when no --data is given"},
+    {"gen-eval-rows", RAP_OPT_INT, TR, OFF(gen_eval_rows), "100000", 1, BIG, NULL, "N", "evaluation rows generated when no --data is given"},
     {"output", RAP_OPT_STRING, CMD_PREP, OFF(output), "", 0, 0, NULL, "OUT", "write preprocessed rows here (default: summary only)"},
     {"format", RAP_OPT_ENUM, CMD_PREP, OFF(format), "tsv", 0, 0, "tsv|bin", NULL, "output format: TSV with a header, or rap's binary shard"},
-    {"device", RAP_OPT_ENUM, CMD_PREP, OFF(device), "auto", 0, 0, "auto|cpu|gpu", NULL, "where to preprocess (auto: the GPU if there is one)"},
+    {"device", RAP_OPT_ENUM, CMD_PREP | TR, OFF(device), "auto", 0, 0, "auto|cpu|gpu", NULL, "where to preprocess (and train) (auto: the GPU if there is one)"},
+    /* the train entry first: rap_opts_given finds the first of a name */
+    {"batch", RAP_OPT_INT, TR, OFF(batch), SMALL_BATCH, 1, 1 << 24, NULL, "B", "rows per training step"},
     {"batch", RAP_OPT_INT, CMD_PREP, OFF(batch), "65536", 1, 1 << 26, NULL, "B", "rows per batch"},
-    {"fusion", RAP_OPT_ENUM, CMD_PREP, OFF(fusion), "levels", 0, 0, "levels|none", NULL, "horizontal fusion: same-type ops of a level in one kernel, or one kernel per op"},
-    {"bad-rows", RAP_OPT_ENUM, CMD_PREP, OFF(bad_rows), "skip", 0, 0, "skip|fail", NULL, "malformed rows: count and skip, or stop at the first"},
+    {"fusion", RAP_OPT_ENUM, CMD_PREP | TR, OFF(fusion), "levels", 0, 0, "levels|none", NULL, "horizontal fusion: same-type ops of a level in one kernel, or one kernel per op"},
+    {"steps", RAP_OPT_INT, TR, OFF(steps), "0", 0, BIG, NULL, "N", "stop at step N, counted from the start of training (resumed steps included)"},
+    {"epochs", RAP_OPT_INT, TR, OFF(epochs), "0", 0, 1000000, NULL, "E", "stop after E passes over --data (default: 1 unless --steps is given)"},
+    {"model", RAP_OPT_ENUM, TR, OFF(model), "small", 0, 0, "small|paper", NULL, "model preset; the options below override it (paper: emb-dim 128, 512-256-128, 1024-1024-512-256-1, batch 4096)"},
+    {"emb-dim", RAP_OPT_INT, TR, OFF(emb_dim), SMALL_EMB, 1, 4096, NULL, "D", "embedding dimension (the bottom MLP's last width follows it unless --mlp-bot is given)"},
+    {"mlp-bot", RAP_OPT_STRING, TR, OFF(mlp_bot), SMALL_BOT, 0, 0, NULL, "W-W-..", "bottom MLP output widths; the last must equal --emb-dim"},
+    {"mlp-top", RAP_OPT_STRING, TR, OFF(mlp_top), SMALL_TOP, 0, 0, NULL, "W-W-..-1", "top MLP output widths; the last must be 1"},
+    {"lr", RAP_OPT_DOUBLE, TR, OFF(lr), SMALL_LR, 0, 1e6, NULL, "LR", "learning rate"},
+    {"adagrad-init", RAP_OPT_DOUBLE, TR, OFF(adagrad_init), "0", 0, 1e6, NULL, "A", "Adagrad's initial accumulator (larger: smaller first steps of rarely seen ids)"},
+    {"optimizer", RAP_OPT_ENUM, TR, OFF(optimizer), SMALL_OPT, 0, 0, "sgd|adagrad", NULL, "optimizer (embedding rows and MLPs)"},
+    {"precision", RAP_OPT_ENUM, TR, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "GEMM precision on the GPU (bf16: bf16 inputs, fp32 accumulation and master weights)"},
+    {"cuda-graph", RAP_OPT_BOOL, TR, OFF(cuda_graph), "false", 0, 0, NULL, NULL, "GPU: capture the training step once as a CUDA graph and replay it"},
+    {"metrics", RAP_OPT_STRING, TR, OFF(metrics), "", 0, 0, NULL, "FILE", "write JSON lines: one per logged step and evaluation, then a final line"},
+    {"save", RAP_OPT_STRING, TR, OFF(save), "", 0, 0, NULL, "CKPT", "write a checkpoint (safetensors) at the end"},
+    {"save-every", RAP_OPT_INT, TR, OFF(save_every), "0", 0, BIG, NULL, "N", "also write --save every N steps"},
+    {"resume", RAP_OPT_STRING, TR, OFF(resume), "", 0, 0, NULL, "CKPT", "continue training from a checkpoint"},
+    {"log-every", RAP_OPT_INT, TR, OFF(log_every), "0", 0, BIG, NULL, "N", "progress and metrics line every N steps (0: every 5 seconds)"},
+    {"checkpoint", RAP_OPT_STRING, CMD_EXPORT, OFF(checkpoint), "", 0, 0, NULL, "CKPT", "checkpoint to export (written by rap train --save)"},
+    {"resume", RAP_OPT_STRING, CMD_EXPORT, OFF(checkpoint), "", 0, 0, NULL, "CKPT", "the same as --checkpoint"},
+    {"out", RAP_OPT_STRING, CMD_EXPORT, OFF(out), "", 0, 0, NULL, "FILE", "write the model weights here (safetensors)"},
+    {"bad-rows", RAP_OPT_ENUM, CMD_PREP | TR, OFF(bad_rows), "skip", 0, 0, "skip|fail", NULL, "malformed rows: count and skip, or stop at the first"},
     {"follow", RAP_OPT_BOOL, CMD_PREP, OFF(follow), "false", 0, 0, NULL, NULL, "keep reading rows appended to the input as it grows"},
     {"idle-timeout", RAP_OPT_DOUBLE, CMD_PREP, OFF(idle_timeout), "0", 0, 1e9, NULL, "SEC", "with --follow: stop after this long without new rows (0: never)"},
-    {"max-line", RAP_OPT_INT, CMD_PREP, OFF(max_line), "65536", 64, 1 << 30, NULL, "BYTES", "longer input lines are rejected"},
-    {"max-rows", RAP_OPT_INT, CMD_PREP, OFF(max_rows), "0", 0, BIG, NULL, "N", "stop after reading N rows (0: all)"},
+    {"max-line", RAP_OPT_INT, CMD_PREP | TR, OFF(max_line), "65536", 64, 1 << 30, NULL, "BYTES", "longer input lines are rejected"},
+    {"max-rows", RAP_OPT_INT, CMD_PREP | TR, OFF(max_rows), "0", 0, BIG, NULL, "N", "stop after reading N rows (0: all; train: per pass over --data)"},
     {"threads", RAP_OPT_INT, CMD_ALL, OFF(threads), "0", 0, 4096, NULL, "N", "CPU threads (0: all cores)"},
     {"quiet", RAP_OPT_BOOL, CMD_ALL, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
     {"verbose", RAP_OPT_BOOL, CMD_ALL, OFF(verbose), "false", 0, 0, NULL, NULL, "print debugging detail"},
     {"help", RAP_OPT_BOOL, CMD_ALL, OFF(help), "false", 0, 0, NULL, NULL, "show this help"},
 };
+#undef TR
 const int cli_n_options = (int)(sizeof cli_options / sizeof cli_options[0]);
 
 int cli_fail(const char *cmd_name, rap_status st)
@@ -41,6 +93,53 @@ int cli_fail(const char *cmd_name, rap_status st)
     const char *msg = rap_last_error();
     fprintf(stderr, "rap %s: %s\n", cmd_name, msg[0] ? msg : rap_status_name(st));
     return st == RAP_ERR_INTERRUPTED ? 130 : 1;
+}
+
+static bool given(const char *name) { return rap_opts_given(cli_options, cli_n_options, name); }
+
+/* --model: options not given take the preset's values; the bottom MLP's
+ * last width follows --emb-dim unless --mlp-bot is given. */
+static void apply_preset(cli_settings *s)
+{
+    int p = s->model == MODEL_PAPER ? MODEL_PAPER : MODEL_SMALL;
+    if (!given("emb-dim"))
+        s->emb_dim = g_presets[p].emb_dim;
+    if (!given("mlp-bot")) {
+        snprintf(s->mlp_bot, sizeof s->mlp_bot, "%s", g_presets[p].bot);
+        if (given("emb-dim")) {
+            char *dash = strrchr(s->mlp_bot, '-');
+            size_t at = dash ? (size_t)(dash + 1 - s->mlp_bot) : 0;
+            snprintf(s->mlp_bot + at, sizeof s->mlp_bot - at, "%lld", (long long)s->emb_dim);
+        }
+    }
+    if (!given("mlp-top"))
+        snprintf(s->mlp_top, sizeof s->mlp_top, "%s", g_presets[p].top);
+    if (!given("batch"))
+        s->batch = g_presets[p].batch;
+    if (!given("lr"))
+        s->lr = g_presets[p].lr;
+    if (!given("optimizer"))
+        s->optimizer = g_presets[p].optimizer;
+}
+
+rap_status cli_parse_widths(const char *opt, const char *spec, int *w, int max, int *n)
+{
+    *n = 0;
+    const char *p = spec;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1 << 20 || (*end && *end != '-') || *n >= max)
+            return rap_fail(RAP_ERR_ARG, "--%s \"%s\": expected widths like 512-256-128 (at most "
+                            "%d, each in [1, 1048576])", opt, spec, max);
+        w[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+        if (*end && !*p)
+            return rap_fail(RAP_ERR_ARG, "--%s \"%s\": ends with '-'", opt, spec);
+    }
+    if (*n == 0)
+        return rap_fail(RAP_ERR_ARG, "--%s: empty", opt);
+    return RAP_OK;
 }
 
 void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_settings *s)
@@ -59,6 +158,8 @@ void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_se
         rap_opts_usage(cli_options, cli_n_options, cmd, stdout);
         exit(0);
     }
+    if (cmd == CMD_TRAIN)
+        apply_preset(s);
     rap_log_set_level(s->quiet ? 1 : s->verbose ? 3 : 2);
     if (!s->quiet) {
         fprintf(stderr, "rap %s settings:\n", cmd_name);

@@ -1,0 +1,166 @@
+/* cmd_train.c -- rap train: raw rows -> plan -> DLRM, with evaluation,
+ * progress, metrics, checkpoints (docs/TRAINING.md). With no --data it
+ * generates training and evaluation rows (same generator world, seeds S and
+ * S+1) into temporary files, removed at the end. */
+#include "cli/cli.h"
+#include "run/train.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1; /* the trainer finishes the step, saves, and returns */
+}
+
+/* Generates rows (seed) into a temporary file named after tag. */
+static rap_status gen_temp(const cli_settings *s, const char *tag, int64_t rows, uint64_t seed,
+                           char *path, size_t n, double *teacher)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, n, "%s/rap_train_%s_%d.tsv", dir && dir[0] ? dir : "/tmp", tag, (int)getpid());
+    rap_gen_config g;
+    memset(&g, 0, sizeof g);
+    g.rows = rows;
+    g.seed = seed;
+    g.out = path;
+    g.threads = (int)s->threads;
+    RAP_TRY(rap_gen_cardinalities("kaggle", g.card));
+    rap_gen_result r;
+    rap_status st = rap_gen_write(&g, &r);
+    if (st != RAP_OK) {
+        path[0] = 0;
+        return st;
+    }
+    *teacher = r.teacher_auc;
+    rap_info("generated %lld %s rows (seed %llu, %.1f%% positive, teacher AUC %.4f)",
+             (long long)r.rows, tag, (unsigned long long)seed,
+             100.0 * (double)r.positives / (double)(r.rows ? r.rows : 1), r.teacher_auc);
+    return RAP_OK;
+}
+
+typedef struct {
+    char tmp_train[512], tmp_eval[512];
+    char data_id[600];
+    rap_plan *plan;
+} train_job;
+
+static rap_status run(cli_settings *s, train_job *j, rap_train_result *res)
+{
+    rap_train_config c;
+    rap_train_defaults(&c);
+    RAP_TRY(cli_resolve_device(s->device, &c.device));
+    RAP_TRY(cli_load_plan(s->plan, &j->plan));
+    c.plan = j->plan;
+    c.plan_name = s->plan;
+    c.fuse_none = s->fusion == FUSE_NONE;
+
+    rap_model_config *m = &c.model;
+    RAP_TRY(cli_parse_widths("mlp-bot", s->mlp_bot, m->bot, RAP_MAX_LAYERS, &m->n_bot));
+    RAP_TRY(cli_parse_widths("mlp-top", s->mlp_top, m->top, RAP_MAX_LAYERS, &m->n_top));
+    m->emb_dim = (int)s->emb_dim;
+    if (m->bot[m->n_bot - 1] != m->emb_dim)
+        return rap_fail(RAP_ERR_ARG, "--mlp-bot %s ends in %d, but --emb-dim is %d: the bottom "
+                        "MLP's output is concatenated with the embeddings, so they must agree",
+                        s->mlp_bot, m->bot[m->n_bot - 1], m->emb_dim);
+    if (m->top[m->n_top - 1] != 1)
+        return rap_fail(RAP_ERR_ARG, "--mlp-top %s must end in 1 (one logit per row)", s->mlp_top);
+    m->batch = s->batch;
+    m->lr = (float)s->lr;
+    m->optimizer = (rap_optimizer)s->optimizer;
+    m->adagrad_init = (float)s->adagrad_init;
+    m->precision = (rap_precision)s->precision;
+    m->seed = (uint64_t)s->seed;
+    m->threads = (int)s->threads;
+    c.cuda_graph = s->cuda_graph;
+
+    double teacher = NAN;
+    if (!s->data[0]) {
+        RAP_TRY(gen_temp(s, "training", s->gen_rows, (uint64_t)s->seed, j->tmp_train,
+                         sizeof j->tmp_train, &teacher));
+        snprintf(s->data, sizeof s->data, "%s", j->tmp_train);
+        snprintf(j->data_id, sizeof j->data_id, "generated:kaggle:seed=%lld:rows=%lld",
+                 (long long)s->seed, (long long)s->gen_rows);
+        c.data_id = j->data_id;
+        c.data_rows = s->gen_rows;
+        if (!s->eval_data[0]) {
+            RAP_TRY(gen_temp(s, "evaluation", s->gen_eval_rows, (uint64_t)s->seed + 1,
+                             j->tmp_eval, sizeof j->tmp_eval, &teacher));
+            snprintf(s->eval_data, sizeof s->eval_data, "%s", j->tmp_eval);
+        } else {
+            teacher = NAN;
+        }
+    }
+    c.data = s->data;
+    c.eval_data = s->eval_data;
+    c.eval_fraction = s->eval_fraction;
+    c.eval_rows = s->eval_rows;
+    c.eval_every = s->eval_every;
+    c.teacher_auc = s->eval_rows ? NAN : teacher;
+    c.reader.threads = (int)s->threads;
+    c.reader.bad_rows = (rap_bad_rows)s->bad_rows;
+    c.reader.max_line = s->max_line;
+    c.reader.max_rows = s->max_rows;
+    c.steps = s->steps;
+    c.epochs = s->epochs;
+    c.metrics = s->metrics;
+    c.save = s->save;
+    c.save_every = s->save_every;
+    c.resume = s->resume;
+    c.log_every = s->log_every;
+    c.log_interval = 5;
+    c.progress = !s->quiet;
+    c.tty = isatty(STDERR_FILENO);
+    c.stop = &g_stop;
+    if (!strcmp(c.data, "-") && !c.eval_data[0] && c.eval_fraction > 0)
+        return rap_fail(RAP_ERR_ARG, "--data -: evaluation re-reads the input, which stdin "
+                        "cannot do; give --eval-data or --eval-fraction 0");
+    if (!strcmp(c.data, "-") && (c.epochs > 1 || c.steps > 0))
+        rap_warn("--data -: stdin is read once; training ends with its last row");
+    return rap_train_run(&c, res);
+}
+
+int cmd_train(int argc, char **argv)
+{
+    cli_settings s;
+    cli_parse("train", CMD_TRAIN, argc, argv, &s);
+    train_job j;
+    memset(&j, 0, sizeof j);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C ends the process at once */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    rap_train_result res;
+    memset(&res, 0, sizeof res);
+    double t0 = rap_now();
+    rap_status st = run(&s, &j, &res);
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", rap_last_error());
+    if (res.data.rows_read > 0 || st == RAP_OK || st == RAP_ERR_INTERRUPTED) {
+        fprintf(stderr, "rap train: training input accounting (all passes):\n");
+        rap_reader_print_stats(&res.data, stderr);
+    }
+    if (st == RAP_OK && res.eval.rows > 0)
+        fprintf(stderr, "rap train: AUC %.4f  logloss %.4f  accuracy %.4f on %lld evaluation rows "
+                "after %lld steps (%.1f s in all)\n",
+                res.eval.auc, res.eval.logloss, res.eval.accuracy, (long long)res.eval.rows,
+                (long long)res.step, rap_now() - t0);
+    if (j.tmp_train[0])
+        remove(j.tmp_train);
+    if (j.tmp_eval[0])
+        remove(j.tmp_eval);
+    rap_plan_free(j.plan);
+    if (st != RAP_OK) {
+        rap_fail(st, "%s", msg);
+        return cli_fail("train", st);
+    }
+    return 0;
+}

@@ -1,0 +1,868 @@
+/* train.c -- the training loop, evaluation and resume (train.h). */
+#include "run/train.h"
+
+#include "core/core.h"
+#include "run/checkpoint.h"
+#include "run/input.h"
+#include "run/pack.h"
+#include "run/progress.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define READ_ROWS 32768 /* rows per reader batch */
+
+bool rap_train_held_out(int64_t i, double f)
+{
+    if (f <= 0)
+        return false;
+    uint64_t h = rap_mix64((uint64_t)i ^ RAP_HOLDOUT_KEY);
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0) < f;
+}
+
+void rap_train_defaults(rap_train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->eval_fraction = 0.1;
+    c->teacher_auc = NAN;
+    c->reader = rap_reader_defaults();
+    c->plan_name = "";
+    rap_model_config_defaults(&c->model);
+    c->device = RAP_CPU;
+    c->log_interval = 5;
+}
+
+/* ------------------------------------------------------------ plan hash */
+
+static uint64_t hmix(uint64_t h, uint64_t v) { return rap_mix64(h ^ rap_mix64(v)); }
+
+static uint64_t hdouble(uint64_t h, double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return hmix(h, u);
+}
+
+static uint64_t node_hash(const rap_plan *p, int idx)
+{
+    uint64_t h = 0x7261702d706c616eull;
+    for (int depth = 0; idx >= 0 && depth < 100000; depth++) {
+        const rap_node *n = &p->nodes[idx];
+        h = hmix(h, (uint64_t)n->op);
+        h = hmix(h, (uint64_t)n->kind);
+        h = hmix(h, (uint64_t)n->in_kind);
+        h = hmix(h, (uint64_t)n->width);
+        h = hdouble(h, n->f[0]);
+        h = hdouble(h, n->f[1]);
+        h = hmix(h, (uint64_t)n->i[0]);
+        h = hmix(h, (uint64_t)n->i[1]);
+        h = hmix(h, (uint64_t)n->n_aux);
+        for (int64_t k = 0; k < n->n_aux; k++)
+            h = n->borders ? hdouble(h, n->borders[k]) : hmix(h, (uint64_t)n->map[k]);
+        if (n->op == RAP_OP_INPUT)
+            h = hmix(h, (uint64_t)n->raw);
+        idx = n->input;
+    }
+    return h;
+}
+
+uint64_t rap_train_plan_hash(const rap_plan *plan, char **cols)
+{
+    uint64_t h = 0x706c616e68617368ull;
+    size_t cap = 1, at = 0;
+    for (int c = 0; c < plan->n_cols; c++)
+        cap += strlen(plan->cols[c].name) + 20;
+    char *s = cols ? rap_malloc(cap, "plan columns") : NULL;
+    if (s)
+        s[0] = 0;
+    for (int c = 0; c < plan->n_cols; c++) {
+        uint64_t ch = node_hash(plan, plan->cols[c].node);
+        for (const char *q = plan->cols[c].name; *q; q++)
+            ch = hmix(ch, (uint64_t)(unsigned char)*q);
+        h = hmix(h, ch);
+        if (s)
+            at += (size_t)snprintf(s + at, cap - at, "%s%s:%08x", c ? "," : "", plan->cols[c].name,
+                                   (unsigned)(ch >> 32));
+    }
+    if (cols)
+        *cols = s;
+    return h;
+}
+
+/* ------------------------------------------------------------ rows */
+
+/* Appends row r of src to dst (same schema). dst->rows < dst->cap. */
+static void copy_row(rap_batch *dst, const rap_batch *src, int64_t r)
+{
+    int64_t d = dst->rows, bd = dst->cap, bs = src->cap;
+    int nd = src->schema.n_dense, ns = src->schema.n_sparse;
+    int64_t k = src->schema.ids_per_row;
+    dst->label[d] = src->label[r];
+    for (int j = 0; j < nd; j++) {
+        dst->dense[j * bd + d] = src->dense[j * bs + r];
+        dst->dense_valid[j * bd + d] = src->dense_valid[j * bs + r];
+    }
+    for (int j = 0; j < ns; j++) {
+        const int64_t *so = src->sparse_off + j * (bs + 1);
+        int64_t *dof = dst->sparse_off + j * (bd + 1);
+        if (d == 0)
+            dof[0] = 0;
+        int64_t n = so[r + 1] - so[r];
+        memcpy(dst->sparse_ids + j * bd * k + dof[d], src->sparse_ids + j * bs * k + so[r],
+               sizeof(int64_t) * (size_t)n);
+        dof[d + 1] = dof[d] + n;
+        dst->sparse_valid[j * bd + d] = src->sparse_valid[j * bs + r];
+    }
+    dst->rows = d + 1;
+}
+
+static void add_stats(rap_reader_stats *sum, const rap_reader_stats *s)
+{
+    sum->rows_read += s->rows_read;
+    sum->rows_used += s->rows_used;
+    sum->rows_rejected += s->rows_rejected;
+    sum->bytes_read += s->bytes_read;
+    sum->files += s->files;
+    for (int r = 0; r < RAP_REJ_COUNT; r++) {
+        sum->rejected[r] += s->rejected[r];
+        for (int e = 0; e < RAP_REJ_EXAMPLES; e++)
+            if (!sum->example[r][e][0])
+                memcpy(sum->example[r][e], s->example[r][e], sizeof sum->example[r][e]);
+    }
+}
+
+/* ------------------------------------------------------------ trainer */
+
+typedef struct {
+    const rap_train_config *c;
+    rap_train_result *res;
+    rap_model_config mc;
+    void *stream;            /* GPU: the one stream of prep, packing and model */
+    rap_fusion fus;
+    rap_prep *prep;
+    rap_input *input;
+    rap_model *model;
+    rap_reader *rd;          /* training input, current pass */
+    rap_batch rb;            /* reader batch */
+    int64_t rb_at;           /* next row of rb to look at */
+    rap_batch eb;            /* reader batch of evaluation */
+    rap_batch tb;            /* (B) rows of one step or of one evaluation batch */
+    float *logits;           /* (B) host */
+    void *graph;             /* CUDA graph of the step, B rows */
+    bool graph_failed;
+    rap_metrics_file mf;
+    rap_progress pg;
+    rap_eval_acc acc;
+    double holdout;          /* F when evaluating on held-out rows, else 0 */
+    /* position */
+    int64_t step, epoch, pos;  /* pos: rows of the input consumed in this epoch */
+    int64_t step0;             /* step at the start of this run */
+    double frac0;              /* epochs done at the start of this run */
+    int64_t samples_before;
+    const char *data_id;
+    uint64_t plan_hash;
+    char *plan_cols;
+    double t_train;            /* seconds in steps */
+    double loss_sum;
+    int64_t loss_n;
+    int64_t data_size;         /* bytes of a plain-file input (progress), else 0 */
+} trainer;
+
+static bool stop_requested(const trainer *t) { return t->c->stop && *t->c->stop; }
+
+static rap_status open_reader(trainer *t)
+{
+    rap_reader_config rc = t->c->reader;
+    rc.input = t->c->data;
+    t->rb.rows = 0;
+    t->rb_at = 0;
+    return rap_reader_open(&rc, &t->rd);
+}
+
+static void close_reader(trainer *t)
+{
+    if (!t->rd)
+        return;
+    rap_reader_stats st;
+    rap_reader_get_stats(t->rd, &st);
+    add_stats(&t->res->data, &st);
+    rap_reader_close(t->rd);
+    t->rd = NULL;
+}
+
+/* Fills tb with the next B training rows of the pass; *eod at the end of
+ * the input (tb may then hold fewer rows, or none). */
+static rap_status fill_batch(trainer *t, bool *eod)
+{
+    rap_batch *tb = &t->tb;
+    tb->rows = 0;
+    *eod = false;
+    while (tb->rows < tb->cap) {
+        if (t->rb_at >= t->rb.rows) {
+            RAP_TRY(rap_reader_next(t->rd, &t->rb));
+            t->rb_at = 0;
+            if (t->rb.rows == 0) {
+                *eod = true;
+                break;
+            }
+        }
+        int64_t idx = t->rb.first_row + t->rb_at;
+        if (idx >= t->pos) { /* rows before pos were consumed before a resume */
+            t->pos = idx + 1;
+            if (!rap_train_held_out(idx, t->holdout))
+                copy_row(tb, &t->rb, t->rb_at);
+        }
+        t->rb_at++;
+    }
+    return RAP_OK;
+}
+
+/* Runs the plan on tb and points mb at the result. */
+static rap_status prepare(trainer *t, rap_model_batch *mb)
+{
+    RAP_TRY(rap_prep_load(t->prep, &t->tb));
+    RAP_TRY(rap_prep_run(t->prep));
+    return rap_input_make(t->input, t->prep, mb);
+}
+
+static rap_status train_step(trainer *t, const rap_model_batch *mb)
+{
+    bool use_graph = t->c->cuda_graph && t->c->device == RAP_GPU && !t->graph_failed &&
+                     mb->rows == t->tb.cap;
+    if (use_graph && !t->graph) {
+        rap_status st = rap_run_graph_begin(t->stream);
+        if (st == RAP_OK) {
+            rap_status s2 = rap_model_train_step(t->model, mb);
+            st = rap_run_graph_end(t->stream, &t->graph);
+            if (s2 != RAP_OK)
+                st = s2;
+        }
+        if (st != RAP_OK) {
+            rap_warn("--cuda-graph: cannot capture the training step (%s); running it without "
+                     "a graph", rap_last_error());
+            t->graph = NULL;
+            t->graph_failed = true;
+            use_graph = false;
+        }
+    }
+    if (use_graph)
+        return rap_run_graph_launch(t->graph, t->stream);
+    return rap_model_train_step(t->model, mb);
+}
+
+/* Evaluates the model on the evaluation rows; stops early on a stop request. */
+static rap_status evaluate(trainer *t, rap_eval_result *out)
+{
+    const rap_train_config *c = t->c;
+    rap_reader_config rc = c->reader;
+    bool own = c->eval_data && c->eval_data[0];
+    double frac = own ? 0 : c->eval_fraction;
+    rc.input = own ? c->eval_data : c->data;
+    if (own)
+        rc.max_rows = 0;
+    rap_eval_reset(&t->acc);
+    rap_reader *er;
+    RAP_TRY(rap_reader_open(&rc, &er));
+    rap_status st = RAP_OK;
+    int64_t limit = c->eval_rows > 0 ? c->eval_rows : INT64_MAX;
+    bool done = false;
+    while (st == RAP_OK && !done) {
+        st = rap_reader_next(er, &t->eb);
+        if (st != RAP_OK)
+            break;
+        bool end = t->eb.rows == 0;
+        for (int64_t r = 0; r < t->eb.rows && !done; r++) {
+            int64_t idx = t->eb.first_row + r;
+            if (frac > 0 && !rap_train_held_out(idx, frac))
+                continue;
+            copy_row(&t->tb, &t->eb, r);
+            done = t->acc.n + t->tb.rows >= limit;
+            if (t->tb.rows == t->tb.cap || done) {
+                rap_model_batch mb;
+                st = prepare(t, &mb);
+                if (st == RAP_OK)
+                    st = rap_model_predict(t->model, &mb, t->logits);
+                if (st == RAP_OK)
+                    st = rap_eval_add(&t->acc, t->logits, t->tb.label, t->tb.rows);
+                t->tb.rows = 0;
+                if (st != RAP_OK)
+                    break;
+            }
+        }
+        if (end && st == RAP_OK && t->tb.rows > 0) {
+            rap_model_batch mb;
+            st = prepare(t, &mb);
+            if (st == RAP_OK)
+                st = rap_model_predict(t->model, &mb, t->logits);
+            if (st == RAP_OK)
+                st = rap_eval_add(&t->acc, t->logits, t->tb.label, t->tb.rows);
+            t->tb.rows = 0;
+        }
+        if (end || stop_requested(t))
+            done = true;
+    }
+    rap_reader_stats rs;
+    rap_reader_get_stats(er, &rs);
+    rap_reader_close(er);
+    t->tb.rows = 0;
+    RAP_TRY(st);
+    *out = rap_eval_compute(&t->acc);
+    if (out->rows == 0)
+        rap_warn("evaluation: no rows to evaluate in %s%s", rc.input,
+                 frac > 0 ? " (held-out rows)" : "");
+    rap_debug("evaluation input %s: %lld rows read, %lld rejected", rc.input,
+              (long long)rs.rows_read, (long long)rs.rows_rejected);
+    return RAP_OK;
+}
+
+static rap_status log_eval(trainer *t, const rap_eval_result *e, const char *event)
+{
+    char a[32], b[32], d[32], te[32];
+    rap_progress_clear(&t->pg);
+    if (e->rows > 0) {
+        char rows[32];
+        if (isfinite(t->c->teacher_auc))
+            snprintf(te, sizeof te, " (teacher %.4f)", t->c->teacher_auc);
+        else
+            te[0] = 0;
+        rap_info("eval at step %lld: AUC %.4f%s  logloss %.4f  accuracy %.4f  on %s rows",
+                 (long long)t->step, e->auc, te, e->logloss, e->accuracy,
+                 rap_fmt_count(e->rows, rows));
+    }
+    if (strcmp(event, "eval"))
+        return RAP_OK;
+    return rap_metrics_line(&t->mf,
+                            "\"event\":\"eval\",\"step\":%lld,\"rows\":%lld,\"auc\":%s,"
+                            "\"logloss\":%s,\"accuracy\":%s",
+                            (long long)t->step, (long long)e->rows, rap_json_num(e->auc, a),
+                            rap_json_num(e->logloss, b), rap_json_num(e->accuracy, d));
+}
+
+/* ------------------------------------------------------------ checkpoints */
+
+static const char *opt_name(rap_optimizer o) { return o == RAP_ADAGRAD ? "adagrad" : "sgd"; }
+
+static void widths(const int *w, int n, char *out, size_t cap)
+{
+    size_t at = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%d", i ? "-" : "", w[i]);
+}
+
+/* The model config as metadata strings (the keys compared on resume). */
+static rap_status config_meta(const trainer *t, rap_meta *m)
+{
+    const rap_model_config *mc = &t->mc;
+    char buf[256];
+    RAP_TRY(rap_meta_set(m, "contents", "checkpoint"));
+    RAP_TRY(rap_meta_set(m, "n_dense", "%d", mc->n_dense));
+    RAP_TRY(rap_meta_set(m, "n_tables", "%d", mc->n_tables));
+    size_t cap = 24 * (size_t)mc->n_tables + 1, at = 0;
+    char *rows = rap_malloc(cap, "metadata");
+    if (!rows)
+        return RAP_ERR_NOMEM;
+    rows[0] = 0;
+    for (int i = 0; i < mc->n_tables; i++)
+        at += (size_t)snprintf(rows + at, cap - at, "%s%lld", i ? "," : "",
+                               (long long)mc->table_rows[i]);
+    rap_status st = rap_meta_set(m, "table_rows", "%s", rows);
+    rap_free(rows);
+    RAP_TRY(st);
+    RAP_TRY(rap_meta_set(m, "emb_dim", "%d", mc->emb_dim));
+    widths(mc->bot, mc->n_bot, buf, sizeof buf);
+    RAP_TRY(rap_meta_set(m, "mlp_bot", "%s", buf));
+    widths(mc->top, mc->n_top, buf, sizeof buf);
+    RAP_TRY(rap_meta_set(m, "mlp_top", "%s", buf));
+    RAP_TRY(rap_meta_set(m, "optimizer", "%s", opt_name(mc->optimizer)));
+    RAP_TRY(rap_meta_set(m, "lr", "%.9g", (double)mc->lr));
+    RAP_TRY(rap_meta_set(m, "adagrad_eps", "%.9g", (double)mc->adagrad_eps));
+    RAP_TRY(rap_meta_set(m, "adagrad_init", "%.9g", (double)mc->adagrad_init));
+    RAP_TRY(rap_meta_set(m, "batch", "%lld", (long long)mc->batch));
+    RAP_TRY(rap_meta_set(m, "precision", "%s", mc->precision == RAP_BF16 ? "bf16" : "fp32"));
+    RAP_TRY(rap_meta_set(m, "seed", "%llu", (unsigned long long)mc->seed));
+    RAP_TRY(rap_meta_set(m, "plan_name", "%s", t->c->plan_name ? t->c->plan_name : ""));
+    RAP_TRY(rap_meta_set(m, "plan_source", "%s", t->c->plan->source));
+    RAP_TRY(rap_meta_set(m, "plan_hash", "%016llx", (unsigned long long)t->plan_hash));
+    RAP_TRY(rap_meta_set(m, "plan_columns", "%s", t->plan_cols ? t->plan_cols : ""));
+    return RAP_OK;
+}
+
+static rap_status save(trainer *t)
+{
+    rap_meta m = {0};
+    rap_status st = config_meta(t, &m);
+    if (st == RAP_OK)
+        st = rap_meta_set(&m, "step", "%lld", (long long)t->step);
+    if (st == RAP_OK)
+        st = rap_meta_set(&m, "epoch", "%lld", (long long)t->epoch);
+    if (st == RAP_OK)
+        st = rap_meta_set(&m, "rows_in_epoch", "%lld", (long long)t->pos);
+    if (st == RAP_OK)
+        st = rap_meta_set(&m, "data", "%s", t->data_id);
+    if (st == RAP_OK)
+        st = rap_meta_set(&m, "eval_fraction", "%.9g", t->holdout);
+    if (st == RAP_OK)
+        st = rap_meta_set(&m, "samples_trained", "%lld",
+                          (long long)(t->samples_before + t->res->samples));
+    /* The trainer draws no random numbers after initialisation: the state
+     * of its generator is the seed itself. */
+    if (st == RAP_OK)
+        st = rap_meta_set(&m, "rng_state", "splitmix64:%016llx", (unsigned long long)t->mc.seed);
+    if (st == RAP_OK)
+        st = rap_meta_set(&m, "device", "%s", t->c->device == RAP_GPU ? "gpu" : "cpu");
+    if (st == RAP_OK)
+        st = rap_ckpt_save(t->c->save, t->model, t->mc.optimizer == RAP_ADAGRAD, &m);
+    rap_meta_free(&m);
+    if (st == RAP_OK) {
+        t->res->saved = true;
+        rap_progress_clear(&t->pg);
+        rap_info("saved checkpoint %s at step %lld", t->c->save, (long long)t->step);
+    }
+    return st;
+}
+
+/* Appends "key: checkpoint A, this run B; " for list key (comma or dash
+ * separated), naming the first differing element. */
+static void diff_list(const char *key, const char *a, const char *b, char *msg, size_t cap)
+{
+    size_t at = strlen(msg);
+    int i = 0;
+    const char *p = a, *q = b;
+    while (*p || *q) {
+        size_t lp = strcspn(p, ",-"), lq = strcspn(q, ",-");
+        if (lp != lq || strncmp(p, q, lp)) {
+            if (!*p || !*q)
+                snprintf(msg + at, cap - at, "%s: the checkpoint has %s, this run %s; ", key, a, b);
+            else
+                snprintf(msg + at, cap - at, "%s: item %d is %.*s in the checkpoint, %.*s in this "
+                         "run; ", key, i, (int)lp, p, (int)lq, q);
+            return;
+        }
+        p += lp + (p[lp] != 0);
+        q += lq + (q[lq] != 0);
+        i++;
+    }
+}
+
+/* Names of the plan columns that differ between two "name:hash,..." lists. */
+static void diff_columns(const char *a, const char *b, char *msg, size_t cap)
+{
+    size_t at = strlen(msg);
+    at += (size_t)snprintf(msg + at, cap - at, "plan: ");
+    int shown = 0;
+    /* columns of b missing or changed in a, then columns of a missing in b */
+    for (int pass = 0; pass < 2; pass++) {
+        const char *x = pass ? a : b, *y = pass ? b : a;
+        for (const char *p = x; *p && shown < 6;) {
+            size_t l = strcspn(p, ",");
+            const char *colon = memchr(p, ':', l);
+            size_t nl = colon ? (size_t)(colon - p) : l;
+            const char *found = NULL;
+            for (const char *q = y; *q;) {
+                size_t lq = strcspn(q, ",");
+                if (lq > nl && q[nl] == ':' && !strncmp(q, p, nl)) {
+                    found = q;
+                    if (lq != l || strncmp(q, p, l))
+                        found = (const char *)1;
+                    break;
+                }
+                q += lq + (q[lq] != 0);
+            }
+            if (!found || found == (const char *)1) {
+                if (!(pass && found))
+                    at += (size_t)snprintf(msg + at, cap - at, "%scolumn %.*s %s", shown ? ", " : "",
+                                           (int)nl, p, !found ? (pass ? "is only in the checkpoint"
+                                                                      : "is not in the checkpoint")
+                                                              : "is computed differently");
+                if (!(pass && found))
+                    shown++;
+            }
+            p += l + (p[l] != 0);
+        }
+    }
+    if (!shown)
+        snprintf(msg + at, cap - at, "the columns are the same but their order differs");
+    at = strlen(msg);
+    snprintf(msg + at, cap - at, "; ");
+}
+
+/* Checks the checkpoint against this run; fills step and position. */
+static rap_status check_resume(trainer *t, rap_ckpt *ck)
+{
+    rap_meta run = {0};
+    rap_status st = config_meta(t, &run);
+    if (st != RAP_OK) {
+        rap_meta_free(&run);
+        return st;
+    }
+    static const char *const shape_keys[] = {"n_dense", "n_tables", "table_rows", "emb_dim",
+                                             "mlp_bot", "mlp_top", "optimizer"};
+    char msg[1600] = "";
+    for (size_t k = 0; k < sizeof shape_keys / sizeof shape_keys[0]; k++) {
+        const char *a = rap_meta_get(&ck->meta, shape_keys[k]);
+        const char *b = rap_meta_get(&run, shape_keys[k]);
+        if (!a)
+            a = "(missing)";
+        if (strcmp(a, b))
+            diff_list(shape_keys[k], a, b, msg, sizeof msg);
+    }
+    const char *ph = rap_meta_get(&ck->meta, "plan_hash");
+    if (!ph || strcmp(ph, rap_meta_get(&run, "plan_hash"))) {
+        const char *pc = rap_meta_get(&ck->meta, "plan_columns");
+        diff_columns(pc ? pc : "", t->plan_cols ? t->plan_cols : "", msg, sizeof msg);
+    }
+    if (msg[0]) {
+        size_t l = strlen(msg);
+        if (l >= 2)
+            msg[l - 2] = 0;
+        const char *pn = rap_meta_get(&ck->meta, "plan_name");
+        const char *eb = rap_meta_get(&ck->meta, "emb_dim"), *mb = rap_meta_get(&ck->meta, "mlp_bot");
+        const char *mt = rap_meta_get(&ck->meta, "mlp_top"), *op = rap_meta_get(&ck->meta, "optimizer");
+        rap_meta_free(&run);
+        return rap_fail(RAP_ERR_ARG,
+                        "--resume %s: the checkpoint does not match this run: %s (it was trained "
+                        "with --plan %s --emb-dim %s --mlp-bot %s --mlp-top %s --optimizer %s)",
+                        ck->path, msg, pn && pn[0] ? pn : "?", eb ? eb : "?", mb ? mb : "?",
+                        mt ? mt : "?", op ? op : "?");
+    }
+    /* allowed differences, said aloud */
+    static const char *const soft_keys[] = {"lr", "batch", "precision", "adagrad_eps"};
+    for (size_t k = 0; k < sizeof soft_keys / sizeof soft_keys[0]; k++) {
+        const char *a = rap_meta_get(&ck->meta, soft_keys[k]);
+        const char *b = rap_meta_get(&run, soft_keys[k]);
+        if (a && strcmp(a, b))
+            rap_info("resume: %s was %s, continuing with %s", soft_keys[k], a, b);
+    }
+    rap_meta_free(&run);
+    const char *s = rap_meta_get(&ck->meta, "step");
+    const char *e = rap_meta_get(&ck->meta, "epoch");
+    const char *p = rap_meta_get(&ck->meta, "rows_in_epoch");
+    const char *d = rap_meta_get(&ck->meta, "data");
+    const char *n = rap_meta_get(&ck->meta, "samples_trained");
+    if (!s || !e || !p || !d || !n)
+        return rap_fail(RAP_ERR_DATA, "%s: checkpoint metadata lacks the training position "
+                        "(step, epoch, rows_in_epoch, data, samples_trained): an exported "
+                        "model cannot be resumed", ck->path);
+    t->step = strtoll(s, NULL, 10);
+    t->samples_before = strtoll(n, NULL, 10);
+    if (!strcmp(d, t->data_id)) {
+        t->epoch = strtoll(e, NULL, 10);
+        t->pos = strtoll(p, NULL, 10);
+        rap_info("resume: step %lld, continuing %s at row %lld of epoch %lld", (long long)t->step,
+                 t->data_id, (long long)t->pos, (long long)t->epoch);
+    } else {
+        rap_info("resume: step %lld; the checkpoint was trained on %s, this run reads %s from "
+                 "its first row", (long long)t->step, d, t->data_id);
+    }
+    const char *ef = rap_meta_get(&ck->meta, "eval_fraction");
+    if (ef && !strcmp(d, t->data_id) && atof(ef) != t->holdout)
+        rap_warn("resume: the checkpoint held out %s of the rows for evaluation, this run %g: "
+                 "the evaluation rows and the training rows overlap",
+                 ef, t->holdout);
+    return RAP_OK;
+}
+
+/* ------------------------------------------------------------ run */
+
+static double fraction_done(trainer *t)
+{
+    const rap_train_config *c = t->c;
+    double f = -1;
+    if (c->steps > 0 && c->steps > t->step0)
+        f = (double)(t->step - t->step0) / (double)(c->steps - t->step0);
+    int64_t epochs = c->epochs > 0 ? c->epochs : (c->steps > 0 ? 0 : 1);
+    double in_epoch = -1;
+    if (c->data_rows > 0)
+        in_epoch = (double)t->pos / (double)c->data_rows;
+    else if (t->data_size > 0 && t->rd) {
+        rap_reader_stats st;
+        rap_reader_get_stats(t->rd, &st);
+        in_epoch = (double)st.bytes_read / (double)t->data_size;
+    }
+    if (epochs > 0 && in_epoch >= 0 && epochs > t->frac0) {
+        double g = ((double)t->epoch + (in_epoch < 1 ? in_epoch : 1) - t->frac0) /
+                   ((double)epochs - t->frac0);
+        f = g > f ? g : f;
+    }
+    return f > 1 ? 1 : f;
+}
+
+static rap_status log_step(trainer *t, bool force)
+{
+    double loss = t->loss_n ? t->loss_sum / (double)t->loss_n : NAN;
+    if (t->loss_n)
+        t->res->loss = loss;
+    double f = fraction_done(t);
+    rap_progress_update(&t->pg, t->res->samples, t->step, loss, f, true);
+    (void)force;
+    char a[32], b[32];
+    double rate = t->t_train > 0 ? (double)t->res->samples / t->t_train : 0;
+    t->loss_sum = 0;
+    t->loss_n = 0;
+    return rap_metrics_line(&t->mf,
+                            "\"event\":\"step\",\"step\":%lld,\"epoch\":%lld,\"samples\":%lld,"
+                            "\"loss\":%s,\"samples_per_s\":%s,\"elapsed_s\":%.3f",
+                            (long long)t->step, (long long)t->epoch,
+                            (long long)(t->samples_before + t->res->samples),
+                            rap_json_num(loss, a), rap_json_num(rate, b), t->t_train);
+}
+
+static rap_status setup(trainer *t)
+{
+    const rap_train_config *c = t->c;
+    if (!c->plan)
+        return rap_fail(RAP_ERR_ARG, "train: no plan");
+    if (!c->data || !c->data[0])
+        return rap_fail(RAP_ERR_ARG, "train: no training input (--data)");
+    t->mc = c->model;
+    RAP_TRY(rap_input_shape(c->plan, &t->mc.n_dense, &t->mc.n_tables, t->mc.table_rows));
+    t->mc.max_bag = 1;
+    for (int i = 0; i < c->plan->n_cols; i++) {
+        const rap_node *n = &c->plan->nodes[c->plan->cols[i].node];
+        if (n->kind == RAP_SPARSE && n->ids_per_row > t->mc.max_bag)
+            t->mc.max_bag = n->ids_per_row;
+    }
+    RAP_TRY(rap_model_config_check(&t->mc));
+    if (c->device != RAP_GPU && t->mc.precision == RAP_BF16)
+        return rap_fail(RAP_ERR_ARG, "--precision bf16 needs --device gpu (the CPU model "
+                        "computes in float32)");
+    if (c->device != RAP_GPU && c->cuda_graph)
+        return rap_fail(RAP_ERR_ARG, "--cuda-graph needs --device gpu");
+    t->data_id = c->data_id && c->data_id[0] ? c->data_id : c->data;
+    t->holdout = c->eval_data && c->eval_data[0] ? 0 : c->eval_fraction;
+    t->plan_hash = rap_train_plan_hash(c->plan, &t->plan_cols);
+    if (!t->plan_cols)
+        return RAP_ERR_NOMEM;
+    size_t dl = strlen(c->data);
+    struct stat sb;
+    if (strcmp(c->data, "-") && (dl < 3 || strcmp(c->data + dl - 3, ".gz")) &&
+        stat(c->data, &sb) == 0 && S_ISREG(sb.st_mode))
+        t->data_size = (int64_t)sb.st_size;
+
+    if (c->device == RAP_GPU) {
+        RAP_TRY(rap_run_stream_create(&t->stream));
+        t->mc.stream = t->stream;
+    }
+    RAP_TRY(c->fuse_none ? rap_fuse_none(c->plan, &t->fus) : rap_fuse_levels(c->plan, &t->fus));
+    rap_prep_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.device = c->device;
+    pc.max_rows = t->mc.batch;
+    pc.threads = c->reader.threads;
+    pc.stream = t->stream;
+    RAP_TRY(rap_prep_create(c->plan, &t->fus, &pc, &t->prep));
+    RAP_TRY(rap_input_create(c->plan, c->device, t->mc.batch, t->stream, &t->input));
+
+    rap_ckpt *ck = NULL;
+    if (c->resume && c->resume[0]) {
+        RAP_TRY(rap_ckpt_open(c->resume, &ck));
+        rap_status st = check_resume(t, ck);
+        if (st != RAP_OK) {
+            rap_ckpt_close(ck);
+            return st;
+        }
+    }
+    rap_status st = rap_model_create(&t->mc, c->device, &t->model);
+    if (st != RAP_OK) {
+        int64_t tab = 0;
+        for (int i = 0; i < t->mc.n_tables; i++)
+            tab += t->mc.table_rows[i];
+        rap_fail_context(st, "cannot create the model (plan %s: %d tables, %lld rows of dim %d)",
+                         c->plan->source, t->mc.n_tables, (long long)tab, t->mc.emb_dim);
+    }
+    if (st == RAP_OK && ck) {
+        st = rap_ckpt_load_model(ck, t->model, t->mc.optimizer == RAP_ADAGRAD);
+        if (st != RAP_OK)
+            rap_fail_context(st, "--resume");
+    }
+    rap_ckpt_close(ck);
+    RAP_TRY(st);
+
+    RAP_TRY(rap_batch_create(&t->rb, c->plan->schema, READ_ROWS, c->device == RAP_GPU));
+    RAP_TRY(rap_batch_create(&t->eb, c->plan->schema, READ_ROWS, false));
+    RAP_TRY(rap_batch_create(&t->tb, c->plan->schema, t->mc.batch, c->device == RAP_GPU));
+    t->logits = rap_malloc(sizeof(float) * (size_t)t->mc.batch, "logits");
+    if (!t->logits)
+        return RAP_ERR_NOMEM;
+    RAP_TRY(rap_metrics_open(&t->mf, c->metrics));
+
+    int64_t tab = 0;
+    for (int i = 0; i < t->mc.n_tables; i++)
+        tab += t->mc.table_rows[i];
+    char bot[128], top[128];
+    widths(t->mc.bot, t->mc.n_bot, bot, sizeof bot);
+    widths(t->mc.top, t->mc.n_top, top, sizeof top);
+    rap_info("model: %d dense inputs, %d tables (%lld rows) of dim %d, bottom MLP %s, top MLP %s, "
+             "%s lr %g, batch %lld, on the %s (%.2f GB)",
+             t->mc.n_dense, t->mc.n_tables, (long long)tab, t->mc.emb_dim, bot, top,
+             opt_name(t->mc.optimizer), (double)t->mc.lr, (long long)t->mc.batch,
+             c->device == RAP_GPU ? "GPU" : "CPU",
+             (double)rap_model_bytes(&t->mc, c->device) / 1e9);
+    return RAP_OK;
+}
+
+static void teardown(trainer *t)
+{
+    close_reader(t);
+    rap_run_graph_free(t->graph);
+    rap_metrics_close(&t->mf);
+    rap_eval_free(&t->acc);
+    rap_free(t->logits);
+    rap_batch_free(&t->tb);
+    rap_batch_free(&t->eb);
+    rap_batch_free(&t->rb);
+    rap_model_free(t->model);
+    rap_input_free(t->input);
+    rap_prep_free(t->prep);
+    rap_fusion_free(&t->fus);
+    rap_run_stream_free(t->stream);
+    rap_free(t->plan_cols);
+}
+
+static bool finished(const trainer *t)
+{
+    const rap_train_config *c = t->c;
+    int64_t epochs = c->epochs > 0 ? c->epochs : (c->steps > 0 ? 0 : 1);
+    if (c->steps > 0 && t->step >= c->steps)
+        return true;
+    return epochs > 0 && t->epoch >= epochs;
+}
+
+static rap_status loop(trainer *t)
+{
+    const rap_train_config *c = t->c;
+    rap_train_result *res = t->res;
+    t->step0 = t->step;
+    t->frac0 = (double)t->epoch + (c->data_rows > 0 ? (double)t->pos / (double)c->data_rows : 0);
+    rap_progress_init(&t->pg, c->progress, c->tty, c->log_interval);
+    double last_log = rap_now();
+    int64_t pass_start = 0, pass_rows = 0;
+    while (!finished(t) && !stop_requested(t)) {
+        double t0 = rap_now();
+        if (!t->rd) {
+            RAP_TRY(open_reader(t));
+            pass_start = t->pos;
+            pass_rows = 0;
+        }
+        bool eod;
+        RAP_TRY(fill_batch(t, &eod));
+        if (t->tb.rows > 0) {
+            rap_model_batch mb;
+            RAP_TRY(prepare(t, &mb));
+            RAP_TRY(train_step(t, &mb));
+            double loss;
+            RAP_TRY(rap_model_last_loss(t->model, &loss));
+            RAP_TRY(rap_prep_sync(t->prep));
+            t->step++;
+            if (!isfinite(loss)) {
+                res->nan_step = t->step;
+                rap_progress_clear(&t->pg);
+                return rap_fail(RAP_ERR_DATA,
+                                "the training loss is %s at step %lld (lr %g too high?): stopped; "
+                                "no checkpoint written at this step",
+                                isnan(loss) ? "NaN" : "infinite", (long long)t->step,
+                                (double)t->mc.lr);
+            }
+            res->samples += t->tb.rows;
+            res->steps_run++;
+            t->loss_sum += loss;
+            t->loss_n++;
+            pass_rows += t->tb.rows;
+        }
+        if (eod) {
+            close_reader(t);
+            if (pass_start == 0 && pass_rows == 0)
+                return rap_fail(RAP_ERR_DATA, "%s: no training rows (%s)", c->data,
+                                t->pos == 0 ? "the input holds no usable row"
+                                            : "every row is held out for evaluation");
+            t->epoch++;
+            t->pos = 0;
+        }
+        t->t_train += rap_now() - t0;
+        bool stepped = t->tb.rows > 0;
+        t->tb.rows = 0;
+        if (!stepped)
+            continue;
+        double now = rap_now();
+        if (c->log_every > 0 ? t->step % c->log_every == 0 : now - last_log >= c->log_interval) {
+            RAP_TRY(log_step(t, false));
+            last_log = now;
+        } else if (c->tty) {
+            double loss = t->loss_n ? t->loss_sum / (double)t->loss_n : NAN;
+            rap_progress_update(&t->pg, res->samples, t->step, loss, fraction_done(t), false);
+        }
+        if (c->eval_every > 0 && t->step % c->eval_every == 0 && !finished(t)) {
+            rap_eval_result e;
+            RAP_TRY(evaluate(t, &e));
+            RAP_TRY(log_eval(t, &e, "eval"));
+        }
+        if (c->save && c->save[0] && c->save_every > 0 && t->step % c->save_every == 0 &&
+            !finished(t))
+            RAP_TRY(save(t));
+    }
+    if (t->loss_n)
+        RAP_TRY(log_step(t, true));
+    rap_progress_clear(&t->pg);
+    return RAP_OK;
+}
+
+rap_status rap_train_run(const rap_train_config *c, rap_train_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->eval.auc = res->eval.logloss = res->eval.accuracy = NAN;
+    res->loss = NAN;
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.c = c;
+    t.res = res;
+    rap_status st = setup(&t);
+    if (st == RAP_OK)
+        st = loop(&t);
+    res->step = t.step;
+    res->samples_total = t.samples_before + res->samples;
+    res->train_seconds = t.t_train;
+    res->samples_per_s = t.t_train > 0 ? (double)res->samples / t.t_train : 0;
+    res->interrupted = st == RAP_OK && stop_requested(&t);
+    /* make sure the training reader's rows are counted */
+    close_reader(&t);
+    char a[32], b[32], d[32], e[32], te[32];
+    if (st == RAP_OK && !res->interrupted && t.holdout + (c->eval_data && c->eval_data[0]) > 0) {
+        st = evaluate(&t, &res->eval);
+        if (st == RAP_OK)
+            st = log_eval(&t, &res->eval, "final");
+    }
+    if (st == RAP_OK && c->save && c->save[0])
+        st = save(&t);
+    if (st == RAP_OK && !res->interrupted) {
+        rap_info("trained %lld steps (%lld samples) in %.1f s: %.0f samples/s", (long long)res->steps_run,
+                 (long long)res->samples, res->train_seconds, res->samples_per_s);
+        st = rap_metrics_line(
+            &t.mf,
+            "\"event\":\"final\", \"auc\":%s, \"logloss\":%s, \"accuracy\":%s, "
+            "\"samples_trained\":%lld, \"rows_rejected\":%lld, \"samples_per_s\":%s, "
+            "\"step\":%lld, \"eval_rows\":%lld, \"teacher_auc\":%s",
+            rap_json_num(res->eval.auc, a), rap_json_num(res->eval.logloss, b),
+            rap_json_num(res->eval.accuracy, d), (long long)res->samples_total,
+            (long long)res->data.rows_rejected, rap_json_num(res->samples_per_s, e),
+            (long long)res->step, (long long)res->eval.rows, rap_json_num(c->teacher_auc, te));
+    } else if (st == RAP_OK) {
+        rap_metrics_line(&t.mf,
+                         "\"event\":\"interrupted\", \"step\":%lld, \"samples_trained\":%lld, "
+                         "\"rows_rejected\":%lld, \"saved\":%s",
+                         (long long)res->step, (long long)res->samples_total,
+                         (long long)res->data.rows_rejected, res->saved ? "true" : "false");
+        st = rap_fail(RAP_ERR_INTERRUPTED, "interrupted after step %lld%s%s", (long long)res->step,
+                      res->saved ? ": checkpoint saved to " : " (no --save: nothing saved)",
+                      res->saved ? c->save : "");
+    }
+    /* teardown must not clobber the message of a failure */
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", rap_last_error());
+    teardown(&t);
+    if (st != RAP_OK)
+        rap_fail(st, "%s", msg);
+    return st;
+}

@@ -1,0 +1,107 @@
+/*
+ * train.h -- the training loop: raw rows -> executor -> model, with
+ * evaluation, progress, metrics, checkpoints and resume (docs/TRAINING.md).
+ *
+ * One step: the next B training rows (held-out rows skipped) are copied
+ * into one raw batch, the executor runs the plan on it on the training
+ * device, input.c packs the columns into a rap_model_batch, the model trains
+ * on it, and the loss is checked (a NaN or inf loss stops the run at that
+ * step). Batches are made of rows, not of reader batches, so the rows of
+ * step s depend only on the input, B and the hold-out: that is what lets a
+ * resumed run continue bit for bit.
+ *
+ * Held-out rows (eval_fraction F, no eval_data): row i of the input (0-based,
+ * counting the rows the reader accepts, in input order) is held out when
+ * splitmix64(i ^ RAP_HOLDOUT_KEY) / 2^64 < F: independent of the seed, the
+ * batch size, the threads and the device; the same rows in every epoch and
+ * every run. Evaluation re-reads the input and keeps only those rows.
+ */
+#ifndef RAP_RUN_TRAIN_H
+#define RAP_RUN_TRAIN_H
+
+#include "model/model.h"
+#include "run/metrics.h"
+#include "rap.h"
+
+#include <signal.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RAP_HOLDOUT_KEY 0x686f6c646f7574ull /* "holdout" */
+
+/* True when row i (see above) is held out at fraction f. */
+bool rap_train_held_out(int64_t i, double f);
+
+typedef struct {
+    /* data */
+    const char *data;          /* training input (file, directory, "-") */
+    const char *data_id;       /* its name in checkpoints; NULL = data */
+    int64_t data_rows;         /* rows in one pass when known (progress), else 0 */
+    const char *eval_data;     /* evaluation input; NULL or "" = hold out of data */
+    double eval_fraction;      /* F, used when there is no eval_data; 0 = no evaluation */
+    int64_t eval_rows;         /* evaluate at most this many rows; 0 = all */
+    int64_t eval_every;        /* also evaluate every N steps; 0 = at the end only */
+    double teacher_auc;        /* the generator's AUC on the evaluation rows, or NaN */
+    rap_reader_config reader;  /* bad rows, threads...; input is set per pass */
+    /* preprocessing */
+    const rap_plan *plan;
+    const char *plan_name;     /* as given (--plan), recorded in checkpoints */
+    bool fuse_none;            /* one kernel per op instead of level fusion */
+    /* model: n_dense, n_tables and table_rows are filled from the plan */
+    rap_model_config model;
+    rap_device device;
+    bool cuda_graph;           /* GPU: replay the step as a CUDA graph */
+    /* how long: stop at global step `steps` or after `epochs` passes over the
+     * data (both counted from the start of training, checkpoints included);
+     * 0 = no limit of that kind; both 0 = one epoch */
+    int64_t steps, epochs;
+    /* outputs */
+    const char *metrics;       /* JSON-lines file or NULL */
+    const char *save;          /* checkpoint written at the end (and every save_every) */
+    int64_t save_every;        /* steps; 0 = at the end only */
+    const char *resume;        /* checkpoint to continue from */
+    int64_t log_every;         /* steps between progress/metrics lines; 0 = by time */
+    double log_interval;       /* seconds between lines when log_every is 0 */
+    bool progress;             /* show progress on stderr */
+    bool tty;                  /* stderr is a terminal: a bar instead of lines */
+    volatile sig_atomic_t *stop; /* set (by a signal handler) to stop after the step */
+} rap_train_config;
+
+typedef struct {
+    int64_t step;              /* global step reached */
+    int64_t steps_run;         /* steps of this run */
+    int64_t samples;           /* samples trained in this run */
+    int64_t samples_total;     /* ... plus those of the checkpoint resumed from */
+    double train_seconds;      /* time in training steps (reading and prep included) */
+    double samples_per_s;      /* samples / train_seconds */
+    double loss;               /* mean training loss of the last logged period */
+    rap_eval_result eval;      /* final evaluation (rows 0 when none) */
+    rap_reader_stats data;     /* training input accounting, summed over passes */
+    int64_t nan_step;          /* the step whose loss was NaN or inf, else 0 */
+    bool interrupted;
+    bool saved;
+} rap_train_result;
+
+/* Fills the defaults: one epoch, eval fraction 0.1, log every 5 s, the
+ * model defaults (rap_model_config_defaults), CPU. */
+void rap_train_defaults(rap_train_config *c);
+
+/* Trains as configured. res is filled as far as the run got, also on
+ * failure. Errors: the model's (RAP_ERR_NOMEM saying what is needed and
+ * available), the reader's, a checkpoint that does not match (RAP_ERR_ARG
+ * saying what differs) or is corrupt (RAP_ERR_DATA), a non-finite loss
+ * (RAP_ERR_DATA naming the step; nothing saved), a stop request
+ * (RAP_ERR_INTERRUPTED, after saving when save is set). */
+rap_status rap_train_run(const rap_train_config *c, rap_train_result *res);
+
+/* Hash of the plan as the model sees it: every column's name, kind and
+ * op chain (ops and parameters), in frame order. Equal hashes, same
+ * preprocessing. cols (may be NULL) gets "name:hash,..." (caller frees). */
+uint64_t rap_train_plan_hash(const rap_plan *plan, char **cols);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RAP_RUN_TRAIN_H */
