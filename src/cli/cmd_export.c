@@ -22,7 +22,8 @@ int cmd_export(int argc, char **argv)
         return cli_fail("export", st);
     struct stat sb;
     long long bytes = stat(s.out, &sb) == 0 ? (long long)sb.st_size : -1;
-    fprintf(stderr, "rap export: wrote %s (%.1f MB): the model weights of %s\n", s.out,
+    if (!s.quiet)
+        fprintf(stderr, "rap export: wrote %s (%.1f MB): the model weights of %s\n", s.out,
             (double)bytes / 1e6, s.checkpoint);
     return 0;
 }

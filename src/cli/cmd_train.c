@@ -144,11 +144,11 @@ int cmd_train(int argc, char **argv)
     rap_status st = run(&s, &j, &res);
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", rap_last_error());
-    if (res.data.rows_read > 0 || st == RAP_OK || st == RAP_ERR_INTERRUPTED) {
+    if (!s.quiet && (res.data.rows_read > 0 || st == RAP_OK || st == RAP_ERR_INTERRUPTED)) {
         fprintf(stderr, "rap train: training input accounting (all passes):\n");
         rap_reader_print_stats(&res.data, stderr);
     }
-    if (st == RAP_OK && res.eval.rows > 0)
+    if (!s.quiet && st == RAP_OK && res.eval.rows > 0)
         fprintf(stderr, "rap train: AUC %.4f  logloss %.4f  accuracy %.4f on %lld evaluation rows "
                 "after %lld steps (%.1f s in all)\n",
                 res.eval.auc, res.eval.logloss, res.eval.accuracy, (long long)res.eval.rows,
