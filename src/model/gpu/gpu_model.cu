@@ -84,13 +84,14 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
             l->out = w[i];
             if (l->out < 1)
                 return rap_fail(RAP_ERR_ARG, "GPU model: layer of width %d", l->out);
+            l->ldw = round_up(in, 8);
             l->relu = k == 0 || i < n - 1;
             l->want_aux = l->relu && i < n - 1;
             l->aux_ld = l->want_aux ? round_up(l->out, 128) : 0;
             l->need_dx = i > 0 || k == 1;
             l->ytype = (i == n - 1) ? CUDA_R_32F : g->act;
             l->ldy = (i == n - 1) ? (k ? 1 : (int64_t)g->F * g->D) : l->out;
-            l->ldx = i > 0 ? L[i - 1].ldy : (k ? g->ld_in : g->ND);
+            l->ldx = i > 0 ? L[i - 1].ldy : (k ? g->ld_in : round_up(g->ND, 8));
             l->lddx = i > 0 ? L[i - 1].out : g->ld_in;
             nm += (size_t)l->out * (size_t)l->in + (size_t)l->out;
             if (l->out > maxw)
@@ -104,7 +105,7 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
     g->maxw = maxw;
     g->n_mlp = nm;
     g->n_params = np + nm;
-    /* bf16 copy segments, in params order (bottom then top, weight then bias) */
+    /* padded segments, in params order (bottom then top, weight then bias) */
     g->segs.n = 0;
     int64_t src = 0, dst = 0;
     for (int k = 0; k < 2; k++) {
@@ -112,16 +113,21 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
         const int n = k ? g->n_top : g->n_bot;
         for (int i = 0; i < n; i++)
             for (int wb = 0; wb < 2; wb++) {
-                const int64_t len = wb ? L[i].out : (int64_t)L[i].out * L[i].in;
-                g->segs.src[g->segs.n] = src;
-                g->segs.dst[g->segs.n] = dst;
-                g->segs.n++;
-                src += len;
-                dst += round_up(len, 128);
+                rap_gpu_segs *s = &g->segs;
+                const int64_t rows = wb ? 1 : L[i].out;
+                const int cols = wb ? L[i].out : L[i].in;
+                const int ld = wb ? L[i].out : (int)L[i].ldw;
+                s->src[s->n] = src;
+                s->dst[s->n] = dst;
+                s->cols[s->n] = cols;
+                s->ld[s->n] = ld;
+                s->n++;
+                src += rows * cols;
+                dst += round_up(rows * ld, 128);
             }
     }
     g->segs.src[g->segs.n] = src;
-    (void)dst;
+    g->segs.n_pad = dst;
     return RAP_OK;
 }
 
@@ -153,19 +159,13 @@ static size_t plan(rap_gpu *g, char *base)
         off += (size_t)(bytes);                                                          \
     } while (0)
     const size_t B = (size_t)g->B;
-    TAKE(g->grads, float *, sizeof(float) * g->n_mlp);
-    if (g->bf16) {
-        const rap_gpu_segs *s = &g->segs;
-        size_t n16 = s->n ? (size_t)(s->dst[s->n - 1] +
-                                     round_up(s->src[s->n] - s->src[s->n - 1], 128))
-                          : 0;
-        TAKE(g->w16, void *, 2 * n16);
-    }
+    TAKE(g->grads, float *, sizeof(float) * (size_t)g->segs.n_pad);
+    TAKE(g->wc, void *, g->es * (size_t)g->segs.n_pad);
     TAKE(g->row_base, int64_t *, sizeof(int64_t) * (size_t)g->T);
     TAKE(g->nrows, int64_t *, sizeof(int64_t) * (size_t)g->T);
     TAKE(g->z, float *, sizeof(float) * B * (size_t)g->F * (size_t)g->D);
     TAKE(g->de, float *, sizeof(float) * B * (size_t)g->T * (size_t)g->D);
-    TAKE(g->xin, void *, g->es * B * (size_t)g->ND);
+    TAKE(g->xin, void *, g->es * B * (size_t)round_up(g->ND, 8));
     TAKE(g->tin, void *, g->es * B * (size_t)g->ld_in);
     TAKE(g->dtin, void *, g->es * B * (size_t)g->ld_in);
     TAKE(g->pp[0], void *, g->es * B * (size_t)g->maxw);
@@ -231,26 +231,24 @@ static rap_status wire(rap_gpu *g, const rap_model *m)
         rap_gpu_layer *l = &L[x->layer];
         const size_t rel = x->offset - m->mlp_offset;
         const bool bias = x->kind == 2 || x->kind == 4;
-        /* the bf16 segment of this tensor: segs are in params order */
-        void *c16 = NULL;
-        if (g->w16) {
-            if (seg >= g->segs.n || g->segs.src[seg] != (int64_t)rel)
-                return rap_fail(RAP_ERR_INTERNAL, "GPU model: bf16 segment of %s", x->info.name);
-            c16 = (char *)g->w16 + 2 * g->segs.dst[seg];
-        }
+        /* the padded segment of this tensor: segs are in params order */
+        if (seg >= g->segs.n || g->segs.src[seg] != (int64_t)rel)
+            return rap_fail(RAP_ERR_INTERNAL, "GPU model: padded segment of %s", x->info.name);
+        const int64_t dst = g->segs.dst[seg];
+        void *cc = (char *)g->wc + g->es * (size_t)dst;
         seg++;
         if (bias) {
             l->b = g->params + x->offset;
-            l->db = g->grads + rel;
-            l->b16 = c16;
+            l->db = g->grads + dst;
+            l->bc = cc;
         } else {
             if (x->info.rows != l->out || x->info.cols != l->in)
                 return rap_fail(RAP_ERR_INTERNAL, "GPU model: %s is %lldx%lld, expected %dx%d",
                                 x->info.name, (long long)x->info.rows,
                                 (long long)x->info.cols, l->out, l->in);
             l->w = g->params + x->offset;
-            l->dw = g->grads + rel;
-            l->w16 = c16;
+            l->dw = g->grads + dst;
+            l->wc = cc;
         }
     }
     for (int k = 0; k < 2; k++) {
@@ -436,8 +434,7 @@ static rap_status create(rap_model *m, const float *mlp_init)
                                      g->stream));
     if (g->state)
         RAP_TRY(rap_gpu_fill(g, g->state, g->n_params, c->adagrad_init));
-    if (g->bf16)
-        RAP_TRY(rap_gpu_refresh_bf16(g, m));
+    RAP_TRY(rap_gpu_refresh_copy(g, m));
     RAP_TRY(rap_gpu_interact_setup(g));
     RAP_TRY(rap_gpu_mlp_setup(g));
     RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
@@ -580,8 +577,8 @@ extern "C" rap_status rap_gpu_model_set(rap_model *m, int i, const float *host, 
     RAP_TRY(tensor_ptr(m, i, state, &p, &n));
     RAP_CUDA_TRY(
         cudaMemcpyAsync(p, host, sizeof(float) * n, cudaMemcpyHostToDevice, g->stream));
-    if (!state && m->tensors[i].kind != 0 && g->bf16)
-        RAP_TRY(rap_gpu_refresh_bf16(g, m));
+    if (!state && m->tensors[i].kind != 0)
+        RAP_TRY(rap_gpu_refresh_copy(g, m));
     RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
     return RAP_OK;
 }
@@ -595,9 +592,19 @@ extern "C" rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *h
         return rap_fail(RAP_ERR_ARG, "rap_gpu_model_get_grad: tensor %d is not an MLP tensor",
                         i);
     const rap_tensor *x = &m->tensors[i];
-    const size_t n = (size_t)x->info.rows * (size_t)x->info.cols;
-    RAP_CUDA_TRY(cudaMemcpyAsync(host, g->grads + (x->offset - m->mlp_offset),
-                                 sizeof(float) * n, cudaMemcpyDeviceToHost, g->stream));
+    /* the tensor's padded segment: rows ld apart */
+    const int64_t rel = (int64_t)(x->offset - m->mlp_offset);
+    int k = 0;
+    while (k < g->segs.n && g->segs.src[k] != rel)
+        k++;
+    if (k == g->segs.n)
+        return rap_fail(RAP_ERR_INTERNAL, "rap_gpu_model_get_grad: no segment for %s",
+                        x->info.name);
+    const size_t cols = (size_t)g->segs.cols[k];
+    const size_t rows = (size_t)((g->segs.src[k + 1] - rel) / (int64_t)cols);
+    RAP_CUDA_TRY(cudaMemcpy2DAsync(host, sizeof(float) * cols, g->grads + g->segs.dst[k],
+                                   sizeof(float) * (size_t)g->segs.ld[k], sizeof(float) * cols,
+                                   rows, cudaMemcpyDeviceToHost, g->stream));
     RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
     return RAP_OK;
 }

@@ -70,14 +70,19 @@ rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host);
                             __LINE__, #call, (int)rap_cb_s_);                          \
     } while (0)
 
-/* The bf16 copy of the MLP part: tensor k (in params order) is elements
- * [src[k], src[k+1]) of the flat MLP array, at w16 + dst[k] (256-byte
- * aligned for cuBLASLt). */
+/* The padded layout of the MLP gradients and of the compute copy of the
+ * MLP weights: tensor k (in params order) is elements [src[k], src[k+1])
+ * of the flat MLP array, (rows, cols) row-major; in the padded arrays it
+ * starts at dst[k] (256-byte aligned) with rows ld[k] elements apart
+ * (cols rounded up to 8: 16-byte aligned GEMM columns even for widths
+ * like 13 or 506). A bias is one row. */
 #define RAP_GPU_MAX_SEG (4 * RAP_MAX_LAYERS)
 typedef struct {
     int n;
     int64_t src[RAP_GPU_MAX_SEG + 1];
     int64_t dst[RAP_GPU_MAX_SEG];
+    int32_t cols[RAP_GPU_MAX_SEG], ld[RAP_GPU_MAX_SEG];
+    int64_t n_pad; /* elements of a padded array */
 } rap_gpu_segs;
 
 /* One cuBLASLt matmul D = op(A) op(B) (+ epilogue), column-major, with the
@@ -96,6 +101,7 @@ typedef struct {
 /* One Linear layer y = [relu](x w^T + b); row-major (n, ld) activations. */
 typedef struct {
     int in, out;
+    int64_t ldw;        /* padded row length of the weight copies, >= in */
     bool relu;          /* ReLU after the layer */
     bool want_aux;      /* keep a ReLU bitmask for the next layer's backward */
     int64_t ldx, ldy;   /* leading dims (elements) of x and y */
@@ -103,8 +109,8 @@ typedef struct {
     void *y;            /* (B, ldy) act, or fp32 (ytype) */
     cudaDataType ytype;
     float *w, *b;       /* (out, in), (out): in params */
-    float *dw, *db;     /* same shapes, in grads */
-    void *w16, *b16;    /* bf16 copies (BF16) else NULL */
+    float *dw, *db;     /* same shapes (dw rows ldw apart), in grads */
+    void *wc, *bc;      /* act-type compute copies (wc rows ldw apart) */
     void *aux;          /* relu bitmask, aux_ld bits per row, or NULL */
     int64_t aux_ld;
     /* what the GEMMs fuse (decided at create by the heuristics) */
@@ -140,8 +146,8 @@ typedef struct rap_gpu {
     /* weights and optimizer */
     float *params;  /* (n_params) */
     float *state;   /* (n_params) Adagrad, else NULL */
-    float *grads;   /* (n_mlp) MLP gradients, layout of params + mlp_offset */
-    void *w16;      /* bf16 copy of the MLP part (BF16), layout segs */
+    float *grads;   /* (segs.n_pad) MLP gradients, padded layout segs */
+    void *wc;       /* (segs.n_pad) act copy of the MLP weights, layout segs */
     rap_gpu_segs segs;
     int64_t *row_base; /* (T) first global row of table t */
     int64_t *nrows;    /* (T) R_t */
@@ -208,8 +214,8 @@ rap_status rap_gpu_dense_in(rap_gpu *g, const float *dense, int64_t rows);
 rap_status rap_gpu_dense_update(rap_gpu *g, const rap_model *m);
 rap_status rap_gpu_fill(rap_gpu *g, float *p, size_t n, float v);
 rap_status rap_gpu_init_table(rap_gpu *g, float *p, uint64_t seed, int t, int64_t rows, int D);
-/* w16 = bf16(MLP params), all tensors (BF16 only). */
-rap_status rap_gpu_refresh_bf16(rap_gpu *g, const rap_model *m);
+/* wc = act(MLP params), all tensors (after create and set). */
+rap_status rap_gpu_refresh_copy(rap_gpu *g, const rap_model *m);
 
 static inline unsigned rap_gpu_blocks(int64_t n, int threads, int cap)
 {

@@ -60,31 +60,36 @@ rap_status rap_gpu_loss(rap_gpu *g, const float *label, int64_t rows)
     return RAP_OK;
 }
 
-/* dst (n) act = src (n) fp32. */
+/* dst[r*ldd + j] (act) = src[r*cols + j] (fp32), r < rows, j < cols. */
 template <typename T>
-static __global__ void convert_kernel(T *__restrict__ dst, const float *__restrict__ src,
-                                      int64_t n)
+static __global__ void convert_kernel(T *__restrict__ dst, int64_t ldd,
+                                      const float *__restrict__ src, int64_t rows, int cols)
 {
+    const int64_t n = rows * cols;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = from_float<T>(src[i]);
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / cols;
+        dst[r * ldd + (i - r * cols)] = from_float<T>(src[i]);
+    }
 }
 
 rap_status rap_gpu_dense_in(rap_gpu *g, const float *dense, int64_t rows)
 {
     const int64_t n = rows * g->ND;
+    const int64_t ld = g->bot[0].ldx; /* ND rounded up to 8; the padding stays zero */
     const unsigned blocks = rap_gpu_blocks(n, ELT_THREADS, g->sms * 8);
     if (g->bf16)
-        convert_kernel<__nv_bfloat16>
-            <<<blocks, ELT_THREADS, 0, g->stream>>>((__nv_bfloat16 *)g->xin, dense, n);
+        convert_kernel<__nv_bfloat16><<<blocks, ELT_THREADS, 0, g->stream>>>(
+            (__nv_bfloat16 *)g->xin, ld, dense, rows, g->ND);
     else
-        convert_kernel<float><<<blocks, ELT_THREADS, 0, g->stream>>>((float *)g->xin, dense, n);
+        convert_kernel<float>
+            <<<blocks, ELT_THREADS, 0, g->stream>>>((float *)g->xin, ld, dense, rows, g->ND);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
 
-/* Index in the bf16 copy of flat MLP element i. */
-static __device__ __forceinline__ int64_t seg_dst(const rap_gpu_segs &sg, int64_t i)
+/* Index in the padded arrays (grads, wc) of flat MLP element i. */
+static __device__ __forceinline__ int64_t seg_index(const rap_gpu_segs &sg, int64_t i)
 {
     int lo = 0, hi = sg.n - 1; /* last k with src[k] <= i */
     while (lo < hi) {
@@ -94,21 +99,26 @@ static __device__ __forceinline__ int64_t seg_dst(const rap_gpu_segs &sg, int64_
         else
             hi = mid - 1;
     }
-    return sg.dst[lo] + (i - sg.src[lo]);
+    const int64_t e = i - sg.src[lo];
+    const int64_t r = e / sg.cols[lo];
+    return sg.dst[lo] + r * sg.ld[lo] + (e - r * sg.cols[lo]);
 }
 
-/* w -= lr*g (SGD) or PyTorch Adagrad (gr NULL: no update); w16 = bf16(w)
- * at its segment when w16 is given. */
+/* For flat MLP element i: w -= lr*g (SGD) or PyTorch Adagrad, g read from
+ * the padded gradients (gr NULL: no update); wc = act(w) at its padded
+ * place. */
+template <typename T>
 static __global__ void dense_update_kernel(float *__restrict__ w, float *__restrict__ s,
-                                           const float *__restrict__ gr,
-                                           __nv_bfloat16 *__restrict__ w16, rap_gpu_segs sg,
-                                           int64_t n, int adagrad, float lr, float eps)
+                                           const float *__restrict__ gr, T *__restrict__ wc,
+                                           rap_gpu_segs sg, int64_t n, int adagrad, float lr,
+                                           float eps)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t pi = seg_index(sg, i);
         float x = w[i];
         if (gr) {
-            const float g = gr[i];
+            const float g = gr[pi];
             if (!adagrad) {
                 x -= lr * g;
             } else {
@@ -118,37 +128,39 @@ static __global__ void dense_update_kernel(float *__restrict__ w, float *__restr
             }
             w[i] = x;
         }
-        if (w16)
-            w16[seg_dst(sg, i)] = __float2bfloat16_rn(x);
+        wc[pi] = from_float<T>(x);
     }
 }
 
-rap_status rap_gpu_refresh_bf16(rap_gpu *g, const rap_model *m)
-{
-    const int64_t n = (int64_t)m->n_mlp_params;
-    if (n == 0 || !g->w16)
-        return RAP_OK;
-    dense_update_kernel<<<rap_gpu_blocks(n, ELT_THREADS, g->sms * 8), ELT_THREADS, 0,
-                          g->stream>>>(g->params + m->mlp_offset, NULL, NULL,
-                                       (__nv_bfloat16 *)g->w16, g->segs, n, 0, 0.0f, 0.0f);
-    RAP_CUDA_LAUNCHED();
-    return RAP_OK;
-}
-
-rap_status rap_gpu_dense_update(rap_gpu *g, const rap_model *m)
+static rap_status dense_launch(rap_gpu *g, const rap_model *m, bool update)
 {
     const rap_model_config *c = &m->cfg;
     const int64_t n = (int64_t)m->n_mlp_params;
     if (n == 0)
         return RAP_OK;
     const bool ada = c->optimizer == RAP_ADAGRAD;
-    dense_update_kernel<<<rap_gpu_blocks(n, ELT_THREADS, g->sms * 8), ELT_THREADS, 0,
-                          g->stream>>>(g->params + m->mlp_offset,
-                                       ada ? g->state + m->mlp_offset : NULL, g->grads,
-                                       (__nv_bfloat16 *)g->w16, g->segs, n, ada ? 1 : 0, c->lr,
-                                       c->adagrad_eps);
+    float *w = g->params + m->mlp_offset;
+    float *st = ada ? g->state + m->mlp_offset : NULL;
+    const float *gr = update ? g->grads : NULL;
+    const unsigned blocks = rap_gpu_blocks(n, ELT_THREADS, g->sms * 8);
+    if (g->bf16)
+        dense_update_kernel<__nv_bfloat16><<<blocks, ELT_THREADS, 0, g->stream>>>(
+            w, st, gr, (__nv_bfloat16 *)g->wc, g->segs, n, ada ? 1 : 0, c->lr, c->adagrad_eps);
+    else
+        dense_update_kernel<float><<<blocks, ELT_THREADS, 0, g->stream>>>(
+            w, st, gr, (float *)g->wc, g->segs, n, ada ? 1 : 0, c->lr, c->adagrad_eps);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
+}
+
+rap_status rap_gpu_refresh_copy(rap_gpu *g, const rap_model *m)
+{
+    return dense_launch(g, m, false);
+}
+
+rap_status rap_gpu_dense_update(rap_gpu *g, const rap_model *m)
+{
+    return dense_launch(g, m, true);
 }
 
 static __global__ void fill_kernel(float *p, int64_t n, float v)

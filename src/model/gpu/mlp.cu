@@ -326,8 +326,8 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l)
     s.at = g->act;
     s.ar = (uint64_t)l->in;
     s.ac = (uint64_t)l->out;
-    s.lda = l->in;
-    s.pa = g->bf16 ? l->w16 : l->w;
+    s.lda = l->ldw;
+    s.pa = l->wc;
     s.bt = g->act;
     s.br = (uint64_t)l->in;
     s.bc = (uint64_t)g->B;
@@ -346,7 +346,7 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l)
         for (int bv = 0; bv < (g->bf16 && !d32 ? 2 : 1) && !ok; bv++) {
             s.epi = l->relu ? (aux ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS)
                             : CUBLASLT_EPILOGUE_BIAS;
-            s.bias = (g->bf16 && !d32 && bv == 1) ? l->b16 : l->b;
+            s.bias = (g->bf16 && !d32 && bv == 1) ? l->bc : l->b;
             s.bias_type = (g->bf16 && !d32 && bv == 0) ? (int)CUDA_R_32F : -1;
             s.aux = aux ? l->aux : NULL;
             s.aux_ld = aux ? l->aux_ld : 0;
@@ -393,7 +393,7 @@ static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l)
     s.dt = CUDA_R_32F;
     s.dr = (uint64_t)l->in;
     s.dc = (uint64_t)l->out;
-    s.ldd = l->in;
+    s.ldd = l->ldw;
     s.pd = l->dw;
     s.epi = CUBLASLT_EPILOGUE_BGRADB;
     s.bias = l->db;
@@ -424,8 +424,8 @@ static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *pr
     s.at = g->act;
     s.ar = (uint64_t)l->in;
     s.ac = (uint64_t)l->out;
-    s.lda = l->in;
-    s.pa = g->bf16 ? l->w16 : l->w;
+    s.lda = l->ldw;
+    s.pa = l->wc;
     s.bt = g->act;
     s.br = (uint64_t)l->out;
     s.bc = (uint64_t)g->B;
