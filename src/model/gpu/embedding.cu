@@ -155,38 +155,61 @@ static __global__ void __launch_bounds__(EMB_THREADS)
         }
         const int64_t left = nbags - wb;
         const int nb = left < 32 ? (int)left : 32;
-        for (int j = 0; j < nb; j += gpw) { /* warp-uniform */
-            const int src = j + grp;       /* < 32: gpw divides 32 */
-            const int64_t q0 = __shfl_sync(0xffffffffu, p0, src);
-            const int64_t q1 = __shfl_sync(0xffffffffu, p1, src);
-            const int64_t qr = __shfl_sync(0xffffffffu, r0, src);
-            if (src >= nb)
+        /* two bags per group per step: two independent row loads in flight */
+        for (int j = 0; j < nb; j += 2 * gpw) { /* warp-uniform */
+            int64_t q0[2], q1[2], qr[2];
+            int src[2];
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                src[u] = j + u * gpw + grp; /* >= 32 only past nb */
+                q0[u] = __shfl_sync(0xffffffffu, p0, src[u] & 31);
+                q1[u] = __shfl_sync(0xffffffffu, p1, src[u] & 31);
+                qr[u] = __shfl_sync(0xffffffffu, r0, src[u] & 31);
+            }
+            float *o[2];
+            int tq[2];
+            bool live[2];
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                live[u] = src[u] < nb;
+                const int64_t bq = wb + (live[u] ? src[u] : 0);
+                const int64_t row = bq / c.n;
+                const int tl = (int)(bq - row * c.n);
+                tq[u] = tl;
+                o[u] = out + row * out_ld + (int64_t)(slot0 + c.first + tl) * D;
+            }
+            if (!live[0])
                 continue;
-            const int64_t bq = wb + src;
-            const int64_t row = bq / c.n;
-            const int tl = (int)(bq - row * c.n);
-            const int t = c.first + tl;
-            float *o = out + row * out_ld + (int64_t)(slot0 + t) * D;
             for (int cc = sub; cc < ncol; cc += tpb) {
-                vecf<VEC> acc;
-                if (qr >= 0)
-                    acc = vldg<VEC>(W + qr * D + (int64_t)cc * VEC);
-                else
-                    vzero(acc);
-                if (q1 - q0 > 1) {
-                    const int64_t *ids = c.ids[tl];
+                vecf<VEC> acc[2];
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    if (live[u] && qr[u] >= 0)
+                        acc[u] = vldg<VEC>(W + qr[u] * D + (int64_t)cc * VEC);
+                    else
+                        vzero(acc[u]);
+                }
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    if (!live[u] || q1[u] - q0[u] <= 1)
+                        continue;
+                    const int t = c.first + tq[u];
+                    const int64_t *ids = c.ids[tq[u]];
                     const int64_t base = row_base[t], R = nrows[t];
-                    for (int64_t p = q0 + 1; p < q1; p++) {
+                    for (int64_t p = q0[u] + 1; p < q1[u]; p++) {
                         const int64_t id = ids[p];
                         if (id < 0 || id >= R) {
                             if (cc == sub)
                                 atomicOr(err, RAP_GPU_ERR_ID);
                             continue;
                         }
-                        vadd(acc, vldg<VEC>(W + (base + id) * D + (int64_t)cc * VEC));
+                        vadd(acc[u], vldg<VEC>(W + (base + id) * D + (int64_t)cc * VEC));
                     }
                 }
-                vstore(o + (int64_t)cc * VEC, acc);
+#pragma unroll
+                for (int u = 0; u < 2; u++)
+                    if (live[u])
+                        vstore(o[u] + (int64_t)cc * VEC, acc[u]);
             }
         }
     }
