@@ -832,7 +832,7 @@ rap_status rap_train_run(const rap_train_config *c, rap_train_result *res)
     if (st == RAP_OK && !res->interrupted && t.holdout + (c->eval_data && c->eval_data[0]) > 0) {
         st = evaluate(&t, &res->eval);
         if (st == RAP_OK)
-            st = log_eval(&t, &res->eval, "final");
+            st = log_eval(&t, &res->eval, "eval");
     }
     if (st == RAP_OK && c->save && c->save[0])
         st = save(&t);
