@@ -52,10 +52,10 @@ static void small_config(rap_model_config *c, int D, rap_optimizer opt, rap_prec
 typedef struct {
     int64_t rows;
     int T;
-    float *dense, *label;     /* host */
-    int64_t *off[8], *ids[8]; /* host */
-    float *d_dense, *d_label; /* device */
-    int64_t *d_off[8], *d_ids[8];
+    float *dense, *label;       /* host */
+    int64_t *off[32], *ids[32]; /* host */
+    float *d_dense, *d_label;   /* device */
+    int64_t *d_off[32], *d_ids[32];
     rap_model_batch host, dev;
 } tbatch;
 
@@ -223,7 +223,7 @@ static void check_steps(rap_test_ctx *t, const rap_model_config *c, int64_t rows
     }
     CHECK(compare_all(t, gm, cm, 0.0f, 0.0f, c->optimizer == RAP_ADAGRAD) == 0);
     /* table 0 before, to see it move */
-    float before[3 * 256], after[3 * 256];
+    float before[3 * 256], after[3 * 256]; /* table 0: 3 rows of D <= 256 */
     CHECK_OK(rap_model_get(gm, 0, before));
     for (int k = 0; k < steps && !t->failures; k++) {
         tbatch b;
@@ -366,6 +366,39 @@ RAP_TEST(model_gpu_long_runs_match_cpu)
     small_config(&c, 8, RAP_ADAGRAD, RAP_FP32, true);
     c.batch = 3000;
     check_steps(t, &c, c.batch, 2, 5e-6f, 2e-4f);
+#endif
+}
+
+/* The paper's shapes where they matter to the kernels: D 128 (float4, 32
+ * lanes per bag), 27 tables (F 28: the interaction's 4x4 tiles, widths 13
+ * and 506 padded), with narrower MLPs and small tables to keep the CPU
+ * side quick. */
+static void paper_shape(rap_model_config *c, rap_optimizer opt)
+{
+    small_config(c, 128, opt, RAP_FP32, true);
+    c->n_dense = 13;
+    c->n_tables = 27;
+    for (int t = 0; t < 27; t++)
+        c->table_rows[t] = t == 0 ? 3 : 10 + 37 * t;
+    c->n_bot = 2;
+    c->bot[0] = 64;
+    c->bot[1] = 128;
+    c->n_top = 3;
+    c->top[0] = 96;
+    c->top[1] = 32;
+    c->top[2] = 1;
+    c->batch = 300;
+}
+
+RAP_TEST(model_gpu_paper_shape_matches_cpu)
+{
+    REQUIRE_GPU();
+#ifdef RAP_HAVE_CUDA
+    rap_model_config c;
+    paper_shape(&c, RAP_SGD);
+    check_steps(t, &c, c.batch, 2, 2e-6f, 2e-4f);
+    paper_shape(&c, RAP_ADAGRAD);
+    check_steps(t, &c, 123, 2, 2e-6f, 2e-4f);
 #endif
 }
 
