@@ -373,6 +373,7 @@ RAP_TEST(model_gpu_long_runs_match_cpu)
  * lanes per bag), 27 tables (F 28: the interaction's 4x4 tiles, widths 13
  * and 506 padded), with narrower MLPs and small tables to keep the CPU
  * side quick. */
+#ifdef RAP_HAVE_CUDA
 static void paper_shape(rap_model_config *c, rap_optimizer opt)
 {
     small_config(c, 128, opt, RAP_FP32, true);
@@ -389,6 +390,7 @@ static void paper_shape(rap_model_config *c, rap_optimizer opt)
     c->top[2] = 1;
     c->batch = 300;
 }
+#endif
 
 RAP_TEST(model_gpu_paper_shape_matches_cpu)
 {
