@@ -21,7 +21,16 @@
  *   tin   (B, ld_in) act: interaction output = top MLP input
  *   dtin  (B, ld_in) act: its gradient
  *   pp[2] (B, maxw) act: ping-pong gradients of layer pre-activations
+ *   grads, wc: MLP gradients (fp32) and the act-type compute copy of the
+ *         MLP weights that the GEMMs read, in the padded layout of segs
+ *         (rows 16-byte aligned); the dense optimizer updates the fp32
+ *         master weights in params and rewrites wc in the same pass
  * act = float (RAP_FP32) or bf16 (RAP_BF16).
+ *
+ * CUDA graphs: the phases capture the batch's device pointers (dense,
+ * label, off, ids) by value: replay with the same batch buffers, refilled.
+ * A batch with a different row count must be run once outside the capture
+ * first (the GEMM layouts are resized on the host).
  *
  * Test hook below: rap_gpu_model_get_grad.
  */
