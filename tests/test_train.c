@@ -551,4 +551,50 @@ RAP_TEST(cli_train_end_to_end)
     CHECK(run_rap("train --precision bf16 --device cpu --gen-rows 1000", out, sizeof out) == 1);
     CHECK(strstr(out, "bf16"));
     CHECK(run_rap("export --out x", out, sizeof out) == 2);
+    CHECK(run_rap("train --eval-data x --eval-fraction 0.2", out, sizeof out) == 1);
+    CHECK(strstr(out, "not both"));
+}
+
+/* Ctrl-C: the step finishes, --save is written, the accounting printed,
+ * exit status 130. */
+RAP_TEST(cli_train_interrupt)
+{
+    if (access(rap_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_bin());
+    const char *d = rap_test_tmpdir();
+    char plan[512], ck[512], log[512], cmd[4096];
+    snprintf(plan, sizeof plan, "%s/int.plan", d);
+    snprintf(ck, sizeof ck, "%s/int.safetensors", d);
+    snprintf(log, sizeof log, "%s/int.log", d);
+    FILE *f = fopen(plan, "w");
+    REQUIRE(f);
+    fputs(k_small_plan, f);
+    for (int j = 0; j < RAP_CRITEO_DENSE; j++)
+        if (j != 0 && j != 1 && j != 2 && j != 4)
+            fprintf(f, "del df[\"int_%d\"]\n", j);
+    for (int j = 0; j < RAP_CRITEO_SPARSE; j++)
+        if (j != 0 && j != 1 && j != 2 && j != 8)
+            fprintf(f, "del df[\"cat_%d\"]\n", j);
+    fclose(f);
+    remove(ck);
+    snprintf(cmd, sizeof cmd,
+             "%s train --device cpu --plan %s --gen-rows 1000000 --gen-eval-rows 1000 "
+             "--batch 64 --threads 1 --save %s >%s 2>&1 </dev/null & p=$!; sleep 5; kill -INT $p; "
+             "wait $p; exit $?", rap_bin(), plan, ck, log);
+    int st = system(cmd);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 130, "exit status %d", WEXITSTATUS(st));
+    static char out[1 << 16];
+    f = fopen(log, "rb");
+    REQUIRE(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    fclose(f);
+    CHECK_MSG(strstr(out, "interrupted after step") && strstr(out, "rows read"), "%s", out);
+    rap_ckpt *c = NULL;
+    CHECK_OK(rap_ckpt_open(ck, &c));
+    if (c) {
+        CHECK_OK(rap_ckpt_verify(c));
+        CHECK(atoll(rap_meta_get(&c->meta, "step")) > 0);
+    }
+    rap_ckpt_close(c);
 }

@@ -80,6 +80,9 @@ static rap_status run(cli_settings *s, train_job *j, rap_train_result *res)
     m->threads = (int)s->threads;
     c.cuda_graph = s->cuda_graph;
 
+    if (s->eval_data[0] && rap_opts_given(cli_options, cli_n_options, "eval-fraction"))
+        return rap_fail(RAP_ERR_ARG, "give --eval-data or --eval-fraction, not both (the "
+                        "fraction holds rows of --data out for evaluation)");
     double teacher = NAN;
     if (!s->data[0]) {
         RAP_TRY(gen_temp(s, "training", s->gen_rows, (uint64_t)s->seed, j->tmp_train,
