@@ -20,7 +20,7 @@ WARN := -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
 # compute bit-identical float results where ops.md asks for it.
 CFLAGS := -std=c11 -O2 -g $(WARN) -ffp-contract=off -D_GNU_SOURCE -Iinclude -Isrc -pthread -MMD -MP \
   -I/usr/include/x86_64-linux-gnu/openblas-pthread
-LDLIBS := -lopenblas -lz -lm -lpthread
+LDLIBS := -lopenblas -lglpk -lxgboost -lz -lm -lpthread
 ifeq ($(SAN),1)
   CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
   LDFLAGS += -fsanitize=address,undefined
