@@ -31,6 +31,7 @@ void rap_train_defaults(rap_train_config *c)
     c->plan_name = "";
     rap_model_config_defaults(&c->model);
     c->device = RAP_CPU;
+    c->mode = -1;
     c->log_interval = 5;
 }
 
@@ -118,21 +119,6 @@ static void copy_row(rap_batch *dst, const rap_batch *src, int64_t r)
     dst->rows = d + 1;
 }
 
-static void add_stats(rap_reader_stats *sum, const rap_reader_stats *s)
-{
-    sum->rows_read += s->rows_read;
-    sum->rows_used += s->rows_used;
-    sum->rows_rejected += s->rows_rejected;
-    sum->bytes_read += s->bytes_read;
-    sum->files += s->files;
-    for (int r = 0; r < RAP_REJ_COUNT; r++) {
-        sum->rejected[r] += s->rejected[r];
-        for (int e = 0; e < RAP_REJ_EXAMPLES; e++)
-            if (!sum->example[r][e][0])
-                memcpy(sum->example[r][e], s->example[r][e], sizeof sum->example[r][e]);
-    }
-}
-
 /* ------------------------------------------------------------ trainer */
 
 typedef struct {
@@ -144,14 +130,12 @@ typedef struct {
     rap_prep *prep;
     rap_input *input;
     rap_model *model;
-    rap_reader *rd;          /* training input, current pass */
-    rap_batch rb;            /* reader batch */
-    int64_t rb_at;           /* next row of rb to look at */
+    rap_rowfeed *feed;       /* training rows, every pass */
+    rap_runtime *rt;         /* the pipelined steps */
+    rap_mode mode;
     rap_batch eb;            /* reader batch of evaluation */
     rap_batch tb;            /* (B) rows of one step or of one evaluation batch */
     float *logits;           /* (B) host */
-    void *graph;             /* CUDA graph of the step, B rows */
-    bool graph_failed;
     rap_metrics_file mf;
     rap_progress pg;
     rap_eval_acc acc;
@@ -172,84 +156,12 @@ typedef struct {
 
 static bool stop_requested(const trainer *t) { return t->c->stop && *t->c->stop; }
 
-static rap_status open_reader(trainer *t)
-{
-    rap_reader_config rc = t->c->reader;
-    rc.input = t->c->data;
-    t->rb.rows = 0;
-    t->rb_at = 0;
-    return rap_reader_open(&rc, &t->rd);
-}
-
-static void close_reader(trainer *t)
-{
-    if (!t->rd)
-        return;
-    rap_reader_stats st;
-    rap_reader_get_stats(t->rd, &st);
-    add_stats(&t->res->data, &st);
-    rap_reader_close(t->rd);
-    t->rd = NULL;
-}
-
-/* Fills tb with the next B training rows of the pass; *eod at the end of
- * the input (tb may then hold fewer rows, or none). */
-static rap_status fill_batch(trainer *t, bool *eod)
-{
-    rap_batch *tb = &t->tb;
-    tb->rows = 0;
-    *eod = false;
-    while (tb->rows < tb->cap) {
-        if (t->rb_at >= t->rb.rows) {
-            RAP_TRY(rap_reader_next(t->rd, &t->rb));
-            t->rb_at = 0;
-            if (t->rb.rows == 0) {
-                *eod = true;
-                break;
-            }
-        }
-        int64_t idx = t->rb.first_row + t->rb_at;
-        if (idx >= t->pos) { /* rows before pos were consumed before a resume */
-            t->pos = idx + 1;
-            if (!rap_train_held_out(idx, t->holdout))
-                copy_row(tb, &t->rb, t->rb_at);
-        }
-        t->rb_at++;
-    }
-    return RAP_OK;
-}
-
 /* Runs the plan on tb and points mb at the result. */
 static rap_status prepare(trainer *t, rap_model_batch *mb)
 {
     RAP_TRY(rap_prep_load(t->prep, &t->tb));
     RAP_TRY(rap_prep_run(t->prep));
     return rap_input_make(t->input, t->prep, mb);
-}
-
-static rap_status train_step(trainer *t, const rap_model_batch *mb)
-{
-    bool use_graph = t->c->cuda_graph && t->c->device == RAP_GPU && !t->graph_failed &&
-                     mb->rows == t->tb.cap;
-    if (use_graph && !t->graph) {
-        rap_status st = rap_run_graph_begin(t->stream);
-        if (st == RAP_OK) {
-            rap_status s2 = rap_model_train_step(t->model, mb);
-            st = rap_run_graph_end(t->stream, &t->graph);
-            if (s2 != RAP_OK)
-                st = s2;
-        }
-        if (st != RAP_OK) {
-            rap_warn("--cuda-graph: cannot capture the training step (%s); running it without "
-                     "a graph", rap_last_error());
-            t->graph = NULL;
-            t->graph_failed = true;
-            use_graph = false;
-        }
-    }
-    if (use_graph)
-        return rap_run_graph_launch(t->graph, t->stream);
-    return rap_model_train_step(t->model, mb);
 }
 
 /* Evaluates the model on the evaluation rows; stops early on a stop request. */
@@ -577,10 +489,11 @@ static double fraction_done(trainer *t)
     double in_epoch = -1;
     if (c->data_rows > 0)
         in_epoch = (double)t->pos / (double)c->data_rows;
-    else if (t->data_size > 0 && t->rd) {
-        rap_reader_stats st;
-        rap_reader_get_stats(t->rd, &st);
-        in_epoch = (double)st.bytes_read / (double)t->data_size;
+    else if (t->data_size > 0 && t->feed) {
+        rap_rowfeed_stats st;
+        rap_rowfeed_get_stats(t->feed, &st);
+        in_epoch = (double)(st.reader.bytes_read - st.passes_done * t->data_size) /
+                   (double)t->data_size;
     }
     if (epochs > 0 && in_epoch >= 0 && epochs > t->frac0) {
         double g = ((double)t->epoch + (in_epoch < 1 ? in_epoch : 1) - t->frac0) /
@@ -642,8 +555,17 @@ static rap_status setup(trainer *t)
         stat(c->data, &sb) == 0 && S_ISREG(sb.st_mode))
         t->data_size = (int64_t)sb.st_size;
 
+    t->mode = c->mode >= 0 ? (rap_mode)c->mode
+                           : (c->device == RAP_GPU && !c->cuda_graph ? RAP_MODE_RAP
+                                                                     : RAP_MODE_SEQUENTIAL);
+    t->res->mode = t->mode;
+    {
+        char why[256];
+        if (!rap_mode_available(t->mode, c->device, why, sizeof why))
+            return rap_fail(RAP_ERR_ARG, "--mode %s: %s", rap_mode_name(t->mode), why);
+    }
     if (c->device == RAP_GPU) {
-        RAP_TRY(rap_run_stream_create(&t->stream));
+        RAP_TRY(rap_runtime_train_stream_create(&t->stream));
         t->mc.stream = t->stream;
     }
     RAP_TRY(c->fuse_none ? rap_fuse_none(c->plan, &t->fus) : rap_fuse_levels(c->plan, &t->fus));
@@ -681,7 +603,6 @@ static rap_status setup(trainer *t)
     rap_ckpt_close(ck);
     RAP_TRY(st);
 
-    RAP_TRY(rap_batch_create(&t->rb, c->plan->schema, READ_ROWS, c->device == RAP_GPU));
     RAP_TRY(rap_batch_create(&t->eb, c->plan->schema, READ_ROWS, false));
     RAP_TRY(rap_batch_create(&t->tb, c->plan->schema, t->mc.batch, c->device == RAP_GPU));
     t->logits = rap_malloc(sizeof(float) * (size_t)t->mc.batch, "logits");
@@ -696,29 +617,113 @@ static rap_status setup(trainer *t)
     widths(t->mc.bot, t->mc.n_bot, bot, sizeof bot);
     widths(t->mc.top, t->mc.n_top, top, sizeof top);
     rap_info("model: %d dense inputs, %d tables (%lld rows) of dim %d, bottom MLP %s, top MLP %s, "
-             "%s lr %g, batch %lld, on the %s (%.2f GB)",
+             "%s lr %g, batch %lld, on the %s (%.2f GB), mode %s",
              t->mc.n_dense, t->mc.n_tables, (long long)tab, t->mc.emb_dim, bot, top,
              opt_name(t->mc.optimizer), (double)t->mc.lr, (long long)t->mc.batch,
              c->device == RAP_GPU ? "GPU" : "CPU",
-             (double)rap_model_bytes(&t->mc, c->device) / 1e9);
+             (double)rap_model_bytes(&t->mc, c->device) / 1e9, rap_mode_name(t->mode));
     return RAP_OK;
+}
+
+/* Starts the row feed (every remaining pass) and the runtime. */
+static rap_status open_pipeline(trainer *t, int64_t passes)
+{
+    const rap_train_config *c = t->c;
+    rap_rowfeed_config fc;
+    memset(&fc, 0, sizeof fc);
+    fc.reader = c->reader;
+    fc.reader.input = c->data;
+    fc.batch_rows = t->mc.batch;
+    int workers = c->cpu_workers > 0 ? c->cpu_workers : rap_ncores();
+    fc.n_batches = t->mode == RAP_MODE_CPU ? workers + 2 : 4;
+    fc.pinned = c->device == RAP_GPU;
+    fc.holdout = t->holdout;
+    fc.start_pos = t->pos;
+    fc.passes = passes;
+    fc.trace = c->trace;
+    fc.stop = c->stop;
+    RAP_TRY(rap_rowfeed_create(&fc, &t->feed));
+    rap_runtime_config rc;
+    memset(&rc, 0, sizeof rc);
+    rc.mode = t->mode;
+    rc.plan = c->plan;
+    rc.fusion = &t->fus;
+    rc.schedule = c->schedule;
+    rc.cpu_workers = c->cpu_workers;
+    rc.prep_threads = c->reader.threads;
+    rc.cuda_graph = c->cuda_graph;
+    rc.trace = c->trace;
+    return rap_runtime_create(&rc, t->model, t->feed, &t->rt);
+}
+
+/* Ends the pipeline (waiting for the GPU) and adds its accounting. */
+static void close_pipeline(trainer *t)
+{
+    if (t->rt) {
+        rap_runtime_stats rs;
+        rap_runtime_sync(t->rt);
+        rap_runtime_get_stats(t->rt, &rs);
+        t->res->starved_s += rs.starved_s;
+        if (rs.timed_steps > 0)
+            t->res->exposed_ms = rs.exposed_ms / (double)rs.timed_steps;
+        rap_runtime_free(t->rt);
+        t->rt = NULL;
+    }
+    if (t->feed) {
+        rap_rowfeed_stats fs;
+        rap_rowfeed_free(t->feed, &fs);
+        t->feed = NULL;
+        t->res->data = fs.reader;
+        t->res->rows_held_out += fs.rows_held_out;
+        t->res->rows_pending += fs.rows_pending;
+        t->res->rows_skipped += fs.rows_skipped;
+    }
+}
+
+/* Takes the losses of completed steps (all of them when wait), in order:
+ * sums them for the log and stops at a non-finite one, naming its step. */
+static rap_status take_losses(trainer *t, bool wait)
+{
+    int64_t idx;
+    double loss;
+    rap_status st;
+    while (rap_runtime_next_loss(t->rt, wait, &idx, &loss, &st)) {
+        if (!isfinite(loss)) {
+            int64_t step = t->step0 + idx + 1;
+            t->res->nan_step = step;
+            rap_progress_clear(&t->pg);
+            return rap_fail(RAP_ERR_DATA,
+                            "the training loss is %s at step %lld (lr %g too high?): stopped; "
+                            "no checkpoint written at this step",
+                            isnan(loss) ? "NaN" : "infinite", (long long)step, (double)t->mc.lr);
+        }
+        t->loss_sum += loss;
+        t->loss_n++;
+    }
+    return st;
+}
+
+/* Waits for the queued steps and checks their losses (before a save or an
+ * evaluation). */
+static rap_status settle(trainer *t)
+{
+    RAP_TRY(rap_runtime_sync(t->rt));
+    return take_losses(t, true);
 }
 
 static void teardown(trainer *t)
 {
-    close_reader(t);
-    rap_run_graph_free(t->graph);
+    close_pipeline(t);
     rap_metrics_close(&t->mf);
     rap_eval_free(&t->acc);
     rap_free(t->logits);
     rap_batch_free(&t->tb);
     rap_batch_free(&t->eb);
-    rap_batch_free(&t->rb);
     rap_model_free(t->model);
     rap_input_free(t->input);
     rap_prep_free(t->prep);
     rap_fusion_free(&t->fus);
-    rap_run_stream_free(t->stream);
+    rap_rt_stream_free(t->stream);
     rap_free(t->plan_cols);
 }
 
@@ -738,53 +743,36 @@ static rap_status loop(trainer *t)
     t->step0 = t->step;
     t->frac0 = (double)t->epoch + (c->data_rows > 0 ? (double)t->pos / (double)c->data_rows : 0);
     rap_progress_init(&t->pg, c->progress, c->tty, c->log_interval);
+    if (finished(t))
+        return RAP_OK;
+    int64_t epochs = c->epochs > 0 ? c->epochs : (c->steps > 0 ? 0 : 1);
+    RAP_TRY(open_pipeline(t, epochs > 0 ? epochs - t->epoch : 0));
     double last_log = rap_now();
-    int64_t pass_start = 0, pass_rows = 0;
+    int64_t pass_start = t->pos;
     while (!finished(t) && !stop_requested(t)) {
         double t0 = rap_now();
-        if (!t->rd) {
-            RAP_TRY(open_reader(t));
-            pass_start = t->pos;
-            pass_rows = 0;
-        }
-        bool eod;
-        RAP_TRY(fill_batch(t, &eod));
-        if (t->tb.rows > 0) {
-            rap_model_batch mb;
-            RAP_TRY(prepare(t, &mb));
-            RAP_TRY(train_step(t, &mb));
-            double loss;
-            RAP_TRY(rap_model_last_loss(t->model, &loss));
-            RAP_TRY(rap_prep_sync(t->prep));
+        rap_step_info in;
+        RAP_TRY(rap_runtime_step(t->rt, &in));
+        t->t_train += rap_now() - t0;
+        if (in.end)
+            break; /* stopped, or a followed input went idle */
+        if (in.rows > 0) {
             t->step++;
-            if (!isfinite(loss)) {
-                res->nan_step = t->step;
-                rap_progress_clear(&t->pg);
-                return rap_fail(RAP_ERR_DATA,
-                                "the training loss is %s at step %lld (lr %g too high?): stopped; "
-                                "no checkpoint written at this step",
-                                isnan(loss) ? "NaN" : "infinite", (long long)t->step,
-                                (double)t->mc.lr);
-            }
-            res->samples += t->tb.rows;
+            t->pos = in.pos_after;
+            res->samples += in.rows;
             res->steps_run++;
-            t->loss_sum += loss;
-            t->loss_n++;
-            pass_rows += t->tb.rows;
+            RAP_TRY(take_losses(t, false));
         }
-        if (eod) {
-            close_reader(t);
-            if (pass_start == 0 && pass_rows == 0)
+        if (in.end_of_pass) {
+            if (pass_start == 0 && in.pass_rows == 0)
                 return rap_fail(RAP_ERR_DATA, "%s: no training rows (%s)", c->data,
-                                t->pos == 0 ? "the input holds no usable row"
-                                            : "every row is held out for evaluation");
+                                in.pos_after == 0 ? "the input holds no usable row"
+                                                  : "every row is held out for evaluation");
             t->epoch++;
             t->pos = 0;
+            pass_start = 0;
         }
-        t->t_train += rap_now() - t0;
-        bool stepped = t->tb.rows > 0;
-        t->tb.rows = 0;
-        if (!stepped)
+        if (in.rows == 0)
             continue;
         double now = rap_now();
         if (c->log_every > 0 ? t->step % c->log_every == 0 : now - last_log >= c->log_interval) {
@@ -795,14 +783,20 @@ static rap_status loop(trainer *t)
             rap_progress_update(&t->pg, res->samples, t->step, loss, fraction_done(t), false);
         }
         if (c->eval_every > 0 && t->step % c->eval_every == 0 && !finished(t)) {
+            RAP_TRY(settle(t));
             rap_eval_result e;
             RAP_TRY(evaluate(t, &e));
             RAP_TRY(log_eval(t, &e, "eval"));
         }
         if (c->save && c->save[0] && c->save_every > 0 && t->step % c->save_every == 0 &&
-            !finished(t))
+            !finished(t)) {
+            RAP_TRY(settle(t));
             RAP_TRY(save(t));
+        }
     }
+    double t0 = rap_now();
+    RAP_TRY(settle(t));
+    t->t_train += rap_now() - t0;
     if (t->loss_n)
         RAP_TRY(log_step(t, true));
     rap_progress_clear(&t->pg);
@@ -826,8 +820,8 @@ rap_status rap_train_run(const rap_train_config *c, rap_train_result *res)
     res->train_seconds = t.t_train;
     res->samples_per_s = t.t_train > 0 ? (double)res->samples / t.t_train : 0;
     res->interrupted = st == RAP_OK && stop_requested(&t);
-    /* make sure the training reader's rows are counted */
-    close_reader(&t);
+    /* make sure the training reader's rows are counted (waits for the GPU) */
+    close_pipeline(&t);
     char a[32], b[32], d[32], e[32], te[32];
     if (st == RAP_OK && !res->interrupted && t.holdout + (c->eval_data && c->eval_data[0]) > 0) {
         st = evaluate(&t, &res->eval);

@@ -3,9 +3,10 @@
  * evaluation, progress, metrics, checkpoints and resume (docs/TRAINING.md).
  *
  * One step: the next B training rows (held-out rows skipped) are copied
- * into one raw batch, the executor runs the plan on it on the training
- * device, input.c packs the columns into a rap_model_batch, the model trains
- * on it, and the loss is checked (a NaN or inf loss stops the run at that
+ * into one raw batch (the runtime's row feed, runtime.h), the executor runs
+ * the plan on it (in the mode's way: runtime.h), input.c packs the columns
+ * into a rap_model_batch, the model trains on it, and the loss is checked
+ * when the step has completed (a NaN or inf loss stops the run naming its
  * step). Batches are made of rows, not of reader batches, so the rows of
  * step s depend only on the input, B and the hold-out: that is what lets a
  * resumed run continue bit for bit.
@@ -21,6 +22,7 @@
 
 #include "model/model.h"
 #include "run/metrics.h"
+#include "run/runtime.h"
 #include "rap.h"
 
 #include <signal.h>
@@ -52,7 +54,13 @@ typedef struct {
     /* model: n_dense, n_tables and table_rows are filled from the plan */
     rap_model_config model;
     rap_device device;
-    bool cuda_graph;           /* GPU: replay the step as a CUDA graph */
+    bool cuda_graph;           /* GPU: replay the step as a CUDA graph (sequential mode) */
+    /* runtime (runtime.h): mode -1 = auto: sequential on the CPU (and with
+     * cuda_graph), rap on the GPU */
+    int mode;                  /* rap_mode or -1 */
+    int cpu_workers;           /* cpu mode: worker threads; 0 = all cores */
+    const rap_schedule *schedule; /* rap mode; NULL = the built-in one */
+    rap_trace *trace;          /* optional timeline of the steps */
     /* how long: stop at global step `steps` or after `epochs` passes over the
      * data (both counted from the start of training, checkpoints included);
      * 0 = no limit of that kind; both 0 = one epoch */
@@ -79,6 +87,12 @@ typedef struct {
     double loss;               /* mean training loss of the last logged period */
     rap_eval_result eval;      /* final evaluation (rows 0 when none) */
     rap_reader_stats data;     /* training input accounting, summed over passes */
+    int64_t rows_held_out;     /* rows of the input skipped for evaluation */
+    int64_t rows_pending;      /* rows read but never trained (read ahead when stopped) */
+    int64_t rows_skipped;      /* rows before the resume position */
+    rap_mode mode;             /* the mode that ran */
+    double starved_s;          /* seconds the trainer waited for data (data-bound) */
+    double exposed_ms;         /* mean exposed preprocessing per step (ms) */
     int64_t nan_step;          /* the step whose loss was NaN or inf, else 0 */
     bool interrupted;
     bool saved;

@@ -1,0 +1,1524 @@
+/* runtime.c -- the row feed and the co-running runtime (runtime.h,
+ * docs/RUNTIME.md). GPU calls go through runtime_gpu.cu. */
+#include "run/runtime.h"
+
+#include "core/core.h"
+#include "data/reader_internal.h"
+#include "prep/exec_internal.h"
+#include "run/input.h"
+#include "run/pack.h"
+#include "run/queue.h"
+#include "run/train.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ================================================================ modes */
+
+static const char *const g_mode_names[RAP_MODE_COUNT] = {"ideal", "cpu", "sequential",
+                                                         "stream", "mps", "rap"};
+
+const char *rap_mode_name(rap_mode m)
+{
+    return (int)m >= 0 && m < RAP_MODE_COUNT ? g_mode_names[m] : "?";
+}
+
+int rap_mode_parse(const char *s)
+{
+    for (int m = 0; m < RAP_MODE_COUNT; m++)
+        if (s && !strcmp(s, g_mode_names[m]))
+            return m;
+    return -1;
+}
+
+rap_status rap_mode_list_parse(const char *spec, rap_mode *modes, int max, int *n)
+{
+    *n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec ? spec : "");
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int m = rap_mode_parse(tok);
+        if (m < 0)
+            return rap_fail(RAP_ERR_ARG, "--modes \"%s\": unknown mode \"%s\" (expected ideal, cpu, "
+                            "sequential, stream, mps or rap)", spec, tok);
+        for (int i = 0; i < *n; i++)
+            if ((int)modes[i] == m)
+                return rap_fail(RAP_ERR_ARG, "--modes \"%s\": %s given twice", spec, tok);
+        if (*n >= max)
+            return rap_fail(RAP_ERR_ARG, "--modes \"%s\": at most %d modes", spec, max);
+        modes[(*n)++] = (rap_mode)m;
+    }
+    if (*n == 0)
+        return rap_fail(RAP_ERR_ARG, "--modes: empty");
+    return RAP_OK;
+}
+
+bool rap_mode_available(rap_mode m, rap_device dev, char *why, size_t why_len)
+{
+    const char *w = NULL;
+    if (m == RAP_MODE_MPS)
+        w = "mps mode: not built yet (src/run/mps.c)";
+    else if (dev == RAP_CPU && m != RAP_MODE_CPU && m != RAP_MODE_SEQUENTIAL)
+        w = "needs the GPU (--device gpu): on the CPU only the cpu and sequential modes run";
+    if (w && why && why_len)
+        snprintf(why, why_len, "%s", w);
+    return w == NULL;
+}
+
+/* ================================================================ row feed */
+
+struct rap_rowfeed {
+    rap_rowfeed_config cfg;
+    rap_row_batch *pool;       /* (P) */
+    atomic_int *held;          /* (P) */
+    int n_pool;
+    rap_queue *free_q, *full_q;
+    pthread_t tid;
+    bool started;
+    atomic_int stop;
+    pthread_mutex_t rd_lock;   /* guards reader (open/close vs stop) */
+    rap_reader *reader;        /* current pass (thread) */
+    rap_batch rb;              /* reader batch (thread) */
+    /* written by the thread; read after join or under st_lock */
+    pthread_mutex_t st_lock;
+    rap_reader_stats sum;      /* closed passes */
+    atomic_llong held_out, skipped, filled;
+    int64_t passes_done;
+    rap_status err;
+    char err_msg[2048];
+    /* consumer */
+    int64_t batches_out, rows_out;
+    bool ended;
+    rap_status end_status;
+};
+
+static void add_stats(rap_reader_stats *sum, const rap_reader_stats *s)
+{
+    sum->rows_read += s->rows_read;
+    sum->rows_used += s->rows_used;
+    sum->rows_rejected += s->rows_rejected;
+    sum->bytes_read += s->bytes_read;
+    sum->files += s->files;
+    for (int r = 0; r < RAP_REJ_COUNT; r++) {
+        sum->rejected[r] += s->rejected[r];
+        for (int e = 0; e < RAP_REJ_EXAMPLES; e++)
+            if (!sum->example[r][e][0])
+                memcpy(sum->example[r][e], s->example[r][e], sizeof sum->example[r][e]);
+    }
+}
+
+/* Appends row r of src to dst (same schema). dst->rows < dst->cap. */
+static void copy_row(rap_batch *dst, const rap_batch *src, int64_t r)
+{
+    int64_t d = dst->rows, bd = dst->cap, bs = src->cap;
+    int nd = src->schema.n_dense, ns = src->schema.n_sparse;
+    int64_t k = src->schema.ids_per_row;
+    dst->label[d] = src->label[r];
+    for (int j = 0; j < nd; j++) {
+        dst->dense[j * bd + d] = src->dense[j * bs + r];
+        dst->dense_valid[j * bd + d] = src->dense_valid[j * bs + r];
+    }
+    for (int j = 0; j < ns; j++) {
+        const int64_t *so = src->sparse_off + j * (bs + 1);
+        int64_t *dof = dst->sparse_off + j * (bd + 1);
+        if (d == 0)
+            dof[0] = 0;
+        int64_t n = so[r + 1] - so[r];
+        memcpy(dst->sparse_ids + j * bd * k + dof[d], src->sparse_ids + j * bs * k + so[r],
+               sizeof(int64_t) * (size_t)n);
+        dof[d + 1] = dof[d] + n;
+        dst->sparse_valid[j * bd + d] = src->sparse_valid[j * bs + r];
+    }
+    dst->rows = d + 1;
+}
+
+static void feed_close_reader(rap_rowfeed *f)
+{
+    pthread_mutex_lock(&f->rd_lock);
+    rap_reader *r = f->reader;
+    f->reader = NULL;
+    pthread_mutex_unlock(&f->rd_lock);
+    if (!r)
+        return;
+    rap_reader_stats st;
+    rap_reader_get_stats(r, &st);
+    pthread_mutex_lock(&f->st_lock);
+    add_stats(&f->sum, &st);
+    pthread_mutex_unlock(&f->st_lock);
+    rap_reader_close(r);
+}
+
+static void feed_error(rap_rowfeed *f, rap_status st)
+{
+    f->err = st;
+    snprintf(f->err_msg, sizeof f->err_msg, "%s", rap_last_error());
+}
+
+static void *feed_main(void *arg)
+{
+    rap_rowfeed *f = arg;
+    const rap_rowfeed_config *c = &f->cfg;
+    int64_t seq = 0;
+    for (int64_t pass = 0; c->passes == 0 || pass < c->passes; pass++) {
+        if (atomic_load(&f->stop))
+            break;
+        rap_reader *r = NULL;
+        rap_status st = rap_reader_open_ex(&c->reader, c->chunk_bytes, &r);
+        if (st != RAP_OK) {
+            feed_error(f, st);
+            break;
+        }
+        pthread_mutex_lock(&f->rd_lock);
+        f->reader = r;
+        bool stopped = atomic_load(&f->stop) != 0;
+        pthread_mutex_unlock(&f->rd_lock);
+        if (stopped)
+            rap_reader_stop(r);
+        int64_t pos = pass == 0 ? c->start_pos : 0, pass_rows = 0, rb_at = 0;
+        f->rb.rows = 0;
+        bool eod = false, fail = false, quit = false;
+        while (!eod) {
+            void *it;
+            if (rap_queue_pop(f->free_q, &it) != RAP_Q_OK) {
+                quit = true;
+                break;
+            }
+            rap_row_batch *fb = it;
+            rap_batch *tb = &fb->batch;
+            tb->rows = 0;
+            tb->first_row = 0;
+            double t0 = rap_trace_host_begin(c->trace, "read batch");
+            while (tb->rows < tb->cap) {
+                if (rb_at >= f->rb.rows) {
+                    st = rap_reader_next(r, &f->rb);
+                    rb_at = 0;
+                    if (st != RAP_OK) {
+                        fail = true;
+                        break;
+                    }
+                    if (f->rb.rows == 0) {
+                        eod = true;
+                        break;
+                    }
+                }
+                int64_t idx = f->rb.first_row + rb_at;
+                if (idx >= pos) {
+                    pos = idx + 1;
+                    if (rap_train_held_out(idx, c->holdout))
+                        atomic_fetch_add(&f->held_out, 1);
+                    else
+                        copy_row(tb, &f->rb, rb_at);
+                } else {
+                    atomic_fetch_add(&f->skipped, 1);
+                }
+                rb_at++;
+            }
+            rap_trace_host_end(c->trace, RAP_TRACK_FEEDER, "read batch", "read", seq, t0);
+            if (fail) {
+                feed_error(f, st);
+                rap_queue_try_push(f->free_q, fb);
+                break;
+            }
+            /* an end caused by a stop is not the end of the pass */
+            bool eop = eod && !atomic_load(&f->stop);
+            if (tb->rows == 0 && !eop) {
+                rap_queue_try_push(f->free_q, fb);
+                quit = true;
+                break;
+            }
+            pass_rows += tb->rows;
+            fb->seq = seq++;
+            fb->pass = pass;
+            fb->pos_after = pos;
+            fb->pass_rows = pass_rows;
+            fb->end_of_pass = eop;
+            atomic_fetch_add(&f->filled, tb->rows);
+            if (rap_queue_push(f->full_q, fb) != RAP_Q_OK) {
+                quit = true;
+                break;
+            }
+            if (eod && !eop)
+                quit = true;
+        }
+        feed_close_reader(f);
+        if (fail || quit)
+            break;
+        pthread_mutex_lock(&f->st_lock);
+        f->passes_done = pass + 1;
+        pthread_mutex_unlock(&f->st_lock);
+    }
+    rap_queue_close(f->full_q);
+    return NULL;
+}
+
+void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!f)
+        return;
+    if (f->started) {
+        rap_rowfeed_stop(f);
+        rap_queue_stop(f->free_q);
+        rap_queue_stop(f->full_q);
+        pthread_join(f->tid, NULL);
+        f->started = false;
+    }
+    feed_close_reader(f);
+    if (out) {
+        rap_rowfeed_get_stats(f, out);
+        out->rows_pending = out->reader.rows_used - out->rows_out - out->rows_held_out -
+                            out->rows_skipped;
+    }
+    rap_queue_free(f->free_q);
+    rap_queue_free(f->full_q);
+    for (int i = 0; i < f->n_pool; i++)
+        rap_batch_free(&f->pool[i].batch);
+    rap_batch_free(&f->rb);
+    rap_free(f->pool);
+    rap_free((void *)f->held);
+    pthread_mutex_destroy(&f->rd_lock);
+    pthread_mutex_destroy(&f->st_lock);
+    rap_free(f);
+}
+
+rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
+{
+    *out = NULL;
+    if (!c || c->batch_rows < 1 || c->n_batches < 1 || c->start_pos < 0 || c->passes < 0)
+        return rap_fail(RAP_ERR_ARG, "rowfeed: expected batch_rows >= 1, n_batches >= 1, "
+                        "start_pos >= 0, passes >= 0");
+    rap_rowfeed *f = rap_calloc(sizeof *f, "row feed");
+    if (!f)
+        return RAP_ERR_NOMEM;
+    f->cfg = *c;
+    pthread_mutex_init(&f->rd_lock, NULL);
+    pthread_mutex_init(&f->st_lock, NULL);
+    atomic_init(&f->stop, 0);
+    atomic_init(&f->held_out, 0);
+    atomic_init(&f->skipped, 0);
+    atomic_init(&f->filled, 0);
+    int P = c->n_batches;
+    rap_status st = RAP_OK;
+    f->pool = rap_calloc(sizeof *f->pool * (size_t)P, "row feed batches");
+    f->held = rap_calloc(sizeof *f->held * (size_t)P, "row feed batches");
+    if (!f->pool || !f->held) {
+        st = RAP_ERR_NOMEM;
+        goto fail;
+    }
+    for (int i = 0; i < P; i++) {
+        st = rap_batch_create(&f->pool[i].batch, rap_schema_criteo(), c->batch_rows, c->pinned);
+        if (st != RAP_OK)
+            goto fail;
+        f->pool[i].slot = i;
+        f->pool[i].seq = -1;
+        atomic_init(&f->held[i], 0);
+        f->n_pool = i + 1;
+    }
+    if ((st = rap_batch_create(&f->rb, rap_schema_criteo(), 32768, false)) != RAP_OK)
+        goto fail;
+    if ((st = rap_queue_create(P, &f->free_q)) != RAP_OK ||
+        (st = rap_queue_create(P, &f->full_q)) != RAP_OK)
+        goto fail;
+    for (int i = 0; i < P; i++)
+        rap_queue_push(f->free_q, &f->pool[i]);
+    if (pthread_create(&f->tid, NULL, feed_main, f) != 0) {
+        st = rap_fail(RAP_ERR_INTERNAL, "rowfeed: cannot start its thread");
+        goto fail;
+    }
+    f->started = true;
+    *out = f;
+    return RAP_OK;
+fail:
+    rap_rowfeed_free(f, NULL);
+    return st;
+}
+
+void rap_rowfeed_stop(rap_rowfeed *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->rd_lock);
+    atomic_store(&f->stop, 1);
+    if (f->reader)
+        rap_reader_stop(f->reader);
+    pthread_mutex_unlock(&f->rd_lock);
+}
+
+rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_s)
+{
+    *out = NULL;
+    if (waited_s)
+        *waited_s = 0;
+    if (!f)
+        return rap_fail(RAP_ERR_ARG, "rap_rowfeed_next: feed is NULL");
+    if (f->ended) {
+        if (f->end_status != RAP_OK)
+            return rap_fail(f->end_status, "%s", f->err_msg);
+        return RAP_OK;
+    }
+    double t0 = rap_now();
+    void *it = NULL;
+    rap_queue_result r;
+    for (;;) {
+        r = rap_queue_pop_timed(f->full_q, &it, 0.05);
+        if (r != RAP_Q_TIMEOUT)
+            break;
+        if (f->cfg.stop && *f->cfg.stop && !atomic_load(&f->stop))
+            rap_rowfeed_stop(f);
+    }
+    if (waited_s)
+        *waited_s = rap_now() - t0;
+    if (r == RAP_Q_OK) {
+        rap_row_batch *fb = it;
+        atomic_store(&f->held[fb->slot], 1);
+        f->batches_out++;
+        f->rows_out += fb->batch.rows;
+        *out = fb;
+        return RAP_OK;
+    }
+    if (r == RAP_Q_CLOSED) {
+        f->ended = true;
+        f->end_status = f->err;
+        if (f->err != RAP_OK)
+            return rap_fail(f->err, "%s", f->err_msg);
+        return RAP_OK;
+    }
+    return rap_fail(RAP_ERR_INTERRUPTED, "rowfeed: shut down while waiting for a batch");
+}
+
+rap_status rap_rowfeed_release(rap_rowfeed *f, rap_row_batch *b)
+{
+    if (!f || !b || b->slot < 0 || b->slot >= f->n_pool || &f->pool[b->slot] != b)
+        return rap_fail(RAP_ERR_ARG, "rap_rowfeed_release: not a batch of this feed");
+    if (atomic_exchange(&f->held[b->slot], 0) != 1)
+        return rap_fail(RAP_ERR_ARG, "rap_rowfeed_release: batch %d of the pool is not handed "
+                        "out (released twice?)", b->slot);
+    rap_queue_push(f->free_q, b);
+    return RAP_OK;
+}
+
+void rap_rowfeed_get_stats(rap_rowfeed *f, rap_rowfeed_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (!f)
+        return;
+    st->batches_out = f->batches_out;
+    st->rows_out = f->rows_out;
+    st->rows_held_out = atomic_load(&f->held_out);
+    st->rows_skipped = atomic_load(&f->skipped);
+    pthread_mutex_lock(&f->st_lock);
+    st->reader = f->sum;
+    st->passes_done = f->passes_done;
+    pthread_mutex_unlock(&f->st_lock);
+    pthread_mutex_lock(&f->rd_lock);
+    if (f->reader) {
+        rap_reader_stats cur;
+        rap_reader_get_stats(f->reader, &cur);
+        add_stats(&st->reader, &cur);
+    }
+    pthread_mutex_unlock(&f->rd_lock);
+}
+
+/* ================================================================ runtime */
+
+#define RT_RING 32     /* steps whose loss and timings may be in flight */
+#define RT_MARKERS 16  /* end-of-pass markers waiting to be reported */
+
+enum { EV_W0 = 0, EV_W1, EV_P0, EV_P1, EV_P2, EV_P3, EV_END, EV_N };
+
+static const char *const g_phase_names[4] = {"emb_forward", "mlp_forward", "mlp_backward",
+                                             "emb_backward"};
+
+typedef struct {
+    int64_t index;        /* trained-step index it holds, -1 none */
+    int64_t seq;
+    bool inflight;        /* GPU: events not read yet */
+    bool done;            /* loss and record valid, not consumed */
+    float *h_loss;        /* GPU: pinned (1) */
+    double loss;
+    void *ev[EV_N];
+    rap_step_record rec;
+} ring_entry;
+
+/* A cpu-mode job: one CPU executor and packing buffer, and (GPU model) a
+ * pinned staging block with the model batch's layout. */
+typedef struct cpu_job {
+    rap_prep *prep;
+    rap_input *input;
+    void *stage;          /* pinned, layout of struct rap_runtime's blk_* (GPU model) */
+    rap_model_batch mb;   /* host pointers */
+    rap_step_info info;
+    int64_t seq;
+    bool marker, end;
+    rap_status st;
+    char msg[1024];
+    int state;            /* 0 free, 1 working, 2 done */
+} cpu_job;
+
+typedef struct {
+    rap_prep *prep;
+    rap_input *input;
+    void *dev_block;      /* cpu mode on the GPU: model batch (blk_* layout) */
+    rap_model_batch mb;
+    rap_row_batch *rb;    /* feed batch whose copy may be in flight */
+    cpu_job *job;         /* cpu mode: job whose copy may be in flight */
+    void *ev_copied, *ev_ready, *ev_done;
+    bool full;
+    rap_step_info info;
+} rt_slot;
+
+struct rap_runtime {
+    rap_runtime_config cfg;
+    rap_mode mode;
+    rap_device dev;
+    rap_model *model;
+    rap_rowfeed *feed;
+    const rap_plan *plan;
+    const rap_fusion *fus;
+    rap_schedule *own_sched;
+    const rap_schedule *sched;
+    int64_t B;
+    int n_tables, n_dense;
+    int64_t max_bag;
+    void *train_s, *prep_s, *copy_s;
+    bool own_streams;
+    int S;
+    rt_slot *slots;
+    int cur;              /* slot of the batch to train next */
+    bool feed_end;
+    rap_step_info markers[RT_MARKERS];
+    int n_markers, marker_head;
+    ring_entry ring[RT_RING];
+    float *h_losses;      /* pinned (RT_RING) */
+    const float *loss_dev;
+    int64_t trained;      /* steps trained (ring index) */
+    int64_t loss_head;    /* next step whose loss next_loss returns */
+    int64_t ring_head;    /* oldest step whose entry may still be in flight */
+    void *graph;
+    bool graph_failed;
+    /* ideal */
+    int ideal_count, ideal_at;
+    /* cpu mode */
+    int K, J;
+    cpu_job *jobs;
+    pthread_t *tids;
+    int n_started;
+    pthread_mutex_t jm, fm;
+    pthread_cond_t jcv;
+    bool locks;
+    bool quit, feed_done;
+    int64_t next_seq;     /* workers: next feed sequence (under fm) */
+    int64_t want_seq;     /* consumer: next job to take */
+    double worker_starved_s;
+    cpu_job *job_cur;     /* CPU model: the job of the batch to train */
+    size_t blk_bytes, blk_dense, blk_label, *blk_off, *blk_ids;
+    int *trace_tracks;
+    /* stats */
+    rap_runtime_stats st;
+};
+
+static bool on_gpu(const rap_runtime *rt) { return rt->dev == RAP_GPU; }
+
+/* ---- markers */
+
+static rap_status push_marker(rap_runtime *rt, const rap_row_batch *b)
+{
+    if (rt->n_markers >= RT_MARKERS)
+        return rap_fail(RAP_ERR_DATA, "runtime: %d passes in a row gave no training rows",
+                        RT_MARKERS);
+    rap_step_info *m = &rt->markers[(rt->marker_head + rt->n_markers++) % RT_MARKERS];
+    memset(m, 0, sizeof *m);
+    m->seq = b->seq;
+    m->pass = b->pass;
+    m->pos_after = b->pos_after;
+    m->pass_rows = b->pass_rows;
+    m->end_of_pass = true;
+    return RAP_OK;
+}
+
+static bool pop_marker(rap_runtime *rt, rap_step_info *info)
+{
+    if (rt->n_markers == 0)
+        return false;
+    *info = rt->markers[rt->marker_head];
+    rt->marker_head = (rt->marker_head + 1) % RT_MARKERS;
+    rt->n_markers--;
+    return true;
+}
+
+static void info_of(rap_step_info *i, const rap_row_batch *b)
+{
+    memset(i, 0, sizeof *i);
+    i->rows = b->batch.rows;
+    i->seq = b->seq;
+    i->pass = b->pass;
+    i->pos_after = b->pos_after;
+    i->pass_rows = b->pass_rows;
+    i->end_of_pass = b->end_of_pass;
+}
+
+/* Next training batch of the feed; markers before it are queued. NULL at
+ * the end. */
+static rap_status fetch(rap_runtime *rt, rap_row_batch **out)
+{
+    *out = NULL;
+    while (!rt->feed_end) {
+        rap_row_batch *b;
+        double w, t0 = rap_trace_host_begin(rt->cfg.trace, "wait for data");
+        RAP_TRY(rap_rowfeed_next(rt->feed, &b, &w));
+        rap_trace_host_end(rt->cfg.trace, RAP_TRACK_MAIN, "wait for data", "wait",
+                           b ? b->seq : RAP_TRACE_NO_ARG, t0);
+        rt->st.starved_s += w;
+        if (w > 1e-3)
+            rt->st.starved_steps++;
+        if (!b) {
+            rt->feed_end = true;
+            break;
+        }
+        if (b->batch.rows == 0) {
+            rap_status st = push_marker(rt, b);
+            rap_rowfeed_release(rt->feed, b);
+            RAP_TRY(st);
+            continue;
+        }
+        *out = b;
+        return RAP_OK;
+    }
+    return RAP_OK;
+}
+
+/* ---- ring of per-step losses and timings */
+
+static void record_step(rap_runtime *rt, const rap_step_record *r)
+{
+    rap_runtime_stats *s = &rt->st;
+    for (int p = 0; p < 4; p++)
+        s->phase_ms[p] += r->phase_ms[p];
+    s->exposed_ms += r->exposed_ms;
+    s->step_ms += r->step_ms;
+    if (s->records && s->n_records < rt->cfg.max_records)
+        s->records[s->n_records++] = *r;
+    s->timed_steps++;
+}
+
+/* GPU: reads back entry e (its events have completed). */
+static rap_status ring_finish(rap_runtime *rt, ring_entry *e)
+{
+    rap_step_record r;
+    memset(&r, 0, sizeof r);
+    RAP_TRY(rap_rt_elapsed(e->ev[EV_W0], e->ev[EV_W1], &r.exposed_ms));
+    for (int p = 0; p < 4; p++)
+        RAP_TRY(rap_rt_elapsed(e->ev[EV_P0 + p], e->ev[EV_P0 + p + 1], &r.phase_ms[p]));
+    RAP_TRY(rap_rt_elapsed(e->ev[EV_W0], e->ev[EV_END], &r.step_ms));
+    e->rec = r;
+    e->loss = (double)*e->h_loss;
+    e->inflight = false;
+    e->done = true;
+    record_step(rt, &r);
+    return RAP_OK;
+}
+
+/* Reads back every in-flight entry whose step has completed, in order;
+ * wait: also the ones not completed yet up to step index upto. */
+static rap_status ring_poll(rap_runtime *rt, int64_t wait_upto)
+{
+    while (rt->ring_head < rt->trained) {
+        ring_entry *e = &rt->ring[rt->ring_head % RT_RING];
+        if (e->inflight) {
+            bool done;
+            if (rt->ring_head <= wait_upto) {
+                RAP_TRY(rap_rt_event_sync(e->ev[EV_END]));
+                done = true;
+            } else {
+                RAP_TRY(rap_rt_event_done(e->ev[EV_END], &done));
+            }
+            if (!done)
+                break;
+            RAP_TRY(ring_finish(rt, e));
+        }
+        rt->ring_head++;
+    }
+    return RAP_OK;
+}
+
+/* The entry for the next trained step (its previous content read back). */
+static rap_status ring_acquire(rap_runtime *rt, int64_t seq, ring_entry **out)
+{
+    ring_entry *e = &rt->ring[rt->trained % RT_RING];
+    if (e->inflight)
+        RAP_TRY(ring_poll(rt, rt->trained - RT_RING));
+    e->index = rt->trained;
+    e->seq = seq;
+    e->done = false;
+    e->inflight = on_gpu(rt);
+    memset(&e->rec, 0, sizeof e->rec);
+    *out = e;
+    return RAP_OK;
+}
+
+bool rap_runtime_next_loss(rap_runtime *rt, bool wait, int64_t *step_index, double *loss,
+                           rap_status *st)
+{
+    *st = RAP_OK;
+    while (rt->loss_head < rt->trained) {
+        ring_entry *e = &rt->ring[rt->loss_head % RT_RING];
+        if (e->index != rt->loss_head) { /* overwritten: never asked for in time */
+            rt->loss_head++;
+            continue;
+        }
+        if (e->inflight) {
+            *st = ring_poll(rt, wait ? rt->loss_head : -1);
+            if (*st != RAP_OK)
+                return false;
+            if (e->inflight)
+                return false;
+        }
+        if (!e->done) {
+            rt->loss_head++;
+            continue;
+        }
+        e->done = false;
+        *step_index = e->index;
+        *loss = e->loss;
+        rt->loss_head++;
+        return true;
+    }
+    return false;
+}
+
+/* ---- preprocessing launches */
+
+static rap_status launch_slice(rap_runtime *rt, rt_slot *s, int k, int d0, int d1, int64_t r0,
+                               int64_t r1, void *stream, int track)
+{
+    int sp = -1;
+    if (rt->cfg.trace && on_gpu(rt)) {
+        char name[RAP_TRACE_NAME];
+        snprintf(name, sizeof name, "k%d %s", k, rap_op_name(rt->fus->kernels[k].op));
+        sp = rap_trace_gpu_begin(rt->cfg.trace, track, name, "prep", s->info.seq, stream);
+    }
+    RAP_TRY(rap_prep_run_kernel(s->prep, k, d0, d1, r0, r1, stream));
+    if (sp >= 0)
+        RAP_TRY(rap_trace_gpu_end(rt->cfg.trace, sp, stream));
+    return RAP_OK;
+}
+
+/* All kernels of slot s's batch on stream (after its copy), packing, ready. */
+static rap_status prep_whole(rap_runtime *rt, rt_slot *s, void *stream, int track)
+{
+    if (on_gpu(rt))
+        RAP_TRY(rap_rt_wait(stream, s->ev_copied));
+    int nk = rap_prep_n_kernels(s->prep);
+    for (int k = 0; k < nk; k++)
+        RAP_TRY(launch_slice(rt, s, k, 0, rap_prep_n_descs(s->prep, k), 0, RAP_ROWS_END, stream,
+                             track));
+    RAP_TRY(rap_input_make(s->input, s->prep, &s->mb));
+    if (on_gpu(rt))
+        RAP_TRY(rap_rt_record(s->ev_ready, stream));
+    return RAP_OK;
+}
+
+static rap_status launch_window(rap_runtime *rt, rt_slot *s, rap_window w)
+{
+    int n;
+    const rap_slice *sl = rap_schedule_window(rt->sched, w, &n);
+    for (int i = 0; i < n; i++)
+        RAP_TRY(launch_slice(rt, s, sl[i].kernel, sl[i].d0, sl[i].d1, sl[i].r0, sl[i].r1,
+                             rt->prep_s, RAP_TRACK_PREP));
+    return RAP_OK;
+}
+
+/* Copies feed batch b into slot s's executor (GPU: on the copy stream after
+ * the slot's last training step; b is released once the copy is done). */
+static rap_status load_slot(rap_runtime *rt, rt_slot *s, rap_row_batch *b)
+{
+    info_of(&s->info, b);
+    if (!on_gpu(rt)) {
+        rap_status st = rap_prep_load(s->prep, &b->batch);
+        rap_rowfeed_release(rt->feed, b);
+        RAP_TRY(st);
+        s->full = true;
+        return RAP_OK;
+    }
+    s->rb = b; /* released by release_copied, also on failure below */
+    RAP_TRY(rap_rt_wait(rt->copy_s, s->ev_done));
+    int sp = rap_trace_gpu_begin(rt->cfg.trace, RAP_TRACK_COPY, "copy batch", "copy", b->seq,
+                                 rt->copy_s);
+    RAP_TRY(rap_prep_load(s->prep, &b->batch));
+    if (sp >= 0)
+        RAP_TRY(rap_trace_gpu_end(rt->cfg.trace, sp, rt->copy_s));
+    RAP_TRY(rap_rt_record(s->ev_copied, rt->copy_s));
+    s->full = true;
+    return RAP_OK;
+}
+
+static void job_release(rap_runtime *rt, cpu_job *j);
+
+/* Gives back feed batches and jobs whose copies are done (waits for copies
+ * enqueued a step ago; all of them when all). */
+static rap_status release_copied(rap_runtime *rt, int except)
+{
+    for (int i = 0; i < rt->S; i++) {
+        rt_slot *s = &rt->slots[i];
+        if (i == except || (!s->rb && !s->job))
+            continue;
+        if (on_gpu(rt))
+            RAP_TRY(rap_rt_event_sync(s->ev_copied));
+        if (s->rb)
+            rap_rowfeed_release(rt->feed, s->rb);
+        if (s->job)
+            job_release(rt, s->job);
+        s->rb = NULL;
+        s->job = NULL;
+    }
+    return RAP_OK;
+}
+
+/* ---- training phases */
+
+typedef rap_status (*phase_fn)(rap_model *, const rap_model_batch *);
+static const phase_fn g_phases[4] = {rap_model_emb_forward, rap_model_mlp_forward,
+                                     rap_model_mlp_backward, rap_model_emb_backward};
+
+/* GPU: the four phases of slot s's batch on the training stream, timing
+ * events in e; rap mode: nx's window slices released by the phase events. */
+static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx)
+{
+    rap_trace *tr = rt->cfg.trace;
+    bool use_graph = rt->cfg.cuda_graph && rt->mode == RAP_MODE_SEQUENTIAL && !rt->graph_failed &&
+                     s->mb.rows == rt->B;
+    if (use_graph && !rt->graph) {
+        rap_status st = rap_run_graph_begin(rt->train_s);
+        if (st == RAP_OK) {
+            rap_status s2 = rap_model_train_step(rt->model, &s->mb);
+            st = rap_run_graph_end(rt->train_s, &rt->graph);
+            if (s2 != RAP_OK)
+                st = s2;
+        }
+        if (st != RAP_OK) {
+            rap_warn("--cuda-graph: cannot capture the training step (%s); running it without "
+                     "a graph", rap_last_error());
+            rt->graph = NULL;
+            rt->graph_failed = true;
+            use_graph = false;
+        }
+    }
+    if (use_graph) { /* one span: the graph's phases cannot be told apart */
+        RAP_TRY(rap_rt_record(e->ev[EV_P0], rt->train_s));
+        int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, "step (graph)", "phase", s->info.seq,
+                                     rt->train_s);
+        RAP_TRY(rap_run_graph_launch(rt->graph, rt->train_s));
+        if (sp >= 0)
+            RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
+        for (int p = 1; p < 4; p++)
+            RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
+    } else {
+        if (nx)
+            RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
+        for (int p = 0; p < 4; p++) {
+            RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
+            if (nx) {
+                RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_P0 + p]));
+                RAP_TRY(launch_window(rt, nx, (rap_window)p));
+            }
+            int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, g_phase_names[p], "phase",
+                                         s->info.seq, rt->train_s);
+            RAP_TRY(g_phases[p](rt->model, &s->mb));
+            if (sp >= 0)
+                RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
+        }
+    }
+    RAP_TRY(rap_rt_d2h(e->h_loss, rt->loss_dev, sizeof(float), rt->train_s));
+    RAP_TRY(rap_rt_record(e->ev[EV_END], rt->train_s));
+    if (nx) {
+        RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_END]));
+        RAP_TRY(launch_window(rt, nx, RAP_WIN_GRAD_COMM));
+        RAP_TRY(launch_window(rt, nx, RAP_WIN_EXPOSED));
+        RAP_TRY(rap_input_make(nx->input, nx->prep, &nx->mb));
+        RAP_TRY(rap_rt_record(nx->ev_ready, rt->prep_s));
+    }
+    RAP_TRY(rap_rt_record(s->ev_done, rt->train_s));
+    return RAP_OK;
+}
+
+/* CPU model: the four phases with host timing; exposed_ms given. */
+static rap_status phases_cpu(rap_runtime *rt, const rap_model_batch *mb, int64_t seq,
+                             double exposed_s)
+{
+    ring_entry *e;
+    RAP_TRY(ring_acquire(rt, seq, &e));
+    double t[5];
+    for (int p = 0; p < 4; p++) {
+        t[p] = rap_now();
+        RAP_TRY(g_phases[p](rt->model, mb));
+    }
+    t[4] = rap_now();
+    RAP_TRY(rap_model_last_loss(rt->model, &e->loss));
+    for (int p = 0; p < 4; p++)
+        e->rec.phase_ms[p] = (float)((t[p + 1] - t[p]) * 1e3);
+    e->rec.exposed_ms = (float)(exposed_s * 1e3);
+    e->rec.step_ms = (float)((t[4] - t[0] + exposed_s) * 1e3);
+    e->done = true;
+    record_step(rt, &e->rec);
+    rt->trained++;
+    rt->ring_head = rt->trained;
+    return RAP_OK;
+}
+
+/* ---- cpu mode workers */
+
+static void job_release(rap_runtime *rt, cpu_job *j)
+{
+    pthread_mutex_lock(&rt->jm);
+    j->state = 0;
+    pthread_cond_broadcast(&rt->jcv);
+    pthread_mutex_unlock(&rt->jm);
+}
+
+/* Copies the packed batch of job j into its staging block (blk_* layout). */
+static void stage_job(rap_runtime *rt, cpu_job *j)
+{
+    char *b = j->stage;
+    const rap_model_batch *mb = &j->mb;
+    int64_t r = mb->rows;
+    memcpy(b + rt->blk_dense, mb->dense, sizeof(float) * (size_t)(r * rt->n_dense));
+    memcpy(b + rt->blk_label, mb->label, sizeof(float) * (size_t)r);
+    for (int t = 0; t < rt->n_tables; t++) {
+        memcpy(b + rt->blk_off[t], mb->off[t], sizeof(int64_t) * (size_t)(r + 1));
+        memcpy(b + rt->blk_ids[t], mb->ids[t], sizeof(int64_t) * (size_t)mb->off[t][r]);
+    }
+}
+
+typedef struct {
+    rap_runtime *rt;
+    int w;
+} worker_arg;
+
+static worker_arg g_dummy_arg; /* silences unused warnings in some builds */
+
+static void *worker_main(void *arg)
+{
+    rap_runtime *rt = ((worker_arg *)arg)->rt;
+    int w = ((worker_arg *)arg)->w;
+    rap_free(arg);
+    int track = rt->trace_tracks ? rt->trace_tracks[w] : -1;
+    for (;;) {
+        pthread_mutex_lock(&rt->jm);
+        cpu_job *j = NULL;
+        while (!rt->quit) {
+            for (int i = 0; i < rt->J && !j; i++)
+                if (rt->jobs[i].state == 0)
+                    j = &rt->jobs[i];
+            if (j)
+                break;
+            pthread_cond_wait(&rt->jcv, &rt->jm);
+        }
+        if (rt->quit || !j) {
+            pthread_mutex_unlock(&rt->jm);
+            break;
+        }
+        j->state = 1;
+        pthread_mutex_unlock(&rt->jm);
+
+        pthread_mutex_lock(&rt->fm);
+        if (rt->feed_done) {
+            pthread_mutex_unlock(&rt->fm);
+            job_release(rt, j);
+            break;
+        }
+        rap_row_batch *b = NULL;
+        double waited = 0;
+        rap_status st = rap_rowfeed_next(rt->feed, &b, &waited);
+        j->seq = rt->next_seq++;
+        rt->worker_starved_s += waited;
+        if (st != RAP_OK || !b)
+            rt->feed_done = true;
+        pthread_mutex_unlock(&rt->fm);
+
+        j->st = st;
+        j->marker = j->end = false;
+        j->msg[0] = 0;
+        if (st != RAP_OK) {
+            snprintf(j->msg, sizeof j->msg, "%s", rap_last_error());
+        } else if (!b) {
+            j->end = true;
+        } else {
+            info_of(&j->info, b);
+            if (b->batch.rows == 0) {
+                j->marker = true;
+                rap_rowfeed_release(rt->feed, b);
+            } else {
+                double t0 = rap_trace_host_begin(rt->cfg.trace, "prep batch");
+                st = rap_prep_load(j->prep, &b->batch);
+                rap_rowfeed_release(rt->feed, b);
+                if (st == RAP_OK)
+                    st = rap_prep_run(j->prep);
+                if (st == RAP_OK)
+                    st = rap_input_make(j->input, j->prep, &j->mb);
+                if (st == RAP_OK && j->stage)
+                    stage_job(rt, j);
+                if (st != RAP_OK) {
+                    j->st = st;
+                    snprintf(j->msg, sizeof j->msg, "%s", rap_last_error());
+                }
+                if (track >= 0)
+                    rap_trace_host_end(rt->cfg.trace, track, "prep batch", "prep", j->seq, t0);
+            }
+        }
+        bool last = j->end || j->st != RAP_OK;
+        pthread_mutex_lock(&rt->jm);
+        j->state = 2;
+        pthread_cond_broadcast(&rt->jcv);
+        pthread_mutex_unlock(&rt->jm);
+        if (last)
+            break;
+    }
+    return NULL;
+}
+
+/* The next job in feed order (blocks: the wait is preprocessing exposed to
+ * the trainer). NULL at the end; markers queued. */
+static rap_status fetch_job(rap_runtime *rt, cpu_job **out, double *waited)
+{
+    *out = NULL;
+    *waited = 0;
+    while (!rt->feed_end) {
+        double t0 = rap_now();
+        double h0 = rap_trace_host_begin(rt->cfg.trace, "wait for cpu workers");
+        pthread_mutex_lock(&rt->jm);
+        cpu_job *j = NULL;
+        for (;;) {
+            for (int i = 0; i < rt->J && !j; i++)
+                if (rt->jobs[i].state == 2 && rt->jobs[i].seq == rt->want_seq)
+                    j = &rt->jobs[i];
+            if (j)
+                break;
+            pthread_cond_wait(&rt->jcv, &rt->jm);
+        }
+        pthread_mutex_unlock(&rt->jm);
+        rap_trace_host_end(rt->cfg.trace, RAP_TRACK_MAIN, "wait for cpu workers", "wait",
+                           rt->want_seq, h0);
+        *waited += rap_now() - t0;
+        rt->want_seq++;
+        if (j->st != RAP_OK) {
+            rt->feed_end = true;
+            rap_status st = rap_fail(j->st, "%s", j->msg);
+            job_release(rt, j);
+            return st;
+        }
+        if (j->end) {
+            rt->feed_end = true;
+            job_release(rt, j);
+            break;
+        }
+        if (j->marker) {
+            rap_row_batch fake;
+            memset(&fake, 0, sizeof fake);
+            fake.seq = j->info.seq;
+            fake.pass = j->info.pass;
+            fake.pos_after = j->info.pos_after;
+            fake.pass_rows = j->info.pass_rows;
+            job_release(rt, j);
+            RAP_TRY(push_marker(rt, &fake));
+            continue;
+        }
+        *out = j;
+        return RAP_OK;
+    }
+    return RAP_OK;
+}
+
+/* cpu mode, GPU model: job j's staging block -> slot s (copy stream, after
+ * the slot's last step); ready = copied. */
+static rap_status load_job(rap_runtime *rt, rt_slot *s, cpu_job *j)
+{
+    s->info = j->info;
+    s->job = j;
+    RAP_TRY(rap_rt_wait(rt->copy_s, s->ev_done));
+    int sp = rap_trace_gpu_begin(rt->cfg.trace, RAP_TRACK_COPY, "copy batch", "copy", j->info.seq,
+                                 rt->copy_s);
+    RAP_TRY(rap_rt_h2d(s->dev_block, j->stage, rt->blk_bytes, rt->copy_s));
+    if (sp >= 0)
+        RAP_TRY(rap_trace_gpu_end(rt->cfg.trace, sp, rt->copy_s));
+    RAP_TRY(rap_rt_record(s->ev_copied, rt->copy_s));
+    RAP_TRY(rap_rt_record(s->ev_ready, rt->copy_s));
+    s->mb.rows = j->mb.rows;
+    s->full = true;
+    return RAP_OK;
+}
+
+/* ---- steps per mode */
+
+/* GPU: wait for slot s's batch (timed), then its phases. */
+static rap_status train_slot_gpu(rap_runtime *rt, rt_slot *s, rt_slot *nx)
+{
+    ring_entry *e;
+    RAP_TRY(ring_acquire(rt, s->info.seq, &e));
+    RAP_TRY(rap_rt_record(e->ev[EV_W0], rt->train_s));
+    if (rt->mode == RAP_MODE_SEQUENTIAL)
+        RAP_TRY(prep_whole(rt, s, rt->train_s, RAP_TRACK_TRAIN));
+    else
+        RAP_TRY(rap_rt_wait(rt->train_s, s->ev_ready));
+    RAP_TRY(rap_rt_record(e->ev[EV_W1], rt->train_s));
+    RAP_TRY(phases_gpu(rt, s, e, rt->mode == RAP_MODE_RAP ? nx : NULL));
+    rt->trained++;
+    return RAP_OK;
+}
+
+static rap_status step_pipelined(rap_runtime *rt, rap_step_info *info)
+{
+    rt_slot *cur = &rt->slots[rt->cur];
+    RAP_TRY(release_copied(rt, -1));
+    if (!cur->full && !rt->feed_end) { /* prime: the first batch, fully exposed */
+        if (rt->mode == RAP_MODE_CPU) {
+            cpu_job *j;
+            double w;
+            RAP_TRY(fetch_job(rt, &j, &w));
+            if (j)
+                RAP_TRY(load_job(rt, cur, j));
+        } else {
+            rap_row_batch *b;
+            RAP_TRY(fetch(rt, &b));
+            if (b) {
+                RAP_TRY(load_slot(rt, cur, b));
+                if (rt->mode != RAP_MODE_SEQUENTIAL)
+                    RAP_TRY(prep_whole(rt, cur, rt->prep_s, RAP_TRACK_PREP));
+            }
+        }
+    }
+    if (pop_marker(rt, info))
+        return RAP_OK;
+    if (!cur->full) {
+        info->end = true;
+        return RAP_OK;
+    }
+    int ni = (rt->cur + 1) % rt->S;
+    rt_slot *nx = &rt->slots[ni];
+    double exposed_host = 0;
+    if (rt->mode == RAP_MODE_CPU) {
+        cpu_job *j;
+        RAP_TRY(fetch_job(rt, &j, &exposed_host));
+        if (j)
+            RAP_TRY(load_job(rt, nx, j));
+    } else {
+        rap_row_batch *b;
+        RAP_TRY(fetch(rt, &b));
+        if (b) {
+            RAP_TRY(load_slot(rt, nx, b));
+            if (rt->mode == RAP_MODE_STREAM)
+                RAP_TRY(prep_whole(rt, nx, rt->prep_s, RAP_TRACK_PREP));
+        }
+    }
+    rap_status st = train_slot_gpu(rt, cur, nx->full ? nx : NULL);
+    if (st == RAP_OK && rt->mode == RAP_MODE_RAP && !nx->full)
+        st = RAP_OK;
+    RAP_TRY(st);
+    if (rt->mode == RAP_MODE_CPU && exposed_host > 1e-3)
+        rt->st.exposed_ms += 0; /* host waits are reported through starved_s below */
+    rt->st.starved_s += rt->mode == RAP_MODE_CPU ? exposed_host : 0;
+    *info = cur->info;
+    cur->full = false;
+    rt->cur = ni;
+    return RAP_OK;
+}
+
+static rap_status step_ideal(rap_runtime *rt, rap_step_info *info)
+{
+    if (rt->ideal_at >= rt->ideal_count) {
+        if (pop_marker(rt, info))
+            return RAP_OK;
+        if (rt->ideal_count > 0)
+            RAP_TRY(rap_run_stream_sync(rt->train_s));
+        double t0 = rap_now();
+        rt->ideal_count = rt->ideal_at = 0;
+        while (rt->ideal_count < rt->S && !rt->feed_end && rt->n_markers == 0) {
+            rap_row_batch *b;
+            RAP_TRY(fetch(rt, &b));
+            if (!b)
+                break;
+            rt_slot *s = &rt->slots[rt->ideal_count++];
+            RAP_TRY(load_slot(rt, s, b));
+            RAP_TRY(prep_whole(rt, s, rt->prep_s, RAP_TRACK_PREP));
+        }
+        RAP_TRY(rap_run_stream_sync(rt->prep_s));
+        RAP_TRY(release_copied(rt, -1));
+        rt->st.preload_s += rap_now() - t0;
+        if (rt->ideal_count == 0) {
+            if (pop_marker(rt, info))
+                return RAP_OK;
+            info->end = true;
+            return RAP_OK;
+        }
+    }
+    rt_slot *s = &rt->slots[rt->ideal_at++];
+    ring_entry *e;
+    RAP_TRY(ring_acquire(rt, s->info.seq, &e));
+    RAP_TRY(rap_rt_record(e->ev[EV_W0], rt->train_s));
+    RAP_TRY(rap_rt_wait(rt->train_s, s->ev_ready));
+    RAP_TRY(rap_rt_record(e->ev[EV_W1], rt->train_s));
+    RAP_TRY(phases_gpu(rt, s, e, NULL));
+    rt->trained++;
+    *info = s->info;
+    /* markers fetched with this group come after its batches */
+    if (rt->ideal_at < rt->ideal_count)
+        return RAP_OK;
+    return RAP_OK;
+}
+
+static rap_status step_cpu_model(rap_runtime *rt, rap_step_info *info)
+{
+    if (rt->mode == RAP_MODE_CPU) {
+        double w = 0;
+        if (!rt->job_cur && !rt->feed_end)
+            RAP_TRY(fetch_job(rt, &rt->job_cur, &w));
+        if (pop_marker(rt, info))
+            return RAP_OK;
+        if (!rt->job_cur) {
+            info->end = true;
+            return RAP_OK;
+        }
+        cpu_job *j = rt->job_cur;
+        rap_status st = phases_cpu(rt, &j->mb, j->info.seq, w);
+        *info = j->info;
+        rt->job_cur = NULL;
+        job_release(rt, j);
+        return st;
+    }
+    rt_slot *s = &rt->slots[0];
+    if (!s->full && !rt->feed_end) {
+        rap_row_batch *b;
+        RAP_TRY(fetch(rt, &b));
+        if (b)
+            RAP_TRY(load_slot(rt, s, b));
+    }
+    if (pop_marker(rt, info))
+        return RAP_OK;
+    if (!s->full) {
+        info->end = true;
+        return RAP_OK;
+    }
+    s->full = false;
+    double t0 = rap_now();
+    RAP_TRY(rap_prep_run(s->prep));
+    RAP_TRY(rap_input_make(s->input, s->prep, &s->mb));
+    RAP_TRY(phases_cpu(rt, &s->mb, s->info.seq, rap_now() - t0));
+    *info = s->info;
+    return RAP_OK;
+}
+
+rap_status rap_runtime_step(rap_runtime *rt, rap_step_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (!rt)
+        return rap_fail(RAP_ERR_ARG, "rap_runtime_step: runtime is NULL");
+    double t0 = rap_now(), pre0 = rt->st.preload_s;
+    rap_status st;
+    if (!on_gpu(rt))
+        st = step_cpu_model(rt, info);
+    else if (rt->mode == RAP_MODE_IDEAL)
+        st = step_ideal(rt, info);
+    else
+        st = step_pipelined(rt, info);
+    if (st == RAP_OK && on_gpu(rt))
+        st = ring_poll(rt, -1);
+    rt->st.wall_s += rap_now() - t0 - (rt->st.preload_s - pre0);
+    if (st == RAP_OK && info->rows > 0) {
+        rt->st.steps++;
+        rt->st.samples += info->rows;
+    }
+    return st;
+}
+
+rap_status rap_runtime_sync(rap_runtime *rt)
+{
+    if (!rt || !on_gpu(rt))
+        return RAP_OK;
+    RAP_TRY(rap_run_stream_sync(rt->train_s));
+    RAP_TRY(rap_run_stream_sync(rt->prep_s));
+    RAP_TRY(rap_run_stream_sync(rt->copy_s));
+    return ring_poll(rt, rt->trained);
+}
+
+void rap_runtime_get_stats(rap_runtime *rt, rap_runtime_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (!rt)
+        return;
+    *st = rt->st;
+    if (rt->mode == RAP_MODE_CPU && rt->locks) {
+        pthread_mutex_lock(&rt->fm);
+        st->starved_s += rt->worker_starved_s;
+        pthread_mutex_unlock(&rt->fm);
+    }
+}
+
+/* ---- create and free */
+
+static rap_status make_slot(rap_runtime *rt, rt_slot *s, void *exec_stream, void *pack_stream)
+{
+    if (on_gpu(rt)) {
+        RAP_TRY(rap_rt_event_create(&s->ev_copied));
+        RAP_TRY(rap_rt_event_create(&s->ev_ready));
+        RAP_TRY(rap_rt_event_create(&s->ev_done));
+    }
+    if (rt->mode == RAP_MODE_CPU) {
+        if (!on_gpu(rt))
+            return RAP_OK;
+        RAP_TRY(rap_run_dev_alloc(&s->dev_block, rt->blk_bytes, "cpu mode model batch"));
+        char *b = s->dev_block;
+        s->mb.dense = (const float *)(b + rt->blk_dense);
+        s->mb.label = (const float *)(b + rt->blk_label);
+        for (int t = 0; t < rt->n_tables; t++) {
+            s->mb.off[t] = (const int64_t *)(b + rt->blk_off[t]);
+            s->mb.ids[t] = (const int64_t *)(b + rt->blk_ids[t]);
+        }
+        return RAP_OK;
+    }
+    rap_prep_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.device = rt->dev;
+    pc.max_rows = rt->B;
+    pc.threads = rt->cfg.prep_threads;
+    pc.stream = exec_stream;
+    RAP_TRY(rap_prep_create(rt->plan, rt->fus, &pc, &s->prep));
+    return rap_input_create(rt->plan, rt->dev, rt->B, pack_stream, &s->input);
+}
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+rap_status rap_runtime_train_stream_create(void **stream) { return rap_rt_stream_create(stream, true); }
+
+void rap_runtime_free(rap_runtime *rt)
+{
+    if (!rt)
+        return;
+    if (on_gpu(rt)) {
+        if (rt->train_s)
+            rap_run_stream_sync(rt->train_s);
+        if (rt->prep_s)
+            rap_run_stream_sync(rt->prep_s);
+        if (rt->copy_s)
+            rap_run_stream_sync(rt->copy_s);
+    }
+    if (rt->locks) {
+        pthread_mutex_lock(&rt->jm);
+        rt->quit = true;
+        pthread_cond_broadcast(&rt->jcv);
+        pthread_mutex_unlock(&rt->jm);
+        if (rt->n_started)
+            rap_rowfeed_stop(rt->feed); /* a worker may wait for a following reader */
+        for (int i = 0; i < rt->n_started; i++)
+            pthread_join(rt->tids[i], NULL);
+    }
+    for (int i = 0; rt->slots && i < rt->S; i++) {
+        rt_slot *s = &rt->slots[i];
+        if (s->rb)
+            rap_rowfeed_release(rt->feed, s->rb);
+        rap_input_free(s->input);
+        rap_prep_free(s->prep);
+        if (s->dev_block)
+            rap_run_dev_free(s->dev_block);
+        rap_rt_event_free(s->ev_copied);
+        rap_rt_event_free(s->ev_ready);
+        rap_rt_event_free(s->ev_done);
+    }
+    for (int i = 0; rt->jobs && i < rt->J; i++) {
+        rap_input_free(rt->jobs[i].input);
+        rap_prep_free(rt->jobs[i].prep);
+        rap_rt_host_free(rt->jobs[i].stage);
+    }
+    for (int i = 0; i < RT_RING; i++)
+        for (int k = 0; k < EV_N; k++)
+            rap_rt_event_free(rt->ring[i].ev[k]);
+    rap_rt_host_free(rt->h_losses);
+    rap_run_graph_free(rt->graph);
+    if (rt->own_streams) {
+        rap_rt_stream_free(rt->prep_s);
+        rap_rt_stream_free(rt->copy_s);
+    }
+    if (rt->locks) {
+        pthread_mutex_destroy(&rt->jm);
+        pthread_mutex_destroy(&rt->fm);
+        pthread_cond_destroy(&rt->jcv);
+    }
+    rap_schedule_free(rt->own_sched);
+    rap_free(rt->slots);
+    rap_free(rt->jobs);
+    rap_free(rt->tids);
+    rap_free(rt->blk_off);
+    rap_free(rt->blk_ids);
+    rap_free(rt->trace_tracks);
+    rap_free(rt->st.records);
+    rap_free(rt);
+}
+
+static rap_status create_inner(rap_runtime *rt)
+{
+    const rap_runtime_config *c = &rt->cfg;
+    const rap_model_config *mc = rap_model_config_of(rt->model);
+    rt->B = mc->batch;
+    rt->n_tables = mc->n_tables;
+    rt->n_dense = mc->n_dense;
+    rt->max_bag = mc->max_bag > 0 ? mc->max_bag : 1;
+    if (c->max_records > 0) {
+        rt->st.records = rap_calloc(sizeof(rap_step_record) * (size_t)c->max_records, "step records");
+        if (!rt->st.records)
+            return RAP_ERR_NOMEM;
+    }
+    for (int i = 0; i < RT_RING; i++)
+        rt->ring[i].index = -1;
+    if (on_gpu(rt)) {
+        rt->train_s = mc->stream;
+        if (!rt->train_s)
+            return rap_fail(RAP_ERR_ARG, "runtime: the GPU model must run on a stream of its own "
+                            "(rap_runtime_train_stream_create)");
+        rt->own_streams = true;
+        RAP_TRY(rap_rt_stream_create(&rt->prep_s, false));
+        RAP_TRY(rap_rt_stream_create(&rt->copy_s, false));
+        RAP_TRY(rap_rt_host_alloc((void **)&rt->h_losses, sizeof(float) * RT_RING));
+        for (int i = 0; i < RT_RING; i++) {
+            rt->ring[i].h_loss = rt->h_losses + i;
+            for (int k = 0; k < EV_N; k++)
+                RAP_TRY(rap_rt_event_create(&rt->ring[i].ev[k]));
+        }
+        RAP_TRY(rap_rt_model_loss_ptr(rt->model, &rt->loss_dev));
+        if (c->trace)
+            RAP_TRY(rap_trace_gpu_origin(c->trace, rt->train_s));
+    }
+    if (rt->mode == RAP_MODE_RAP) {
+        if (c->schedule) {
+            rt->sched = c->schedule;
+        } else {
+            RAP_TRY(rap_schedule_builtin_embedding(rt->plan, rt->fus, &rt->own_sched));
+            rt->sched = rt->own_sched;
+        }
+        RAP_TRY(rap_schedule_validate(rt->sched, rt->plan, rt->fus, rt->B));
+    }
+    /* cpu mode layout of a model batch (staging and device blocks) */
+    if (rt->mode == RAP_MODE_CPU) {
+        rt->blk_off = rap_calloc(sizeof(size_t) * (size_t)rt->n_tables, "runtime");
+        rt->blk_ids = rap_calloc(sizeof(size_t) * (size_t)rt->n_tables, "runtime");
+        if (!rt->blk_off || !rt->blk_ids)
+            return RAP_ERR_NOMEM;
+        size_t at = 0;
+        rt->blk_dense = at;
+        at += align256(sizeof(float) * (size_t)(rt->B * rt->n_dense));
+        rt->blk_label = at;
+        at += align256(sizeof(float) * (size_t)rt->B);
+        for (int t = 0; t < rt->n_tables; t++) {
+            rt->blk_off[t] = at;
+            at += align256(sizeof(int64_t) * (size_t)(rt->B + 1));
+            rt->blk_ids[t] = at;
+            at += align256(sizeof(int64_t) * (size_t)(rt->B * rt->max_bag));
+        }
+        rt->blk_bytes = at;
+    }
+    /* slots */
+    switch (rt->mode) {
+    case RAP_MODE_IDEAL: rt->S = c->ideal_batches > 0 ? c->ideal_batches : 8; break;
+    case RAP_MODE_SEQUENTIAL:
+        if (!on_gpu(rt)) {
+            rt->S = 1;
+            break;
+        }
+        /* fall through */
+    default: rt->S = c->slots >= 2 ? c->slots : 2; break;
+    }
+    if (rt->mode == RAP_MODE_CPU && !on_gpu(rt))
+        rt->S = 0;
+    if (rt->S > 0) {
+        rt->slots = rap_calloc(sizeof(rt_slot) * (size_t)rt->S, "runtime slots");
+        if (!rt->slots)
+            return RAP_ERR_NOMEM;
+    }
+    void *pack_s = rt->mode == RAP_MODE_SEQUENTIAL ? rt->train_s : rt->prep_s;
+    for (int i = 0; i < rt->S; i++)
+        RAP_TRY(make_slot(rt, &rt->slots[i], rt->copy_s, pack_s));
+    /* cpu workers */
+    if (rt->mode == RAP_MODE_CPU) {
+        rt->K = c->cpu_workers > 0 ? c->cpu_workers : rap_ncores();
+        rt->J = rt->K + rt->S + 2;
+        rt->jobs = rap_calloc(sizeof(cpu_job) * (size_t)rt->J, "cpu jobs");
+        rt->tids = rap_calloc(sizeof(pthread_t) * (size_t)rt->K, "cpu workers");
+        if (!rt->jobs || !rt->tids)
+            return RAP_ERR_NOMEM;
+        for (int i = 0; i < rt->J; i++) {
+            cpu_job *j = &rt->jobs[i];
+            rap_prep_config pc;
+            memset(&pc, 0, sizeof pc);
+            pc.device = RAP_CPU;
+            pc.max_rows = rt->B;
+            pc.threads = 1;
+            RAP_TRY(rap_prep_create(rt->plan, rt->fus, &pc, &j->prep));
+            RAP_TRY(rap_input_create(rt->plan, RAP_CPU, rt->B, NULL, &j->input));
+            if (on_gpu(rt))
+                RAP_TRY(rap_rt_host_alloc(&j->stage, rt->blk_bytes));
+        }
+        if (c->trace) {
+            rt->trace_tracks = rap_calloc(sizeof(int) * (size_t)rt->K, "trace tracks");
+            if (!rt->trace_tracks)
+                return RAP_ERR_NOMEM;
+            for (int w = 0; w < rt->K; w++) {
+                char name[64];
+                snprintf(name, sizeof name, "cpu worker %d", w);
+                rt->trace_tracks[w] = rap_trace_add_track(c->trace, name, -1);
+            }
+        }
+        pthread_mutex_init(&rt->jm, NULL);
+        pthread_mutex_init(&rt->fm, NULL);
+        pthread_cond_init(&rt->jcv, NULL);
+        rt->locks = true;
+        (void)g_dummy_arg;
+        for (int w = 0; w < rt->K; w++) {
+            worker_arg *a = rap_malloc(sizeof *a, "worker");
+            if (!a)
+                return RAP_ERR_NOMEM;
+            a->rt = rt;
+            a->w = w;
+            if (pthread_create(&rt->tids[w], NULL, worker_main, a) != 0) {
+                rap_free(a);
+                return rap_fail(RAP_ERR_INTERNAL, "runtime: cannot start cpu worker %d", w);
+            }
+            rt->n_started = w + 1;
+        }
+    }
+    if (on_gpu(rt))
+        rap_rt_mem_used(&rt->st.gpu_bytes_used);
+    return RAP_OK;
+}
+
+rap_status rap_runtime_create(const rap_runtime_config *c, rap_model *m, rap_rowfeed *f,
+                              rap_runtime **out)
+{
+    *out = NULL;
+    if (!c || !m || !f || !c->plan || !c->fusion)
+        return rap_fail(RAP_ERR_ARG, "rap_runtime_create: config, model, feed, plan and fusion "
+                        "are required");
+    char why[256];
+    rap_device dev = rap_model_device(m);
+    if (!rap_mode_available(c->mode, dev, why, sizeof why))
+        return rap_fail(RAP_ERR_ARG, "--mode %s: %s", rap_mode_name(c->mode), why);
+    rap_runtime *rt = rap_calloc(sizeof *rt, "runtime");
+    if (!rt)
+        return RAP_ERR_NOMEM;
+    rt->cfg = *c;
+    rt->mode = c->mode;
+    rt->dev = dev;
+    rt->model = m;
+    rt->feed = f;
+    rt->plan = c->plan;
+    rt->fus = c->fusion;
+    rap_status st = create_inner(rt);
+    if (st != RAP_OK) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", rap_last_error());
+        rap_runtime_free(rt);
+        return rap_fail(st, "%s", msg);
+    }
+    *out = rt;
+    return RAP_OK;
+}

@@ -1,0 +1,221 @@
+/*
+ * runtime.h -- the co-running runtime: raw rows -> preprocessing -> DLRM
+ * training steps, pipelined, in one of six modes (docs/RUNTIME.md).
+ *
+ * Two parts:
+ *
+ *  rap_rowfeed  a producer thread that reads the input (rap_reader, with
+ *               its own parser threads) and fills batches of exactly B
+ *               training rows (held-out rows skipped, rows before a resume
+ *               position skipped), pass after pass, into a pool of P
+ *               (pinned) host batches. The batches handed out are exactly
+ *               the trainer's batches of train.h: the rows of step s depend
+ *               only on the input, B and the hold-out, never on threads.
+ *
+ *  rap_runtime  trains on those batches with a model, preparing batch i+1
+ *               while batch i trains (S slots, each with its own executor,
+ *               packing buffer, model batch and events). Modes:
+ *                 ideal       batches preprocessed beforehand (groups of up
+ *                             to ideal_batches, resident on the GPU; the
+ *                             preload time is counted apart)
+ *                 cpu         CPU worker threads preprocess and pack; the
+ *                             GPU (or the CPU model) only trains
+ *                 sequential  preprocess, then train, in order on one stream
+ *                             (on the CPU: the plain CPU path)
+ *                 stream      preprocessing on a lowest-priority stream,
+ *                             launched as soon as its batch is copied
+ *                 mps         a second process under MPS (src/run/mps.c)
+ *                 rap         a schedule's slices launched beside the phases
+ *               The host never waits for the GPU within a step except for a
+ *               copy enqueued one step earlier (back pressure): losses and
+ *               timings are read back when their events have completed.
+ *
+ * Shapes: B batch rows, S slots, P pool batches, K cpu workers.
+ */
+#ifndef RAP_RUN_RUNTIME_H
+#define RAP_RUN_RUNTIME_H
+
+#include "model/model.h"
+#include "rap.h"
+#include "run/schedule.h"
+#include "run/trace.h"
+
+#include <signal.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ modes */
+
+typedef enum {
+    RAP_MODE_IDEAL = 0,
+    RAP_MODE_CPU,
+    RAP_MODE_SEQUENTIAL,
+    RAP_MODE_STREAM,
+    RAP_MODE_MPS,
+    RAP_MODE_RAP,
+    RAP_MODE_COUNT
+} rap_mode;
+
+/* "ideal", "cpu", ... ; "?" out of range. */
+const char *rap_mode_name(rap_mode m);
+/* The mode named s, or -1. */
+int rap_mode_parse(const char *s);
+/* "ideal,cpu,rap" -> modes (at most max, each once). RAP_ERR_ARG naming the
+ * bad name. */
+rap_status rap_mode_list_parse(const char *spec, rap_mode *modes, int max, int *n);
+/* Whether mode m can run with the model on dev (and this build). The reason
+ * when not goes to why. */
+bool rap_mode_available(rap_mode m, rap_device dev, char *why, size_t why_len);
+
+/* ------------------------------------------------------------ row feed */
+
+typedef struct {
+    rap_reader_config reader;   /* input, parser threads, bad_rows, follow... */
+    size_t chunk_bytes;         /* reader chunk (tests); 0 = default */
+    int64_t batch_rows;         /* B */
+    int n_batches;              /* P >= 1 */
+    bool pinned;                /* page-locked batches when a GPU is usable */
+    double holdout;             /* F: rows with rap_train_held_out(i, F) skipped */
+    int64_t start_pos;          /* first pass: rows of the input before this are skipped */
+    int64_t passes;             /* passes over the input; 0 = until freed */
+    rap_trace *trace;           /* span per filled batch on RAP_TRACK_FEEDER */
+    volatile sig_atomic_t *stop; /* checked while the consumer waits: stops the reader */
+} rap_rowfeed_config;
+
+typedef struct {
+    rap_batch batch;            /* rows <= B; 0 only on an end-of-pass marker */
+    int64_t seq;                /* 0, 1, 2, ... over all passes */
+    int64_t pass;               /* 0-based pass of this run */
+    int64_t pos_after;          /* rows of the input consumed in the pass after it */
+    int64_t pass_rows;          /* end_of_pass: training rows handed out in the pass */
+    bool end_of_pass;           /* the last batch of its pass (may hold 0 rows) */
+    int slot;                   /* pool index (internal) */
+} rap_row_batch;
+
+typedef struct {
+    int64_t batches_out;        /* batches (markers included) handed out */
+    int64_t rows_out;           /* training rows in them */
+    int64_t rows_held_out;      /* rows skipped by the hold-out */
+    int64_t rows_skipped;       /* rows before start_pos */
+    int64_t rows_pending;       /* rows read into batches not handed out */
+    int64_t passes_done;
+    rap_reader_stats reader;    /* summed over passes (rows_read == used + rejected) */
+} rap_rowfeed_stats;
+
+typedef struct rap_rowfeed rap_rowfeed;
+
+rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out);
+/* Next batch in order (blocks; *waited_s gets the seconds spent waiting,
+ * may be NULL). RAP_OK with *out NULL after the last pass or after a stop;
+ * the reader's error (after every good batch before it). One consumer. */
+rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_s);
+/* Gives a batch back (any thread). */
+rap_status rap_rowfeed_release(rap_rowfeed *f, rap_row_batch *b);
+/* Ends reading: rows already read are still handed out, then the end.
+ * Async-signal-safe. */
+void rap_rowfeed_stop(rap_rowfeed *f);
+/* Accounting; exact once the end was returned or after free's join
+ * (rap_rowfeed_close_stats). Consumer thread only. */
+void rap_rowfeed_get_stats(rap_rowfeed *f, rap_rowfeed_stats *st);
+/* Stops and joins the thread, then fills st (may be NULL) with the final
+ * accounting (rows_pending counts what was read but never handed out) and
+ * frees everything. */
+void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *st);
+
+/* ------------------------------------------------------------ runtime */
+
+typedef struct {
+    rap_mode mode;
+    const rap_plan *plan;
+    const rap_fusion *fusion;     /* kernels the executors and schedule use */
+    const rap_schedule *schedule; /* rap mode; NULL = rap_schedule_builtin_embedding */
+    int slots;                    /* S >= 2 (0: 2) */
+    int cpu_workers;              /* K, cpu mode; 0 = all cores */
+    int prep_threads;             /* CPU executor threads (sequential on the CPU); 0 = all */
+    int ideal_batches;            /* ideal: batches resident at once (0: 8) */
+    bool cuda_graph;              /* sequential on the GPU: replay the 4 phases as a graph */
+    rap_trace *trace;             /* optional */
+    int64_t max_records;          /* per-step timing records kept (medians); 0 = sums only */
+} rap_runtime_config;
+
+/* What one call of rap_runtime_step did. */
+typedef struct {
+    int64_t rows;                 /* rows trained; 0: a marker or the end */
+    int64_t seq;                  /* the batch's feed sequence number */
+    int64_t pass, pos_after, pass_rows;
+    bool end_of_pass;             /* the batch (or marker) ended its pass */
+    bool end;                     /* no more data: nothing was trained */
+} rap_step_info;
+
+/* Per-step timing (milliseconds, GPU events or host clock on the CPU). */
+typedef struct {
+    float phase_ms[4];            /* emb_forward, mlp_forward, mlp_backward, emb_backward */
+    float exposed_ms;             /* training waited for its batch (sequential: its prep) */
+    float step_ms;                /* wait + phases */
+} rap_step_record;
+
+typedef struct {
+    int64_t steps;
+    int64_t samples;
+    double wall_s;                /* host seconds in rap_runtime_step (preload excluded) */
+    double preload_s;             /* ideal: preprocessing before training */
+    double starved_s;             /* host seconds waiting for the feed (data-bound time) */
+    int64_t starved_steps;        /* steps that waited more than 1 ms for data */
+    double phase_ms[4];           /* sums over timed steps */
+    double exposed_ms, step_ms;
+    int64_t timed_steps;
+    rap_step_record *records;     /* (n_records) the first max_records steps */
+    int64_t n_records;
+    size_t gpu_bytes_used;        /* device memory in use after setup (0 on the CPU) */
+} rap_runtime_stats;
+
+typedef struct rap_runtime rap_runtime;
+
+/* Makes the slots for mode c->mode with model m (its device decides where
+ * preprocessing runs; on the GPU the model must have been created with a
+ * stream from rap_runtime_train_stream_create) and feed f (not owned).
+ * Refuses modes not available (rap_mode_available) with RAP_ERR_ARG. */
+rap_status rap_runtime_create(const rap_runtime_config *c, rap_model *m, rap_rowfeed *f,
+                              rap_runtime **out);
+/* A stream at the highest priority for the model (GPU). */
+rap_status rap_runtime_train_stream_create(void **stream);
+/* Trains the next batch (enqueues it on the GPU), preparing the one after.
+ * info says what was trained. */
+rap_status rap_runtime_step(rap_runtime *rt, rap_step_info *info);
+/* Losses of finished steps, in step order: returns true with (*step_index,
+ * *loss) (step_index counts trained steps from 0) when one is available;
+ * wait: block for the oldest outstanding one. Errors go to *st. */
+bool rap_runtime_next_loss(rap_runtime *rt, bool wait, int64_t *step_index, double *loss,
+                           rap_status *st);
+/* Waits for all queued work (and reads back every loss and timing). */
+rap_status rap_runtime_sync(rap_runtime *rt);
+void rap_runtime_get_stats(rap_runtime *rt, rap_runtime_stats *st);
+/* Waits for the GPU, then frees everything (batches held go back to the
+ * feed). NULL accepted. */
+void rap_runtime_free(rap_runtime *rt);
+
+/* ---- GPU helpers (runtime_gpu.cu; RAP_ERR_NO_GPU without CUDA) */
+rap_status rap_rt_stream_create(void **stream, bool highest);
+void rap_rt_stream_free(void *stream);
+rap_status rap_rt_event_create(void **ev);
+void rap_rt_event_free(void *ev);
+rap_status rap_rt_record(void *ev, void *stream);
+rap_status rap_rt_wait(void *stream, void *ev);
+rap_status rap_rt_event_sync(void *ev);
+/* *done: the event has completed (cudaEventQuery). */
+rap_status rap_rt_event_done(void *ev, bool *done);
+rap_status rap_rt_elapsed(void *e0, void *e1, float *ms);
+rap_status rap_rt_h2d(void *dst, const void *src, size_t n, void *stream);
+rap_status rap_rt_d2h(void *dst, const void *src, size_t n, void *stream);
+rap_status rap_rt_host_alloc(void **p, size_t n);
+void rap_rt_host_free(void *p);
+/* The model's device loss scalar (float, GPU model). */
+rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **loss_dev);
+rap_status rap_rt_mem_used(size_t *used);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RAP_RUN_RUNTIME_H */
