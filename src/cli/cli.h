@@ -100,5 +100,6 @@ int cmd_gen(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_prep_server(int argc, char **argv); /* hidden: the mps mode's server */
 
 #endif /* RAP_CLI_H */

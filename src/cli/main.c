@@ -13,6 +13,7 @@ static const struct {
     {"export", cmd_export, "write a checkpoint's model weights alone (safetensors, for PyTorch)"},
     {"prep", cmd_prep, "run a preprocessing plan over Criteo logs (CPU or GPU)"},
     {"gen", cmd_gen, "write Criteo-shaped TSV with a hidden teacher model"},
+    {"prep-server", cmd_prep_server, "(internal) preprocessing process of the mps mode"},
 };
 
 static void usage(FILE *f)
