@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -945,4 +946,85 @@ RAP_TEST(mps_gpu_errors)
     st = rap_mps_client_create(&c, &cl);
     CHECK(st == RAP_ERR_IO && cl == NULL);
     CHECK_MSG(strstr(rap_last_error(), "/nonexistent/day_0.gz"), "message: %s", rap_last_error());
+}
+
+/* The server binary alone, through the protocol's first exchange: it
+ * answers the configuration (the shape on a GPU, RAP_ERR_NO_GPU without),
+ * and it exits when the trainer hangs up. */
+RAP_TEST(mps_server_binary)
+{
+    char rap[1024], plan_file[1024];
+    rap_path(rap, sizeof rap);
+    if (access(rap, X_OK) != 0)
+        SKIP("%s not built", rap);
+    plan_path(plan_file, sizeof plan_file);
+    rap_plan *plan = NULL;
+    REQUIRE_OK(rap_plan_load(plan_file, rap_schema_criteo(), &plan));
+    int nd = 0, nt = 0;
+    static int64_t table_rows[RAP_MAX_TABLES];
+    REQUIRE_OK(rap_input_shape(plan, &nd, &nt, table_rows));
+    rap_plan_free(plan);
+
+    /* without --fd: refused */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "'%s' prep-server >/dev/null 2>&1", rap);
+    int rc = system(cmd);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    char fdarg[16];
+    snprintf(fdarg, sizeof fdarg, "%d", sv[1]);
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        fcntl(sv[1], F_SETFD, 0);
+        execl(rap, rap, "prep-server", "--fd", fdarg, (char *)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+    rap_mps_msg *m = new_msg();
+    REQUIRE(m);
+    m->type = RAP_MPS_CONFIG;
+    m->version = RAP_MPS_VERSION;
+    snprintf(m->plan, sizeof m->plan, "%s", plan_file);
+    snprintf(m->input, sizeof m->input, "/nonexistent");
+    m->batch_rows = 100;
+    m->n_slots = 2;
+    m->schema = rap_schema_criteo();
+    m->n_dense = nd;
+    m->n_tables = nt;
+    memcpy(m->table_rows, table_rows, sizeof(int64_t) * (size_t)nt);
+    m->log_level = 1;
+    CHECK_OK(rap_mps_send(sv[0], m));
+    bool closed = false;
+    CHECK_OK(rap_mps_recv(sv[0], m, &closed));
+    CHECK(m->type == RAP_MPS_SHAPE);
+    bool gpu = rap_gpu_available(NULL, 0);
+    if (gpu) {
+        CHECK_MSG(m->status == RAP_OK, "shape: %s", m->message);
+        CHECK(m->n_tables == nt);
+        for (int i = 0; i < m->n_tables; i++)
+            CHECK(m->ids_cap[i] >= 1);
+    } else {
+        CHECK(m->status == RAP_ERR_NO_GPU);
+        CHECK_MSG(strstr(m->message, "GPU") != NULL, "message: %s", m->message);
+    }
+    close(sv[0]); /* the trainer hangs up */
+    int status = 0;
+    bool ended = false;
+    for (int i = 0; i < 1000 && !ended; i++) {
+        ended = waitpid(pid, &status, WNOHANG) == pid;
+        if (!ended)
+            usleep(10 * 1000);
+    }
+    if (!ended) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    CHECK_MSG(ended, "prep server still running 10 s after the hang-up");
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == (gpu ? 0 : 1), "wait status 0x%x",
+              status);
+    free(m);
 }

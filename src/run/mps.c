@@ -29,6 +29,9 @@
 #define MPS_SMALL 256         /* frame buffer for BATCH / RELEASE */
 #define MPS_BIG 65536         /* any other frame */
 
+/* Set in the server process by SIGTERM or the trainer's hang-up. */
+static volatile sig_atomic_t g_srv_stop;
+
 /* ================================================================ codec */
 
 typedef struct {
@@ -353,8 +356,8 @@ static int read_full(int fd, void *p, size_t n)
     size_t done = 0;
     while (done < n) {
         ssize_t k = recv(fd, (char *)p + done, n - done, 0);
-        if (k < 0 && errno == EINTR)
-            continue;
+        if (k < 0 && errno == EINTR && !g_srv_stop)
+            continue; /* a signal; in the server, SIGTERM ends the wait */
         if (k < 0)
             return -1;
         if (k == 0) {
@@ -1193,7 +1196,6 @@ rap_status rap_mps_client_release(rap_mps_client *c, int slot, void *train_strea
 
 /* ================================================================ server */
 
-static volatile sig_atomic_t g_srv_stop;
 static _Atomic(rap_feeder *) g_srv_feeder;
 
 void rap_mps_server_stop(void)
@@ -1391,28 +1393,50 @@ static rap_status server_pack(server *sv, int s, int64_t rows)
     return RAP_OK;
 }
 
-/* Reads the client's messages until slot s is released. false when the
- * client went away. */
-static bool wait_release(server *sv, int s, rap_status *st)
+/* Takes one message from the client: a RELEASE marks its slot free. false
+ * when the client went away (*st RAP_OK) or misbehaved (*st set). */
+static bool take_release(server *sv, rap_status *st)
 {
-    while (sv->held[s]) {
-        bool closed = false;
-        *st = rap_mps_recv(sv->fd, sv->m, &closed);
-        if (*st != RAP_OK) {
-            if (closed)
-                *st = RAP_OK;
-            return false;
-        }
-        int r = sv->m->slot;
-        if (sv->m->type != RAP_MPS_RELEASE || r < 0 || r >= sv->S || !sv->held[r]) {
-            *st = rap_fail(RAP_ERR_INTERNAL, "mps: unexpected message type %d (slot %d) from "
-                                             "the trainer", (int)sv->m->type, r);
-            return false;
-        }
-        sv->held[r] = false;
-        sv->wait_free[r] = true;
+    bool closed = false;
+    *st = rap_mps_recv(sv->fd, sv->m, &closed);
+    if (*st != RAP_OK) {
+        if (closed)
+            *st = RAP_OK;
+        return false;
     }
+    int r = sv->m->slot;
+    if (sv->m->type != RAP_MPS_RELEASE || r < 0 || r >= sv->S || !sv->held[r]) {
+        *st = rap_fail(RAP_ERR_INTERNAL, "mps: unexpected message type %d (slot %d) from the "
+                                         "trainer", (int)sv->m->type, r);
+        return false;
+    }
+    sv->held[r] = false;
+    sv->wait_free[r] = true;
     return true;
+}
+
+/* A free slot for the next batch: reads the releases already sent, then,
+ * while every slot is held, waits for one. Slots are taken in turn from
+ * *next on, so a released slot rests as long as possible before reuse.
+ * -1 when the client went away (*st RAP_OK) or misbehaved (*st set). */
+static int pick_slot(server *sv, int *next, rap_status *st)
+{
+    *st = RAP_OK;
+    for (;;) {
+        struct pollfd pf = {sv->fd, POLLIN, 0};
+        while (poll(&pf, 1, 0) > 0 && (pf.revents & (POLLIN | POLLHUP | POLLERR)))
+            if (!take_release(sv, st))
+                return -1;
+        for (int k = 0; k < sv->S; k++) {
+            int s = (*next + k) % sv->S;
+            if (!sv->held[s]) {
+                *next = (s + 1) % sv->S;
+                return s;
+            }
+        }
+        if (g_srv_stop || !take_release(sv, st))
+            return -1;
+    }
 }
 
 /* The batch loop. Returns with the END message filled in sv->m (type 0
@@ -1421,6 +1445,7 @@ static void server_loop(server *sv)
 {
     rap_mps_msg *m = sv->m;
     int64_t seq = 0, rows_out = 0;
+    int next_slot = 0;
     rap_status st = RAP_OK;
     bool gone = false;
     for (;;) {
@@ -1428,12 +1453,12 @@ static void server_loop(server *sv)
         st = rap_feeder_next(sv->feeder, &fb);
         if (st != RAP_OK || !fb)
             break;
-        int s = (int)(seq % sv->S);
         rap_status ws = RAP_OK;
-        if (g_srv_stop || !wait_release(sv, s, &ws)) {
+        int s = g_srv_stop ? -1 : pick_slot(sv, &next_slot, &ws);
+        if (s < 0) {
             rap_feeder_release(sv->feeder, fb);
-            st = ws;
-            gone = ws == RAP_OK;
+            st = g_srv_stop ? RAP_OK : ws; /* stopped: END says so below */
+            gone = !g_srv_stop && ws == RAP_OK;
             break;
         }
         if (sv->wait_free[s]) {
