@@ -100,6 +100,8 @@ int cmd_gen(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_plan(int argc, char **argv);      /* cmd_plan.c */
+int cmd_predictor(int argc, char **argv); /* cmd_plan.c */
 int cmd_prep_server(int argc, char **argv); /* hidden: the mps mode's server */
 
 #endif /* RAP_CLI_H */

@@ -13,6 +13,8 @@ static const struct {
     {"export", cmd_export, "write a checkpoint's model weights alone (safetensors, for PyTorch)"},
     {"prep", cmd_prep, "run a preprocessing plan over Criteo logs (CPU or GPU)"},
     {"gen", cmd_gen, "write Criteo-shaped TSV with a hidden teacher model"},
+    {"plan", cmd_plan, "plan fusion and the schedule of preprocessing beside training (writes a schedule)"},
+    {"predictor", cmd_predictor, "predictor train: fit the kernel latency models from measurements"},
     {"prep-server", cmd_prep_server, "(internal) preprocessing process of the mps mode"},
 };
 

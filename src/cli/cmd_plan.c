@@ -1,0 +1,239 @@
+/*
+ * cmd_plan.c -- `rap plan` (fusion, split, schedule search: writes a
+ * schedule and a report) and `rap predictor train` (XGBoost latency models
+ * from measured kernels). docs/PLANNER.md.
+ *
+ * Their options live in a table of their own below (same rap_opt machinery
+ * as settings.c), so that the planner's options do not touch the shared
+ * cli_settings.
+ */
+#include "cli/cli.h"
+#include "plan/search.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PCMD_PLAN = 1u << 0, PCMD_TRAIN = 1u << 1 };
+
+typedef struct {
+    char plan[RAP_OPT_STR];
+    char capacity[RAP_OPT_STR];
+    char predictor[RAP_OPT_STR];
+    char out[RAP_OPT_STR];
+    char report[RAP_OPT_STR];
+    char in[RAP_OPT_STR];
+    char gpu[RAP_OPT_STR];
+    int64_t batch;
+    int fusion;              /* 0 ilp, 1 levels */
+    double time_limit;
+    int64_t extra_stages;
+    int model;               /* cli_model */
+    int64_t emb_dim;
+    char mlp_bot[RAP_OPT_STR];
+    char mlp_top[RAP_OPT_STR];
+    int precision;
+    bool quiet, verbose, help;
+} plan_settings;
+
+#define OFF(f) offsetof(plan_settings, f)
+#define P PCMD_PLAN
+#define T PCMD_TRAIN
+static const rap_opt g_opts[] = {
+    {"plan", RAP_OPT_STRING, P, OFF(plan), "default", 0, 0, NULL, "FILE", "preprocessing plan (default: the built-in plans/default.plan)"},
+    {"capacity", RAP_OPT_STRING, P, OFF(capacity), "", 0, 0, NULL, "FILE", "capacity file of the training windows (default: an assumed capacity, labelled so)"},
+    {"predictor", RAP_OPT_STRING, P, OFF(predictor), "", 0, 0, NULL, "DIR", "latency predictor bundle (rap predictor train; default: the analytic fallback)"},
+    {"batch", RAP_OPT_INT, P, OFF(batch), "4096", 1, 1 << 26, NULL, "B", "rows per batch (per GPU)"},
+    {"out", RAP_OPT_STRING, P, OFF(out), "", 0, 0, NULL, "SCHEDULE", "write the schedule here (docs/SCHEDULE.md)"},
+    {"out", RAP_OPT_STRING, T, OFF(out), "", 0, 0, NULL, "DIR", "write the predictor bundle here"},
+    {"in", RAP_OPT_STRING, T, OFF(in), "", 0, 0, NULL, "CSV", "measured kernels (docs/PLANNER.md, \"Measurements CSV\")"},
+    {"report", RAP_OPT_STRING, P, OFF(report), "", 0, 0, NULL, "FILE.json", "write the planning report (JSON)"},
+    {"fusion", RAP_OPT_ENUM, P, OFF(fusion), "ilp", 0, 0, "ilp|levels", NULL, "fusion: the integer program, or greedy by levels"},
+    {"time-limit", RAP_OPT_DOUBLE, P, OFF(time_limit), "5", 0.1, 3600, NULL, "SEC", "fusion ILP time limit (the best solution so far is used after it)"},
+    {"extra-stages", RAP_OPT_INT, P, OFF(extra_stages), "2", -1, 1000, NULL, "N", "ILP stages beyond the longest op chain (-1: one per op, exact but slow)"},
+    {"gpu", RAP_OPT_STRING, P, OFF(gpu), "", 0, 0, NULL, "NAME", "GPU the plan is for (default: the capacity file's); files for another GPU are refused"},
+    {"model", RAP_OPT_ENUM, P, OFF(model), "paper", 0, 0, "small|paper", NULL, "model shape preset the capacity must match (tables: the plan's sparse columns)"},
+    {"emb-dim", RAP_OPT_INT, P, OFF(emb_dim), "128", 1, 4096, NULL, "D", "embedding dimension"},
+    {"mlp-bot", RAP_OPT_STRING, P, OFF(mlp_bot), "512-256-128", 0, 0, NULL, "W-W-..", "bottom MLP widths"},
+    {"mlp-top", RAP_OPT_STRING, P, OFF(mlp_top), "1024-1024-512-256-1", 0, 0, NULL, "W-..-1", "top MLP widths"},
+    {"precision", RAP_OPT_ENUM, P, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "training precision the capacity was measured with"},
+    {"quiet", RAP_OPT_BOOL, P | T, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
+    {"verbose", RAP_OPT_BOOL, P | T, OFF(verbose), "false", 0, 0, NULL, NULL, "print solver messages"},
+    {"help", RAP_OPT_BOOL, P | T, OFF(help), "false", 0, 0, NULL, NULL, "show this help"},
+};
+#undef P
+#undef T
+static const int g_n_opts = (int)(sizeof g_opts / sizeof g_opts[0]);
+
+static void parse(const char *name, unsigned cmd, int argc, char **argv, plan_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    rap_status st = rap_opts_defaults(g_opts, g_n_opts, cmd, s);
+    if (st == RAP_OK)
+        st = rap_opts_parse(g_opts, g_n_opts, cmd, argc, argv, s);
+    if (st != RAP_OK) {
+        fprintf(stderr, "rap %s: %s\nusage: rap %s [options]   (rap %s --help lists them)\n", name,
+                rap_last_error(), name, name);
+        exit(2);
+    }
+    if (s->help) {
+        printf("usage: rap %s [options]\n", name);
+        rap_opts_usage(g_opts, g_n_opts, cmd, stdout);
+        exit(0);
+    }
+    if (cmd == PCMD_PLAN && s->model == MODEL_SMALL) {
+        if (!rap_opts_given(g_opts, g_n_opts, "emb-dim"))
+            s->emb_dim = 16;
+        if (!rap_opts_given(g_opts, g_n_opts, "mlp-bot"))
+            snprintf(s->mlp_bot, sizeof s->mlp_bot, "64-16");
+        if (!rap_opts_given(g_opts, g_n_opts, "mlp-top"))
+            snprintf(s->mlp_top, sizeof s->mlp_top, "64-32-1");
+    }
+    rap_log_set_level(s->quiet ? 1 : s->verbose ? 3 : 2);
+}
+
+/* The model shape the plan trains: tables = the plan's sparse columns. */
+static rap_status shape_of(const plan_settings *s, const rap_plan *p, rap_model_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    for (int c = 0; c < p->n_cols; c++)
+        sh->tables += p->nodes[p->cols[c].node].kind == RAP_SPARSE;
+    sh->emb_dim = (int)s->emb_dim;
+    RAP_TRY(cli_parse_widths("mlp-bot", s->mlp_bot, sh->bot, RAP_SHAPE_MAX_LAYERS, &sh->n_bot));
+    RAP_TRY(cli_parse_widths("mlp-top", s->mlp_top, sh->top, RAP_SHAPE_MAX_LAYERS, &sh->n_top));
+    sh->batch = s->batch;
+    sh->precision = s->precision;
+    return RAP_OK;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    plan_settings s;
+    parse("plan", PCMD_PLAN, argc, argv, &s);
+    if (!s.out[0]) {
+        fprintf(stderr, "rap plan: --out SCHEDULE is required\n");
+        return 2;
+    }
+    rap_plan *plan = NULL;
+    rap_predictor *pred = NULL;
+    rap_fusion fus = {0}, greedy = {0};
+    rap_schedule *sched = NULL;
+    rap_capacity cap;
+    rap_model_shape shape;
+    rap_ilp_result ilp;
+    rap_search_result sr;
+    memset(&ilp, 0, sizeof ilp);
+    rap_status st = cli_load_plan(s.plan, &plan);
+    if (st == RAP_OK && s.predictor[0])
+        st = rap_predictor_load(s.predictor, &pred);
+    if (st == RAP_OK)
+        st = shape_of(&s, plan, &shape);
+    if (st == RAP_OK) {
+        if (s.capacity[0]) {
+            st = rap_capacity_load(s.capacity, &cap);
+            if (st == RAP_OK)
+                st = rap_capacity_check(&cap, s.gpu, &shape);
+        } else {
+            rap_capacity_assumed(&shape, s.gpu[0] ? s.gpu : rap_predictor_gpu(pred), &cap);
+        }
+    }
+    const char *gpu = s.gpu[0] ? s.gpu : cap.gpu;
+    if (st == RAP_OK && pred && (s.gpu[0] || !cap.assumed))
+        st = rap_predictor_check(pred, gpu);
+    double t0 = rap_now();
+    if (st == RAP_OK)
+        st = rap_fuse_levels(plan, &greedy);
+    if (st == RAP_OK) {
+        if (s.fusion == 0) {
+            rap_ilp_config ic = rap_ilp_defaults();
+            ic.pred = pred;
+            ic.batch = s.batch;
+            ic.time_limit_s = s.time_limit;
+            ic.extra_stages = (int)s.extra_stages;
+            ic.verbose = s.verbose;
+            st = rap_fuse_ilp(plan, &ic, &fus, &ilp);
+        } else {
+            st = rap_fuse_levels(plan, &fus);
+        }
+    }
+    rap_search_config sc = {pred, &cap, s.batch, 1};
+    if (st == RAP_OK)
+        st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
+    double plan_s = rap_now() - t0;
+    if (st == RAP_OK)
+        st = rap_schedule_save(sched, s.out);
+    char latency[600], capsrc[600];
+    snprintf(latency, sizeof latency, pred ? "xgboost predictor %s" : "analytic fallback (no predictor)",
+             s.predictor);
+    snprintf(capsrc, sizeof capsrc, cap.assumed ? "assumed (no capacity file)" : "capacity file %s",
+             s.capacity);
+    if (st == RAP_OK && s.report[0]) {
+        rap_report_info info = {base_name(s.plan), gpu, latency, capsrc,
+                                s.fusion == 0 ? "ilp" : "levels", s.fusion == 0 ? &ilp : NULL,
+                                rap_fusion_predicted_ms(plan, &fus, pred, s.batch), greedy.n,
+                                rap_fusion_predicted_ms(plan, &greedy, pred, s.batch), s.batch};
+        FILE *fp = fopen(s.report, "w");
+        if (!fp) {
+            st = rap_fail(RAP_ERR_IO, "%s: cannot write: %s", s.report, strerror(errno));
+        } else {
+            st = rap_plan_report_json(fp, plan, &fus, sched, &sr, &info);
+            if (fclose(fp) != 0 && st == RAP_OK)
+                st = rap_fail(RAP_ERR_IO, "%s: write failed", s.report);
+        }
+    }
+    if (st == RAP_OK && !s.quiet) {
+        fprintf(stderr, "rap plan: %s, %d ops, batch %lld, gpu %s\n", s.plan, rap_plan_n_ops(plan),
+                (long long)s.batch, gpu);
+        fprintf(stderr, "  latency: %s; capacity: %s\n", latency, capsrc);
+        fprintf(stderr, "  fusion: %s, %d kernels (greedy levels: %d)", s.fusion == 0 ? "ilp" : "levels",
+                fus.n, greedy.n);
+        if (s.fusion == 0)
+            fprintf(stderr, ", ILP %s in %.2f s, gap %.2f%%", ilp.status, ilp.solve_s, 100 * ilp.gap);
+        fprintf(stderr, "\n  schedule: %d slices (%d kernels split), planned in %.2f s -> %s\n",
+                sr.n_slices, sr.n_split, plan_s, s.out);
+        for (int w = 0; w < RAP_WIN_COUNT; w++)
+            fprintf(stderr, "  %-13s capacity %8.4f ms  load %8.4f ms  exposed %8.4f ms\n",
+                    rap_window_name((rap_window)w), sr.capacity_ms[w], sr.load_ms[w], sr.exposed_ms[w]);
+        fprintf(stderr, "  predicted hidden %.4f ms, exposed %.4f ms\n", sr.hidden_ms, sr.total_exposed_ms);
+    }
+    rap_schedule_free(sched);
+    rap_fusion_free(&fus);
+    rap_fusion_free(&greedy);
+    rap_predictor_free(pred);
+    rap_plan_free(plan);
+    return st == RAP_OK ? 0 : cli_fail("plan", st);
+}
+
+int cmd_predictor(int argc, char **argv)
+{
+    if (argc < 1 || strcmp(argv[0], "train")) {
+        fprintf(stderr, "usage: rap predictor train --in kernels.csv --out DIR\n");
+        return 2;
+    }
+    plan_settings s;
+    parse("predictor train", PCMD_TRAIN, argc - 1, argv + 1, &s);
+    if (!s.in[0] || !s.out[0]) {
+        fprintf(stderr, "rap predictor train: --in CSV and --out DIR are required\n");
+        return 2;
+    }
+    rap_pred_quality q[64];
+    int nq = 0;
+    rap_status st = rap_predictor_train(s.in, s.out, q, 64, &nq);
+    if (st != RAP_OK)
+        return cli_fail("predictor train", st);
+    printf("| kernel type | train | held out | within 10%% | median rel. err | p95 | p99 |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nq; i++)
+        printf("| %s | %d | %d | %.1f%% | %.4f | %.4f | %.4f |\n", q[i].type, q[i].n_train,
+               q[i].n_test, 100 * q[i].within10, q[i].median, q[i].p95, q[i].p99);
+    if (!s.quiet)
+        fprintf(stderr, "rap predictor train: %d kernel types -> %s/predictor.txt\n", nq, s.out);
+    return 0;
+}

@@ -1,0 +1,218 @@
+/*
+ * capacity.c -- the capacity file (capacity.h, docs/PLANNER.md).
+ *
+ *   rap-capacity 1
+ *   gpu NVIDIA H200
+ *   model tables=26 emb_dim=128 bot=512-256-128 top=1024-1024-512-256-1 batch=4096 precision=fp32
+ *   tolerance 0.05
+ *   window emb_forward standalone_ms=1.9 capacity_ms=1.2
+ *   ... one line per window emb_forward, mlp_forward, mlp_backward, emb_backward, grad_comm
+ */
+#include "plan/capacity.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rap_shape_widths(const int *w, int n, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, i ? "-%d" : "%d", w[i]);
+}
+
+void rap_capacity_assumed(const rap_model_shape *shape, const char *gpu, rap_capacity *c)
+{
+    static const double cap[RAP_CAP_WINDOWS] = {1.0, 0.5, 0.5, 1.0, 0.0};
+    static const double alone[RAP_CAP_WINDOWS] = {2.0, 1.0, 2.0, 3.0, 0.0};
+    memset(c, 0, sizeof *c);
+    snprintf(c->gpu, sizeof c->gpu, "%s", gpu && gpu[0] ? gpu : "assumed");
+    c->shape = *shape;
+    c->tolerance = 0.05;
+    for (int w = 0; w < RAP_CAP_WINDOWS; w++) {
+        c->capacity_ms[w] = cap[w];
+        c->standalone_ms[w] = alone[w];
+    }
+    c->assumed = true;
+    snprintf(c->source, sizeof c->source, "<assumed>");
+}
+
+rap_status rap_capacity_validate(const rap_capacity *c)
+{
+    const rap_model_shape *s = &c->shape;
+    if (!c->gpu[0])
+        return rap_fail(RAP_ERR_DATA, "capacity %s: no GPU name", c->source);
+    if (s->tables < 1 || s->emb_dim < 1 || s->n_bot < 1 || s->n_top < 1 || s->batch < 1 ||
+        (s->precision != 0 && s->precision != 1))
+        return rap_fail(RAP_ERR_DATA, "capacity %s: model shape incomplete (tables, emb_dim, bot, "
+                        "top, batch >= 1, precision fp32|bf16 expected)", c->source);
+    if (!(c->tolerance >= 0 && c->tolerance < 1))
+        return rap_fail(RAP_ERR_DATA, "capacity %s: tolerance %g not in [0, 1)", c->source, c->tolerance);
+    for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+        if (!(c->capacity_ms[w] >= 0 && isfinite(c->capacity_ms[w])) ||
+            !(c->standalone_ms[w] >= 0 && isfinite(c->standalone_ms[w])))
+            return rap_fail(RAP_ERR_DATA, "capacity %s: window %s: expected finite ms >= 0",
+                            c->source, rap_window_name((rap_window)w));
+    return RAP_OK;
+}
+
+rap_status rap_capacity_write(const rap_capacity *c, FILE *f)
+{
+    char bot[256], top[256];
+    rap_shape_widths(c->shape.bot, c->shape.n_bot, bot, sizeof bot);
+    rap_shape_widths(c->shape.top, c->shape.n_top, top, sizeof top);
+    fprintf(f, "rap-capacity %d\n", RAP_CAPACITY_VERSION);
+    fprintf(f, "gpu %s\n", c->gpu);
+    fprintf(f, "model tables=%d emb_dim=%d bot=%s top=%s batch=%lld precision=%s\n", c->shape.tables,
+            c->shape.emb_dim, bot, top, (long long)c->shape.batch,
+            c->shape.precision ? "bf16" : "fp32");
+    fprintf(f, "tolerance %.17g\n", c->tolerance);
+    for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+        fprintf(f, "window %s standalone_ms=%.17g capacity_ms=%.17g\n",
+                rap_window_name((rap_window)w), c->standalone_ms[w], c->capacity_ms[w]);
+    return ferror(f) ? rap_fail(RAP_ERR_IO, "capacity: write failed") : RAP_OK;
+}
+
+rap_status rap_capacity_save(const rap_capacity *c, const char *path)
+{
+    RAP_TRY(rap_capacity_validate(c));
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return rap_fail(RAP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    rap_status st = rap_capacity_write(c, f);
+    if (fclose(f) != 0 && st == RAP_OK)
+        st = rap_fail(RAP_ERR_IO, "%s: write failed", path);
+    return st;
+}
+
+static rap_status parse_widths(const char *s, int *w, int *n)
+{
+    *n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || *n >= RAP_SHAPE_MAX_LAYERS || (*end && *end != '-'))
+            return RAP_ERR_DATA;
+        w[(*n)++] = (int)v;
+        s = *end ? end + 1 : end;
+    }
+    return *n ? RAP_OK : RAP_ERR_DATA;
+}
+
+rap_status rap_capacity_load(const char *path, rap_capacity *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->source, sizeof c->source, "%s", path);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return rap_fail(RAP_ERR_IO, "capacity %s: cannot open: %s", path, strerror(errno));
+    char line[1024];
+    int lineno = 0;
+    bool magic = false, model = false, seen[RAP_CAP_WINDOWS] = {0};
+    rap_status st = RAP_OK;
+    c->tolerance = 0.05;
+    while (fgets(line, sizeof line, f) && st == RAP_OK) {
+        lineno++;
+        size_t n = strlen(line);
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
+            line[--n] = 0;
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p || *p == '#')
+            continue;
+        int ver;
+        if (!magic) {
+            if (sscanf(p, "rap-capacity %d", &ver) != 1)
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"rap-capacity %d\"", path, lineno,
+                              RAP_CAPACITY_VERSION);
+            else if (ver != RAP_CAPACITY_VERSION)
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: version %d is not supported (expected %d)", path,
+                              lineno, ver, RAP_CAPACITY_VERSION);
+            magic = true;
+        } else if (!strncmp(p, "gpu ", 4)) {
+            snprintf(c->gpu, sizeof c->gpu, "%s", p + 4);
+        } else if (!strncmp(p, "model ", 6)) {
+            char bot[256], top[256], prec[16];
+            long long batch;
+            if (sscanf(p, "model tables=%d emb_dim=%d bot=%255s top=%255s batch=%lld precision=%15s",
+                       &c->shape.tables, &c->shape.emb_dim, bot, top, &batch, prec) != 6 ||
+                parse_widths(bot, c->shape.bot, &c->shape.n_bot) != RAP_OK ||
+                parse_widths(top, c->shape.top, &c->shape.n_top) != RAP_OK ||
+                (strcmp(prec, "fp32") && strcmp(prec, "bf16")))
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"model tables=T emb_dim=D bot=W-W.. "
+                              "top=W-..-1 batch=B precision=fp32|bf16\"", path, lineno);
+            c->shape.batch = batch;
+            c->shape.precision = strcmp(prec, "bf16") == 0;
+            model = true;
+        } else if (!strncmp(p, "tolerance ", 10)) {
+            if (sscanf(p, "tolerance %lf", &c->tolerance) != 1)
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"tolerance X\"", path, lineno);
+        } else if (!strncmp(p, "window ", 7)) {
+            char name[64];
+            double alone, cap;
+            int w = -1;
+            if (sscanf(p, "window %63s standalone_ms=%lf capacity_ms=%lf", name, &alone, &cap) != 3 ||
+                (w = rap_window_parse(name)) < 0 || w >= RAP_CAP_WINDOWS) {
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"window NAME standalone_ms=X "
+                              "capacity_ms=Y\" with NAME one of emb_forward, mlp_forward, "
+                              "mlp_backward, emb_backward, grad_comm", path, lineno);
+            } else if (seen[w]) {
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: window %s given twice", path, lineno, name);
+            } else {
+                seen[w] = true;
+                c->standalone_ms[w] = alone;
+                c->capacity_ms[w] = cap;
+            }
+        } else {
+            st = rap_fail(RAP_ERR_DATA, "%s:%d: expected gpu, model, tolerance or window, got \"%.40s\"",
+                          path, lineno, p);
+        }
+    }
+    fclose(f);
+    if (st != RAP_OK)
+        return st;
+    if (!magic)
+        return rap_fail(RAP_ERR_DATA, "%s: empty (expected \"rap-capacity %d\")", path, RAP_CAPACITY_VERSION);
+    if (!model)
+        return rap_fail(RAP_ERR_DATA, "%s: no \"model ...\" line", path);
+    for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+        if (!seen[w])
+            return rap_fail(RAP_ERR_DATA, "%s: no line for window %s", path,
+                            rap_window_name((rap_window)w));
+    return rap_capacity_validate(c);
+}
+
+rap_status rap_capacity_check(const rap_capacity *c, const char *gpu, const rap_model_shape *want)
+{
+    const rap_model_shape *s = &c->shape;
+    char a[256], b[256];
+    if (gpu && gpu[0] && strcmp(c->gpu, gpu))
+        return rap_fail(RAP_ERR_ARG, "capacity %s was made for GPU \"%s\", not \"%s\"", c->source,
+                        c->gpu, gpu);
+    if (!want)
+        return RAP_OK;
+    if (s->tables != want->tables)
+        return rap_fail(RAP_ERR_ARG, "capacity %s was made for %d embedding tables, not %d",
+                        c->source, s->tables, want->tables);
+    if (s->emb_dim != want->emb_dim)
+        return rap_fail(RAP_ERR_ARG, "capacity %s was made for embedding dim %d, not %d", c->source,
+                        s->emb_dim, want->emb_dim);
+    rap_shape_widths(s->bot, s->n_bot, a, sizeof a);
+    rap_shape_widths(want->bot, want->n_bot, b, sizeof b);
+    if (strcmp(a, b))
+        return rap_fail(RAP_ERR_ARG, "capacity %s was made for bottom MLP %s, not %s", c->source, a, b);
+    rap_shape_widths(s->top, s->n_top, a, sizeof a);
+    rap_shape_widths(want->top, want->n_top, b, sizeof b);
+    if (strcmp(a, b))
+        return rap_fail(RAP_ERR_ARG, "capacity %s was made for top MLP %s, not %s", c->source, a, b);
+    if (s->batch != want->batch)
+        return rap_fail(RAP_ERR_ARG, "capacity %s was made for batch %lld, not %lld", c->source,
+                        (long long)s->batch, (long long)want->batch);
+    if (s->precision != want->precision)
+        return rap_fail(RAP_ERR_ARG, "capacity %s was made for precision %s, not %s", c->source,
+                        s->precision ? "bf16" : "fp32", want->precision ? "bf16" : "fp32");
+    return RAP_OK;
+}

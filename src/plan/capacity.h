@@ -1,0 +1,65 @@
+/*
+ * capacity.h -- leftover capacity of each training window, in ms of
+ * standalone work (docs/PLANNER.md, "Capacity file"). A capacity file is
+ * made for one GPU, one model shape (tables, embedding dim, MLP widths),
+ * one batch size and one precision; the planner refuses another.
+ */
+#ifndef RAP_PLAN_CAPACITY_H
+#define RAP_PLAN_CAPACITY_H
+
+#include "core/core.h"
+#include "plan/predictor.h"
+#include "run/schedule.h"
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RAP_CAPACITY_VERSION 1
+#define RAP_SHAPE_MAX_LAYERS 16
+
+typedef struct {
+    int tables;                      /* T */
+    int emb_dim;                     /* D */
+    int bot[RAP_SHAPE_MAX_LAYERS];   /* bottom MLP widths */
+    int n_bot;
+    int top[RAP_SHAPE_MAX_LAYERS];   /* top MLP widths */
+    int n_top;
+    int64_t batch;                   /* rows per GPU */
+    int precision;                   /* rap_precision: 0 fp32, 1 bf16 */
+} rap_model_shape;
+
+/* Windows emb_forward .. grad_comm (RAP_WIN_EXPOSED has no capacity). */
+#define RAP_CAP_WINDOWS RAP_WIN_EXPOSED
+
+typedef struct {
+    char gpu[RAP_GPU_NAME];
+    rap_model_shape shape;
+    double tolerance;                      /* allowed slowdown of a phase (0.05 = 5 %) */
+    double standalone_ms[RAP_CAP_WINDOWS]; /* the phase alone */
+    double capacity_ms[RAP_CAP_WINDOWS];   /* standalone work it hides */
+    bool assumed;                          /* built in, not measured */
+    char source[512];                      /* file name or "<assumed>" */
+} rap_capacity;
+
+/* An assumed capacity for when no file is given (reports say so):
+ * emb_forward 1.0, mlp_forward 0.5, mlp_backward 0.5, emb_backward 1.0,
+ * grad_comm 0 ms (one GPU). */
+void rap_capacity_assumed(const rap_model_shape *shape, const char *gpu, rap_capacity *c);
+/* Checks values: non-negative, finite, at least one layer, ... */
+rap_status rap_capacity_validate(const rap_capacity *c);
+rap_status rap_capacity_load(const char *path, rap_capacity *c);
+rap_status rap_capacity_save(const rap_capacity *c, const char *path);
+rap_status rap_capacity_write(const rap_capacity *c, FILE *f);
+/* RAP_ERR_ARG naming the first difference ("made for GPU X, not Y",
+ * "made for 26 tables, not 27", ...). gpu "" matches any. */
+rap_status rap_capacity_check(const rap_capacity *c, const char *gpu, const rap_model_shape *want);
+/* "512-256-128" */
+void rap_shape_widths(const int *w, int n, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RAP_PLAN_CAPACITY_H */
