@@ -6,6 +6,7 @@
 #include "data/reader_internal.h"
 #include "prep/exec_internal.h"
 #include "run/input.h"
+#include "run/mps.h"
 #include "run/pack.h"
 #include "run/queue.h"
 #include "run/train.h"
@@ -59,9 +60,7 @@ rap_status rap_mode_list_parse(const char *spec, rap_mode *modes, int max, int *
 bool rap_mode_available(rap_mode m, rap_device dev, char *why, size_t why_len)
 {
     const char *w = NULL;
-    if (m == RAP_MODE_MPS)
-        w = "mps mode: not built yet (src/run/mps.c)";
-    else if (dev == RAP_CPU && m != RAP_MODE_CPU && m != RAP_MODE_SEQUENTIAL)
+    if (dev == RAP_CPU && m != RAP_MODE_CPU && m != RAP_MODE_SEQUENTIAL)
         w = "needs the GPU (--device gpu): on the CPU only the cpu and sequential modes run";
     if (w && why && why_len)
         snprintf(why, why_len, "%s", w);
@@ -502,6 +501,11 @@ struct rap_runtime {
     bool graph_failed;
     /* ideal */
     int ideal_count, ideal_at;
+    /* mps */
+    rap_mps_client *mps;
+    int mps_slot;         /* slot trained last, released after its step; -1 none */
+    int64_t mps_seq;
+    bool mps_end;
     /* cpu mode */
     int K, J;
     cpu_job *jobs;
@@ -1113,13 +1117,11 @@ static rap_status step_pipelined(rap_runtime *rt, rap_step_info *info)
                 RAP_TRY(prep_whole(rt, nx, rt->prep_s, RAP_TRACK_PREP));
         }
     }
-    rap_status st = train_slot_gpu(rt, cur, nx->full ? nx : NULL);
-    if (st == RAP_OK && rt->mode == RAP_MODE_RAP && !nx->full)
-        st = RAP_OK;
-    RAP_TRY(st);
-    if (rt->mode == RAP_MODE_CPU && exposed_host > 1e-3)
-        rt->st.exposed_ms += 0; /* host waits are reported through starved_s below */
-    rt->st.starved_s += rt->mode == RAP_MODE_CPU ? exposed_host : 0;
+    RAP_TRY(train_slot_gpu(rt, cur, nx->full ? nx : NULL));
+    /* cpu mode: waiting for the workers is waiting for data */
+    rt->st.starved_s += exposed_host;
+    if (exposed_host > 1e-3)
+        rt->st.starved_steps++;
     *info = cur->info;
     cur->full = false;
     rt->cur = ni;
@@ -1210,6 +1212,51 @@ static rap_status step_cpu_model(rap_runtime *rt, rap_step_info *info)
     return RAP_OK;
 }
 
+/* mps mode: the next ready slot of the server (its ready event waited for
+ * on the training stream), trained, then given back after its step. */
+static rap_status step_mps(rap_runtime *rt, rap_step_info *info)
+{
+    if (rt->mps_end) {
+        info->end = true;
+        return RAP_OK;
+    }
+    ring_entry *e;
+    RAP_TRY(ring_acquire(rt, rt->mps_seq, &e));
+    RAP_TRY(rap_rt_record(e->ev[EV_W0], rt->train_s));
+    rt_slot s;
+    memset(&s, 0, sizeof s);
+    int slot = -1;
+    int64_t rows = 0;
+    double h0 = rap_now();
+    double t0 = rap_trace_host_begin(rt->cfg.trace, "wait for mps server");
+    rap_status st = rap_mps_client_next(rt->mps, rt->train_s, &slot, &s.mb, &rows);
+    rap_trace_host_end(rt->cfg.trace, RAP_TRACK_MAIN, "wait for mps server", "wait",
+                       rt->mps_seq, t0);
+    double w = rap_now() - h0;
+    rt->st.starved_s += w;
+    if (w > 1e-3)
+        rt->st.starved_steps++;
+    RAP_TRY(st);
+    if (slot < 0) {
+        rt->mps_end = true;
+        e->inflight = false;
+        e->index = -1;
+        info->end = true;
+        return RAP_OK;
+    }
+    s.mb.rows = rows;
+    s.info.rows = rows;
+    s.info.seq = rt->mps_seq++;
+    RAP_TRY(rap_rt_record(e->ev[EV_W1], rt->train_s));
+    /* phases_gpu records the slot's done event: a scratch one */
+    s.ev_done = rt->slots[0].ev_done;
+    RAP_TRY(phases_gpu(rt, &s, e, NULL));
+    rt->trained++;
+    RAP_TRY(rap_mps_client_release(rt->mps, slot, rt->train_s));
+    *info = s.info;
+    return RAP_OK;
+}
+
 rap_status rap_runtime_step(rap_runtime *rt, rap_step_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -1221,6 +1268,8 @@ rap_status rap_runtime_step(rap_runtime *rt, rap_step_info *info)
         st = step_cpu_model(rt, info);
     else if (rt->mode == RAP_MODE_IDEAL)
         st = step_ideal(rt, info);
+    else if (rt->mode == RAP_MODE_MPS)
+        st = step_mps(rt, info);
     else
         st = step_pipelined(rt, info);
     if (st == RAP_OK && on_gpu(rt))
@@ -1249,6 +1298,12 @@ void rap_runtime_get_stats(rap_runtime *rt, rap_runtime_stats *st)
     if (!rt)
         return;
     *st = rt->st;
+    if (rt->mps) {
+        rap_mps_stats ms;
+        rap_mps_client_get_stats(rt->mps, &ms);
+        st->reader = ms.reader;
+        st->have_reader = true;
+    }
     if (rt->mode == RAP_MODE_CPU && rt->locks) {
         pthread_mutex_lock(&rt->fm);
         st->starved_s += rt->worker_starved_s;
@@ -1265,6 +1320,8 @@ static rap_status make_slot(rap_runtime *rt, rt_slot *s, void *exec_stream, void
         RAP_TRY(rap_rt_event_create(&s->ev_ready));
         RAP_TRY(rap_rt_event_create(&s->ev_done));
     }
+    if (rt->mode == RAP_MODE_MPS)
+        return RAP_OK;
     if (rt->mode == RAP_MODE_CPU) {
         if (!on_gpu(rt))
             return RAP_OK;
@@ -1304,6 +1361,7 @@ void rap_runtime_free(rap_runtime *rt)
         if (rt->copy_s)
             rap_run_stream_sync(rt->copy_s);
     }
+    rap_mps_client_free(rt->mps);
     if (rt->locks) {
         pthread_mutex_lock(&rt->jm);
         rt->quit = true;
@@ -1430,6 +1488,8 @@ static rap_status create_inner(rap_runtime *rt)
     }
     if (rt->mode == RAP_MODE_CPU && !on_gpu(rt))
         rt->S = 0;
+    if (rt->mode == RAP_MODE_MPS)
+        rt->S = 1;
     if (rt->S > 0) {
         rt->slots = rap_calloc(sizeof(rt_slot) * (size_t)rt->S, "runtime slots");
         if (!rt->slots)
@@ -1486,6 +1546,20 @@ static rap_status create_inner(rap_runtime *rt)
             rt->n_started = w + 1;
         }
     }
+    if (rt->mode == RAP_MODE_MPS) {
+        rap_mps_config mc;
+        memset(&mc, 0, sizeof mc);
+        mc.plan = c->plan_spec ? c->plan_spec : "default";
+        mc.reader = c->reader;
+        mc.batch_rows = rt->B;
+        mc.n_slots = c->slots >= 2 ? c->slots : 3;
+        mc.schema = rt->plan->schema;
+        mc.n_dense = rt->n_dense;
+        mc.n_tables = rt->n_tables;
+        mc.table_rows = rap_model_config_of(rt->model)->table_rows;
+        mc.exe = c->mps_exe;
+        RAP_TRY(rap_mps_client_create(&mc, &rt->mps));
+    }
     if (on_gpu(rt))
         rap_rt_mem_used(&rt->st.gpu_bytes_used);
     return RAP_OK;
@@ -1495,7 +1569,7 @@ rap_status rap_runtime_create(const rap_runtime_config *c, rap_model *m, rap_row
                               rap_runtime **out)
 {
     *out = NULL;
-    if (!c || !m || !f || !c->plan || !c->fusion)
+    if (!c || !m || (!f && c->mode != RAP_MODE_MPS) || !c->plan || !c->fusion)
         return rap_fail(RAP_ERR_ARG, "rap_runtime_create: config, model, feed, plan and fusion "
                         "are required");
     char why[256];

@@ -138,6 +138,12 @@ typedef struct {
     bool cuda_graph;              /* sequential on the GPU: replay the 4 phases as a graph */
     rap_trace *trace;             /* optional */
     int64_t max_records;          /* per-step timing records kept (medians); 0 = sums only */
+    /* mps mode: the server reads and preprocesses the input itself (every
+     * row in order, reader batches of B rows: no hold-out, no resume
+     * position); the feed may then be NULL */
+    const char *plan_spec;        /* plan file or "default", as the server loads it */
+    rap_reader_config reader;     /* the server's reader (input, threads, ...) */
+    const char *mps_exe;          /* the rap binary run as the server; NULL = this one */
 } rap_runtime_config;
 
 /* What one call of rap_runtime_step did. */
@@ -169,13 +175,16 @@ typedef struct {
     rap_step_record *records;     /* (n_records) the first max_records steps */
     int64_t n_records;
     size_t gpu_bytes_used;        /* device memory in use after setup (0 on the CPU) */
+    bool have_reader;             /* mps mode: the server's reader accounting */
+    rap_reader_stats reader;
 } rap_runtime_stats;
 
 typedef struct rap_runtime rap_runtime;
 
 /* Makes the slots for mode c->mode with model m (its device decides where
  * preprocessing runs; on the GPU the model must have been created with a
- * stream from rap_runtime_train_stream_create) and feed f (not owned).
+ * stream from rap_runtime_train_stream_create) and feed f (not owned; NULL
+ * in mps mode). In cpu mode rap_runtime_free stops the feed.
  * Refuses modes not available (rap_mode_available) with RAP_ERR_ARG. */
 rap_status rap_runtime_create(const rap_runtime_config *c, rap_model *m, rap_rowfeed *f,
                               rap_runtime **out);

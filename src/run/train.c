@@ -625,8 +625,37 @@ static rap_status setup(trainer *t)
     return RAP_OK;
 }
 
+static rap_status open_feed(trainer *t, int64_t passes);
+
 /* Starts the row feed (every remaining pass) and the runtime. */
 static rap_status open_pipeline(trainer *t, int64_t passes)
+{
+    const rap_train_config *c = t->c;
+    rap_runtime_config rc;
+    memset(&rc, 0, sizeof rc);
+    if (t->mode == RAP_MODE_MPS) {
+        if (t->holdout > 0 || t->pos > 0)
+            return rap_fail(RAP_ERR_ARG, "--mode mps: the preprocessing server reads every row "
+                            "of --data in order: give --eval-data (or --eval-fraction 0), and "
+                            "resume only from a checkpoint at the end of a pass");
+        rc.plan_spec = c->plan_name && c->plan_name[0] ? c->plan_name : "default";
+        rc.reader = c->reader;
+        rc.reader.input = c->data;
+    } else {
+        RAP_TRY(open_feed(t, passes));
+    }
+    rc.mode = t->mode;
+    rc.plan = c->plan;
+    rc.fusion = &t->fus;
+    rc.schedule = c->schedule;
+    rc.cpu_workers = c->cpu_workers;
+    rc.prep_threads = c->reader.threads;
+    rc.cuda_graph = c->cuda_graph;
+    rc.trace = c->trace;
+    return rap_runtime_create(&rc, t->model, t->feed, &t->rt);
+}
+
+static rap_status open_feed(trainer *t, int64_t passes)
 {
     const rap_train_config *c = t->c;
     rap_rowfeed_config fc;
@@ -642,18 +671,7 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
     fc.passes = passes;
     fc.trace = c->trace;
     fc.stop = c->stop;
-    RAP_TRY(rap_rowfeed_create(&fc, &t->feed));
-    rap_runtime_config rc;
-    memset(&rc, 0, sizeof rc);
-    rc.mode = t->mode;
-    rc.plan = c->plan;
-    rc.fusion = &t->fus;
-    rc.schedule = c->schedule;
-    rc.cpu_workers = c->cpu_workers;
-    rc.prep_threads = c->reader.threads;
-    rc.cuda_graph = c->cuda_graph;
-    rc.trace = c->trace;
-    return rap_runtime_create(&rc, t->model, t->feed, &t->rt);
+    return rap_rowfeed_create(&fc, &t->feed);
 }
 
 /* Ends the pipeline (waiting for the GPU) and adds its accounting. */
@@ -666,6 +684,8 @@ static void close_pipeline(trainer *t)
         t->res->starved_s += rs.starved_s;
         if (rs.timed_steps > 0)
             t->res->exposed_ms = rs.exposed_ms / (double)rs.timed_steps;
+        if (rs.have_reader)
+            t->res->data = rs.reader;
         rap_runtime_free(t->rt);
         t->rt = NULL;
     }
@@ -675,7 +695,10 @@ static void close_pipeline(trainer *t)
         t->feed = NULL;
         t->res->data = fs.reader;
         t->res->rows_held_out += fs.rows_held_out;
-        t->res->rows_pending += fs.rows_pending;
+        /* read, but never trained: read ahead by the feed, or handed to the
+         * runtime (prepared for the next step) when the run stopped */
+        t->res->rows_pending = fs.reader.rows_used - fs.rows_held_out - fs.rows_skipped -
+                               t->res->samples;
         t->res->rows_skipped += fs.rows_skipped;
     }
 }

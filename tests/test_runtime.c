@@ -1,0 +1,606 @@
+/* test_runtime.c -- the co-running runtime (src/run/runtime.h): the row
+ * feed's batches and accounting, every mode available on the CPU (cpu mode
+ * with the CPU model, the CPU path) with malformed rows and with a stop in
+ * the middle, thread-count invariance, follow mode starvation, shutdown;
+ * on a GPU the weights after N steps of every GPU mode, bit for bit.
+ * (Queue, feeder, schedule and trace units: test_runtime_infra.c.) */
+#include "test.h"
+
+#include "core/core.h"
+#include "model/model.h"
+#include "run/checkpoint.h"
+#include "run/input.h"
+#include "run/runtime.h"
+#include "run/schedule.h"
+#include "run/train.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static const char *k_plan =
+    "df[\"int_0\"] = (df[\"int_0\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_1\"] = (df[\"int_1\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_4\"] = df[\"int_4\"].fill_null(0).clamp(0, 50)\n"
+    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"].fill_null(0), 0, 300)\n"
+    "df[\"cat_1\"] = functional.sigrid_hash(df[\"cat_1\"].fill_null(0), 0, 200)\n"
+    "df[\"cat_3\"] = functional.firstx(df[\"cat_3\"].fill_null(0), 1)\n"
+    "df[\"cat_3\"] = functional.sigrid_hash(df[\"cat_3\"], 7, 500)\n"
+    "df[\"cat_2\"] = functional.sigrid_hash(df[\"cat_2\"].fill_null(0), 0, 1000)\n";
+
+static rap_status parse_plan(rap_plan **out)
+{
+    RAP_TRY(rap_plan_parse(k_plan, "rt.plan", rap_schema_criteo(), out));
+    rap_plan *p = *out;
+    for (int c = p->n_cols - 1; c >= 0; c--)
+        if (p->nodes[p->cols[c].node].op == RAP_OP_INPUT) {
+            char n[64];
+            snprintf(n, sizeof n, "%s", p->cols[c].name);
+            RAP_TRY(rap_plan_drop(p, n));
+        }
+    rap_plan_finish(p);
+    return RAP_OK;
+}
+
+static void tmp_path(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/%s", rap_test_tmpdir(), name);
+}
+
+/* Generated rows with a malformed line after every `every` good ones
+ * (every 0: none). *bad gets the number of malformed lines. */
+static rap_status make_data(const char *name, int64_t rows, int every, char *path, size_t n,
+                            int64_t *bad)
+{
+    char clean[600];
+    snprintf(clean, sizeof clean, "%s/clean_%s", rap_test_tmpdir(), name);
+    rap_gen_config g;
+    memset(&g, 0, sizeof g);
+    g.rows = rows;
+    g.seed = 11;
+    g.out = clean;
+    RAP_TRY(rap_gen_cardinalities("kaggle", g.card));
+    rap_gen_result r;
+    RAP_TRY(rap_gen_write(&g, &r));
+    tmp_path(path, n, name);
+    FILE *in = fopen(clean, "r"), *out = fopen(path, "w");
+    if (!in || !out) {
+        if (in)
+            fclose(in);
+        if (out)
+            fclose(out);
+        return rap_fail(RAP_ERR_IO, "make_data: cannot open files");
+    }
+    static const char *bad_lines[] = {"garbage line\n", "7\t1\t2\n", "\n"};
+    char line[8192];
+    int64_t i = 0, nb = 0;
+    while (fgets(line, sizeof line, in)) {
+        fputs(line, out);
+        if (every > 0 && ++i % every == 0)
+            fputs(bad_lines[nb++ % 2], out);
+    }
+    fclose(in);
+    fclose(out);
+    remove(clean);
+    *bad = nb;
+    return RAP_OK;
+}
+
+static void small_config(rap_train_config *c, const rap_plan *plan, const char *data)
+{
+    rap_train_defaults(c);
+    c->plan = plan;
+    c->plan_name = "rt";
+    c->data = data;
+    c->model.emb_dim = 4;
+    c->model.n_bot = 2;
+    c->model.bot[0] = 8;
+    c->model.bot[1] = 4;
+    c->model.n_top = 2;
+    c->model.top[0] = 8;
+    c->model.top[1] = 1;
+    c->model.batch = 64;
+    c->model.optimizer = RAP_ADAGRAD;
+    c->model.lr = 0.05f;
+    c->model.threads = 2;
+    c->model.strict_fp32 = true;
+    c->reader.threads = 2;
+    c->eval_fraction = 0.1;
+    c->cpu_workers = 3;
+}
+
+static bool same_tensors(const char *a, const char *b)
+{
+    rap_ckpt *x = NULL, *y = NULL;
+    bool same = rap_ckpt_open(a, &x) == RAP_OK && rap_ckpt_open(b, &y) == RAP_OK && x->n == y->n;
+    for (int i = 0; same && i < x->n; i++) {
+        int j = rap_ckpt_find(y, x->t[i].name);
+        same = j >= 0 && y->t[j].end - y->t[j].begin == x->t[i].end - x->t[i].begin;
+        if (!same)
+            break;
+        size_t bytes = (size_t)(x->t[i].end - x->t[i].begin);
+        float *p = malloc(bytes + 4), *q = malloc(bytes + 4);
+        same = p && q && rap_ckpt_read(x, i, p) == RAP_OK && rap_ckpt_read(y, j, q) == RAP_OK &&
+               !memcmp(p, q, bytes);
+        free(p);
+        free(q);
+    }
+    rap_ckpt_close(x);
+    rap_ckpt_close(y);
+    return same;
+}
+
+RAP_TEST(rt_mode_names)
+{
+    for (int m = 0; m < RAP_MODE_COUNT; m++)
+        CHECK(rap_mode_parse(rap_mode_name((rap_mode)m)) == m);
+    CHECK(rap_mode_parse("fast") == -1);
+    rap_mode ms[8];
+    int n;
+    REQUIRE_OK(rap_mode_list_parse("ideal,cpu,rap", ms, 8, &n));
+    CHECK(n == 3 && ms[0] == RAP_MODE_IDEAL && ms[1] == RAP_MODE_CPU && ms[2] == RAP_MODE_RAP);
+    CHECK(rap_mode_list_parse("ideal,turbo", ms, 8, &n) == RAP_ERR_ARG);
+    CHECK(strstr(rap_last_error(), "turbo"));
+    CHECK(rap_mode_list_parse("cpu,cpu", ms, 8, &n) == RAP_ERR_ARG);
+    char why[256];
+    CHECK(rap_mode_available(RAP_MODE_CPU, RAP_CPU, why, sizeof why));
+    CHECK(rap_mode_available(RAP_MODE_SEQUENTIAL, RAP_CPU, why, sizeof why));
+    CHECK(!rap_mode_available(RAP_MODE_RAP, RAP_CPU, why, sizeof why) && strstr(why, "GPU"));
+}
+
+/* The feed's batches are exactly the non-held-out rows, in order, B at a
+ * time, whatever the reader's threads; markers end each pass. */
+RAP_TEST(rt_rowfeed_batches_and_accounting)
+{
+    char data[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("feed.tsv", 2000, 97, data, sizeof data, &bad));
+    const double F = 0.2;
+    /* expected: labels and int_0 of the used rows that are not held out */
+    rap_reader_config rc = rap_reader_defaults();
+    rc.input = data;
+    rc.threads = 1;
+    rap_reader *rd;
+    REQUIRE_OK(rap_reader_open(&rc, &rd));
+    rap_batch b;
+    REQUIRE_OK(rap_batch_create(&b, rap_schema_criteo(), 333, false));
+    float *exp = malloc(sizeof(float) * 2 * 2000);
+    int64_t ne = 0;
+    while (rap_reader_next(rd, &b) == RAP_OK && b.rows > 0)
+        for (int64_t r = 0; r < b.rows; r++)
+            if (!rap_train_held_out(b.first_row + r, F)) {
+                exp[2 * ne] = b.label[r];
+                exp[2 * ne + 1] = b.dense_valid[r] ? b.dense[r] : -12345;
+                ne++;
+            }
+    rap_reader_stats rs;
+    rap_reader_get_stats(rd, &rs);
+    rap_reader_close(rd);
+    rap_batch_free(&b);
+    CHECK(rs.rows_rejected == bad && bad > 0);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        rap_rowfeed_config fc;
+        memset(&fc, 0, sizeof fc);
+        fc.reader = rap_reader_defaults();
+        fc.reader.input = data;
+        fc.reader.threads = threads;
+        fc.chunk_bytes = 4096;
+        fc.batch_rows = 50;
+        fc.n_batches = 3;
+        fc.holdout = F;
+        fc.passes = 2;
+        rap_rowfeed *f;
+        REQUIRE_OK(rap_rowfeed_create(&fc, &f));
+        int64_t at = 0, markers = 0, pass_rows = 0, seq = 0;
+        bool order_ok = true, sizes_ok = true;
+        rap_row_batch *rb;
+        rap_status st;
+        while ((st = rap_rowfeed_next(f, &rb, NULL)) == RAP_OK && rb) {
+            order_ok &= rb->seq == seq++;
+            if (rb->pass == 0)
+                for (int64_t r = 0; r < rb->batch.rows && at < ne; r++, at++) {
+                    const rap_batch *x = &rb->batch;
+                    float d = x->dense_valid[r] ? x->dense[r] : -12345;
+                    order_ok &= x->label[r] == exp[2 * at] && d == exp[2 * at + 1];
+                }
+            pass_rows += rb->batch.rows;
+            if (rb->end_of_pass) {
+                markers++;
+                CHECK(rb->pass_rows == pass_rows);
+                pass_rows = 0;
+            } else {
+                sizes_ok &= rb->batch.rows == 50;
+            }
+            REQUIRE_OK(rap_rowfeed_release(f, rb));
+        }
+        REQUIRE_OK(st);
+        rap_rowfeed_stats fs;
+        rap_rowfeed_free(f, &fs);
+        CHECK_MSG(order_ok, "threads %d: rows out of order or different", threads);
+        CHECK(sizes_ok);
+        CHECK(at == ne);
+        CHECK(markers == 2 && fs.passes_done == 2);
+        CHECK(fs.rows_out == 2 * ne);
+        CHECK(fs.reader.rows_read == 2 * rs.rows_read);
+        CHECK(fs.reader.rows_rejected == 2 * bad);
+        CHECK(fs.reader.rows_used == fs.rows_out + fs.rows_held_out);
+        CHECK(fs.rows_pending == 0);
+    }
+    free(exp);
+}
+
+/* Freeing a feed whose thread waits for a batch the consumer holds: no
+ * hang, no leak (ASan build). */
+RAP_TEST(rt_rowfeed_free_midway)
+{
+    char data[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("feed_free.tsv", 3000, 0, data, sizeof data, &bad));
+    for (int keep = 0; keep < 2; keep++) {
+        rap_rowfeed_config fc;
+        memset(&fc, 0, sizeof fc);
+        fc.reader = rap_reader_defaults();
+        fc.reader.input = data;
+        fc.batch_rows = 64;
+        fc.n_batches = 2;
+        rap_rowfeed *f;
+        REQUIRE_OK(rap_rowfeed_create(&fc, &f));
+        rap_row_batch *rb;
+        REQUIRE_OK(rap_rowfeed_next(f, &rb, NULL));
+        REQUIRE(rb);
+        if (!keep)
+            REQUIRE_OK(rap_rowfeed_release(f, rb));
+        usleep(20000);
+        rap_rowfeed_stats fs;
+        rap_rowfeed_free(f, &fs);
+        CHECK(fs.rows_out == 64);
+        CHECK(fs.reader.rows_used == fs.rows_out + fs.rows_pending + fs.rows_held_out);
+    }
+}
+
+/* One epoch over rows with malformed lines in cpu mode and on the CPU
+ * path: every row trained, held out or rejected, none twice; both modes
+ * train the same weights. */
+RAP_TEST(rt_train_accounting_cpu_modes)
+{
+    char data[512], ck[2][512];
+    int64_t bad;
+    REQUIRE_OK(make_data("acct.tsv", 3000, 50, data, sizeof data, &bad));
+    rap_plan *plan;
+    REQUIRE_OK(parse_plan(&plan));
+    const rap_mode modes[2] = {RAP_MODE_SEQUENTIAL, RAP_MODE_CPU};
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "acct_%s.safetensors", rap_mode_name(modes[i]));
+        tmp_path(ck[i], sizeof ck[i], name);
+        rap_train_config c;
+        rap_train_result r;
+        small_config(&c, plan, data);
+        c.mode = modes[i];
+        c.save = ck[i];
+        REQUIRE_OK(rap_train_run(&c, &r));
+        CHECK(r.mode == modes[i]);
+        CHECK(r.data.rows_read == 3000 + bad);
+        CHECK(r.data.rows_rejected == bad);
+        CHECK(r.data.rows_used == 3000);
+        CHECK_MSG(r.samples + r.rows_held_out == r.data.rows_used,
+                  "%s: %lld trained + %lld held out != %lld used", rap_mode_name(modes[i]),
+                  (long long)r.samples, (long long)r.rows_held_out, (long long)r.data.rows_used);
+        CHECK(r.rows_pending == 0);
+        CHECK(r.rows_held_out > 200 && r.rows_held_out < 400);
+        CHECK(r.steps_run == (r.samples + 63) / 64);
+        CHECK(r.eval.rows == r.rows_held_out);
+    }
+    CHECK_MSG(same_tensors(ck[0], ck[1]), "cpu mode and the CPU path trained different weights");
+    rap_plan_free(plan);
+}
+
+/* The pipeline stopped in the middle (as by Ctrl-C): the step trained is
+ * finished, the rows read ahead are counted as pending, none is lost or
+ * trained twice, and resuming from the checkpoint completes the epoch with
+ * the weights of an uninterrupted run. */
+static void stop_midway(rap_test_ctx *t, rap_mode mode)
+{
+    char data[512], full[512], part[512], resumed[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("stop.tsv", 4000, 40, data, sizeof data, &bad));
+    rap_plan *plan;
+    REQUIRE_OK(parse_plan(&plan));
+    char n1[64], n2[64], n3[64];
+    snprintf(n1, sizeof n1, "stop_full_%s.st", rap_mode_name(mode));
+    snprintf(n2, sizeof n2, "stop_part_%s.st", rap_mode_name(mode));
+    snprintf(n3, sizeof n3, "stop_res_%s.st", rap_mode_name(mode));
+    tmp_path(full, sizeof full, n1);
+    tmp_path(part, sizeof part, n2);
+    tmp_path(resumed, sizeof resumed, n3);
+    rap_train_config c;
+    rap_train_result r;
+    small_config(&c, plan, data);
+    c.mode = mode;
+    c.save = full;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    int64_t full_samples = r.samples;
+
+    /* the runtime directly: K steps, then a stop request */
+    rap_fusion fus;
+    REQUIRE_OK(rap_fuse_levels(plan, &fus));
+    rap_model_config mc = c.model;
+    int64_t rows[RAP_MAX_TABLES];
+    REQUIRE_OK(rap_input_shape(plan, &mc.n_dense, &mc.n_tables, rows));
+    memcpy(mc.table_rows, rows, sizeof(int64_t) * (size_t)mc.n_tables);
+    mc.max_bag = 1;
+    rap_model *m;
+    REQUIRE_OK(rap_model_create(&mc, RAP_CPU, &m));
+    volatile sig_atomic_t stop = 0;
+    rap_rowfeed_config fc;
+    memset(&fc, 0, sizeof fc);
+    fc.reader = rap_reader_defaults();
+    fc.reader.input = data;
+    fc.reader.threads = 2;
+    fc.batch_rows = 64;
+    fc.n_batches = 6;
+    fc.holdout = 0.1;
+    fc.passes = 1;
+    fc.stop = &stop;
+    rap_rowfeed *f;
+    REQUIRE_OK(rap_rowfeed_create(&fc, &f));
+    rap_runtime_config rc;
+    memset(&rc, 0, sizeof rc);
+    rc.mode = mode;
+    rc.plan = plan;
+    rc.fusion = &fus;
+    rc.cpu_workers = 3;
+    rap_runtime *rt;
+    REQUIRE_OK(rap_runtime_create(&rc, m, f, &rt));
+    int64_t trained = 0;
+    for (int k = 0; k < 10; k++) {
+        rap_step_info in;
+        REQUIRE_OK(rap_runtime_step(rt, &in));
+        CHECK(in.rows == 64 && !in.end);
+        trained += in.rows;
+    }
+    int64_t idx;
+    double loss;
+    rap_status st;
+    int n_loss = 0;
+    while (rap_runtime_next_loss(rt, true, &idx, &loss, &st))
+        CHECK(idx == n_loss++ && isfinite(loss));
+    CHECK(n_loss == 10);
+    stop = 1; /* as the SIGINT handler does; the trainer stops after its step */
+    rap_rowfeed_stop(f);
+    rap_runtime_free(rt);
+    rap_rowfeed_stats fs;
+    rap_rowfeed_free(f, &fs);
+    CHECK(fs.reader.rows_read == fs.reader.rows_used + fs.reader.rows_rejected);
+    CHECK_MSG(fs.reader.rows_used == trained + fs.rows_held_out + fs.rows_pending +
+                                         (fs.rows_out - trained),
+              "%lld used != %lld trained + %lld held + %lld pending + %lld prepared, untrained",
+              (long long)fs.reader.rows_used, (long long)trained, (long long)fs.rows_held_out,
+              (long long)fs.rows_pending, (long long)(fs.rows_out - trained));
+    CHECK(fs.rows_out >= trained);
+    rap_model_free(m);
+    rap_fusion_free(&fus);
+
+    /* through the trainer: stop after 13 steps (as --steps would, then as a
+     * stop request would), save, resume: same weights as the full run */
+    small_config(&c, plan, data);
+    c.mode = mode;
+    c.steps = 13;
+    c.save = part;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK(r.samples == 13 * 64);
+    CHECK(r.data.rows_used == r.samples + r.rows_held_out + r.rows_pending);
+    small_config(&c, plan, data);
+    c.mode = mode;
+    c.resume = part;
+    c.save = resumed;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK(r.samples_total == full_samples);
+    CHECK_MSG(same_tensors(full, resumed), "%s: stopped + resumed != uninterrupted",
+              rap_mode_name(mode));
+    rap_plan_free(plan);
+}
+
+RAP_TEST(rt_stop_midway_cpu_path) { stop_midway(t, RAP_MODE_SEQUENTIAL); }
+RAP_TEST(rt_stop_midway_cpu_mode) { stop_midway(t, RAP_MODE_CPU); }
+
+typedef struct {
+    volatile sig_atomic_t *flag;
+    int ms;
+} stopper;
+
+static void *stopper_main(void *arg)
+{
+    stopper *s = arg;
+    usleep((useconds_t)s->ms * 1000);
+    *s->flag = 1;
+    return NULL;
+}
+
+/* A stop request from another thread at any moment (Ctrl-C): the run ends
+ * cleanly, interrupted, with exact accounting. */
+RAP_TEST(rt_interrupt_accounting)
+{
+    char data[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("intr.tsv", 20000, 70, data, sizeof data, &bad));
+    rap_plan *plan;
+    REQUIRE_OK(parse_plan(&plan));
+    for (int i = 0; i < 2; i++) {
+        volatile sig_atomic_t flag = 0;
+        rap_train_config c;
+        rap_train_result r;
+        small_config(&c, plan, data);
+        c.mode = i ? RAP_MODE_CPU : RAP_MODE_SEQUENTIAL;
+        c.epochs = 3;
+        c.stop = &flag;
+        stopper s = {&flag, 40};
+        pthread_t tid;
+        REQUIRE(pthread_create(&tid, NULL, stopper_main, &s) == 0);
+        rap_status st = rap_train_run(&c, &r);
+        pthread_join(tid, NULL);
+        CHECK(st == RAP_ERR_INTERRUPTED || st == RAP_OK);
+        CHECK(r.data.rows_read == r.data.rows_used + r.data.rows_rejected);
+        CHECK_MSG(r.data.rows_used == r.samples + r.rows_held_out + r.rows_pending,
+                  "%s: %lld used != %lld trained + %lld held + %lld pending",
+                  rap_mode_name((rap_mode)c.mode), (long long)r.data.rows_used,
+                  (long long)r.samples, (long long)r.rows_held_out, (long long)r.rows_pending);
+        CHECK(r.rows_pending >= 0);
+    }
+    rap_plan_free(plan);
+}
+
+/* Same weights after N steps whatever the number of reader threads (and
+ * of cpu workers). */
+RAP_TEST(rt_threads_invariance)
+{
+    char data[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("threads.tsv", 3000, 80, data, sizeof data, &bad));
+    rap_plan *plan;
+    REQUIRE_OK(parse_plan(&plan));
+    char ck[4][512];
+    for (int i = 0; i < 4; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "threads_%d.st", i);
+        tmp_path(ck[i], sizeof ck[i], name);
+        rap_train_config c;
+        rap_train_result r;
+        small_config(&c, plan, data);
+        c.mode = i < 2 ? RAP_MODE_SEQUENTIAL : RAP_MODE_CPU;
+        c.reader.threads = i % 2 ? 3 : 1;
+        c.cpu_workers = i % 2 ? 3 : 1;
+        c.steps = 30;
+        c.eval_fraction = 0;
+        c.save = ck[i];
+        REQUIRE_OK(rap_train_run(&c, &r));
+        CHECK(r.step == 30);
+    }
+    for (int i = 1; i < 4; i++)
+        CHECK_MSG(same_tensors(ck[0], ck[i]), "run %d differs from run 0", i);
+    rap_plan_free(plan);
+}
+
+/* --follow: the trainer waits for data instead of ending, and says it
+ * was starved. */
+RAP_TEST(rt_follow_starved)
+{
+    char data[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("follow.tsv", 500, 0, data, sizeof data, &bad));
+    rap_plan *plan;
+    REQUIRE_OK(parse_plan(&plan));
+    rap_train_config c;
+    rap_train_result r;
+    small_config(&c, plan, data);
+    c.eval_fraction = 0;
+    c.reader.follow = true;
+    c.reader.idle_timeout_s = 0.3;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK(r.samples == 500);
+    CHECK_MSG(r.starved_s > 0.2, "starved %.3f s", r.starved_s);
+    rap_plan_free(plan);
+}
+
+/* ---- GPU: every mode trains the same weights */
+
+/* A schedule that splits every kernel by rows into two pieces, kernels
+ * spread over the four phases in order (valid by construction). */
+static rap_status split_schedule(const rap_plan *p, const rap_fusion *f, rap_schedule **out)
+{
+    RAP_TRY(rap_schedule_create(p, f, "<test split>", out));
+    for (int k = 0; k < f->n; k++) {
+        rap_window w = (rap_window)(4 * k / f->n);
+        RAP_TRY(rap_schedule_add(*out, w, k, 0, f->kernels[k].n, 0, 24, -1));
+        RAP_TRY(rap_schedule_add(*out, w, k, 0, f->kernels[k].n, 24, RAP_ROWS_END, -1));
+    }
+    return RAP_OK;
+}
+
+RAP_TEST(rt_gpu_modes_same_weights)
+{
+    REQUIRE_GPU();
+    char data[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("gpu_modes.tsv", 3000, 60, data, sizeof data, &bad));
+    rap_plan *plan;
+    REQUIRE_OK(parse_plan(&plan));
+    rap_fusion fus;
+    REQUIRE_OK(rap_fuse_levels(plan, &fus));
+    rap_schedule *split;
+    REQUIRE_OK(split_schedule(plan, &fus, &split));
+    REQUIRE_OK(rap_schedule_validate(split, plan, &fus, 64));
+    const struct {
+        rap_mode mode;
+        const rap_schedule *sched;
+        const char *name;
+    } runs[] = {
+        {RAP_MODE_SEQUENTIAL, NULL, "sequential"}, {RAP_MODE_STREAM, NULL, "stream"},
+        {RAP_MODE_RAP, NULL, "rap"},               {RAP_MODE_RAP, split, "rap_split"},
+        {RAP_MODE_IDEAL, NULL, "ideal"},           {RAP_MODE_CPU, NULL, "cpu"},
+    };
+    const int n = (int)(sizeof runs / sizeof runs[0]);
+    char ck[8][512];
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "gpu_%s.st", runs[i].name);
+        tmp_path(ck[i], sizeof ck[i], name);
+        rap_train_config c;
+        rap_train_result r;
+        small_config(&c, plan, data);
+        c.device = RAP_GPU;
+        c.mode = runs[i].mode;
+        c.schedule = runs[i].sched;
+        c.steps = 57; /* past the end of the first pass (about 42 steps) */
+        c.save = ck[i];
+        rap_status st = rap_train_run(&c, &r);
+        CHECK_MSG(st == RAP_OK, "%s: %s", runs[i].name, rap_last_error());
+        if (st != RAP_OK)
+            continue;
+        CHECK(r.step == 57);
+        CHECK(isfinite(r.loss));
+        if (i > 0)
+            CHECK_MSG(same_tensors(ck[0], ck[i]), "%s trained other weights than sequential",
+                      runs[i].name);
+    }
+    rap_schedule_free(split);
+    rap_fusion_free(&fus);
+    rap_plan_free(plan);
+}
+
+/* On the GPU the pipeline keeps the accounting and the resume exact too. */
+RAP_TEST(rt_gpu_stop_and_resume)
+{
+    REQUIRE_GPU();
+    char data[512], full[512], part[512], res[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("gpu_stop.tsv", 3000, 45, data, sizeof data, &bad));
+    rap_plan *plan;
+    REQUIRE_OK(parse_plan(&plan));
+    tmp_path(full, sizeof full, "gpu_full.st");
+    tmp_path(part, sizeof part, "gpu_part.st");
+    tmp_path(res, sizeof res, "gpu_res.st");
+    rap_train_config c;
+    rap_train_result r;
+    small_config(&c, plan, data);
+    c.device = RAP_GPU;
+    c.mode = RAP_MODE_RAP;
+    c.save = full;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK(r.samples + r.rows_held_out == r.data.rows_used && r.rows_pending == 0);
+    small_config(&c, plan, data);
+    c.device = RAP_GPU;
+    c.mode = RAP_MODE_RAP;
+    c.steps = 11;
+    c.save = part;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK(r.data.rows_used == r.samples + r.rows_held_out + r.rows_pending);
+    small_config(&c, plan, data);
+    c.device = RAP_GPU;
+    c.mode = RAP_MODE_STREAM;
+    c.resume = part;
+    c.save = res;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK(same_tensors(full, res));
+    rap_plan_free(plan);
+}
