@@ -770,27 +770,35 @@ void rap_mps_daemon_stop(void)
     }
     char *argv[] = {g_mps.control, NULL};
     int status = run_prog(argv, "quit\n", NULL, 10.0);
-    if (status != 0) {
+    if (status != 0 && g_mps.guard_fd >= 0) {
+        /* the guardian holds on: when this process ends it quits again and
+         * removes the directories (the pipe directory is needed for that) */
         char what[128];
         if (status < 0)
             snprintf(what, sizeof what, "could not be run (%s)", strerror(errno));
         else
             describe_status(status, what, sizeof what);
-        rap_warn("mps: `echo quit | %s` %s", g_mps.control, what);
-    }
-    remove_tree(g_mps.pipe_dir);
-    remove_tree(g_mps.log_dir);
-    if (g_mps.guard_fd >= 0) {
-        (void)!write(g_mps.guard_fd, "done\n", 5);
-        close(g_mps.guard_fd);
-        g_mps.guard_fd = -1;
-        int gs;
-        if (!wait_for(g_mps.guard_pid, 5.0, &gs))
-            kill(g_mps.guard_pid, SIGKILL), waitpid(g_mps.guard_pid, &gs, 0);
-        g_mps.guard_pid = 0;
+        rap_warn("mps: `echo quit | %s` %s; retried when this process ends", g_mps.control,
+                 what);
+    } else {
+        if (status != 0)
+            rap_warn("mps: `echo quit | %s` failed (wait status 0x%x)", g_mps.control, status);
+        remove_tree(g_mps.pipe_dir);
+        remove_tree(g_mps.log_dir);
+        if (g_mps.guard_fd >= 0) {
+            (void)!write(g_mps.guard_fd, "done\n", 5);
+            close(g_mps.guard_fd);
+            g_mps.guard_fd = -1;
+            int gs;
+            if (!wait_for(g_mps.guard_pid, 5.0, &gs)) {
+                kill(g_mps.guard_pid, SIGKILL);
+                waitpid(g_mps.guard_pid, &gs, 0);
+            }
+            g_mps.guard_pid = 0;
+        }
+        rap_info("mps: MPS control daemon stopped (%s removed)", g_mps.pipe_dir);
     }
     restore_env();
-    rap_info("mps: MPS control daemon stopped (%s removed)", g_mps.pipe_dir);
     g_mps.pipe_dir[0] = g_mps.log_dir[0] = 0;
     g_mps.started = false;
     pthread_mutex_unlock(&g_mps.lock);
