@@ -744,12 +744,14 @@ RAP_TEST(plan_parse_shipped_default)
         snprintf(nm, sizeof nm, "int_%d", j);
         const rap_node *l = col_node(p, nm), *a = input_of(p, l), *c = input_of(p, a), *f = input_of(p, c);
         CHECK(l && l->op == RAP_OP_LOG && a->op == RAP_OP_ADD && a->f[0] == 4 && c->op == RAP_OP_CLAMP &&
-              c->f[0] == -3 && c->f[1] == 1e9 && f->op == RAP_OP_FILL_NULL && f->input == j);
+              c->f[0] == -3 && c->f[1] == 1e9 && f->op == RAP_OP_FILL_NULL && f->f[0] == -3 &&
+              f->input == j);
     }
     for (int j = 0; j < 26; j++) {
         snprintf(nm, sizeof nm, "cat_%d", j);
         const rap_node *h = col_node(p, nm);
-        int64_t want = k_kaggle[j] < 1000000 ? k_kaggle[j] : 1000000;
+        /* 16 table rows per id, at most 10^6 (plans/make_plans.py) */
+        int64_t want = 16 * k_kaggle[j] < 1000000 ? 16 * k_kaggle[j] : 1000000;
         CHECK(h && h->op == RAP_OP_SIGRID_HASH && h->i[0] == 0 && h->i[1] == want &&
               input_of(p, h)->op == RAP_OP_FILL_NULL);
     }

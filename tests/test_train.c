@@ -15,9 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The issue asks for 0.02; the small model reaches about 0.06 on 400k rows
+/* The issue's goal: held-out AUC within 0.02 of the teacher's. The small
+ * model with the default plan reaches about 0.013 on 600k rows
  * (docs/TRAINING.md, "How well it learns"). */
-#define LEARN_GAP 0.07
+#define LEARN_GAP 0.02
+#define LEARN_ROWS 600000
 
 /* A plan with small tables, so that checkpoints are small. */
 static const char *k_small_plan =
@@ -453,7 +455,7 @@ RAP_TEST(train_learns_to_teacher)
 {
     char data[512], ev[512];
     double teacher = 0;
-    REQUIRE_OK(gen_rows("learn_train.tsv", 400000, 1, data, sizeof data, NULL));
+    REQUIRE_OK(gen_rows("learn_train.tsv", LEARN_ROWS, 1, data, sizeof data, NULL));
     REQUIRE_OK(gen_rows("learn_eval.tsv", 50000, 2, ev, sizeof ev, &teacher));
     static const char *const pre[] = {"plans/", "../plans/", "../../plans/"};
     char pp[256] = "";
@@ -487,7 +489,8 @@ RAP_TEST(train_learns_to_teacher)
     fprintf(stderr, "  learned: AUC %.4f vs teacher %.4f on %lld rows (%.1f s)\n", r.eval.auc,
             teacher, (long long)r.eval.rows, dt);
     CHECK(r.eval.rows == 50000);
-    CHECK(r.eval.auc > 0.70);
+    CHECK(teacher > 0.77 && teacher < 0.80);
+    CHECK(r.eval.auc < teacher + 0.01); /* nothing beats the teacher but chance */
     CHECK_MSG(r.eval.auc > teacher - LEARN_GAP, "AUC %.4f, teacher %.4f: gap above %.2f",
               r.eval.auc, teacher, LEARN_GAP);
     rap_plan_free(plan);
