@@ -280,7 +280,7 @@ static rap_status train_type(const rap_analytic *an, const csv_row *rows, int n,
     static const char *const params[][2] = {
         {"objective", "reg:squarederror"}, {"max_depth", "6"}, {"eta", "0.1"},
         {"nthread", "2"}, {"seed", "0"}, {"base_score", "0"}, {"verbosity", "0"},
-        {"min_child_weight", "1"}, {"lambda", "1"}};
+        {"min_child_weight", "1"}, {"lambda", "1"}, {"tree_method", "hist"}, {"max_bin", "256"}};
     for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
         if (XGBoosterSetParam(b, params[i][0], params[i][1])) {
             st = xgb_fail("XGBoosterSetParam");

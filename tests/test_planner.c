@@ -1,0 +1,619 @@
+/*
+ * test_planner.c -- the planner (src/plan/, docs/PLANNER.md): fusion
+ * validity and ILP optimality (brute force on small plans), capacity and
+ * predictor files, the XGBoost predictor on synthetic measurements, the
+ * split (split kernels on the CPU executor == unsplit, byte for byte), the
+ * schedule search, and plan 3 in under 10 s. CPU only.
+ */
+#include "test.h"
+
+#include "plan/search.h"
+#include "prep/exec_internal.h"
+
+#include <stdlib.h>
+
+static const char *plan_path(const char *name, char *buf, size_t n)
+{
+    static const char *const pre[] = {"plans/", "../plans/", "../../plans/"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(buf, n, "%s%s", pre[i], name);
+        FILE *f = fopen(buf, "r");
+        if (f) {
+            fclose(f);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+static double rnd01(uint64_t *s) { return (double)(rnd(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+static bool is_op(const rap_plan *p, int i)
+{
+    return i >= 0 && p->nodes[i].live && p->nodes[i].op != RAP_OP_INPUT;
+}
+
+/* ------------------------------------------------------------- fusion */
+
+RAP_TEST(planner_fusion_valid_on_shipped_plans)
+{
+    static const char *const names[] = {"plan0.plan", "plan1.plan", "plan2.plan"};
+    for (int q = 0; q < 3; q++) {
+        char buf[256];
+        const char *path = plan_path(names[q], buf, sizeof buf);
+        if (!path)
+            SKIP("plans/ not found from the working directory");
+        rap_plan *p;
+        REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+        rap_ilp_config cfg = rap_ilp_defaults();
+        rap_fusion f, g;
+        rap_ilp_result r;
+        REQUIRE_OK(rap_fuse_ilp(p, &cfg, &f, &r));
+        REQUIRE_OK(rap_fuse_levels(p, &g));
+        CHECK_OK(rap_fusion_check(p, &f)); /* every op once, after its inputs */
+        CHECK(f.n <= g.n);
+        CHECK(r.gap >= 0 && r.gap <= 1);
+        rap_ilp_costs c;
+        REQUIRE_OK(rap_ilp_costs_of(p, &cfg, &c));
+        CHECK(rap_ilp_objective(&c, &f) <= rap_ilp_objective(&c, &g) + 1e-12);
+        /* an independent check of "every op in exactly one kernel" */
+        int count = 0;
+        for (int k = 0; k < f.n; k++)
+            count += f.kernels[k].n;
+        CHECK(count == rap_plan_n_ops(p));
+        if (q == 2)
+            CHECK_MSG(f.n < g.n, "plan2: ILP %d kernels, levels %d", f.n, g.n);
+        rap_fusion_free(&f);
+        rap_fusion_free(&g);
+        rap_plan_free(p);
+    }
+}
+
+/* fusion_check itself must catch bad fusions */
+RAP_TEST(planner_fusion_check_rejects)
+{
+    rap_plan *p;
+    REQUIRE_OK(rap_plan_parse("df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"], 0, 10)\n"
+                              "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"], 1, 10)\n",
+                              "t", rap_schema_criteo(), &p));
+    rap_plan_finish(p);
+    rap_fusion f;
+    REQUIRE_OK(rap_fuse_none(p, &f));
+    REQUIRE(f.n == 2);
+    CHECK_OK(rap_fusion_check(p, &f));
+    rap_kernel tmp = f.kernels[0];
+    f.kernels[0] = f.kernels[1];
+    f.kernels[1] = tmp;
+    CHECK(rap_fusion_check(p, &f) == RAP_ERR_PLAN); /* consumer before producer */
+    f.kernels[1].nodes[0] = f.kernels[0].nodes[0];
+    CHECK(rap_fusion_check(p, &f) == RAP_ERR_PLAN); /* one op twice, one missing */
+    rap_fusion_free(&f);
+    rap_plan_free(p);
+}
+
+static int add(rap_plan *p, rap_op_type op, int input, double f0, double f1, int64_t i0, int64_t i1)
+{
+    rap_node n;
+    memset(&n, 0, sizeof n);
+    n.op = op;
+    n.input = input;
+    n.f[0] = f0;
+    n.f[1] = f1;
+    n.i[0] = i0;
+    n.i[1] = i1;
+    n.line = 1;
+    n.col = 1;
+    int idx = -1;
+    if (rap_plan_add_op(p, &n, &idx) != RAP_OK)
+        return -1;
+    char name[32];
+    snprintf(name, sizeof name, "o%d", idx);
+    if (rap_plan_assign(p, name, idx) != RAP_OK)
+        return -1;
+    return idx;
+}
+
+/* A random plan of n ops of 2 dense and 2 sparse kernel types in chains and
+ * branches over 3 + 3 raw columns. */
+static rap_plan *small_plan(int n, uint64_t seed)
+{
+    rap_plan *p;
+    rap_schema sc = {3, 3, 1};
+    if (rap_plan_create(sc, "small", &p) != RAP_OK)
+        return NULL;
+    uint64_t s = seed;
+    for (int a = 0; a < n; a++) {
+        int in;
+        do
+            in = (int)(rnd(&s) % (uint64_t)p->n_nodes);
+        while (p->nodes[in].kind == RAP_VECTOR);
+        bool dense = p->nodes[in].kind == RAP_DENSE;
+        bool b = rnd(&s) & 1;
+        int r = dense ? (b ? add(p, RAP_OP_LOGIT, in, 1e-5, 0, 0, 0) : add(p, RAP_OP_CLAMP, in, 0, 9, 0, 0))
+                      : (b ? add(p, RAP_OP_SIGRID_HASH, in, 0, 0, 1, 100)
+                           : add(p, RAP_OP_CLAMP, in, 0, 50, 0, 0));
+        if (r < 0) {
+            rap_plan_free(p);
+            return NULL;
+        }
+    }
+    rap_plan_finish(p);
+    return p;
+}
+
+/* Brute force: every partition of the ops into same-type groups whose
+ * quotient graph is acyclic; the least sum of fixed costs. */
+typedef struct {
+    const rap_plan *p;
+    const rap_ilp_costs *c;
+    int ops[16], type[16], in_op[16], n;
+    int group[16], gtype[16], ng;
+    double best;
+} brute;
+
+static bool acyclic(const brute *b)
+{
+    int indeg[16] = {0}, adj[16][16] = {{0}}, order = 0, queue[16], qh = 0, qt = 0;
+    for (int a = 0; a < b->n; a++) {
+        if (b->in_op[a] < 0)
+            continue;
+        int u = b->group[b->in_op[a]], v = b->group[a];
+        if (u == v)
+            return false;
+        if (!adj[u][v]) {
+            adj[u][v] = 1;
+            indeg[v]++;
+        }
+    }
+    for (int g = 0; g < b->ng; g++)
+        if (!indeg[g])
+            queue[qt++] = g;
+    while (qh < qt) {
+        int u = queue[qh++];
+        order++;
+        for (int v = 0; v < b->ng; v++)
+            if (adj[u][v] && --indeg[v] == 0)
+                queue[qt++] = v;
+    }
+    return order == b->ng;
+}
+
+static void enumerate(brute *b, int a)
+{
+    if (a == b->n) {
+        if (!acyclic(b))
+            return;
+        double cost = b->c->const_ms;
+        for (int g = 0; g < b->ng; g++)
+            cost += b->c->fixed_ms[b->gtype[g]];
+        if (cost < b->best)
+            b->best = cost;
+        return;
+    }
+    for (int g = 0; g < b->ng; g++) {
+        if (b->gtype[g] != b->type[a])
+            continue;
+        b->group[a] = g;
+        enumerate(b, a + 1);
+    }
+    b->group[a] = b->ng;
+    b->gtype[b->ng++] = b->type[a];
+    enumerate(b, a + 1);
+    b->ng--;
+}
+
+RAP_TEST(planner_ilp_optimal_vs_brute_force)
+{
+    int better_than_levels = 0;
+    for (int trial = 0; trial < 24; trial++) {
+        int n = 6 + trial % 5;
+        rap_plan *p = small_plan(n, 1000 + (uint64_t)trial);
+        REQUIRE(p);
+        rap_ilp_config cfg = rap_ilp_defaults();
+        cfg.extra_stages = -1; /* exact: one stage per op */
+        cfg.time_limit_s = 30;
+        rap_ilp_costs c;
+        REQUIRE_OK(rap_ilp_costs_of(p, &cfg, &c));
+        brute b;
+        memset(&b, 0, sizeof b);
+        b.p = p;
+        b.c = &c;
+        b.best = 1e300;
+        int id[64];
+        for (int i = 0; i < p->n_nodes; i++) {
+            id[i] = -1;
+            if (!is_op(p, i))
+                continue;
+            id[i] = b.n;
+            b.ops[b.n] = i;
+            b.type[b.n] = rap_ilp_type(&c, p->nodes[i].op, rap_node_variant(p, i));
+            b.in_op[b.n] = is_op(p, p->nodes[i].input) ? id[p->nodes[i].input] : -1;
+            b.n++;
+        }
+        REQUIRE(b.n == n);
+        enumerate(&b, 0);
+        rap_fusion f, g;
+        rap_ilp_result r;
+        REQUIRE_OK(rap_fuse_ilp(p, &cfg, &f, &r));
+        REQUIRE_OK(rap_fuse_levels(p, &g));
+        CHECK_OK(rap_fusion_check(p, &f));
+        CHECK(r.optimal);
+        CHECK_MSG(fabs(r.objective - b.best) <= 1e-9 * b.best,
+                  "trial %d (%d ops): ILP %.9g, brute force %.9g", trial, n, r.objective, b.best);
+        CHECK(fabs(rap_ilp_objective(&c, &f) - r.objective) <= 1e-12 * r.objective);
+        CHECK(r.objective <= rap_ilp_objective(&c, &g) + 1e-12);
+        better_than_levels += r.objective < rap_ilp_objective(&c, &g) - 1e-12;
+        /* the compact horizon (2 extra stages) is never below the optimum */
+        rap_fusion h;
+        rap_ilp_result rh;
+        cfg.extra_stages = 2;
+        REQUIRE_OK(rap_fuse_ilp(p, &cfg, &h, &rh));
+        CHECK(rh.objective >= b.best - 1e-12);
+        rap_fusion_free(&h);
+        rap_fusion_free(&f);
+        rap_fusion_free(&g);
+        rap_plan_free(p);
+    }
+    CHECK_MSG(better_than_levels > 0, "no trial where the ILP beats level fusion");
+}
+
+RAP_TEST(planner_plan3_under_10s)
+{
+    char buf[256];
+    const char *path = plan_path("plan3.plan", buf, sizeof buf);
+    if (!path)
+        SKIP("plans/ not found from the working directory");
+    double t0 = rap_now();
+    rap_plan *p;
+    REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+    REQUIRE(rap_plan_n_ops(p) == 1819);
+    rap_ilp_config cfg = rap_ilp_defaults();
+    rap_fusion f, g;
+    rap_ilp_result r;
+    REQUIRE_OK(rap_fuse_ilp(p, &cfg, &f, &r));
+    rap_model_shape sh = {26, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0};
+    rap_capacity cap;
+    rap_capacity_assumed(&sh, "test", &cap);
+    rap_search_config sc = {NULL, &cap, 4096, 1};
+    rap_schedule *s;
+    rap_search_result sr;
+    REQUIRE_OK(rap_schedule_search(p, &f, &sc, "plan3", &s, &sr));
+    double dt = rap_now() - t0;
+    CHECK_MSG(dt < 10.0, "plan 3 planned in %.2f s", dt);
+    REQUIRE_OK(rap_fuse_levels(p, &g));
+    CHECK(f.n <= g.n);
+    CHECK_OK(rap_fusion_check(p, &f));
+    CHECK_OK(rap_schedule_validate(s, p, &f, 4096));
+    rap_schedule_free(s);
+    rap_fusion_free(&f);
+    rap_fusion_free(&g);
+    rap_plan_free(p);
+}
+
+/* ------------------------------------------------------------- split */
+
+static void fill_batch(rap_batch *b, int64_t rows, uint64_t seed)
+{
+    uint64_t s = seed;
+    const int64_t cap = b->cap, K = b->schema.ids_per_row;
+    b->rows = rows;
+    for (int64_t r = 0; r < rows; r++)
+        b->label[r] = (float)(rnd(&s) & 1);
+    for (int j = 0; j < b->schema.n_dense; j++)
+        for (int64_t r = 0; r < rows; r++) {
+            bool v = rnd01(&s) > 0.1;
+            b->dense_valid[j * cap + r] = v;
+            b->dense[j * cap + r] = v ? (float)(rnd01(&s) * 50 - 5) : 0;
+        }
+    for (int j = 0; j < b->schema.n_sparse; j++) {
+        int64_t *off = b->sparse_off + j * (cap + 1);
+        int64_t *ids = b->sparse_ids + j * cap * K;
+        off[0] = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            bool v = rnd01(&s) > 0.1;
+            b->sparse_valid[j * cap + r] = v;
+            int64_t n = v ? (int64_t)(rnd(&s) % (uint64_t)(K + 1)) : 0;
+            for (int64_t q = 0; q < n; q++)
+                ids[off[r] + q] = (int64_t)(rnd(&s) >> 33);
+            off[r + 1] = off[r] + n;
+        }
+    }
+}
+
+static const char *g_split_plan =
+    "df[\"int_0\"] = df[\"int_0\"].fill_null(0)\n"
+    "df[\"int_0\"] = functional.logit(df[\"int_0\"], 1e-5)\n"
+    "df[\"int_1\"] = df[\"int_1\"].clamp(0, 100)\n"
+    "df[\"cat_0\"] = functional.firstx(df[\"cat_0\"], 2)\n"
+    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"], 0, 1000)\n"
+    "df[\"cat_1\"] = functional.ngram(df[\"cat_1\"], 2)\n"
+    "df[\"cat_2\"] = functional.sigrid_hash(df[\"cat_2\"], 1, 500)\n"
+    "df[\"cat_2\"] = functional.firstx(df[\"cat_2\"], 3)\n"
+    "df[\"cat_1\"] = df[\"cat_1\"].fill_null(0)\n"
+    "df[\"cat_3\"] = functional.firstx(df[\"cat_0\"], 1)\n";
+
+static bool same_column(const rap_host_column *a, const rap_host_column *b)
+{
+    if (a->kind != b->kind || a->width != b->width || a->rows != b->rows)
+        return false;
+    if (memcmp(a->valid, b->valid, (size_t)a->rows))
+        return false;
+    if (a->kind != RAP_SPARSE)
+        return !memcmp(a->val, b->val, sizeof(float) * (size_t)(a->rows * a->width));
+    return !memcmp(a->off, b->off, sizeof(int64_t) * (size_t)(a->rows + 1)) &&
+           !memcmp(a->ids, b->ids, sizeof(int64_t) * (size_t)a->off[a->rows]);
+}
+
+RAP_TEST(planner_split_exact_and_windows_within_capacity)
+{
+    const int64_t B = 200000;
+    rap_schema sc = {2, 4, 4};
+    rap_plan *p;
+    REQUIRE_OK(rap_plan_parse(g_split_plan, "split", sc, &p));
+    rap_ilp_config cfg = rap_ilp_defaults();
+    cfg.batch = B;
+    rap_fusion f;
+    rap_ilp_result r;
+    REQUIRE_OK(rap_fuse_ilp(p, &cfg, &f, &r));
+    bool computed = false;
+    for (int k = 0; k < f.n; k++)
+        computed |= p->nodes[f.kernels[k].nodes[0]].off == RAP_OFF_COMPUTED;
+    CHECK(computed);
+    /* windows smaller than most whole kernels: splits by descs and rows */
+    rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, B, 0};
+    rap_capacity cap;
+    rap_capacity_assumed(&sh, "test", &cap);
+    /* each window holds 3/4 of the largest kernel (a computed one: 3
+     * launches), so that kernel is cut by rows, others by descs */
+    double largest = 0;
+    bool largest_computed = false;
+    for (int k = 0; k < f.n; k++) {
+        double ms = rap_slice_ms(p, &f, NULL, k, 0, f.kernels[k].n, 0, B, B);
+        if (ms > largest) {
+            largest = ms;
+            largest_computed = p->nodes[f.kernels[k].nodes[0]].off == RAP_OFF_COMPUTED;
+        }
+    }
+    CHECK(largest_computed);
+    for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+        cap.capacity_ms[w] = 0.75 * largest;
+    rap_search_config c = {NULL, &cap, B, 1};
+    rap_schedule *s;
+    rap_search_result sr;
+    REQUIRE_OK(rap_schedule_search(p, &f, &c, "split", &s, &sr));
+    CHECK_OK(rap_schedule_validate(s, p, &f, B));
+    CHECK(sr.n_split > 0);
+    int row_pieces = 0, computed_row_pieces = 0;
+    double load[RAP_WIN_COUNT] = {0};
+    for (int w = 0; w < RAP_WIN_COUNT; w++) {
+        int n;
+        const rap_slice *sl = rap_schedule_window(s, (rap_window)w, &n);
+        for (int q = 0; q < n; q++) {
+            load[w] += rap_slice_ms(p, &f, NULL, sl[q].kernel, sl[q].d0, sl[q].d1, sl[q].r0,
+                                    sl[q].r1, B);
+            row_pieces += sl[q].r0 > 0;
+            computed_row_pieces +=
+                sl[q].r0 > 0 && p->nodes[f.kernels[sl[q].kernel].nodes[0]].off == RAP_OFF_COMPUTED;
+        }
+        if (w < RAP_WIN_EXPOSED)
+            CHECK_MSG(load[w] <= cap.capacity_ms[w] + 1e-12, "window %s: load %.6f > capacity %.6f",
+                      rap_window_name((rap_window)w), load[w], cap.capacity_ms[w]);
+        CHECK(fabs(load[w] - sr.load_ms[w]) <= 1e-9);
+    }
+    CHECK(row_pieces > 0);
+    CHECK(computed_row_pieces > 0);
+    CHECK(sr.load_ms[RAP_WIN_EXPOSED] > 0); /* the windows cannot hold it all */
+
+    /* run: whole vs the schedule's slices, on the CPU */
+    rap_batch b;
+    REQUIRE_OK(rap_batch_create(&b, sc, B, false));
+    fill_batch(&b, B, 7);
+    rap_prep_config pc = {RAP_CPU, B, 2, NULL};
+    rap_prep *whole = NULL, *split = NULL;
+    REQUIRE_OK(rap_prep_create(p, &f, &pc, &whole));
+    REQUIRE_OK(rap_prep_create(p, &f, &pc, &split));
+    REQUIRE_OK(rap_prep_load(whole, &b));
+    REQUIRE_OK(rap_prep_run(whole));
+    REQUIRE_OK(rap_prep_load(split, &b));
+    for (int q = 0; q < s->n_slices; q++) {
+        const rap_slice *sl = &s->slices[q];
+        REQUIRE_OK(rap_prep_run_kernel(split, sl->kernel, sl->d0, sl->d1, sl->r0, sl->r1, NULL));
+    }
+    for (int col = 0; col < p->n_cols; col++) {
+        rap_host_column x, y;
+        REQUIRE_OK(rap_prep_fetch(whole, col, &x));
+        REQUIRE_OK(rap_prep_fetch(split, col, &y));
+        CHECK_MSG(same_column(&x, &y), "column %s differs after the split", p->cols[col].name);
+        rap_host_column_free(&x);
+        rap_host_column_free(&y);
+    }
+    rap_prep_free(whole);
+    rap_prep_free(split);
+    rap_batch_free(&b);
+    rap_schedule_free(s);
+    rap_fusion_free(&f);
+    rap_plan_free(p);
+}
+
+/* ------------------------------------------------------------- files */
+
+RAP_TEST(planner_capacity_roundtrip_and_mismatch)
+{
+    rap_model_shape sh = {26, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0};
+    rap_capacity c, d;
+    rap_capacity_assumed(&sh, "NVIDIA H200", &c);
+    c.assumed = false;
+    c.tolerance = 0.03;
+    for (int w = 0; w < RAP_CAP_WINDOWS; w++) {
+        c.standalone_ms[w] = 1.0 / 3 + w;
+        c.capacity_ms[w] = 0.1 * w + 1e-7;
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/cap.txt", rap_test_tmpdir());
+    REQUIRE_OK(rap_capacity_save(&c, path));
+    REQUIRE_OK(rap_capacity_load(path, &d));
+    CHECK(!strcmp(d.gpu, "NVIDIA H200"));
+    CHECK(!memcmp(&d.shape, &c.shape, sizeof d.shape));
+    CHECK(d.tolerance == c.tolerance);
+    for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+        CHECK(d.standalone_ms[w] == c.standalone_ms[w] && d.capacity_ms[w] == c.capacity_ms[w]);
+    CHECK_OK(rap_capacity_check(&d, "NVIDIA H200", &sh));
+    CHECK(rap_capacity_check(&d, "NVIDIA A100", &sh) == RAP_ERR_ARG);
+    CHECK(strstr(rap_last_error(), "made for GPU"));
+    rap_model_shape o = sh;
+    o.tables = 27;
+    CHECK(rap_capacity_check(&d, "NVIDIA H200", &o) == RAP_ERR_ARG);
+    CHECK(strstr(rap_last_error(), "27"));
+    o = sh;
+    o.top[1] = 512;
+    CHECK(rap_capacity_check(&d, "", &o) == RAP_ERR_ARG);
+    o = sh;
+    o.batch = 8192;
+    CHECK(rap_capacity_check(&d, "", &o) == RAP_ERR_ARG);
+    o = sh;
+    o.precision = 1;
+    CHECK(rap_capacity_check(&d, "", &o) == RAP_ERR_ARG);
+    /* corrupt files are refused */
+    FILE *fp = fopen(path, "w");
+    REQUIRE(fp);
+    fprintf(fp, "rap-capacity 2\n");
+    fclose(fp);
+    CHECK(rap_capacity_load(path, &d) == RAP_ERR_DATA);
+    fp = fopen(path, "w");
+    REQUIRE(fp);
+    c.capacity_ms[0] = -1;
+    REQUIRE_OK(rap_capacity_write(&c, fp));
+    fclose(fp);
+    CHECK(rap_capacity_load(path, &d) == RAP_ERR_DATA);
+}
+
+/* Synthetic measurements from a known formula with 2 % noise. */
+static double true_ms(double descs, double rows, double width, bool computed)
+{
+    double bytes = rows * descs * (8 * width + 13);
+    return (computed ? 0.012 : 0.004) + 0.00015 * descs + bytes / 1.4e12 * 1e3 * (width > 1 ? 1.3 : 1.0);
+}
+
+static void write_synthetic(const char *path, const char *gpu, int n, uint64_t seed)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return;
+    fprintf(f, "gpu,op,variant,descs,rows,avg_width,total_ids,bytes,batch_rows,ms\n");
+    uint64_t s = seed;
+    for (int i = 0; i < n; i++) {
+        bool computed = i & 1;
+        double descs = 1 + (double)(rnd(&s) % 128);
+        double rows = floor(exp(log(256) + rnd01(&s) * (log(65536) - log(256))));
+        double width = computed ? (double)(1 + rnd(&s) % 4) : 1;
+        double ms = true_ms(descs, rows, width, computed) * (1 + 0.02 * (2 * rnd01(&s) - 1));
+        fprintf(f, "%s,%s,%d,%g,%g,%g,%g,%g,%g,%.9g\n", gpu, computed ? "firstx" : "logit",
+                computed ? 13 : 0, descs, rows, width, rows * descs * width,
+                rows * descs * (8 * width + 13), rows, ms);
+    }
+    fclose(f);
+}
+
+RAP_TEST(planner_predictor_xgboost_synthetic)
+{
+    char csv[512], dir[512];
+    snprintf(csv, sizeof csv, "%s/kernels.csv", rap_test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/pred", rap_test_tmpdir());
+    write_synthetic(csv, "NVIDIA H200", 3000, 5);
+    rap_pred_quality q[8];
+    int nq = 0;
+    REQUIRE_OK(rap_predictor_train(csv, dir, q, 8, &nq));
+    REQUIRE(nq == 2);
+    for (int i = 0; i < nq; i++) {
+        CHECK(q[i].n_test > 200 && q[i].n_test < 400); /* a fifth of 1500 */
+        CHECK_MSG(q[i].within10 >= 0.95, "%s: %.3f within 10 %%", q[i].type, q[i].within10);
+        CHECK_MSG(q[i].median < 0.05, "%s: median error %.3f", q[i].type, q[i].median);
+    }
+    rap_predictor *p;
+    REQUIRE_OK(rap_predictor_load(dir, &p));
+    CHECK(!strcmp(rap_predictor_gpu(p), "NVIDIA H200"));
+    CHECK(rap_predictor_n_types(p) == 2);
+    CHECK_OK(rap_predictor_check(p, "NVIDIA H200"));
+    CHECK(rap_predictor_check(p, "NVIDIA A100") == RAP_ERR_ARG);
+    CHECK(strstr(rap_last_error(), "made for GPU"));
+    /* fresh points (another seed): predictions within 10 % of the formula */
+    uint64_t s = 99;
+    int within = 0, total = 200;
+    for (int i = 0; i < total; i++) {
+        rap_kfeat f;
+        memset(&f, 0, sizeof f);
+        bool computed = i & 1;
+        f.op = computed ? RAP_OP_FIRSTX : RAP_OP_LOGIT;
+        f.variant = computed ? 13 : 0;
+        f.computed = computed;
+        f.descs = 1 + (double)(rnd(&s) % 128);
+        f.rows = floor(exp(log(256) + rnd01(&s) * (log(65536) - log(256))));
+        f.avg_width = computed ? (double)(1 + rnd(&s) % 4) : 1;
+        f.total_ids = f.rows * f.descs * f.avg_width;
+        f.bytes = f.rows * f.descs * (8 * f.avg_width + 13);
+        f.batch_rows = f.rows;
+        bool model = false;
+        double pr = rap_predict_ms(p, &f, &model);
+        CHECK(model);
+        double t_ms = true_ms(f.descs, f.rows, f.avg_width, computed);
+        within += fabs(pr - t_ms) <= 0.1 * t_ms;
+    }
+    CHECK_MSG(within >= total * 95 / 100, "%d of %d fresh points within 10 %%", within, total);
+    /* a type without a model falls back to the analytic estimate */
+    rap_kfeat g = {RAP_OP_NGRAM, 14, true, 4, 1000, 2, 8000, 100000, 1000};
+    bool model = true;
+    rap_analytic an = rap_analytic_defaults();
+    CHECK(rap_predict_ms(p, &g, &model) == rap_analytic_ms(&an, &g));
+    CHECK(!model);
+    rap_predictor_free(p);
+    /* a CSV mixing GPUs is refused */
+    FILE *fp = fopen(csv, "a");
+    REQUIRE(fp);
+    fprintf(fp, "NVIDIA A100,logit,0,1,1000,1,1000,17000,1000,0.01\n");
+    fclose(fp);
+    CHECK(rap_predictor_train(csv, dir, NULL, 0, NULL) == RAP_ERR_DATA);
+}
+
+RAP_TEST(planner_report_json)
+{
+    rap_plan *p;
+    REQUIRE_OK(rap_plan_parse(g_split_plan, "split", (rap_schema){2, 4, 4}, &p));
+    rap_fusion f;
+    REQUIRE_OK(rap_fuse_levels(p, &f));
+    rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, 1000, 0};
+    rap_capacity cap;
+    rap_capacity_assumed(&sh, "test", &cap);
+    rap_search_config c = {NULL, &cap, 1000, 1};
+    rap_schedule *s;
+    rap_search_result sr;
+    REQUIRE_OK(rap_schedule_search(p, &f, &c, "r", &s, &sr));
+    char path[512];
+    snprintf(path, sizeof path, "%s/report.json", rap_test_tmpdir());
+    FILE *fp = fopen(path, "w+");
+    REQUIRE(fp);
+    rap_report_info info = {"split", "test", "analytic fallback (no predictor)", "assumed", "levels",
+                            NULL, 0, f.n, 0, 1000};
+    CHECK_OK(rap_plan_report_json(fp, p, &f, s, &sr, &info));
+    rewind(fp);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    text[n] = 0;
+    fclose(fp);
+    CHECK(strstr(text, "\"ops\": ["));
+    CHECK(strstr(text, "\"kernels\": ["));
+    CHECK(strstr(text, "\"windows\": ["));
+    const char *ex = strstr(text, "{\"name\": \"exposed\"");
+    const char *gc = strstr(text, "{\"name\": \"grad_comm\"");
+    CHECK(ex && gc && gc < ex);
+    CHECK(strstr(text, "\"raw_input\": \"cat_0\""));
+    rap_schedule_free(s);
+    rap_fusion_free(&f);
+    rap_plan_free(p);
+}
