@@ -1039,7 +1039,6 @@ RAP_TEST(mps_server_binary)
         waitpid(pid, &status, 0);
     }
     CHECK_MSG(ended, "prep server still running 10 s after the hang-up");
-    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == (gpu ? 0 : 1), "wait status 0x%x",
-              status);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "wait status 0x%x", status);
     free(m);
 }

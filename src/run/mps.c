@@ -1630,8 +1630,11 @@ rap_status rap_mps_server_run(int fd, rap_mps_plan_loader load)
     sv->B = cfg->batch_rows;
     /* the configuration, then the shape */
     rap_status cs = RAP_OK;
+    char why[256];
     if (sv->S < 2 || sv->S > RAP_MPS_MAX_SLOTS || sv->B < 1)
         cs = rap_fail(RAP_ERR_ARG, "mps: %d slots of %lld rows", sv->S, (long long)sv->B);
+    else if (!rap_gpu_available(why, sizeof why))
+        cs = rap_fail(RAP_ERR_NO_GPU, "the prep server needs a GPU: %s", why);
     if (cs == RAP_OK) {
         cudaError_t e = cudaSetDevice(cfg->device);
         if (e != cudaSuccess)
@@ -1718,9 +1721,8 @@ rap_status rap_mps_server_run(int fd, rap_mps_plan_loader load)
         m->type = RAP_MPS_SHAPE;
         m->status = e;
         snprintf(m->message, sizeof m->message, "%s", rap_last_error());
-        st = rap_mps_send(fd, m);
-        if (st == RAP_OK)
-            st = e;
+        st = rap_mps_send(fd, m); /* told: the trainer reports it */
+        (void)e;
     }
     rap_free(m);
     return st;
