@@ -15,6 +15,7 @@ enum {
     CMD_PREP = 1u << 1,
     CMD_TRAIN = 1u << 2,
     CMD_EXPORT = 1u << 3,
+    CMD_BENCH = 1u << 8,
     CMD_ALL = 0xffffffffu
 };
 
@@ -71,6 +72,16 @@ typedef struct {
     int optimizer;           /* rap_optimizer */
     int precision;           /* rap_precision */
     bool cuda_graph;
+    /* runtime: train and bench */
+    int mode;                /* 0 auto, else 1 + rap_mode */
+    char modes[RAP_OPT_STR];
+    int64_t warmup;
+    int64_t cpu_workers;
+    char schedule[RAP_OPT_STR];
+    char trace[RAP_OPT_STR];
+    int64_t trace_steps;
+    bool json;
+    bool mps_start;
     /* export */
     char checkpoint[RAP_OPT_STR];
 } cli_settings;
@@ -100,6 +111,7 @@ int cmd_gen(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_plan(int argc, char **argv);      /* cmd_plan.c */
 int cmd_predictor(int argc, char **argv); /* cmd_plan.c */
 int cmd_prep_server(int argc, char **argv); /* hidden: the mps mode's server */

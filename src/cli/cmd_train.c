@@ -3,6 +3,7 @@
  * generates training and evaluation rows (same generator world, seeds S and
  * S+1) into temporary files, removed at the end. */
 #include "cli/cli.h"
+#include "run/mps.h"
 #include "run/train.h"
 
 #include <math.h>
@@ -49,6 +50,8 @@ typedef struct {
     char tmp_train[512], tmp_eval[512];
     char data_id[600];
     rap_plan *plan;
+    rap_schedule *schedule;
+    rap_trace *trace;
 } train_job;
 
 static rap_status run(cli_settings *s, train_job *j, rap_train_result *res)
@@ -79,6 +82,21 @@ static rap_status run(cli_settings *s, train_job *j, rap_train_result *res)
     m->seed = (uint64_t)s->seed;
     m->threads = (int)s->threads;
     c.cuda_graph = s->cuda_graph;
+    c.mode = s->mode - 1;
+    c.cpu_workers = (int)s->cpu_workers;
+    if (s->schedule[0]) {
+        RAP_TRY(rap_schedule_load(s->schedule, &j->schedule));
+        c.schedule = j->schedule;
+    }
+    if (s->trace[0]) {
+        rap_trace_config tc = {0};
+        tc.max_gpu_spans = c.device == RAP_GPU ? 8192 : 0;
+        RAP_TRY(rap_trace_create(&tc, &j->trace));
+        c.trace = j->trace;
+        c.trace_steps = s->trace_steps;
+    }
+    c.reader.follow = s->follow;
+    c.reader.idle_timeout_s = s->idle_timeout;
 
     if (s->eval_data[0] && rap_opts_given(cli_options, cli_n_options, "eval-fraction"))
         return rap_fail(RAP_ERR_ARG, "give --eval-data or --eval-fraction, not both (the "
@@ -133,6 +151,11 @@ int cmd_train(int argc, char **argv)
 {
     cli_settings s;
     cli_parse("train", CMD_TRAIN, argc, argv, &s);
+    if (s.mps_start) { /* before any CUDA call */
+        rap_status ms = rap_mps_daemon_start();
+        if (ms != RAP_OK)
+            return cli_fail("train", ms);
+    }
     train_job j;
     memset(&j, 0, sizeof j);
     struct sigaction sa;
@@ -151,6 +174,24 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "rap train: training input accounting (all passes):\n");
         rap_reader_print_stats(&res.data, stderr);
     }
+    if (!s.quiet && res.steps_run > 0) {
+        fprintf(stderr, "rap train: mode %s: %lld rows trained, %lld held out, %lld read but not "
+                "trained; exposed preprocessing %.3f ms/step; waited %.1f s for data (%s)\n",
+                rap_mode_name(res.mode), (long long)res.samples, (long long)res.rows_held_out,
+                (long long)res.rows_pending, res.exposed_ms, res.starved_s,
+                res.starved_s > 0.1 * res.train_seconds ? "data-bound" : "compute-bound");
+    }
+    if (j.trace) {
+        rap_status ts = rap_trace_write(j.trace, s.trace);
+        if (ts != RAP_OK && st == RAP_OK) {
+            st = ts;
+            snprintf(msg, sizeof msg, "%s", rap_last_error());
+        } else if (ts == RAP_OK && !s.quiet) {
+            fprintf(stderr, "rap train: timeline of the first steps written to %s\n", s.trace);
+        }
+    }
+    rap_trace_free(j.trace);
+    rap_schedule_free(j.schedule);
     if (!s.quiet && st == RAP_OK && res.eval.rows > 0)
         fprintf(stderr, "rap train: AUC %.4f  logloss %.4f  accuracy %.4f on %lld evaluation rows "
                 "after %lld steps (%.1f s in all)\n",

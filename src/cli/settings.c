@@ -33,52 +33,65 @@ static const struct {
 };
 
 #define TR CMD_TRAIN
+#define BE CMD_BENCH
+#define TB (CMD_TRAIN | CMD_BENCH)
 const rap_opt cli_options[] = {
     /* name           type            commands         field           default    min  max  choices  metavar  help */
     {"rows", RAP_OPT_INT, CMD_GEN, OFF(rows), "1000000", 1, BIG, NULL, "N", "rows to generate"},
-    {"seed", RAP_OPT_INT, CMD_GEN | CMD_PREP | TR, OFF(seed), "1", 0, BIG, NULL, "S", "random seed (same seed, same bytes; train: model init and generated rows)"},
+    {"seed", RAP_OPT_INT, CMD_GEN | CMD_PREP | TB, OFF(seed), "1", 0, BIG, NULL, "S", "random seed (same seed, same bytes; train: model init and generated rows)"},
     {"out", RAP_OPT_STRING, CMD_GEN, OFF(out), "-", 0, 0, NULL, "FILE", "output file (.gz: gzip; - : stdout)"},
     {"cardinalities", RAP_OPT_STRING, CMD_GEN, OFF(cardinalities), "kaggle", 0, 0, NULL, "kaggle|1tb|LIST", "ids per categorical column (26 comma-separated counts for LIST)"},
-    {"data", RAP_OPT_STRING, TR, OFF(data), "", 0, 0, NULL, "IN", "training rows: Criteo TSV file (.gz ok), directory, or - (default: generated rows)"},
+    {"data", RAP_OPT_STRING, TB, OFF(data), "", 0, 0, NULL, "IN", "training rows: Criteo TSV file (.gz ok), directory, or - (default: generated rows)"},
     {"eval-data", RAP_OPT_STRING, TR, OFF(eval_data), "", 0, 0, NULL, "IN", "evaluation rows (default: --eval-fraction of --data, or generated rows)"},
     {"eval-fraction", RAP_OPT_DOUBLE, TR, OFF(eval_fraction), "0.1", 0, 0.9, NULL, "F", "share of --data held out for evaluation, chosen by a hash of the row index (0: none)"},
     {"eval-rows", RAP_OPT_INT, TR, OFF(eval_rows), "0", 0, BIG, NULL, "N", "evaluate on at most N rows (0: all)"},
     {"eval-every", RAP_OPT_INT, TR, OFF(eval_every), "0", 0, BIG, NULL, "N", "also evaluate every N steps (0: at the end only)"},
-    {"plan", RAP_OPT_STRING, CMD_PREP | TR, OFF(plan), "default", 0, 0, NULL, "FILE", "preprocessing plan (default: the built-in plans/default.plan)"},
+    {"plan", RAP_OPT_STRING, CMD_PREP | TB, OFF(plan), "default", 0, 0, NULL, "FILE", "preprocessing plan (default: the built-in plans/default.plan)"},
     {"input", RAP_OPT_STRING, CMD_PREP, OFF(input), "", 0, 0, NULL, "IN", "Criteo TSV file (.gz ok), directory, or - for stdin (default: generated rows)"},
     {"gen-rows", RAP_OPT_INT, CMD_PREP, OFF(gen_rows), "200000", 1, BIG, NULL, "N", "rows generated when no --input is given"},
     {"gen-rows", RAP_OPT_INT, TR, OFF(gen_rows), "1000000", 1, BIG, NULL, "N", "training rows generated when no --data is given"},
     {"gen-eval-rows", RAP_OPT_INT, TR, OFF(gen_eval_rows), "100000", 1, BIG, NULL, "N", "evaluation rows generated when no --data is given"},
     {"output", RAP_OPT_STRING, CMD_PREP, OFF(output), "", 0, 0, NULL, "OUT", "write preprocessed rows here (default: summary only)"},
     {"format", RAP_OPT_ENUM, CMD_PREP, OFF(format), "tsv", 0, 0, "tsv|bin", NULL, "output format: TSV with a header, or rap's binary shard"},
-    {"device", RAP_OPT_ENUM, CMD_PREP | TR, OFF(device), "auto", 0, 0, "auto|cpu|gpu", NULL, "where to preprocess (and train) (auto: the GPU if there is one)"},
+    {"device", RAP_OPT_ENUM, CMD_PREP | TB, OFF(device), "auto", 0, 0, "auto|cpu|gpu", NULL, "where to preprocess (and train) (auto: the GPU if there is one)"},
     /* the train entry first: rap_opts_given finds the first of a name */
-    {"batch", RAP_OPT_INT, TR, OFF(batch), SMALL_BATCH, 1, 1 << 24, NULL, "B", "rows per training step"},
+    {"batch", RAP_OPT_INT, TB, OFF(batch), SMALL_BATCH, 1, 1 << 24, NULL, "B", "rows per training step"},
     {"batch", RAP_OPT_INT, CMD_PREP, OFF(batch), "65536", 1, 1 << 26, NULL, "B", "rows per batch"},
-    {"fusion", RAP_OPT_ENUM, CMD_PREP | TR, OFF(fusion), "levels", 0, 0, "levels|none", NULL, "horizontal fusion: same-type ops of a level in one kernel, or one kernel per op"},
+    {"fusion", RAP_OPT_ENUM, CMD_PREP | TB, OFF(fusion), "levels", 0, 0, "levels|none", NULL, "horizontal fusion: same-type ops of a level in one kernel, or one kernel per op"},
     {"steps", RAP_OPT_INT, TR, OFF(steps), "0", 0, BIG, NULL, "N", "stop at step N, counted from the start of training (resumed steps included)"},
     {"epochs", RAP_OPT_INT, TR, OFF(epochs), "0", 0, 1000000, NULL, "E", "stop after E passes over --data (default: 1 unless --steps is given)"},
-    {"model", RAP_OPT_ENUM, TR, OFF(model), "small", 0, 0, "small|paper", NULL, "model preset; the options below override it (paper: emb-dim 128, 512-256-128, 1024-1024-512-256-1, batch 4096)"},
-    {"emb-dim", RAP_OPT_INT, TR, OFF(emb_dim), SMALL_EMB, 1, 4096, NULL, "D", "embedding dimension (the bottom MLP's last width follows it unless --mlp-bot is given)"},
-    {"mlp-bot", RAP_OPT_STRING, TR, OFF(mlp_bot), SMALL_BOT, 0, 0, NULL, "W-W-..", "bottom MLP output widths; the last must equal --emb-dim"},
-    {"mlp-top", RAP_OPT_STRING, TR, OFF(mlp_top), SMALL_TOP, 0, 0, NULL, "W-W-..-1", "top MLP output widths; the last must be 1"},
-    {"lr", RAP_OPT_DOUBLE, TR, OFF(lr), SMALL_LR, 0, 1e6, NULL, "LR", "learning rate"},
-    {"adagrad-init", RAP_OPT_DOUBLE, TR, OFF(adagrad_init), "0", 0, 1e6, NULL, "A", "Adagrad's initial accumulator (larger: smaller first steps of rarely seen ids)"},
-    {"optimizer", RAP_OPT_ENUM, TR, OFF(optimizer), SMALL_OPT, 0, 0, "sgd|adagrad", NULL, "optimizer (embedding rows and MLPs)"},
-    {"precision", RAP_OPT_ENUM, TR, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "GEMM precision on the GPU (bf16: bf16 inputs, fp32 accumulation and master weights)"},
-    {"cuda-graph", RAP_OPT_BOOL, TR, OFF(cuda_graph), "false", 0, 0, NULL, NULL, "GPU: capture the training step once as a CUDA graph and replay it"},
+    {"model", RAP_OPT_ENUM, TB, OFF(model), "small", 0, 0, "small|paper", NULL, "model preset; the options below override it (paper: emb-dim 128, 512-256-128, 1024-1024-512-256-1, batch 4096)"},
+    {"emb-dim", RAP_OPT_INT, TB, OFF(emb_dim), SMALL_EMB, 1, 4096, NULL, "D", "embedding dimension (the bottom MLP's last width follows it unless --mlp-bot is given)"},
+    {"mlp-bot", RAP_OPT_STRING, TB, OFF(mlp_bot), SMALL_BOT, 0, 0, NULL, "W-W-..", "bottom MLP output widths; the last must equal --emb-dim"},
+    {"mlp-top", RAP_OPT_STRING, TB, OFF(mlp_top), SMALL_TOP, 0, 0, NULL, "W-W-..-1", "top MLP output widths; the last must be 1"},
+    {"lr", RAP_OPT_DOUBLE, TB, OFF(lr), SMALL_LR, 0, 1e6, NULL, "LR", "learning rate"},
+    {"adagrad-init", RAP_OPT_DOUBLE, TB, OFF(adagrad_init), "0", 0, 1e6, NULL, "A", "Adagrad's initial accumulator (larger: smaller first steps of rarely seen ids)"},
+    {"optimizer", RAP_OPT_ENUM, TB, OFF(optimizer), SMALL_OPT, 0, 0, "sgd|adagrad", NULL, "optimizer (embedding rows and MLPs)"},
+    {"precision", RAP_OPT_ENUM, TB, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "GEMM precision on the GPU (bf16: bf16 inputs, fp32 accumulation and master weights)"},
+    {"cuda-graph", RAP_OPT_BOOL, TB, OFF(cuda_graph), "false", 0, 0, NULL, NULL, "GPU: capture the training step once as a CUDA graph and replay it"},
     {"metrics", RAP_OPT_STRING, TR, OFF(metrics), "", 0, 0, NULL, "FILE", "write JSON lines: one per logged step and evaluation, then a final line"},
     {"save", RAP_OPT_STRING, TR, OFF(save), "", 0, 0, NULL, "CKPT", "write a checkpoint (safetensors) at the end"},
     {"save-every", RAP_OPT_INT, TR, OFF(save_every), "0", 0, BIG, NULL, "N", "also write --save every N steps"},
     {"resume", RAP_OPT_STRING, TR, OFF(resume), "", 0, 0, NULL, "CKPT", "continue training from a checkpoint"},
     {"log-every", RAP_OPT_INT, TR, OFF(log_every), "0", 0, BIG, NULL, "N", "progress and metrics line every N steps (0: every 5 seconds)"},
+    /* runtime (docs/RUNTIME.md) */
+    {"mode", RAP_OPT_ENUM, TB, OFF(mode), "auto", 0, 0, "auto|ideal|cpu|sequential|stream|mps|rap", NULL, "how preprocessing runs beside training (auto: rap on the GPU, sequential on the CPU)"},
+    {"modes", RAP_OPT_STRING, BE, OFF(modes), "ideal,cpu,sequential,stream,rap", 0, 0, NULL, "M,M,..", "modes to compare, run one after the other on the same data and model"},
+    {"steps", RAP_OPT_INT, BE, OFF(steps), "50", 1, BIG, NULL, "N", "measured steps per mode (after --warmup)"},
+    {"warmup", RAP_OPT_INT, BE, OFF(warmup), "5", 0, BIG, NULL, "N", "steps run before measuring, per mode"},
+    {"cpu-workers", RAP_OPT_INT, TB, OFF(cpu_workers), "0", 0, 4096, NULL, "N", "cpu mode: preprocessing worker threads (0: all cores)"},
+    {"schedule", RAP_OPT_STRING, TB, OFF(schedule), "", 0, 0, NULL, "FILE", "rap mode: schedule file (docs/SCHEDULE.md; default: the built-in one)"},
+    {"trace", RAP_OPT_STRING, TB, OFF(trace), "", 0, 0, NULL, "FILE", "write a Chrome/Perfetto timeline of a few steps (bench: FILE gets the mode's name before .json)"},
+    {"trace-steps", RAP_OPT_INT, TB, OFF(trace_steps), "4", 1, 1000, NULL, "N", "steps in the --trace timeline"},
+    {"json", RAP_OPT_BOOL, BE, OFF(json), "false", 0, 0, NULL, NULL, "print the results as JSON on stdout instead of a table"},
+    {"mps-start", RAP_OPT_BOOL, TB, OFF(mps_start), "false", 0, 0, NULL, NULL, "mps mode: start an MPS daemon for this run (else the GPU is time-shared unless one runs)"},
     {"checkpoint", RAP_OPT_STRING, CMD_EXPORT, OFF(checkpoint), "", 0, 0, NULL, "CKPT", "checkpoint to export (written by rap train --save)"},
     {"resume", RAP_OPT_STRING, CMD_EXPORT, OFF(checkpoint), "", 0, 0, NULL, "CKPT", "the same as --checkpoint"},
     {"out", RAP_OPT_STRING, CMD_EXPORT, OFF(out), "", 0, 0, NULL, "FILE", "write the model weights here (safetensors)"},
-    {"bad-rows", RAP_OPT_ENUM, CMD_PREP | TR, OFF(bad_rows), "skip", 0, 0, "skip|fail", NULL, "malformed rows: count and skip, or stop at the first"},
-    {"follow", RAP_OPT_BOOL, CMD_PREP, OFF(follow), "false", 0, 0, NULL, NULL, "keep reading rows appended to the input as it grows"},
-    {"idle-timeout", RAP_OPT_DOUBLE, CMD_PREP, OFF(idle_timeout), "0", 0, 1e9, NULL, "SEC", "with --follow: stop after this long without new rows (0: never)"},
-    {"max-line", RAP_OPT_INT, CMD_PREP | TR, OFF(max_line), "65536", 64, 1 << 30, NULL, "BYTES", "longer input lines are rejected"},
+    {"bad-rows", RAP_OPT_ENUM, CMD_PREP | TB, OFF(bad_rows), "skip", 0, 0, "skip|fail", NULL, "malformed rows: count and skip, or stop at the first"},
+    {"follow", RAP_OPT_BOOL, CMD_PREP | TR, OFF(follow), "false", 0, 0, NULL, NULL, "keep reading rows appended to the input as it grows"},
+    {"idle-timeout", RAP_OPT_DOUBLE, CMD_PREP | TR, OFF(idle_timeout), "0", 0, 1e9, NULL, "SEC", "with --follow: stop after this long without new rows (0: never)"},
+    {"max-line", RAP_OPT_INT, CMD_PREP | TB, OFF(max_line), "65536", 64, 1 << 30, NULL, "BYTES", "longer input lines are rejected"},
     {"max-rows", RAP_OPT_INT, CMD_PREP | TR, OFF(max_rows), "0", 0, BIG, NULL, "N", "stop after reading N rows (0: all; train: per pass over --data)"},
     {"threads", RAP_OPT_INT, CMD_ALL, OFF(threads), "0", 0, 4096, NULL, "N", "CPU threads (0: all cores)"},
     {"quiet", RAP_OPT_BOOL, CMD_ALL, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
@@ -86,6 +99,8 @@ const rap_opt cli_options[] = {
     {"help", RAP_OPT_BOOL, CMD_ALL, OFF(help), "false", 0, 0, NULL, NULL, "show this help"},
 };
 #undef TR
+#undef BE
+#undef TB
 const int cli_n_options = (int)(sizeof cli_options / sizeof cli_options[0]);
 
 int cli_fail(const char *cmd_name, rap_status st)
@@ -158,7 +173,7 @@ void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_se
         rap_opts_usage(cli_options, cli_n_options, cmd, stdout);
         exit(0);
     }
-    if (cmd == CMD_TRAIN)
+    if (cmd & (CMD_TRAIN | CMD_BENCH))
         apply_preset(s);
     rap_log_set_level(s->quiet ? 1 : s->verbose ? 3 : 2);
     if (!s->quiet) {

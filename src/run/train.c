@@ -784,6 +784,8 @@ static rap_status loop(trainer *t)
             t->pos = in.pos_after;
             res->samples += in.rows;
             res->steps_run++;
+            if (c->trace && c->trace_steps > 0 && res->steps_run >= c->trace_steps)
+                rap_trace_set_enabled(c->trace, false);
             RAP_TRY(take_losses(t, false));
         }
         if (in.end_of_pass) {

@@ -61,6 +61,7 @@ typedef struct {
     int cpu_workers;           /* cpu mode: worker threads; 0 = all cores */
     const rap_schedule *schedule; /* rap mode; NULL = the built-in one */
     rap_trace *trace;          /* optional timeline of the steps */
+    int64_t trace_steps;       /* record the first N steps only; 0 = all */
     /* how long: stop at global step `steps` or after `epochs` passes over the
      * data (both counted from the start of training, checkpoints included);
      * 0 = no limit of that kind; both 0 = one epoch */

@@ -1,0 +1,390 @@
+/* cmd_bench.c -- rap bench: the preprocessing modes of the runtime
+ * (docs/RUNTIME.md) run one after the other on the same data and the same
+ * model, in one invocation, and compared in one table (or JSON).
+ *
+ * Per mode: a fresh model (same seed, same weights), a row feed cycling
+ * over the data, --warmup steps, then --steps measured steps. Reported:
+ * samples/s over the measured steps (wall clock, host; ideal's up-front
+ * preprocessing excluded), its ratio to ideal, and the medians of the
+ * per-step GPU timings: the step, the exposed preprocessing (the training
+ * stream waiting for its batch; sequential: the preprocessing itself), each
+ * training phase; the seconds the trainer waited for data, and the GPU
+ * memory in use. */
+#include "cli/cli.h"
+#include "model/model.h"
+#include "run/input.h"
+#include "run/metrics.h"
+#include "run/mps.h"
+#include "run/runtime.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    rap_mode mode;
+    bool ran;
+    char skipped[256];
+    double samples_per_s;
+    double step_ms, exposed_ms, phase_ms[4];
+    double starved_s;
+    int64_t steps, samples;
+    double gpu_gb;
+} bench_row;
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of field `off` (a float in rap_step_record) over recs[0..n). */
+static double median(const rap_step_record *recs, int64_t n, size_t off, float *tmp)
+{
+    if (n <= 0)
+        return NAN;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(&tmp[i], (const char *)&recs[i] + off, sizeof(float));
+    qsort(tmp, (size_t)n, sizeof(float), cmp_float);
+    return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
+/* "out.json" + "rap" -> "out.rap.json" */
+static void trace_name(const char *base, const char *mode, char *out, size_t n)
+{
+    const char *dot = strrchr(base, '.');
+    if (dot && !strchr(dot, '/'))
+        snprintf(out, n, "%.*s.%s%s", (int)(dot - base), base, mode, dot);
+    else
+        snprintf(out, n, "%s.%s", base, mode);
+}
+
+typedef struct {
+    const cli_settings *s;
+    const rap_plan *plan;
+    const rap_fusion *fus;
+    const rap_schedule *sched;
+    rap_model_config mc;
+    rap_device dev;
+    const char *data;
+} bench_ctx;
+
+static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row)
+{
+    const cli_settings *s = b->s;
+    rap_status st = RAP_OK;
+    rap_model *m = NULL;
+    rap_rowfeed *f = NULL;
+    rap_runtime *rt = NULL;
+    rap_trace *tr = NULL;
+    void *stream = NULL;
+    float *tmp = NULL;
+    int64_t warm = s->warmup, steps = s->steps;
+    rap_model_config mc = b->mc;
+    if (b->dev == RAP_GPU) {
+        RAP_TRY(rap_runtime_train_stream_create(&stream));
+        mc.stream = stream;
+    }
+    if (s->trace[0]) {
+        rap_trace_config tc = {0};
+        tc.max_gpu_spans = b->dev == RAP_GPU ? 16384 : 0;
+        if ((st = rap_trace_create(&tc, &tr)) != RAP_OK)
+            goto out;
+        rap_trace_set_enabled(tr, false);
+    }
+    if ((st = rap_model_create(&mc, b->dev, &m)) != RAP_OK)
+        goto out;
+    rap_runtime_config rc;
+    memset(&rc, 0, sizeof rc);
+    rc.mode = mode;
+    rc.plan = b->plan;
+    rc.fusion = b->fus;
+    rc.schedule = b->sched;
+    rc.cpu_workers = (int)s->cpu_workers;
+    rc.prep_threads = (int)s->threads;
+    rc.ideal_batches = (int)(warm + steps < 32 ? warm + steps : 32);
+    rc.cuda_graph = s->cuda_graph;
+    rc.trace = tr;
+    rc.max_records = warm + steps;
+    rc.plan_spec = s->plan;
+    rc.reader = rap_reader_defaults();
+    rc.reader.input = b->data;
+    rc.reader.threads = (int)s->threads;
+    rc.reader.bad_rows = (rap_bad_rows)s->bad_rows;
+    rc.reader.max_line = s->max_line;
+    if (mode != RAP_MODE_MPS) {
+        rap_rowfeed_config fc;
+        memset(&fc, 0, sizeof fc);
+        fc.reader = rc.reader;
+        fc.batch_rows = mc.batch;
+        int workers = s->cpu_workers > 0 ? (int)s->cpu_workers : rap_ncores();
+        fc.n_batches = mode == RAP_MODE_CPU ? workers + 2 : 4;
+        fc.pinned = b->dev == RAP_GPU;
+        fc.passes = 0; /* cycle over the data */
+        fc.trace = tr;
+        if ((st = rap_rowfeed_create(&fc, &f)) != RAP_OK)
+            goto out;
+    }
+    if ((st = rap_runtime_create(&rc, m, f, &rt)) != RAP_OK)
+        goto out;
+    double t0 = 0, pre0 = 0, starved0 = 0;
+    int64_t trained = 0, measured0 = 0;
+    rap_runtime_stats rs;
+    while (trained < warm + steps) {
+        if (trained == warm) {
+            if ((st = rap_runtime_sync(rt)) != RAP_OK)
+                goto out;
+            rap_runtime_get_stats(rt, &rs);
+            pre0 = rs.preload_s;
+            starved0 = rs.starved_s;
+            measured0 = rs.samples;
+            rap_trace_set_enabled(tr, true);
+            t0 = rap_now();
+        }
+        if (tr && trained == warm + s->trace_steps)
+            rap_trace_set_enabled(tr, false);
+        rap_step_info in;
+        if ((st = rap_runtime_step(rt, &in)) != RAP_OK)
+            goto out;
+        if (in.end) {
+            st = rap_fail(RAP_ERR_DATA, "%s: the data ended after %lld steps (mode %s)", b->data,
+                          (long long)trained, rap_mode_name(mode));
+            goto out;
+        }
+        trained += in.rows > 0;
+    }
+    if ((st = rap_runtime_sync(rt)) != RAP_OK)
+        goto out;
+    double wall = rap_now() - t0;
+    rap_trace_set_enabled(tr, false);
+    rap_runtime_get_stats(rt, &rs);
+    wall -= rs.preload_s - pre0;
+    row->ran = true;
+    row->steps = steps;
+    row->samples = rs.samples - measured0;
+    row->samples_per_s = wall > 0 ? (double)row->samples / wall : 0;
+    row->starved_s = rs.starved_s - starved0;
+    row->gpu_gb = (double)rs.gpu_bytes_used / 1e9;
+    if (b->dev == RAP_GPU) {
+        size_t used = 0;
+        if (rap_rt_mem_used(&used) == RAP_OK)
+            row->gpu_gb = (double)used / 1e9;
+    }
+    int64_t n = rs.n_records - warm;
+    const rap_step_record *recs = rs.records + (rs.n_records > warm ? warm : rs.n_records);
+    tmp = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (!tmp) {
+        st = rap_fail(RAP_ERR_NOMEM, "bench: out of memory");
+        goto out;
+    }
+    row->step_ms = median(recs, n, offsetof(rap_step_record, step_ms), tmp);
+    row->exposed_ms = median(recs, n, offsetof(rap_step_record, exposed_ms), tmp);
+    for (int p = 0; p < 4; p++)
+        row->phase_ms[p] = median(recs, n, offsetof(rap_step_record, phase_ms) + sizeof(float) * (size_t)p, tmp);
+    if (tr) {
+        char path[RAP_OPT_STR + 32];
+        trace_name(s->trace, rap_mode_name(mode), path, sizeof path);
+        if ((st = rap_trace_write(tr, path)) != RAP_OK)
+            goto out;
+        rap_info("bench: %s timeline written to %s", rap_mode_name(mode), path);
+    }
+out:
+    free(tmp);
+    {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", rap_last_error());
+        rap_runtime_free(rt);
+        rap_rowfeed_free(f, NULL);
+        rap_model_free(m);
+        rap_trace_free(tr);
+        rap_rt_stream_free(stream);
+        if (st != RAP_OK)
+            rap_fail(st, "%s", msg);
+    }
+    return st;
+}
+
+static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *f)
+{
+    double ideal = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].mode == RAP_MODE_IDEAL && rows[i].ran)
+            ideal = rows[i].samples_per_s;
+    fprintf(f, "rap bench: plan %s, batch %lld, %s, %lld steps per mode (medians per step, ms)\n",
+            b->plan->source, (long long)b->mc.batch, b->dev == RAP_GPU ? "GPU" : "CPU",
+            (long long)b->s->steps);
+    fprintf(f, "%-11s %12s %8s %9s %9s %9s %9s %9s %9s %9s %7s\n", "mode", "samples/s",
+            "vs ideal", "step", "exposed", "emb_fwd", "mlp_fwd", "mlp_bwd", "emb_bwd",
+            "starved_s", "GPU_GB");
+    for (int i = 0; i < n; i++) {
+        const bench_row *r = &rows[i];
+        if (!r->ran) {
+            fprintf(f, "%-11s skipped: %s\n", rap_mode_name(r->mode), r->skipped);
+            continue;
+        }
+        char ratio[32];
+        if (ideal > 0)
+            snprintf(ratio, sizeof ratio, "%.3f", r->samples_per_s / ideal);
+        else
+            snprintf(ratio, sizeof ratio, "-");
+        fprintf(f, "%-11s %12.0f %8s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.2f\n",
+                rap_mode_name(r->mode), r->samples_per_s, ratio, r->step_ms, r->exposed_ms,
+                r->phase_ms[0], r->phase_ms[1], r->phase_ms[2], r->phase_ms[3], r->starved_s,
+                r->gpu_gb);
+    }
+}
+
+static void print_json(const bench_row *rows, int n, const bench_ctx *b, FILE *f)
+{
+    double ideal = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].mode == RAP_MODE_IDEAL && rows[i].ran)
+            ideal = rows[i].samples_per_s;
+    char x[32];
+    fprintf(f, "{\"plan\":\"%s\",\"batch\":%lld,\"device\":\"%s\",\"steps\":%lld,\"warmup\":%lld,"
+            "\"modes\":[", b->s->plan, (long long)b->mc.batch, b->dev == RAP_GPU ? "gpu" : "cpu",
+            (long long)b->s->steps, (long long)b->s->warmup);
+    for (int i = 0; i < n; i++) {
+        const bench_row *r = &rows[i];
+        fprintf(f, "%s\n{\"mode\":\"%s\"", i ? "," : "", rap_mode_name(r->mode));
+        if (!r->ran) {
+            fprintf(f, ",\"skipped\":\"%s\"}", r->skipped);
+            continue;
+        }
+        fprintf(f, ",\"samples_per_s\":%s", rap_json_num(r->samples_per_s, x));
+        fprintf(f, ",\"vs_ideal\":%s", rap_json_num(ideal > 0 ? r->samples_per_s / ideal : NAN, x));
+        fprintf(f, ",\"step_ms\":%s", rap_json_num(r->step_ms, x));
+        fprintf(f, ",\"exposed_ms\":%s", rap_json_num(r->exposed_ms, x));
+        static const char *const ph[4] = {"emb_forward_ms", "mlp_forward_ms", "mlp_backward_ms",
+                                          "emb_backward_ms"};
+        for (int p = 0; p < 4; p++)
+            fprintf(f, ",\"%s\":%s", ph[p], rap_json_num(r->phase_ms[p], x));
+        fprintf(f, ",\"starved_s\":%s", rap_json_num(r->starved_s, x));
+        fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s}", (long long)r->samples,
+                rap_json_num(r->gpu_gb, x));
+    }
+    fprintf(f, "]}\n");
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    cli_settings s;
+    cli_parse("bench", CMD_BENCH, argc, argv, &s);
+    if (s.mps_start) { /* before any CUDA call */
+        rap_status ms = rap_mps_daemon_start();
+        if (ms != RAP_OK)
+            return cli_fail("bench", ms);
+    }
+    rap_status st = RAP_OK;
+    rap_plan *plan = NULL;
+    rap_fusion fus = {0};
+    rap_schedule *sched = NULL;
+    char tmp[600] = "";
+    bench_row rows[RAP_MODE_COUNT];
+    int n_modes = 0;
+    bench_ctx b;
+    memset(&b, 0, sizeof b);
+    b.s = &s;
+    rap_mode modes[RAP_MODE_COUNT];
+    const char *spec = s.modes;
+    char one[32];
+    if (s.mode > 0 && !rap_opts_given(cli_options, cli_n_options, "modes")) {
+        snprintf(one, sizeof one, "%s", rap_mode_name((rap_mode)(s.mode - 1)));
+        spec = one;
+    }
+    if ((st = rap_mode_list_parse(spec, modes, RAP_MODE_COUNT, &n_modes)) != RAP_OK)
+        goto out;
+    if ((st = cli_resolve_device(s.device, &b.dev)) != RAP_OK)
+        goto out;
+    if ((st = cli_load_plan(s.plan, &plan)) != RAP_OK)
+        goto out;
+    b.plan = plan;
+    st = s.fusion == FUSE_NONE ? rap_fuse_none(plan, &fus) : rap_fuse_levels(plan, &fus);
+    if (st != RAP_OK)
+        goto out;
+    b.fus = &fus;
+    if (s.schedule[0]) {
+        if ((st = rap_schedule_load(s.schedule, &sched)) != RAP_OK)
+            goto out;
+        b.sched = sched;
+    }
+    rap_model_config *m = &b.mc;
+    rap_model_config_defaults(m);
+    if ((st = cli_parse_widths("mlp-bot", s.mlp_bot, m->bot, RAP_MAX_LAYERS, &m->n_bot)) != RAP_OK ||
+        (st = cli_parse_widths("mlp-top", s.mlp_top, m->top, RAP_MAX_LAYERS, &m->n_top)) != RAP_OK)
+        goto out;
+    m->emb_dim = (int)s.emb_dim;
+    m->batch = s.batch;
+    m->lr = (float)s.lr;
+    m->optimizer = (rap_optimizer)s.optimizer;
+    m->adagrad_init = (float)s.adagrad_init;
+    m->precision = (rap_precision)s.precision;
+    m->seed = (uint64_t)s.seed;
+    m->threads = (int)s.threads;
+    if ((st = rap_input_shape(plan, &m->n_dense, &m->n_tables, m->table_rows)) != RAP_OK)
+        goto out;
+    m->max_bag = 1;
+    for (int i = 0; i < plan->n_cols; i++) {
+        const rap_node *nd = &plan->nodes[plan->cols[i].node];
+        if (nd->kind == RAP_SPARSE && nd->ids_per_row > m->max_bag)
+            m->max_bag = nd->ids_per_row;
+    }
+    if ((st = rap_model_config_check(m)) != RAP_OK)
+        goto out;
+    b.data = s.data;
+    if (!s.data[0]) {
+        const char *dir = getenv("TMPDIR");
+        snprintf(tmp, sizeof tmp, "%s/rap_bench_%d.tsv", dir && dir[0] ? dir : "/tmp",
+                 (int)getpid());
+        rap_gen_config g;
+        memset(&g, 0, sizeof g);
+        g.rows = (s.warmup + s.steps + 2) * s.batch;
+        g.seed = (uint64_t)s.seed;
+        g.out = tmp;
+        g.threads = (int)s.threads;
+        if ((st = rap_gen_cardinalities("kaggle", g.card)) != RAP_OK)
+            goto out;
+        rap_gen_result gr;
+        rap_info("bench: generating %lld rows into %s", (long long)g.rows, tmp);
+        if ((st = rap_gen_write(&g, &gr)) != RAP_OK) {
+            remove(tmp);
+            tmp[0] = 0;
+            goto out;
+        }
+        b.data = tmp;
+    }
+    for (int i = 0; i < n_modes; i++) {
+        bench_row *r = &rows[i];
+        memset(r, 0, sizeof *r);
+        r->mode = modes[i];
+        if (!rap_mode_available(modes[i], b.dev, r->skipped, sizeof r->skipped))
+            continue;
+        rap_info("bench: mode %s", rap_mode_name(modes[i]));
+        rap_status ms = run_mode(&b, modes[i], r);
+        if (ms != RAP_OK) {
+            snprintf(r->skipped, sizeof r->skipped, "failed: %s", rap_last_error());
+            rap_warn("bench: mode %s failed: %s", rap_mode_name(modes[i]), rap_last_error());
+        }
+    }
+    if (s.json)
+        print_json(rows, n_modes, &b, stdout);
+    else
+        print_table(rows, n_modes, &b, stdout);
+out:
+    {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", rap_last_error());
+        if (tmp[0])
+            remove(tmp);
+        rap_schedule_free(sched);
+        rap_fusion_free(&fus);
+        rap_plan_free(plan);
+        if (st != RAP_OK) {
+            rap_fail(st, "%s", msg);
+            return cli_fail("bench", st);
+        }
+    }
+    return 0;
+}
