@@ -617,3 +617,114 @@ RAP_TEST(planner_report_json)
     rap_fusion_free(&f);
     rap_plan_free(p);
 }
+
+/* ------------------------------------------------------------- rap plan */
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int run_rap(const char *args, char *out, size_t n)
+{
+    char exe[1024], log[512], cmd[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[len > 0 ? len : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(log, sizeof log, "%s/plan_cli.log", rap_test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s/rap %s >%s 2>&1 </dev/null", exe, args, log);
+    int st = system(cmd);
+    FILE *f = fopen(log, "rb");
+    size_t got = f ? fread(out, 1, n - 1, f) : 0;
+    out[got] = 0;
+    if (f)
+        fclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+RAP_TEST(planner_cli_plan_and_refusals)
+{
+    char exe[1024];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[len > 0 ? len : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        strcpy(slash, "/rap");
+    if (access(exe, X_OK) != 0)
+        SKIP("%s not built", exe);
+    char pbuf[256];
+    const char *path = plan_path("plan0.plan", pbuf, sizeof pbuf);
+    if (!path)
+        SKIP("plans/ not found from the working directory");
+    rap_plan *p;
+    REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+    int tables = 0;
+    for (int c = 0; c < p->n_cols; c++)
+        tables += p->nodes[p->cols[c].node].kind == RAP_SPARSE;
+    const char *dir = rap_test_tmpdir();
+    char cap_ok[512], cap_gpu[512], cap_shape[512], sched[512], report[512], args[4096], out[1 << 14];
+    snprintf(cap_ok, sizeof cap_ok, "%s/cap_ok.txt", dir);
+    snprintf(cap_gpu, sizeof cap_gpu, "%s/cap_a100.txt", dir);
+    snprintf(cap_shape, sizeof cap_shape, "%s/cap_shape.txt", dir);
+    snprintf(sched, sizeof sched, "%s/plan0.sched", dir);
+    snprintf(report, sizeof report, "%s/plan0.json", dir);
+    rap_model_shape sh = {tables, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0};
+    rap_capacity c;
+    rap_capacity_assumed(&sh, "NVIDIA H200", &c);
+    c.capacity_ms[0] = 0.02; /* small: some kernels move on or split */
+    c.capacity_ms[1] = 0.01;
+    REQUIRE_OK(rap_capacity_save(&c, cap_ok));
+    snprintf(c.gpu, sizeof c.gpu, "NVIDIA A100");
+    REQUIRE_OK(rap_capacity_save(&c, cap_gpu));
+    snprintf(c.gpu, sizeof c.gpu, "NVIDIA H200");
+    c.shape.tables = tables - 1;
+    REQUIRE_OK(rap_capacity_save(&c, cap_shape));
+
+    snprintf(args, sizeof args, "plan --plan %s --capacity %s --out %s --report %s", path, cap_ok,
+             sched, report);
+    CHECK_MSG(run_rap(args, out, sizeof out) == 0, "rap plan failed:\n%s", out);
+    rap_schedule *s = NULL;
+    CHECK_OK(rap_schedule_load(sched, &s));
+    if (s) {
+        rap_ilp_config cfg = rap_ilp_defaults();
+        rap_fusion f;
+        rap_ilp_result r;
+        REQUIRE_OK(rap_fuse_ilp(p, &cfg, &f, &r));
+        CHECK_OK(rap_schedule_validate(s, p, &f, 4096));
+        rap_fusion_free(&f);
+        rap_schedule_free(s);
+    }
+    FILE *fp = fopen(report, "r");
+    CHECK(fp);
+    if (fp) {
+        static char text[1 << 20];
+        size_t n = fread(text, 1, sizeof text - 1, fp);
+        text[n] = 0;
+        fclose(fp);
+        CHECK(strstr(text, "\"latency_model\": \"analytic fallback (no predictor)\""));
+        CHECK(strstr(text, "\"name\": \"exposed\""));
+    }
+    snprintf(args, sizeof args, "plan --plan %s --capacity %s --gpu 'NVIDIA H200' --out %s", path,
+             cap_gpu, sched);
+    CHECK(run_rap(args, out, sizeof out) == 1);
+    CHECK_MSG(strstr(out, "made for GPU \"NVIDIA A100\", not \"NVIDIA H200\""), "%s", out);
+    snprintf(args, sizeof args, "plan --plan %s --capacity %s --out %s", path, cap_shape, sched);
+    CHECK(run_rap(args, out, sizeof out) == 1);
+    CHECK_MSG(strstr(out, "embedding tables"), "%s", out);
+    snprintf(args, sizeof args, "plan --plan %s --capacity %s --batch 8192 --out %s", path, cap_ok, sched);
+    CHECK(run_rap(args, out, sizeof out) == 1);
+    CHECK_MSG(strstr(out, "batch 4096, not 8192"), "%s", out);
+    /* a predictor for another GPU than the capacity's */
+    char csv[512], pred[512];
+    snprintf(csv, sizeof csv, "%s/a100.csv", dir);
+    snprintf(pred, sizeof pred, "%s/pred_a100", dir);
+    write_synthetic(csv, "NVIDIA A100", 200, 3);
+    snprintf(args, sizeof args, "predictor train --in %s --out %s", csv, pred);
+    CHECK_MSG(run_rap(args, out, sizeof out) == 0, "%s", out);
+    CHECK(strstr(out, "| logit.0 |"));
+    snprintf(args, sizeof args, "plan --plan %s --capacity %s --predictor %s --out %s", path, cap_ok,
+             pred, sched);
+    CHECK(run_rap(args, out, sizeof out) == 1);
+    CHECK_MSG(strstr(out, "was made for GPU \"NVIDIA A100\", not \"NVIDIA H200\""), "%s", out);
+    rap_plan_free(p);
+}

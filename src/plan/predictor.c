@@ -209,7 +209,7 @@ out:
 static rap_status predict_rows(BoosterHandle b, const float *x, int n, float *out)
 {
     DMatrixHandle d;
-    if (XGDMatrixCreateFromMat(x, (bst_ulong)n, RAP_KFEAT_N, NAN, &d))
+    if (XGDMatrixCreateFromMat_omp(x, (bst_ulong)n, RAP_KFEAT_N, NAN, &d, 1))
         return xgb_fail("XGDMatrixCreateFromMat");
     bst_ulong len = 0;
     const float *res = NULL;
@@ -268,7 +268,7 @@ static rap_status train_type(const rap_analytic *an, const csv_row *rows, int n,
         rap_kfeat_vector(&rows[i].f, x + (size_t)a * RAP_KFEAT_N);
         y[a++] = (float)log(rows[i].ms / rap_analytic_ms(an, &rows[i].f));
     }
-    if (XGDMatrixCreateFromMat(x, (bst_ulong)ntr, RAP_KFEAT_N, NAN, &d) ||
+    if (XGDMatrixCreateFromMat_omp(x, (bst_ulong)ntr, RAP_KFEAT_N, NAN, &d, 1) ||
         XGDMatrixSetFloatInfo(d, "label", y, (bst_ulong)ntr)) {
         st = xgb_fail("training matrix");
         goto out;
@@ -279,7 +279,7 @@ static rap_status train_type(const rap_analytic *an, const csv_row *rows, int n,
     }
     static const char *const params[][2] = {
         {"objective", "reg:squarederror"}, {"max_depth", "6"}, {"eta", "0.1"},
-        {"nthread", "2"}, {"seed", "0"}, {"base_score", "0"}, {"verbosity", "0"},
+        {"nthread", "1"}, {"seed", "0"}, {"base_score", "0"}, {"verbosity", "0"},
         {"min_child_weight", "1"}, {"lambda", "1"}, {"tree_method", "hist"}, {"max_bin", "256"}};
     for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
         if (XGBoosterSetParam(b, params[i][0], params[i][1])) {
