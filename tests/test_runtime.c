@@ -604,3 +604,45 @@ RAP_TEST(rt_gpu_stop_and_resume)
     CHECK(same_tensors(full, res));
     rap_plan_free(plan);
 }
+
+/* --trace: the first N steps' phases and preprocessing are in the
+ * timeline (CPU: host spans), nothing after them. */
+RAP_TEST(rt_trace_steps)
+{
+    char data[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("trace.tsv", 1500, 0, data, sizeof data, &bad));
+    rap_plan *plan;
+    REQUIRE_OK(parse_plan(&plan));
+    for (int i = 0; i < 2; i++) {
+        rap_trace_config tc = {0};
+        rap_trace *tr;
+        REQUIRE_OK(rap_trace_create(&tc, &tr));
+        rap_train_config c;
+        rap_train_result r;
+        small_config(&c, plan, data);
+        c.mode = i ? RAP_MODE_CPU : RAP_MODE_SEQUENTIAL;
+        c.eval_fraction = 0;
+        c.steps = 10;
+        c.trace = tr;
+        c.trace_steps = 3;
+        REQUIRE_OK(rap_train_run(&c, &r));
+        char path[512];
+        tmp_path(path, sizeof path, i ? "trace_cpu.json" : "trace_seq.json");
+        REQUIRE_OK(rap_trace_write(tr, path));
+        FILE *f = fopen(path, "r");
+        REQUIRE(f);
+        char buf[1 << 16];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        int phases = 0;
+        for (char *p = buf; (p = strstr(p, "\"cat\":\"phase\"")); p++)
+            phases++;
+        CHECK_MSG(phases == 4 * 3, "%s: %d phase spans", rap_mode_name((rap_mode)c.mode), phases);
+        CHECK(strstr(buf, "\"emb_backward\"") && strstr(buf, "\"cat\":\"prep\""));
+        CHECK(strstr(buf, "\"read batch\""));
+        rap_trace_free(tr);
+    }
+    rap_plan_free(plan);
+}

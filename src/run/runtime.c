@@ -497,7 +497,8 @@ struct rap_runtime {
     int64_t trained;      /* steps trained (ring index) */
     int64_t loss_head;    /* next step whose loss next_loss returns */
     int64_t ring_head;    /* oldest step whose entry may still be in flight */
-    void *graph;
+    void **graphs;        /* (S) sequential + cuda_graph: the step captured per slot
+                           * (a graph holds the slot's buffer addresses) */
     bool graph_failed;
     /* ideal */
     int ideal_count, ideal_at;
@@ -793,20 +794,21 @@ static const phase_fn g_phases[4] = {rap_model_emb_forward, rap_model_mlp_forwar
 static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx)
 {
     rap_trace *tr = rt->cfg.trace;
-    bool use_graph = rt->cfg.cuda_graph && rt->mode == RAP_MODE_SEQUENTIAL && !rt->graph_failed &&
-                     s->mb.rows == rt->B;
-    if (use_graph && !rt->graph) {
+    int gi = (int)(s - rt->slots);
+    bool use_graph = rt->graphs && !rt->graph_failed && s->mb.rows == rt->B && gi >= 0 &&
+                     gi < rt->S;
+    if (use_graph && !rt->graphs[gi]) {
         rap_status st = rap_run_graph_begin(rt->train_s);
         if (st == RAP_OK) {
             rap_status s2 = rap_model_train_step(rt->model, &s->mb);
-            st = rap_run_graph_end(rt->train_s, &rt->graph);
+            st = rap_run_graph_end(rt->train_s, &rt->graphs[gi]);
             if (s2 != RAP_OK)
                 st = s2;
         }
         if (st != RAP_OK) {
             rap_warn("--cuda-graph: cannot capture the training step (%s); running it without "
                      "a graph", rap_last_error());
-            rt->graph = NULL;
+            rt->graphs[gi] = NULL;
             rt->graph_failed = true;
             use_graph = false;
         }
@@ -815,7 +817,7 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
         RAP_TRY(rap_rt_record(e->ev[EV_P0], rt->train_s));
         int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, "step (graph)", "phase", s->info.seq,
                                      rt->train_s);
-        RAP_TRY(rap_run_graph_launch(rt->graph, rt->train_s));
+        RAP_TRY(rap_run_graph_launch(rt->graphs[gi], rt->train_s));
         if (sp >= 0)
             RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
         for (int p = 1; p < 4; p++)
@@ -861,6 +863,9 @@ static rap_status phases_cpu(rap_runtime *rt, const rap_model_batch *mb, int64_t
         RAP_TRY(g_phases[p](rt->model, mb));
     }
     t[4] = rap_now();
+    for (int p = 0; p < 4; p++)
+        rap_trace_host_span(rt->cfg.trace, RAP_TRACK_MAIN, g_phase_names[p], "phase", seq, t[p],
+                            t[p + 1]);
     RAP_TRY(rap_model_last_loss(rt->model, &e->loss));
     for (int p = 0; p < 4; p++)
         e->rec.phase_ms[p] = (float)((t[p + 1] - t[p]) * 1e3);
@@ -1207,7 +1212,9 @@ static rap_status step_cpu_model(rap_runtime *rt, rap_step_info *info)
     double t0 = rap_now();
     RAP_TRY(rap_prep_run(s->prep));
     RAP_TRY(rap_input_make(s->input, s->prep, &s->mb));
-    RAP_TRY(phases_cpu(rt, &s->mb, s->info.seq, rap_now() - t0));
+    double t1 = rap_now();
+    rap_trace_host_span(rt->cfg.trace, RAP_TRACK_MAIN, "prep batch", "prep", s->info.seq, t0, t1);
+    RAP_TRY(phases_cpu(rt, &s->mb, s->info.seq, t1 - t0));
     *info = s->info;
     return RAP_OK;
 }
@@ -1393,7 +1400,9 @@ void rap_runtime_free(rap_runtime *rt)
         for (int k = 0; k < EV_N; k++)
             rap_rt_event_free(rt->ring[i].ev[k]);
     rap_rt_host_free(rt->h_losses);
-    rap_run_graph_free(rt->graph);
+    for (int i = 0; rt->graphs && i < rt->S; i++)
+        rap_run_graph_free(rt->graphs[i]);
+    rap_free(rt->graphs);
     if (rt->own_streams) {
         rap_rt_stream_free(rt->prep_s);
         rap_rt_stream_free(rt->copy_s);
@@ -1493,6 +1502,11 @@ static rap_status create_inner(rap_runtime *rt)
     if (rt->S > 0) {
         rt->slots = rap_calloc(sizeof(rt_slot) * (size_t)rt->S, "runtime slots");
         if (!rt->slots)
+            return RAP_ERR_NOMEM;
+    }
+    if (c->cuda_graph && rt->mode == RAP_MODE_SEQUENTIAL && on_gpu(rt)) {
+        rt->graphs = rap_calloc(sizeof(void *) * (size_t)rt->S, "graphs");
+        if (!rt->graphs)
             return RAP_ERR_NOMEM;
     }
     void *pack_s = rt->mode == RAP_MODE_SEQUENTIAL ? rt->train_s : rt->prep_s;
