@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -401,6 +402,51 @@ RAP_TEST(model_gpu_paper_shape_matches_cpu)
     check_steps(t, &c, c.batch, 2, 2e-6f, 2e-4f);
     paper_shape(&c, RAP_ADAGRAD);
     check_steps(t, &c, 123, 2, 2e-6f, 2e-4f);
+#endif
+}
+
+/* Enough rows that every warp of the pipelined interaction kernels (a
+ * persistent grid) takes several rows, and the GEMMs are tuned on real
+ * sizes. */
+RAP_TEST(model_gpu_paper_shape_many_rows_match_cpu)
+{
+    REQUIRE_GPU();
+#ifdef RAP_HAVE_CUDA
+    rap_model_config c;
+    paper_shape(&c, RAP_SGD);
+    c.batch = 4000;
+    check_steps(t, &c, c.batch, 2, 2e-6f, 2e-4f);
+    check_steps(t, &c, 2500, 1, 2e-6f, 2e-4f);
+#endif
+}
+
+/* The other paths match the CPU too: no tuning (the heuristics' first
+ * algorithm, fused epilogues), all GEMMs plain with the fallback kernels,
+ * the unpipelined interaction forward, the pipelined backward. */
+RAP_TEST(model_gpu_fallback_paths_match_cpu)
+{
+    REQUIRE_GPU();
+#ifdef RAP_HAVE_CUDA
+    const char *vars[4] = {"RAP_GPU_TUNE", "RAP_GPU_UNFUSED", "RAP_GPU_IA_PIPE",
+                           "RAP_GPU_IA_PIPE_BWD"};
+    const char *vals[4] = {"0", "1", "0", "1"};
+    for (int v = 0; v < 4 && !t->failures; v++) {
+        const char *old = getenv(vars[v]);
+        char keep[64] = "";
+        if (old)
+            snprintf(keep, sizeof keep, "%s", old);
+        setenv(vars[v], vals[v], 1);
+        rap_model_config c;
+        paper_shape(&c, RAP_ADAGRAD);
+        c.batch = 1500;
+        check_steps(t, &c, c.batch, 2, 2e-6f, 2e-4f);
+        small_config(&c, 8, RAP_SGD, RAP_FP32, true);
+        check_steps(t, &c, 37, 2, 2e-6f, 1e-4f);
+        if (old)
+            setenv(vars[v], keep, 1);
+        else
+            unsetenv(vars[v]);
+    }
 #endif
 }
 

@@ -21,10 +21,10 @@
  *      chunk updates its table row (SGD / Adagrad) at once; the piece of a
  *      run that started in an earlier chunk is stored in head[c], the piece
  *      of one that goes on into the next chunk in tail[c];
- *   5. update_b: the warp of the chunk where a split run starts adds its
- *      tail and the heads of the following chunks (found by a warp-wide
- *      search) and updates the row: long runs (small, hot tables) cost
- *      ~len/32 loads, not len.
+ *   5. update_b: a warp tests 4 chunks at once (a lane each); for each
+ *      chunk where a split run starts it adds the tail and the heads of
+ *      the following chunks (found by a warp-wide search) and updates the
+ *      row: long runs (small, hot tables) cost ~len/32 loads, not len.
  * Deterministic: no atomics on floats.
  *
  * Sharding later: the forward takes a table subset [first, first+n) and an
@@ -466,55 +466,69 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
 }
 
 /* Step 5: the warp of chunk c finishes the run that starts in c and goes
- * on past its end. */
+ * on past its end. A warp takes UB_CHUNKS chunks: lanes test one each
+ * (independent loads), then the warp finishes the marked ones in turn
+ * (a few per warp: the finishing is a chain of dependent loads, so many
+ * warps keep more of them in flight). */
+#define UB_CHUNKS 4
 template <int VEC>
 static __global__ void __launch_bounds__(EMB_THREADS) emb_update_b_kernel(upd_args a)
 {
     const int lane = threadIdx.x & 31;
     const int64_t warps = (int64_t)gridDim.x * (EMB_THREADS / 32);
     const int CB = 32 * VEC;
-    for (int64_t c = (int64_t)blockIdx.x * (EMB_THREADS / 32) + threadIdx.x / 32;
-         c < a.nchunks; c += warps) {
-        const int64_t base = c * RAP_GPU_CHUNK;
-        if (base + 32 >= a.P)
-            continue;
-        const uint32_t kl = a.keys[base + 31];
-        if (kl == a.sentinel || a.keys[base + 32] != kl)
-            continue;
-        /* did the run start inside this chunk? */
-        if (a.keys[base] == kl && base > 0 && a.keys[base - 1] == kl)
-            continue;
-        /* m = number of following chunks whose first key continues the run */
-        int64_t m = 0;
-        for (;;) {
-            const int64_t q = c + 1 + m + lane;
-            const bool cont = q < a.nchunks && a.keys[q * RAP_GPU_CHUNK] == kl;
-            const unsigned mask = __ballot_sync(0xffffffffu, cont);
-            const int cnt = __popc(mask); /* a prefix: keys are sorted */
-            m += cnt;
-            if (cnt < 32)
-                break;
-        }
-        for (int cb = 0; cb < a.D; cb += CB) {
-            const int col = cb + lane * VEC;
-            if (col >= a.D)
-                continue;
-            vecf<VEC> acc = vload<VEC>(a.tail + c * a.D + col);
-            int64_t q = 1;
-            for (; q + 8 <= m + 1; q += 8) {
-                vecf<VEC> h[8];
-#pragma unroll
-                for (int u = 0; u < 8; u++)
-                    h[u] = vload<VEC>(a.head + (c + q + u) * a.D + col);
-#pragma unroll
-                for (int u = 0; u < 8; u++)
-                    vadd(acc, h[u]);
+    for (int64_t c0 = ((int64_t)blockIdx.x * (EMB_THREADS / 32) + threadIdx.x / 32) * UB_CHUNKS;
+         c0 < a.nchunks; c0 += warps * UB_CHUNKS) {
+        const int64_t cl = c0 + lane;
+        bool need = false;
+        uint32_t kmine = 0;
+        if (lane < UB_CHUNKS && cl < a.nchunks) {
+            const int64_t base = cl * RAP_GPU_CHUNK;
+            if (base + 32 < a.P) {
+                kmine = a.keys[base + 31];
+                if (kmine != a.sentinel && a.keys[base + 32] == kmine)
+                    /* the run started inside this chunk (not in an earlier one) */
+                    need = !(a.keys[base] == kmine && base > 0 && a.keys[base - 1] == kmine);
             }
-            for (; q <= m; q++)
-                vadd(acc, vload<VEC>(a.head + (c + q) * a.D + col));
-            apply_row<VEC>(a.W + (int64_t)kl * a.D + col,
-                           a.S ? a.S + (int64_t)kl * a.D + col : NULL, acc, a.adagrad, a.lr,
-                           a.eps);
+        }
+        unsigned todo = __ballot_sync(0xffffffffu, need);
+        while (todo) {
+            const int src = __ffs(todo) - 1;
+            todo &= todo - 1;
+            const int64_t c = c0 + src;
+            const uint32_t kl = __shfl_sync(0xffffffffu, kmine, src);
+            /* m = number of following chunks whose first key continues the run */
+            int64_t m = 0;
+            for (;;) {
+                const int64_t q = c + 1 + m + lane;
+                const bool cont = q < a.nchunks && a.keys[q * RAP_GPU_CHUNK] == kl;
+                const unsigned mask = __ballot_sync(0xffffffffu, cont);
+                const int cnt = __popc(mask); /* a prefix: keys are sorted */
+                m += cnt;
+                if (cnt < 32)
+                    break;
+            }
+            for (int cb = 0; cb < a.D; cb += CB) {
+                const int col = cb + lane * VEC;
+                if (col >= a.D)
+                    continue;
+                vecf<VEC> acc = vload<VEC>(a.tail + c * a.D + col);
+                int64_t q = 1;
+                for (; q + 8 <= m + 1; q += 8) {
+                    vecf<VEC> h[8];
+#pragma unroll
+                    for (int u = 0; u < 8; u++)
+                        h[u] = vload<VEC>(a.head + (c + q + u) * a.D + col);
+#pragma unroll
+                    for (int u = 0; u < 8; u++)
+                        vadd(acc, h[u]);
+                }
+                for (; q <= m; q++)
+                    vadd(acc, vload<VEC>(a.head + (c + q) * a.D + col));
+                apply_row<VEC>(a.W + (int64_t)kl * a.D + col,
+                               a.S ? a.S + (int64_t)kl * a.D + col : NULL, acc, a.adagrad,
+                               a.lr, a.eps);
+            }
         }
     }
 }
@@ -583,15 +597,18 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const floa
     a.tail = g->tail;
     a.nchunks = g->nchunks;
     const unsigned blocks = rap_gpu_blocks(g->nchunks, EMB_THREADS / 32, g->sms * 32);
+    /* update_b: a warp per UB_CHUNKS chunks */
+    const unsigned blocks_b = rap_gpu_blocks((g->nchunks + UB_CHUNKS - 1) / UB_CHUNKS,
+                                             EMB_THREADS / 32, g->sms * 32);
     if (g->D % 4 == 0) {
         emb_update_a_kernel<4><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
         RAP_CUDA_LAUNCHED();
-        emb_update_b_kernel<4><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+        emb_update_b_kernel<4><<<blocks_b, EMB_THREADS, 0, g->stream>>>(a);
         RAP_CUDA_LAUNCHED();
     } else {
         emb_update_a_kernel<1><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
         RAP_CUDA_LAUNCHED();
-        emb_update_b_kernel<1><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+        emb_update_b_kernel<1><<<blocks_b, EMB_THREADS, 0, g->stream>>>(a);
         RAP_CUDA_LAUNCHED();
     }
     return RAP_OK;

@@ -93,6 +93,8 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
             l->ldy = (i == n - 1) ? (k ? 1 : (int64_t)g->F * g->D) : l->out;
             l->ldx = i > 0 ? L[i - 1].ldy : (k ? g->ld_in : round_up(g->ND, 8));
             l->lddx = i > 0 ? L[i - 1].out : g->ld_in;
+            l->kg = (l->ldx >= l->ldw && (!l->need_dx || l->lddx >= l->ldw)) ? l->ldw : in;
+            l->gemv = k == 1 && i == n - 1 && l->out == 1;
             nm += (size_t)l->out * (size_t)l->in + (size_t)l->out;
             if (l->out > maxw)
                 maxw = l->out;
@@ -173,7 +175,8 @@ static size_t plan(rap_gpu *g, char *base)
     TAKE(g->logits, float *, sizeof(float) * B);
     TAKE(g->loss, float *, sizeof(float));
     TAKE(g->err, unsigned *, sizeof(unsigned));
-    TAKE(g->colsum, float *, sizeof(float) * 256 * (size_t)g->maxw);
+    TAKE(g->colsum, float *,
+         sizeof(float) * 256 * (size_t)(g->maxw > g->ld_in ? g->maxw : g->ld_in));
     TAKE(g->ws, void *, RAP_GPU_WS_BYTES);
     for (int k = 0; k < 2; k++) {
         rap_gpu_layer *L = k ? g->top : g->bot;

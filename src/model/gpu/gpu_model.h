@@ -6,7 +6,9 @@
  *   gpu_model.cu    create/free, memory plan, the four phases, get/set
  *   embedding.cu    embedding-bag forward (all tables, one launch) and the
  *                   sort-based backward with the optimizer fused in
- *   mlp.cu          cuBLASLt MLP layers (fused bias/ReLU epilogues)
+ *   mlp.cu          cuBLASLt MLP layers (fused bias/ReLU epilogues, or
+ *                   plain GEMMs + own kernels, whichever the create-time
+ *                   tuning measured faster; own kernels for the logit layer)
  *   interaction.cu  dot interaction forward and backward
  *   loss.cu         BCE loss, dense optimizer, init/fill/convert kernels
  *
@@ -111,6 +113,10 @@ typedef struct {
 typedef struct {
     int in, out;
     int64_t ldw;        /* padded row length of the weight copies, >= in */
+    int64_t kg;         /* the GEMMs' inner width: ldw when x, dx and the
+                         * weights all have that padded room (zero there),
+                         * else in: 16-byte aligned K for widths like 13, 506 */
+    bool gemv;          /* out == 1 (the logit layer): own kernels, no GEMMs */
     bool relu;          /* ReLU after the layer */
     bool want_aux;      /* keep a ReLU bitmask for the next layer's backward */
     int64_t ldx, ldy;   /* leading dims (elements) of x and y */
@@ -167,7 +173,7 @@ typedef struct rap_gpu {
     float *logits;  /* (B) */
     float *loss;    /* (1) mean loss of the last forward */
     unsigned *err;  /* (1) RAP_GPU_ERR_* */
-    float *colsum;  /* (256, maxw) bias-grad partials (fallback path) */
+    float *colsum;  /* (256, max(maxw, ld_in)) column-sum partials */
     void *ws;       /* cuBLASLt workspace */
 
     int n_bot, n_top;
@@ -183,6 +189,8 @@ typedef struct rap_gpu {
     /* interaction launch shape */
     int ifwd_warps, ibwd_warps;
     size_t ifwd_smem, ibwd_smem; /* bytes per warp */
+    unsigned ifwd_grid, ibwd_grid; /* most blocks per launch */
+    bool ia_pipe, ia_pipe_bwd;     /* the pipelined kernels */
 
     int64_t cur_rows; /* rows the GEMMs are set for */
     float *h_loss;    /* pinned (1) */

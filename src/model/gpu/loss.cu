@@ -17,18 +17,20 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
     return __float2bfloat16_rn(x);
 }
 
-/* One block: loss[0] = mean over rows of max(s,0) - s*y + log1p(exp(-|s|));
- * dlogit[r] = (sigmoid(s) - y) / rows (act type). Double accumulation in a
- * fixed order: deterministic. */
+/* Block k of S: part[k] = sum over its rows (r = k*LOSS_THREADS + i, step
+ * S*LOSS_THREADS) of max(s,0) - s*y + log1p(exp(-|s|)); dlogit[r] =
+ * (sigmoid(s) - y) / rows (act type). Double accumulation in a fixed order
+ * (with loss_final_kernel): deterministic. */
 template <typename T>
 static __global__ void __launch_bounds__(LOSS_THREADS)
     loss_kernel(const float *__restrict__ logit, const float *__restrict__ label, int64_t rows,
-                T *__restrict__ dlogit, float *loss)
+                T *__restrict__ dlogit, double *part)
 {
-    __shared__ double part[LOSS_THREADS / 32];
+    __shared__ double sm[LOSS_THREADS / 32];
     double sum = 0.0;
     const float inv = (float)(1.0 / (double)rows);
-    for (int64_t r = threadIdx.x; r < rows; r += LOSS_THREADS) {
+    for (int64_t r = (int64_t)blockIdx.x * LOSS_THREADS + threadIdx.x; r < rows;
+         r += (int64_t)gridDim.x * LOSS_THREADS) {
         const float s = logit[r], y = label[r];
         sum += (double)((s > 0.0f ? s : 0.0f) - s * y + log1pf(expf(-fabsf(s))));
         const float sig = s >= 0.0f ? 1.0f / (1.0f + expf(-s)) : expf(s) / (1.0f + expf(s));
@@ -37,25 +39,44 @@ static __global__ void __launch_bounds__(LOSS_THREADS)
     for (int o = 16; o > 0; o /= 2)
         sum += __shfl_down_sync(0xffffffffu, sum, o);
     if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x / 32] = sum;
+        sm[threadIdx.x / 32] = sum;
     __syncthreads();
     if (threadIdx.x == 0) {
-        double s = 0.0;
+        double t = 0.0;
         for (int i = 0; i < LOSS_THREADS / 32; i++)
-            s += part[i];
-        loss[0] = (float)(s / (double)rows);
+            t += sm[i];
+        part[blockIdx.x] = t;
     }
+}
+
+/* loss[0] = sum of part[0..S) / rows, in order. One thread. */
+static __global__ void loss_final_kernel(const double *part, int S, int64_t rows, float *loss)
+{
+    double t = 0.0;
+    for (int i = 0; i < S; i++)
+        t += part[i];
+    loss[0] = (float)(t / (double)rows);
 }
 
 rap_status rap_gpu_loss(rap_gpu *g, const float *label, int64_t rows)
 {
     rap_gpu_layer *last = &g->top[g->n_top - 1];
+    /* partials in the column-sum scratch (>= 256 floats = 128 doubles; not
+     * in use during the forward) */
+    int S = (int)((rows + 4 * LOSS_THREADS - 1) / (4 * LOSS_THREADS));
+    if (S > 64)
+        S = 64;
+    if (S < 1)
+        S = 1;
+    double *part = (double *)g->colsum;
     if (g->bf16)
-        loss_kernel<__nv_bfloat16><<<1, LOSS_THREADS, 0, g->stream>>>(
-            g->logits, label, rows, (__nv_bfloat16 *)last->da, g->loss);
+        loss_kernel<__nv_bfloat16><<<S, LOSS_THREADS, 0, g->stream>>>(
+            g->logits, label, rows, (__nv_bfloat16 *)last->da, part);
     else
-        loss_kernel<float><<<1, LOSS_THREADS, 0, g->stream>>>(g->logits, label, rows,
-                                                             (float *)last->da, g->loss);
+        loss_kernel<float><<<S, LOSS_THREADS, 0, g->stream>>>(g->logits, label, rows,
+                                                            (float *)last->da, part);
+    RAP_CUDA_LAUNCHED();
+    loss_final_kernel<<<1, 1, 0, g->stream>>>(part, S, rows, g->loss);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }

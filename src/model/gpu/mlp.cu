@@ -15,15 +15,36 @@
  * drelu_kernel. In BF16 the bias is tried as fp32 (master) then as the bf16
  * copy. Algorithms are picked once for B rows; when a batch has fewer rows
  * the layouts are resized and the algorithm re-checked (host only).
+ *
+ * Tuning (at create, unless RAP_GPU_TUNE=0): each GEMM times the
+ * heuristics' first RAP_GPU_TUNE_ALGOS algorithms on the real buffers
+ * (filled with random values, zeroed again afterwards) and keeps the
+ * fastest; each layer op then times its fused form against the plain GEMM
+ * plus the fallback kernel and keeps the faster (a fused epilogue that
+ * cuBLASLt runs as an extra pass can lose). RAP_GPU_VERBOSE=1 prints every
+ * choice (algorithm id, tile, stages, split-K, times).
+ *
+ * A plain forward's bias_act_kernel writes its own ReLU bitmask (a 32-bit
+ * word per 32 columns, into l->aux) when out % 32 == 0, and the next
+ * layer's plain dX masks with it (drelu_mask_kernel) instead of reading y.
+ *
+ * The GEMMs' inner width is kg (layer 0 of each MLP: ND and top_in rounded
+ * up to 8, the padding zero in x, dx and the weight copies), so K and the
+ * dX rows are 16-byte multiples. The logit layer (out == 1) runs on its
+ * own kernels (gemv forward; one pass for dW, db and dX): cuBLASLt has no
+ * good kernel for a 1-wide matrix with ld 1.
  */
 #include "model/gpu/gpu_model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
 
 #define MLP_THREADS 256
+#define RAP_GPU_TUNE_ALGOS 8
+#define TUNE_REPS 3
 
 typedef struct {
     cublasOperation_t ta, tb;
@@ -61,10 +82,12 @@ static void gemm_destroy(rap_gpu_gemm *x)
     memset(x, 0, sizeof *x);
 }
 
-/* Best algorithm for the current layouts; *found false when none. */
-static rap_status gemm_pick(rap_gpu *g, rap_gpu_gemm *x, bool *found)
+/* The heuristics' first (up to max) algorithms for the current layouts
+ * into res; *n 0 when none. */
+static rap_status gemm_candidates(rap_gpu *g, rap_gpu_gemm *x,
+                                  cublasLtMatmulHeuristicResult_t *res, int max, int *n)
 {
-    *found = false;
+    *n = 0;
     cublasLtMatmulPreference_t pref = NULL;
     RAP_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = RAP_GPU_WS_BYTES;
@@ -89,17 +112,99 @@ static rap_status gemm_pick(rap_gpu *g, rap_gpu_gemm *x, bool *found)
         return rap_fail(RAP_ERR_CUDA, "%s:%d: cublasLtMatmulPreferenceSetAttribute: status %d",
                         __FILE__, __LINE__, (int)s);
     }
-    cublasLtMatmulHeuristicResult_t res;
-    int n = 0;
-    memset(&res, 0, sizeof res);
-    s = cublasLtMatmulAlgoGetHeuristic(g->lt, x->desc, x->a, x->b, x->d, x->d, pref, 1, &res,
-                                       &n);
+    memset(res, 0, sizeof *res * (size_t)max);
+    int got = 0;
+    s = cublasLtMatmulAlgoGetHeuristic(g->lt, x->desc, x->a, x->b, x->d, x->d, pref, max, res,
+                                       &got);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (s == CUBLAS_STATUS_SUCCESS && n > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
-        x->algo = res.algo;
-        *found = true;
-    }
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return RAP_OK;
+    for (int i = 0; i < got; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS)
+            res[(*n)++] = res[i];
     return RAP_OK;
+}
+
+/* Best (first) algorithm for the current layouts; *found false when none. */
+static rap_status gemm_pick(rap_gpu *g, rap_gpu_gemm *x, bool *found)
+{
+    cublasLtMatmulHeuristicResult_t res[1];
+    int n = 0;
+    RAP_TRY(gemm_candidates(g, x, res, 1, &n));
+    *found = n > 0;
+    if (n > 0)
+        x->algo = res[0].algo;
+    return RAP_OK;
+}
+
+/* RAP_GPU_TUNE=0 in the environment: no timing at create (the
+ * heuristics' first algorithm, the most fused epilogue). */
+static bool tuning(void)
+{
+    const char *e = getenv("RAP_GPU_TUNE");
+    return !(e && *e == '0');
+}
+
+/* RAP_GPU_VERBOSE=1: print the choices made at create. */
+static bool verbose(void)
+{
+    const char *e = getenv("RAP_GPU_VERBOSE");
+    return e && *e && *e != '0';
+}
+
+static rap_status gemm_run(rap_gpu *g, rap_gpu_gemm *x)
+{
+    const float one = 1.0f, zero = 0.0f;
+    RAP_CUBLAS_TRY(cublasLtMatmul(g->lt, x->desc, &one, x->pa, x->a, x->pb, x->b, &zero, x->pd,
+                                  x->d, x->pd, x->d, &x->algo, g->ws, RAP_GPU_WS_BYTES,
+                                  g->stream));
+    return RAP_OK;
+}
+
+/* Times op(g, arg) on g->stream: one warm-up, then the mean of TUNE_REPS
+ * runs in ms; 1e30 when a run fails (the failure is cleared). */
+typedef rap_status (*timed_fn)(rap_gpu *g, void *arg);
+static rap_status time_op(rap_gpu *g, timed_fn op, void *arg, float *ms)
+{
+    *ms = 1e30f;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    RAP_CUDA_TRY(cudaEventCreate(&e0));
+    cudaError_t ce = cudaEventCreate(&e1);
+    if (ce != cudaSuccess) {
+        cudaEventDestroy(e0);
+        return rap_fail(RAP_ERR_CUDA, "%s:%d: cudaEventCreate: %s", __FILE__, __LINE__,
+                        cudaGetErrorString(ce));
+    }
+    bool ran = op(g, arg) == RAP_OK;
+    if (ran)
+        ce = cudaEventRecord(e0, g->stream);
+    for (int r = 0; r < TUNE_REPS && ran && ce == cudaSuccess; r++)
+        ran = op(g, arg) == RAP_OK;
+    if (ran && ce == cudaSuccess)
+        ce = cudaEventRecord(e1, g->stream);
+    if (ce == cudaSuccess)
+        ce = cudaStreamSynchronize(g->stream);
+    float t = 0.0f;
+    if (ran && ce == cudaSuccess)
+        ce = cudaEventElapsedTime(&t, e0, e1);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (ce != cudaSuccess)
+        return rap_fail(RAP_ERR_CUDA, "%s:%d: timing a GEMM: %s", __FILE__, __LINE__,
+                        cudaGetErrorString(ce));
+    if (!ran) {
+        rap_clear_error();
+        return RAP_OK;
+    }
+    *ms = t / TUNE_REPS;
+    return RAP_OK;
+}
+
+static rap_status run_gemm_op(rap_gpu *g, void *x) { return gemm_run(g, (rap_gpu_gemm *)x); }
+
+static rap_status time_gemm(rap_gpu *g, rap_gpu_gemm *x, float *ms)
+{
+    return time_op(g, run_gemm_op, x, ms);
 }
 
 #define DESC_SET(attr, val)                                                              \
@@ -153,23 +258,34 @@ static rap_status gemm_make(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s, boo
     x->n_in_a = s->n_in_a;
     x->n_in_d = s->n_in_d;
     x->rows = g->B;
-    bool found = false;
-    rap_status rs = gemm_pick(g, x, &found);
-    if (rs != RAP_OK || !found) {
+    cublasLtMatmulHeuristicResult_t res[RAP_GPU_TUNE_ALGOS];
+    int n = 0;
+    rap_status rs = gemm_candidates(g, x, res, tuning() ? RAP_GPU_TUNE_ALGOS : 1, &n);
+    if (rs != RAP_OK || n == 0) {
         gemm_destroy(x);
         return rs;
     }
+    x->algo = res[0].algo;
     x->ready = true;
+    if (n > 1) {
+        float best = 1e30f;
+        int bi = -1;
+        for (int i = 0; i < n; i++) {
+            x->algo = res[i].algo;
+            float ms = 0.0f;
+            RAP_TRY(time_gemm(g, x, &ms));
+            if (ms < best) {
+                best = ms;
+                bi = i;
+            }
+        }
+        if (bi < 0) { /* none ran */
+            gemm_destroy(x);
+            return RAP_OK;
+        }
+        x->algo = res[bi].algo;
+    }
     *ok = true;
-    return RAP_OK;
-}
-
-static rap_status gemm_run(rap_gpu *g, rap_gpu_gemm *x)
-{
-    const float one = 1.0f, zero = 0.0f;
-    RAP_CUBLAS_TRY(cublasLtMatmul(g->lt, x->desc, &one, x->pa, x->a, x->pb, x->b, &zero, x->pd,
-                                  x->d, x->pd, x->d, &x->algo, g->ws, RAP_GPU_WS_BYTES,
-                                  g->stream));
     return RAP_OK;
 }
 
@@ -220,21 +336,58 @@ static __device__ __forceinline__ void st_f(__nv_bfloat16 *p, int64_t i, float v
     p[i] = __float2bfloat16_rn(v);
 }
 
-/* y[r*ld + o] = [relu](y + b[o]) for r < rows, o < out. */
+/* Grid of the row-loop kernels below: x over columns (256 per block), y
+ * over rows (grid-stride). */
+static dim3 row_grid(const rap_gpu *g, int64_t rows, int cols)
+{
+    const unsigned gx = (unsigned)((cols + MLP_THREADS - 1) / MLP_THREADS);
+    int64_t gy = (int64_t)g->sms * 16 / gx;
+    if (gy < 1)
+        gy = 1;
+    if (gy > rows)
+        gy = rows;
+    if (gy > 65535)
+        gy = 65535;
+    return dim3(gx, (unsigned)gy);
+}
+
+/* y[r*ld + o] = [relu](y + b[o]) for r < rows, o < out; with mask (out a
+ * multiple of 32: whole warps in or out) also bit o%32 of word
+ * mask[r*mask_ld + o/32] = (y > 0), the ReLU mask for drelu_mask_kernel. */
 template <typename T>
 static __global__ void bias_act_kernel(T *y, int64_t ld, int64_t rows, int out,
-                                       const float *__restrict__ b, int relu)
+                                       const float *__restrict__ b, int relu,
+                                       uint32_t *__restrict__ mask, int64_t mask_ld)
 {
-    const int64_t n = rows * out;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / out;
-        const int o = (int)(i - r * out);
-        float v = ld_f(y, r * ld + o) + b[o];
+    const int o = blockIdx.x * MLP_THREADS + threadIdx.x;
+    if (o >= out)
+        return;
+    const float bo = b[o];
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        float v = ld_f(y, r * ld + o) + bo;
         if (relu && !(v > 0.0f))
             v = 0.0f;
         st_f(y, r * ld + o, v);
+        if (mask) {
+            const unsigned bits = __ballot_sync(0xffffffffu, v > 0.0f);
+            if ((threadIdx.x & 31) == 0)
+                mask[r * mask_ld + o / 32] = bits;
+        }
     }
+}
+
+/* da[r*out + o] = 0 where bit o of row r's ReLU mask (bias_act_kernel) is
+ * clear. */
+template <typename T>
+static __global__ void drelu_mask_kernel(T *da, int64_t rows, int out,
+                                         const uint32_t *__restrict__ mask, int64_t mask_ld)
+{
+    const int o = blockIdx.x * MLP_THREADS + threadIdx.x;
+    if (o >= out)
+        return;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+        if (!((mask[r * mask_ld + o / 32] >> (o & 31)) & 1u))
+            st_f(da, r * out + o, 0.0f);
 }
 
 /* da[r*out + o] = y[r*ldy + o] > 0 ? da : 0. */
@@ -242,14 +395,12 @@ template <typename T, typename TY>
 static __global__ void drelu_kernel(T *da, int64_t rows, int out, const TY *__restrict__ y,
                                     int64_t ldy)
 {
-    const int64_t n = rows * out;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / out;
-        const int o = (int)(i - r * out);
+    const int o = blockIdx.x * MLP_THREADS + threadIdx.x;
+    if (o >= out)
+        return;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
         if (!(ld_f(y, r * ldy + o) > 0.0f))
-            st_f(da, i, 0.0f);
-    }
+            st_f(da, r * out + o, 0.0f);
 }
 
 /* part[s*cols + c] = sum of da[r*cols + c] over the rows of split s.
@@ -307,7 +458,218 @@ static rap_status colsum(rap_gpu *g, const void *da, int64_t rows, int cols, flo
     return RAP_OK;
 }
 
-/* -------------------------------------------------------------- set up */
+/* ------------------------------------------------- the logit layer (out 1) */
+
+/* y[r] = b[0] + sum_k x[r*ldx + k] w[k]; a warp per row. */
+template <typename T>
+static __global__ void gemv_fwd_kernel(const T *__restrict__ x, int64_t ldx, int64_t rows,
+                                       int in, const float *__restrict__ w,
+                                       const float *__restrict__ b, float *__restrict__ y)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t nw = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows;
+         r += nw) {
+        const T *xr = x + r * ldx;
+        float s = 0.0f;
+        for (int k = lane; k < in; k += 32)
+            s += ld_f(xr, k) * w[k];
+        for (int o = 16; o > 0; o /= 2)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0)
+            y[r] = s + b[0];
+    }
+}
+
+/* Split s of S (blocks) over rows: part[s*in + k] = sum over its rows of
+ * da[r] x[r, k]; dx[r*lddx + k] = da[r] w[k] (times x > 0 when mask). */
+template <typename T>
+static __global__ void gemv_bwd_kernel(const T *__restrict__ x, int64_t ldx,
+                                       const T *__restrict__ da, int64_t rows, int in,
+                                       const float *__restrict__ w, T *__restrict__ dx,
+                                       int64_t lddx, int mask, float *__restrict__ part)
+{
+    const int64_t per = (rows + gridDim.x - 1) / gridDim.x;
+    const int64_t r0 = (int64_t)blockIdx.x * per;
+    const int64_t r1 = r0 + per < rows ? r0 + per : rows;
+    for (int k = threadIdx.x; k < in; k += blockDim.x) {
+        const float wk = w[k];
+        float acc = 0.0f;
+#pragma unroll 4
+        for (int64_t r = r0; r < r1; r++) {
+            const float d = ld_f(da, r);
+            const float xv = ld_f(x, r * ldx + k);
+            acc += d * xv;
+            if (dx)
+                st_f(dx, r * lddx + k, (mask && !(xv > 0.0f)) ? 0.0f : d * wk);
+        }
+        part[(int64_t)blockIdx.x * in + k] = acc;
+    }
+}
+
+/* dw[k] = sum_s part[s*in + k] (blocks 0..); the last block: db[0] = sum
+ * of da over the rows. Fixed order: deterministic. */
+template <typename T>
+static __global__ void gemv_final_kernel(const float *__restrict__ part, int S, int in,
+                                         const T *__restrict__ da, int64_t rows,
+                                         float *__restrict__ dw, float *__restrict__ db)
+{
+    __shared__ float sm[MLP_THREADS / 32];
+    if (blockIdx.x + 1 < gridDim.x) {
+        const int k = blockIdx.x * MLP_THREADS + threadIdx.x;
+        if (k >= in)
+            return;
+        float t = 0.0f;
+        for (int s = 0; s < S; s++)
+            t += part[(int64_t)s * in + k];
+        dw[k] = t;
+        return;
+    }
+    float t = 0.0f;
+    for (int64_t r = threadIdx.x; r < rows; r += MLP_THREADS)
+        t += ld_f(da, r);
+    for (int o = 16; o > 0; o /= 2)
+        t += __shfl_xor_sync(0xffffffffu, t, o);
+    if ((threadIdx.x & 31) == 0)
+        sm[threadIdx.x / 32] = t;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float u = 0.0f;
+        for (int i = 0; i < MLP_THREADS / 32; i++)
+            u += sm[i];
+        db[0] = u;
+    }
+}
+
+static rap_status gemv_forward(rap_gpu *g, rap_gpu_layer *l, int64_t rows)
+{
+    const unsigned blocks = rap_gpu_blocks(rows, MLP_THREADS / 32, g->sms * 16);
+    if (g->bf16)
+        gemv_fwd_kernel<__nv_bfloat16><<<blocks, MLP_THREADS, 0, g->stream>>>(
+            (const __nv_bfloat16 *)l->x, l->ldx, rows, l->in, l->w, l->b, (float *)l->y);
+    else
+        gemv_fwd_kernel<float><<<blocks, MLP_THREADS, 0, g->stream>>>(
+            (const float *)l->x, l->ldx, rows, l->in, l->w, l->b, (float *)l->y);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+static rap_status gemv_backward(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *prev,
+                                int64_t rows)
+{
+    int S = (int)((rows + 127) / 128);
+    if (S > 256)
+        S = 256;
+    if (S < 1)
+        S = 1;
+    const int mask = prev && prev->relu ? 1 : 0;
+    void *dx = l->need_dx ? l->dx : NULL;
+    const unsigned fin = (unsigned)((l->in + MLP_THREADS - 1) / MLP_THREADS) + 1;
+    if (g->bf16) {
+        gemv_bwd_kernel<__nv_bfloat16><<<S, MLP_THREADS, 0, g->stream>>>(
+            (const __nv_bfloat16 *)l->x, l->ldx, (const __nv_bfloat16 *)l->da, rows, l->in,
+            l->w, (__nv_bfloat16 *)dx, l->lddx, mask, g->colsum);
+        RAP_CUDA_LAUNCHED();
+        gemv_final_kernel<__nv_bfloat16><<<fin, MLP_THREADS, 0, g->stream>>>(
+            g->colsum, S, l->in, (const __nv_bfloat16 *)l->da, rows, l->dw, l->db);
+    } else {
+        gemv_bwd_kernel<float><<<S, MLP_THREADS, 0, g->stream>>>(
+            (const float *)l->x, l->ldx, (const float *)l->da, rows, l->in, l->w, (float *)dx,
+            l->lddx, mask, g->colsum);
+        RAP_CUDA_LAUNCHED();
+        gemv_final_kernel<float><<<fin, MLP_THREADS, 0, g->stream>>>(
+            g->colsum, S, l->in, (const float *)l->da, rows, l->dw, l->db);
+    }
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+/* ------------------------------------------------------ one layer's ops */
+
+/* Whether layer l's forward writes its own ReLU mask (bias_act_kernel,
+ * into l->aux, which then holds no cuBLASLt bitmask). */
+static bool own_mask(const rap_gpu_layer *l)
+{
+    return !l->gemv && !l->fwd_bias && l->relu && l->want_aux && l->aux && l->out % 32 == 0;
+}
+
+/* Forward of layer l: y = [relu](x w^T + b). */
+static rap_status layer_fwd(rap_gpu *g, rap_gpu_layer *l, int64_t rows)
+{
+    if (l->gemv)
+        return gemv_forward(g, l, rows);
+    RAP_TRY(gemm_run(g, &l->fwd));
+    if (!l->fwd_bias) {
+        const dim3 grid = row_grid(g, rows, l->out);
+        uint32_t *mask = own_mask(l) ? (uint32_t *)l->aux : NULL;
+        const int64_t mld = l->aux_ld / 32;
+        if (l->ytype == CUDA_R_16BF)
+            bias_act_kernel<__nv_bfloat16><<<grid, MLP_THREADS, 0, g->stream>>>(
+                (__nv_bfloat16 *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
+        else
+            bias_act_kernel<float><<<grid, MLP_THREADS, 0, g->stream>>>(
+                (float *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
+        RAP_CUDA_LAUNCHED();
+    }
+    return RAP_OK;
+}
+
+/* dW and db of layer l (not the logit layer). */
+static rap_status layer_bw(rap_gpu *g, rap_gpu_layer *l, int64_t rows)
+{
+    RAP_TRY(gemm_run(g, &l->bw));
+    if (!l->bw_bgrad)
+        RAP_TRY(colsum(g, l->da, rows, l->out, l->db));
+    return RAP_OK;
+}
+
+/* dX of layer l into prev's da (masked by prev's ReLU), or into dx. */
+static rap_status layer_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *prev,
+                           int64_t rows)
+{
+    RAP_TRY(gemm_run(g, &l->bx));
+    if (prev && prev->relu && !l->bx_drelu && own_mask(prev)) {
+        const dim3 grid = row_grid(g, rows, prev->out);
+        if (g->bf16)
+            drelu_mask_kernel<__nv_bfloat16><<<grid, MLP_THREADS, 0, g->stream>>>(
+                (__nv_bfloat16 *)prev->da, rows, prev->out, (const uint32_t *)prev->aux,
+                prev->aux_ld / 32);
+        else
+            drelu_mask_kernel<float><<<grid, MLP_THREADS, 0, g->stream>>>(
+                (float *)prev->da, rows, prev->out, (const uint32_t *)prev->aux,
+                prev->aux_ld / 32);
+        RAP_CUDA_LAUNCHED();
+    } else if (prev && prev->relu && !l->bx_drelu) {
+        const dim3 grid = row_grid(g, rows, prev->out);
+        if (g->bf16)
+            drelu_kernel<__nv_bfloat16, __nv_bfloat16><<<grid, MLP_THREADS, 0, g->stream>>>(
+                (__nv_bfloat16 *)prev->da, rows, prev->out, (const __nv_bfloat16 *)prev->y,
+                prev->ldy);
+        else
+            drelu_kernel<float, float><<<grid, MLP_THREADS, 0, g->stream>>>(
+                (float *)prev->da, rows, prev->out, (const float *)prev->y, prev->ldy);
+        RAP_CUDA_LAUNCHED();
+    }
+    return RAP_OK;
+}
+
+typedef struct {
+    rap_gpu_layer *l;
+    const rap_gpu_layer *prev;
+    int op; /* 0 forward, 1 dW, 2 dX */
+} layer_op;
+
+static rap_status run_layer_op(rap_gpu *g, void *arg)
+{
+    layer_op *o = (layer_op *)arg;
+    if (o->op == 0)
+        return layer_fwd(g, o->l, g->B);
+    if (o->op == 1)
+        return layer_bw(g, o->l, g->B);
+    return layer_bx(g, o->l, o->prev, g->B);
+}
+
+/* ------------------------------------------------------------- set up */
 
 /* RAP_GPU_UNFUSED=1 in the environment: plain GEMMs and the fallback
  * kernels only (to tell an epilogue problem from anything else). */
@@ -317,19 +679,84 @@ static bool unfused(void)
     return e && *e && *e != '0';
 }
 
-static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l)
+static void describe(const rap_gpu_gemm *x, char *buf, size_t n)
 {
+    int32_t id = -1;
+    uint32_t tile = 0, stages = 0, splitk = 0;
+    size_t w = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&x->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&x->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                         sizeof tile, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&x->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                         sizeof stages, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&x->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                         sizeof splitk, &w);
+    snprintf(buf, n, "algo %d tile %u stages %u splitK %u", (int)id, tile, stages, splitk);
+}
+
+/* The op's GEMM x was made fused (flag, flag2 set); times it against the
+ * plain GEMM of spec plain plus the fallback kernel and keeps the faster
+ * (the flags follow). */
+static rap_status fused_or_plain(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool *flag,
+                                 bool *flag2, gemm_spec *plain, const char *what)
+{
+    char d1[96], d2[96] = "-";
+    float tf = 0.0f, tp = 1e30f;
+    RAP_TRY(time_op(g, run_layer_op, o, &tf));
+    describe(x, d1, sizeof d1);
+    const bool f1 = *flag, f2 = flag2 ? *flag2 : false;
+    rap_gpu_gemm keep = *x;
+    bool ok = false;
+    rap_status s = gemm_make(g, x, plain, &ok);
+    if (s != RAP_OK) {
+        gemm_destroy(&keep);
+        return s;
+    }
+    if (ok) {
+        *flag = false;
+        if (flag2)
+            *flag2 = false;
+        s = time_op(g, run_layer_op, o, &tp);
+        describe(x, d2, sizeof d2);
+        if (s != RAP_OK) {
+            gemm_destroy(&keep);
+            return s;
+        }
+    }
+    const bool use_plain = ok && tp < 0.97f * tf;
+    if (use_plain) {
+        gemm_destroy(&keep);
+    } else {
+        if (ok)
+            gemm_destroy(x);
+        *x = keep;
+        *flag = f1;
+        if (flag2)
+            *flag2 = f2;
+    }
+    if (verbose())
+        fprintf(stderr, "rap GPU tune: %s: fused %.4f ms [%s], plain+kernel %.4f ms [%s] -> %s\n",
+                what, tf, d1, tp, d2, use_plain ? "plain" : "fused");
+    return RAP_OK;
+}
+
+static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l, const char *name)
+{
+    if (l->gemv) {
+        l->fwd_bias = true;
+        return RAP_OK;
+    }
     gemm_spec s;
     memset(&s, 0, sizeof s);
     s.ta = CUBLAS_OP_T;
     s.tb = CUBLAS_OP_N;
     s.at = g->act;
-    s.ar = (uint64_t)l->in;
+    s.ar = (uint64_t)l->kg;
     s.ac = (uint64_t)l->out;
     s.lda = l->ldw;
     s.pa = l->wc;
     s.bt = g->act;
-    s.br = (uint64_t)l->in;
+    s.br = (uint64_t)l->kg;
     s.bc = (uint64_t)g->B;
     s.ldb = l->ldx;
     s.pb = l->x;
@@ -357,11 +784,18 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l)
             }
         }
     }
+    s.epi = CUBLASLT_EPILOGUE_DEFAULT;
+    s.bias = NULL;
+    s.bias_type = -1;
+    s.aux = NULL;
+    s.aux_ld = 0;
+    if (ok && tuning()) {
+        layer_op o = {l, NULL, 0};
+        char what[64];
+        snprintf(what, sizeof what, "%s forward (%lld -> %d)", name, (long long)l->kg, l->out);
+        RAP_TRY(fused_or_plain(g, &o, &l->fwd, &l->fwd_bias, &l->fwd_aux, &s, what));
+    }
     if (!ok) {
-        s.epi = CUBLASLT_EPILOGUE_DEFAULT;
-        s.bias = NULL;
-        s.bias_type = -1;
-        s.aux = NULL;
         RAP_TRY(gemm_make(g, &l->fwd, &s, &ok));
         l->fwd_bias = l->fwd_aux = false;
     }
@@ -373,14 +807,18 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l)
     return RAP_OK;
 }
 
-static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l)
+static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l, const char *name)
 {
+    if (l->gemv) {
+        l->bw_bgrad = true;
+        return RAP_OK;
+    }
     gemm_spec s;
     memset(&s, 0, sizeof s);
     s.ta = CUBLAS_OP_N;
     s.tb = CUBLAS_OP_T;
     s.at = g->act;
-    s.ar = (uint64_t)l->in;
+    s.ar = (uint64_t)l->kg;
     s.ac = (uint64_t)g->B;
     s.lda = l->ldx;
     s.pa = l->x;
@@ -391,7 +829,7 @@ static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l)
     s.ldb = l->out;
     s.pb = l->da;
     s.dt = CUDA_R_32F;
-    s.dr = (uint64_t)l->in;
+    s.dr = (uint64_t)l->kg;
     s.dc = (uint64_t)l->out;
     s.ldd = l->ldw;
     s.pd = l->dw;
@@ -402,11 +840,16 @@ static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l)
     if (!unfused())
         RAP_TRY(gemm_make(g, &l->bw, &s, &ok));
     l->bw_bgrad = ok;
-    if (!ok) {
-        s.epi = CUBLASLT_EPILOGUE_DEFAULT;
-        s.bias = NULL;
-        RAP_TRY(gemm_make(g, &l->bw, &s, &ok));
+    s.epi = CUBLASLT_EPILOGUE_DEFAULT;
+    s.bias = NULL;
+    if (ok && tuning()) {
+        layer_op o = {l, NULL, 1};
+        char what[64];
+        snprintf(what, sizeof what, "%s dW (%lld x %d)", name, (long long)l->kg, l->out);
+        RAP_TRY(fused_or_plain(g, &o, &l->bw, &l->bw_bgrad, NULL, &s, what));
     }
+    if (!ok)
+        RAP_TRY(gemm_make(g, &l->bw, &s, &ok));
     if (!ok)
         return rap_fail(RAP_ERR_CUDA,
                         "GPU model: cuBLASLt offers no algorithm for the weight-gradient GEMM "
@@ -415,14 +858,19 @@ static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l)
     return RAP_OK;
 }
 
-static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *prev)
+static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *prev,
+                           const char *name)
 {
+    if (l->gemv) {
+        l->bx_drelu = true;
+        return RAP_OK;
+    }
     gemm_spec s;
     memset(&s, 0, sizeof s);
     s.ta = CUBLAS_OP_N;
     s.tb = CUBLAS_OP_N;
     s.at = g->act;
-    s.ar = (uint64_t)l->in;
+    s.ar = (uint64_t)l->kg;
     s.ac = (uint64_t)l->out;
     s.lda = l->ldw;
     s.pa = l->wc;
@@ -432,7 +880,7 @@ static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *pr
     s.ldb = l->out;
     s.pb = l->da;
     s.dt = g->act;
-    s.dr = (uint64_t)l->in;
+    s.dr = (uint64_t)l->kg;
     s.dc = (uint64_t)g->B;
     s.ldd = l->lddx;
     s.pd = l->dx;
@@ -446,12 +894,17 @@ static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *pr
         RAP_TRY(gemm_make(g, &l->bx, &s, &ok));
         l->bx_drelu = ok;
     }
-    if (!ok) {
-        s.epi = CUBLASLT_EPILOGUE_DEFAULT;
-        s.aux = NULL;
-        s.aux_ld = 0;
-        RAP_TRY(gemm_make(g, &l->bx, &s, &ok));
+    s.epi = CUBLASLT_EPILOGUE_DEFAULT;
+    s.aux = NULL;
+    s.aux_ld = 0;
+    if (ok && tuning()) {
+        layer_op o = {l, prev, 2};
+        char what[64];
+        snprintf(what, sizeof what, "%s dX (%lld x %d)", name, (long long)l->kg, l->out);
+        RAP_TRY(fused_or_plain(g, &o, &l->bx, &l->bx_drelu, NULL, &s, what));
     }
+    if (!ok)
+        RAP_TRY(gemm_make(g, &l->bx, &s, &ok));
     if (!ok)
         return rap_fail(RAP_ERR_CUDA,
                         "GPU model: cuBLASLt offers no algorithm for the input-gradient GEMM "
@@ -460,22 +913,59 @@ static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *pr
     return RAP_OK;
 }
 
-static rap_status setup_mlp(rap_gpu *g, rap_gpu_layer *L, int n)
+static rap_status setup_mlp(rap_gpu *g, rap_gpu_layer *L, int n, const char *mlp)
 {
-    for (int i = 0; i < n; i++)
-        RAP_TRY(setup_fwd(g, &L[i]));
+    char name[32];
     for (int i = 0; i < n; i++) {
-        RAP_TRY(setup_bw(g, &L[i]));
+        snprintf(name, sizeof name, "%s[%d]", mlp, i);
+        RAP_TRY(setup_fwd(g, &L[i], name));
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s[%d]", mlp, i);
+        RAP_TRY(setup_bw(g, &L[i], name));
         if (L[i].need_dx)
-            RAP_TRY(setup_bx(g, &L[i], i > 0 ? &L[i - 1] : NULL));
+            RAP_TRY(setup_bx(g, &L[i], i > 0 ? &L[i - 1] : NULL, name));
     }
     return RAP_OK;
 }
 
+/* Word i of the tuning fill: two bf16 values in (-1, 1) (a finite float
+ * too, read as fp32). */
+static __global__ void tune_fill_kernel(uint32_t *p, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        const float a = (float)(h & 0xffffu) / 65536.0f * 2.0f - 1.0f;
+        const float b = (float)(h >> 16) / 65536.0f * 2.0f - 1.0f;
+        const uint32_t ha = __bfloat16_as_ushort(__float2bfloat16_rn(a));
+        const uint32_t hb = __bfloat16_as_ushort(__float2bfloat16_rn(b));
+        p[i] = (ha << 16) | hb;
+    }
+}
+
 rap_status rap_gpu_mlp_setup(rap_gpu *g)
 {
-    RAP_TRY(setup_mlp(g, g->bot, g->n_bot));
-    RAP_TRY(setup_mlp(g, g->top, g->n_top));
+    /* the activations: random while tuning (never time on zeros), zero
+     * after (the padding columns must be zero) */
+    const bool tune = tuning();
+    char *act0 = (char *)g->z, *act1 = (char *)g->blk_arena + g->arena_bytes;
+    if (tune) {
+        const int64_t words = (int64_t)((size_t)(act1 - act0) / 4);
+        tune_fill_kernel<<<rap_gpu_blocks(words, 256, g->sms * 16), 256, 0, g->stream>>>(
+            (uint32_t *)act0, words);
+        RAP_CUDA_LAUNCHED();
+    }
+    RAP_TRY(setup_mlp(g, g->bot, g->n_bot, "bottom"));
+    RAP_TRY(setup_mlp(g, g->top, g->n_top, "top"));
+    if (tune) {
+        RAP_CUDA_TRY(cudaMemsetAsync(act0, 0, (size_t)(act1 - act0), g->stream));
+        RAP_CUDA_TRY(
+            cudaMemsetAsync(g->grads, 0, sizeof(float) * (size_t)g->segs.n_pad, g->stream));
+    }
     g->cur_rows = g->B;
     int fused = 0, total = 0;
     for (int k = 0; k < 2; k++) {
@@ -524,20 +1014,8 @@ void rap_gpu_mlp_destroy(rap_gpu *g)
 
 rap_status rap_gpu_mlp_forward(rap_gpu *g, rap_gpu_layer *L, int n, int64_t rows)
 {
-    for (int i = 0; i < n; i++) {
-        rap_gpu_layer *l = &L[i];
-        RAP_TRY(gemm_run(g, &l->fwd));
-        if (!l->fwd_bias) {
-            const unsigned blocks = rap_gpu_blocks(rows * l->out, MLP_THREADS, g->sms * 8);
-            if (l->ytype == CUDA_R_16BF)
-                bias_act_kernel<__nv_bfloat16><<<blocks, MLP_THREADS, 0, g->stream>>>(
-                    (__nv_bfloat16 *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0);
-            else
-                bias_act_kernel<float><<<blocks, MLP_THREADS, 0, g->stream>>>(
-                    (float *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0);
-            RAP_CUDA_LAUNCHED();
-        }
-    }
+    for (int i = 0; i < n; i++)
+        RAP_TRY(layer_fwd(g, &L[i], rows));
     return RAP_OK;
 }
 
@@ -545,24 +1023,14 @@ rap_status rap_gpu_mlp_backward(rap_gpu *g, rap_gpu_layer *L, int n, int64_t row
 {
     for (int i = n - 1; i >= 0; i--) {
         rap_gpu_layer *l = &L[i];
-        RAP_TRY(gemm_run(g, &l->bw));
-        if (!l->bw_bgrad)
-            RAP_TRY(colsum(g, l->da, rows, l->out, l->db));
-        if (!l->need_dx)
+        const rap_gpu_layer *prev = i > 0 ? &L[i - 1] : NULL;
+        if (l->gemv) {
+            RAP_TRY(gemv_backward(g, l, prev, rows));
             continue;
-        RAP_TRY(gemm_run(g, &l->bx));
-        if (i > 0 && L[i - 1].relu && !l->bx_drelu) {
-            const rap_gpu_layer *p = &L[i - 1];
-            const unsigned blocks = rap_gpu_blocks(rows * p->out, MLP_THREADS, g->sms * 8);
-            if (g->bf16)
-                drelu_kernel<__nv_bfloat16, __nv_bfloat16><<<blocks, MLP_THREADS, 0,
-                                                             g->stream>>>(
-                    (__nv_bfloat16 *)p->da, rows, p->out, (const __nv_bfloat16 *)p->y, p->ldy);
-            else
-                drelu_kernel<float, float><<<blocks, MLP_THREADS, 0, g->stream>>>(
-                    (float *)p->da, rows, p->out, (const float *)p->y, p->ldy);
-            RAP_CUDA_LAUNCHED();
         }
+        RAP_TRY(layer_bw(g, l, rows));
+        if (l->need_dx)
+            RAP_TRY(layer_bx(g, l, prev, rows));
     }
     return RAP_OK;
 }
