@@ -5,6 +5,7 @@
 #include "data/shard.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,4 +152,27 @@ RAP_TEST(cli_bad_input_messages)
     CHECK(run_rap("frobnicate", err, sizeof err) == 2);
     CHECK(run_rap("prep --help", err, sizeof err) == 0);
     CHECK(strstr(err, "--bad-rows skip|fail") != NULL);
+}
+
+/* Writing to a path that is not a regular file (here a link to /dev/null)
+ * must write through it, never rename a temporary file over it. */
+RAP_TEST(cli_output_to_special_file)
+{
+    if (access(rap_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_bin());
+    static char err[65536];
+    char link[512], args[2048];
+    snprintf(link, sizeof link, "%s/devnull", rap_test_tmpdir());
+    REQUIRE(symlink("/dev/null", link) == 0);
+    snprintf(args, sizeof args, "gen --rows 100 --out %s", link);
+    CHECK(run_rap(args, err, sizeof err) == 0);
+    snprintf(args, sizeof args, "prep --device cpu --gen-rows 500 --output %s", link);
+    CHECK(run_rap(args, err, sizeof err) == 0);
+    snprintf(args, sizeof args, "prep --device cpu --gen-rows 500 --format bin --output %s", link);
+    CHECK(run_rap(args, err, sizeof err) == 0);
+    struct stat st;
+    REQUIRE(lstat(link, &st) == 0);
+    CHECK(S_ISLNK(st.st_mode));
+    REQUIRE(stat("/dev/null", &st) == 0);
+    CHECK(S_ISCHR(st.st_mode));
 }

@@ -26,6 +26,7 @@ typedef struct {
     FILE *f;
     gzFile gz;
     char path[RAP_OPT_STR], tmp[RAP_OPT_STR + 8];
+    bool rename_after; /* tmp is path.tmp, renamed when complete */
     char *buf; /* line buffer */
     size_t cap, len;
 } tsv_out;
@@ -81,7 +82,10 @@ static rap_status out_open(tsv_out *o, const char *path)
     memset(o, 0, sizeof o[0]);
     snprintf(o->path, sizeof o->path, "%s", path);
     bool is_stdout = !strcmp(path, "-");
-    snprintf(o->tmp, sizeof o->tmp, is_stdout ? "<stdout>" : "%s.tmp", path);
+    if (is_stdout)
+        snprintf(o->tmp, sizeof o->tmp, "<stdout>");
+    else
+        o->rename_after = rap_write_via_tmp(path, o->tmp, sizeof o->tmp);
     size_t pl = strlen(path);
     if (is_stdout)
         o->f = stdout;
@@ -109,7 +113,7 @@ static rap_status out_close(tsv_out *o, bool ok)
     } else if (o->f) {
         fflush(o->f);
     }
-    bool file = o->f != stdout;
+    bool file = o->f != stdout && o->rename_after;
     if (file) {
         if (ok && s == RAP_OK && rename(o->tmp, o->path) != 0)
             s = rap_fail(RAP_ERR_IO, "%s: cannot rename to %s", o->tmp, o->path);

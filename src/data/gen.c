@@ -871,6 +871,7 @@ rap_status rap_gen_write(const rap_gen_config *cfg, rap_gen_result *res)
     bool gz = !to_stdout && ends_with(path, ".gz");
     char *tmp = NULL;
     FILE *f = stdout;
+    bool rename_after = false;
     if (!to_stdout) {
         size_t n = strlen(path) + 5;
         tmp = rap_malloc(n, "temporary file name");
@@ -879,7 +880,7 @@ rap_status rap_gen_write(const rap_gen_config *cfg, rap_gen_result *res)
             rap_free(w);
             return RAP_ERR_NOMEM;
         }
-        snprintf(tmp, n, "%s.tmp", path);
+        rename_after = rap_write_via_tmp(path, tmp, n);
         f = fopen(tmp, "wb");
         if (!f) {
             st = rap_fail(RAP_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
@@ -899,9 +900,9 @@ rap_status rap_gen_write(const rap_gen_config *cfg, rap_gen_result *res)
     }
     if (fclose(f) != 0 && st == RAP_OK)
         st = rap_fail(RAP_ERR_IO, "%s: write failed (%s): %s", path, tmp, strerror(errno));
-    if (st == RAP_OK && rename(tmp, path) != 0)
+    if (st == RAP_OK && rename_after && rename(tmp, path) != 0)
         st = rap_fail(RAP_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-    if (st != RAP_OK)
+    if (st != RAP_OK && rename_after)
         remove(tmp);
     rap_free(tmp);
     return st;

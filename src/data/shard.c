@@ -21,6 +21,7 @@ typedef struct {
 struct rap_shard_writer {
     FILE *f;
     char path[1024], tmp[1040];
+    bool rename_after; /* tmp is path.tmp (see rap_write_via_tmp) */
     int n_cols;
     rap_shard_col *cols;
     int64_t batches, rows;
@@ -51,7 +52,7 @@ rap_status rap_shard_create(const char *path, const rap_shard_col *cols, int n_c
     if (!w)
         return RAP_ERR_NOMEM;
     snprintf(w->path, sizeof w->path, "%s", path);
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
+    w->rename_after = rap_write_via_tmp(path, w->tmp, sizeof w->tmp);
     w->n_cols = n_cols;
     w->cols = rap_malloc(sizeof *cols * (size_t)(n_cols ? n_cols : 1), "shard columns");
     if (!w->cols) {
@@ -147,14 +148,14 @@ rap_status rap_shard_close(rap_shard_writer *w)
     if (s == RAP_OK) s = wr(w, &w->rows, 8);
     if (s == RAP_OK && fflush(w->f) != 0)
         s = rap_fail(RAP_ERR_IO, "%s: write failed: %s", w->tmp, strerror(errno));
-    if (s == RAP_OK && fsync(fileno(w->f)) != 0)
+    if (s == RAP_OK && w->rename_after && fsync(fileno(w->f)) != 0)
         s = rap_fail(RAP_ERR_IO, "%s: fsync failed: %s", w->tmp, strerror(errno));
     if (fclose(w->f) != 0 && s == RAP_OK)
         s = rap_fail(RAP_ERR_IO, "%s: close failed: %s", w->tmp, strerror(errno));
     w->f = NULL;
-    if (s == RAP_OK && rename(w->tmp, w->path) != 0)
+    if (s == RAP_OK && w->rename_after && rename(w->tmp, w->path) != 0)
         s = rap_fail(RAP_ERR_IO, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
-    if (s != RAP_OK)
+    if (s != RAP_OK && w->rename_after)
         remove(w->tmp);
     rap_free(w->cols);
     rap_free(w);
@@ -167,7 +168,8 @@ void rap_shard_abort(rap_shard_writer *w)
         return;
     if (w->f)
         fclose(w->f);
-    remove(w->tmp);
+    if (w->rename_after)
+        remove(w->tmp);
     rap_free(w->cols);
     rap_free(w);
 }
