@@ -559,7 +559,10 @@ RAP_TEST(rt_gpu_modes_same_weights)
             continue;
         CHECK(r.step == 57);
         CHECK(isfinite(r.loss));
-        if (i > 0)
+        /* cpu mode preprocesses on the CPU: float ops may differ by an ulp
+         * from the GPU's (ops.md), so only the GPU-preprocessing modes are
+         * compared bit for bit */
+        if (i > 0 && runs[i].mode != RAP_MODE_CPU)
             CHECK_MSG(same_tensors(ck[0], ck[i]), "%s trained other weights than sequential",
                       runs[i].name);
     }
