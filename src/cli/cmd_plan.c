@@ -23,10 +23,11 @@ typedef struct {
     char predictor[RAP_OPT_STR];
     char out[RAP_OPT_STR];
     char report[RAP_OPT_STR];
+    char fusion_out[RAP_OPT_STR];
     char in[RAP_OPT_STR];
     char gpu[RAP_OPT_STR];
     int64_t batch;
-    int fusion;              /* 0 ilp, 1 levels */
+    int fusion;              /* 0 ilp, 1 levels, 2 ilp-capacity */
     double time_limit;
     int64_t extra_stages;
     int model;               /* cli_model */
@@ -49,7 +50,8 @@ static const rap_opt g_opts[] = {
     {"out", RAP_OPT_STRING, T, OFF(out), "", 0, 0, NULL, "DIR", "write the predictor bundle here"},
     {"in", RAP_OPT_STRING, T, OFF(in), "", 0, 0, NULL, "CSV", "measured kernels (docs/PLANNER.md, \"Measurements CSV\")"},
     {"report", RAP_OPT_STRING, P, OFF(report), "", 0, 0, NULL, "FILE.json", "write the planning report (JSON)"},
-    {"fusion", RAP_OPT_ENUM, P, OFF(fusion), "ilp", 0, 0, "ilp|levels", NULL, "fusion: the integer program, or greedy by levels"},
+    {"fusion-out", RAP_OPT_STRING, P, OFF(fusion_out), "", 0, 0, NULL, "FILE", "write the fusion the schedule runs (default: SCHEDULE.fusion; the runtime must load it)"},
+    {"fusion", RAP_OPT_ENUM, P, OFF(fusion), "ilp", 0, 0, "ilp|levels|ilp-capacity", NULL, "fusion: the integer program, greedy by levels, or the better (less exposed) of the ILP and its capacity-aware variant"},
     {"time-limit", RAP_OPT_DOUBLE, P, OFF(time_limit), "5", 0.1, 3600, NULL, "SEC", "fusion ILP time limit (the best solution so far is used after it)"},
     {"extra-stages", RAP_OPT_INT, P, OFF(extra_stages), "2", -1, 1000, NULL, "N", "ILP stages beyond the longest op chain (-1: one per op, exact but slow)"},
     {"gpu", RAP_OPT_STRING, P, OFF(gpu), "", 0, 0, NULL, "NAME", "GPU the plan is for (default: the capacity file's); files for another GPU are refused"},
@@ -150,25 +152,65 @@ int cmd_plan(int argc, char **argv)
     double t0 = rap_now();
     if (st == RAP_OK)
         st = rap_fuse_levels(plan, &greedy);
+    rap_search_config sc = {pred, &cap, s.batch, 1};
+    const char *method = s.fusion == 1 ? "levels" : "ilp";
     if (st == RAP_OK) {
-        if (s.fusion == 0) {
+        if (s.fusion != 1) {
             rap_ilp_config ic = rap_ilp_defaults();
             ic.pred = pred;
             ic.batch = s.batch;
-            ic.time_limit_s = s.time_limit;
+            ic.time_limit_s = s.fusion == 2 ? s.time_limit / 2 : s.time_limit;
             ic.extra_stages = (int)s.extra_stages;
             ic.verbose = s.verbose;
             st = rap_fuse_ilp(plan, &ic, &fus, &ilp);
+            if (st == RAP_OK)
+                st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
+            if (st == RAP_OK && s.fusion == 2) {
+                /* the capacity-aware variant; kept when its schedule is
+                 * predicted to expose less */
+                double caps[RAP_WIN_COUNT] = {0};
+                for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+                    caps[w] = cap.capacity_ms[w];
+                ic.window_cap_ms = caps;
+                ic.n_windows = RAP_WIN_COUNT;
+                rap_fusion f2 = {0};
+                rap_ilp_result r2;
+                rap_schedule *s2 = NULL;
+                rap_search_result sr2;
+                st = rap_fuse_ilp(plan, &ic, &f2, &r2);
+                if (st == RAP_OK)
+                    st = rap_schedule_search(plan, &f2, &sc, s.out, &s2, &sr2);
+                if (st == RAP_OK && r2.capacity_aware &&
+                    sr2.total_exposed_ms < sr.total_exposed_ms - 1e-12) {
+                    rap_fusion_free(&fus);
+                    rap_schedule_free(sched);
+                    fus = f2;
+                    sched = s2;
+                    sr = sr2;
+                    r2.solve_s += ilp.solve_s;
+                    ilp = r2;
+                    method = "ilp-capacity";
+                } else {
+                    rap_fusion_free(&f2);
+                    rap_schedule_free(s2);
+                    method = "ilp (capacity-aware variant not better)";
+                }
+            }
         } else {
             st = rap_fuse_levels(plan, &fus);
+            if (st == RAP_OK)
+                st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
         }
     }
-    rap_search_config sc = {pred, &cap, s.batch, 1};
-    if (st == RAP_OK)
-        st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
     double plan_s = rap_now() - t0;
     if (st == RAP_OK)
         st = rap_schedule_save(sched, s.out);
+    char fusion_path[RAP_OPT_STR + 16];
+    snprintf(fusion_path, sizeof fusion_path, "%s", s.fusion_out);
+    if (!fusion_path[0])
+        snprintf(fusion_path, sizeof fusion_path, "%s.fusion", s.out);
+    if (st == RAP_OK)
+        st = rap_fusion_save(plan, &fus, fusion_path);
     char latency[600], capsrc[600];
     snprintf(latency, sizeof latency, pred ? "xgboost predictor %s" : "analytic fallback (no predictor)",
              s.predictor);
@@ -176,7 +218,7 @@ int cmd_plan(int argc, char **argv)
              s.capacity);
     if (st == RAP_OK && s.report[0]) {
         rap_report_info info = {base_name(s.plan), gpu, latency, capsrc,
-                                s.fusion == 0 ? "ilp" : "levels", s.fusion == 0 ? &ilp : NULL,
+                                method, s.fusion != 1 ? &ilp : NULL,
                                 rap_fusion_predicted_ms(plan, &fus, pred, s.batch), greedy.n,
                                 rap_fusion_predicted_ms(plan, &greedy, pred, s.batch), s.batch};
         FILE *fp = fopen(s.report, "w");
@@ -192,12 +234,11 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "rap plan: %s, %d ops, batch %lld, gpu %s\n", s.plan, rap_plan_n_ops(plan),
                 (long long)s.batch, gpu);
         fprintf(stderr, "  latency: %s; capacity: %s\n", latency, capsrc);
-        fprintf(stderr, "  fusion: %s, %d kernels (greedy levels: %d)", s.fusion == 0 ? "ilp" : "levels",
-                fus.n, greedy.n);
-        if (s.fusion == 0)
+        fprintf(stderr, "  fusion: %s, %d kernels (greedy levels: %d)", method, fus.n, greedy.n);
+        if (s.fusion != 1)
             fprintf(stderr, ", ILP %s in %.2f s, gap %.2f%%", ilp.status, ilp.solve_s, 100 * ilp.gap);
-        fprintf(stderr, "\n  schedule: %d slices (%d kernels split), planned in %.2f s -> %s\n",
-                sr.n_slices, sr.n_split, plan_s, s.out);
+        fprintf(stderr, "\n  schedule: %d slices (%d kernels split), planned in %.2f s -> %s (fusion: %s)\n",
+                sr.n_slices, sr.n_split, plan_s, s.out, fusion_path);
         for (int w = 0; w < RAP_WIN_COUNT; w++)
             fprintf(stderr, "  %-13s capacity %8.4f ms  load %8.4f ms  exposed %8.4f ms\n",
                     rap_window_name((rap_window)w), sr.capacity_ms[w], sr.load_ms[w], sr.exposed_ms[w]);

@@ -91,6 +91,7 @@ rap_status rap_ilp_costs_of(const rap_plan *p, const rap_ilp_config *cfg, rap_il
             margin = single / n - fixed;
         }
         c->fixed_ms[t] = fixed;
+        c->margin_ms[t] = margin;
         c->const_ms += margin * n;
     }
     rap_free(nodes);
@@ -273,6 +274,7 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
     int *cons_first = NULL, *cons = NULL, *count = NULL, *target = NULL;
     int *all = NULL, *rep = NULL, *kid_first = NULL, *kids = NULL;
     uint64_t *shape = NULL, *acc = NULL;
+    double *mult = NULL;
     double *ar = NULL, *start = NULL;
     glp_prob *lp = NULL;
     rap_status st = RAP_OK;
@@ -364,9 +366,30 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
             ops[n++] = all[a];
     res->n_reps = n;
     int S = cfg->extra_stages < 0 ? (n > L ? n : L) : L + cfg->extra_stages;
+    /* capacity-aware: stages are (window, sub-stage), S sub-stages a window */
+    int NW = cfg->window_cap_ms && cfg->n_windows > 1 ? cfg->n_windows : 1;
+    if (NW > 1) {
+        size_t vars = 0;
+        for (int a = 0; a < n; a++)
+            vars += (size_t)(NW * S + 2 - height[ops[a]] - asap[ops[a]]);
+        if (vars > 6000) {
+            NW = 1;
+            rap_info("fusion ILP: capacity-aware variant too large (%zu stage variables), "
+                     "fusing without capacities", vars);
+        }
+    }
+    int Sx = NW * S;
+    res->capacity_aware = NW > 1;
+    mult = rap_calloc(sizeof(double) * (size_t)(N + 1), "ilp");
+    if (!mult) {
+        st = RAP_ERR_NOMEM;
+        goto out;
+    }
+    for (int a = 0; a < n_all; a++)
+        mult[rep[all[a]]] += 1.0;
     res->n_ops = n_all;
     res->n_types = costs.n;
-    res->n_stages = S;
+    res->n_stages = Sx;
     if (n == 0) {
         snprintf(res->status, sizeof res->status, "empty plan");
         res->optimal = true;
@@ -378,7 +401,7 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
     for (int a = 0; a < n; a++) {
         int i = ops[a];
         lo[i] = asap[i];
-        hi[i] = S + 1 - height[i];
+        hi[i] = Sx + 1 - height[i];
         xcol[i] = ncol + 1;
         ncol += hi[i] - lo[i] + 1;
     }
@@ -391,7 +414,7 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
         goto out;
     }
     for (int t = 0; t < T; t++) {
-        ylo[t] = S + 1;
+        ylo[t] = Sx + 1;
         yhi[t] = 0;
     }
     for (int a = 0; a < n; a++) {
@@ -415,6 +438,7 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
     ia = rap_malloc(sizeof(int) * (nnz + 1), "ilp");
     ja = rap_malloc(sizeof(int) * (nnz + 1), "ilp");
     ar = rap_malloc(sizeof(double) * (nnz + 1), "ilp");
+    nnz += (size_t)ncol; /* window capacity rows */
     start = rap_calloc(sizeof(double) * (size_t)(ncol + 1), "ilp");
     if (!ia || !ja || !ar || !start) {
         st = RAP_ERR_NOMEM;
@@ -427,9 +451,23 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
         glp_set_col_kind(lp, c, GLP_BV);
         glp_set_obj_coef(lp, c, 0.0);
     }
+    /* window of stage g (1-based): (g - 1) / S; the last is `exposed` */
+#define WIN(g) (((g) - 1) / S)
     for (int t = 0; t < T; t++)
-        for (int s = ylo[t]; s <= yhi[t]; s++)
-            glp_set_obj_coef(lp, ycol[t] + s - ylo[t], costs.fixed_ms[t] * SCALE);
+        for (int s = ylo[t]; s <= yhi[t]; s++) {
+            double c = costs.fixed_ms[t];
+            if (NW > 1)
+                c = WIN(s) == NW - 1 ? c * 1.01 : c * 0.01;
+            glp_set_obj_coef(lp, ycol[t] + s - ylo[t], c * SCALE);
+        }
+    if (NW > 1)
+        for (int a = 0; a < n; a++) {
+            int i = ops[a];
+            for (int s = lo[i]; s <= hi[i]; s++)
+                if (WIN(s) == NW - 1)
+                    glp_set_obj_coef(lp, xcol[i] + s - lo[i],
+                                     mult[i] * costs.margin_ms[type[i]] * SCALE);
+        }
     size_t k = 0;
     int row = 0;
 #define NZ(r, c, v) (k++, ia[k] = (r), ja[k] = (c), ar[k] = (v))
@@ -456,6 +494,21 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
             glp_set_row_bnds(lp, row, GLP_UP, 0.0, 0.0);
             NZ(row, xcol[i] + s - lo[i], 1.0);
             NZ(row, ycol[t] + s - ylo[t], -1.0);
+        }
+    }
+    /* capacity rows: what a training window holds (whole kernels) */
+    for (int w = 0; NW > 1 && w < NW - 1; w++) {
+        row = glp_add_rows(lp, 1);
+        glp_set_row_bnds(lp, row, GLP_UP, 0.0, cfg->window_cap_ms[w] * SCALE);
+        for (int t = 0; t < T; t++)
+            for (int s = ylo[t]; s <= yhi[t]; s++)
+                if (WIN(s) == w)
+                    NZ(row, ycol[t] + s - ylo[t], costs.fixed_ms[t] * SCALE);
+        for (int a = 0; a < n; a++) {
+            int i = ops[a];
+            for (int s = lo[i]; s <= hi[i]; s++)
+                if (WIN(s) == w)
+                    NZ(row, xcol[i] + s - lo[i], mult[i] * costs.margin_ms[type[i]] * SCALE);
         }
     }
     /* the first incumbent: kernel elimination from the level fusion (asap)
@@ -485,7 +538,7 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
     }
     for (int a = 0; a < n; a++) {
         stage[ops[a]] = lo[ops[a]];
-        alt[ops[a]] = hi[ops[a]];
+        alt[ops[a]] = S + 1 - height[ops[a]];
     }
     eliminate_kernels(p, ops, n, type, cons_first, cons, S, T, alt, count, target);
     double alt_cost = stages_cost(&costs, count, S);
@@ -494,6 +547,44 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
         for (int a = 0; a < n; a++)
             stage[ops[a]] = alt[ops[a]];
     rap_free(alt);
+    if (NW > 1) {
+        /* place its kernels whole, first fit in dependency order: stage
+         * (window w, sub-stage s) = w * S + s */
+        double left[64];
+        for (int w = 0; w < NW - 1 && w < 64; w++)
+            left[w] = cfg->window_cap_ms[w];
+        for (int s = 1; s <= S; s++)
+            for (int t = 0; t < T; t++) {
+                double load = costs.fixed_ms[t];
+                int wmin = 0;
+                bool any = false;
+                for (int a = 0; a < n; a++) {
+                    int i = ops[a], in = p->nodes[i].input;
+                    if (type[i] != t || stage[i] != s)
+                        continue;
+                    any = true;
+                    load += mult[i] * costs.margin_ms[t];
+                    if (is_op(p, in) && WIN(stage[in]) > wmin)
+                        wmin = WIN(stage[in]);
+                }
+                if (!any)
+                    continue;
+                int w = wmin;
+                while (w < NW - 1 && w < 64 && left[w] < load)
+                    w++;
+                if (w >= 64)
+                    w = NW - 1;
+                if (w < NW - 1)
+                    left[w] -= load;
+                for (int a = 0; a < n; a++) {
+                    int i = ops[a];
+                    if (type[i] == t && stage[i] == s)
+                        target[i] = w * S + s;
+                }
+            }
+        for (int a = 0; a < n; a++)
+            stage[ops[a]] = target[ops[a]];
+    }
     for (int a = 0; a < n; a++) {
         int i = ops[a];
         start[xcol[i] + stage[i] - lo[i]] = 1.0;
@@ -515,9 +606,9 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
     if (heuristic_only) {
         /* no LP in time: the kernel-elimination solution, bounded below by
          * one kernel per type */
-        double lb = costs.const_ms;
+        double lb = NW > 1 ? 0 : costs.const_ms;
         for (int t = 0; t < T; t++)
-            lb += costs.fixed_ms[t];
+            lb += costs.fixed_ms[t] * (NW > 1 ? 0.01 : 1);
         res->bound = lb;
         res->time_limit = true;
         snprintf(res->status, sizeof res->status, "LP not solved (glp_simplex %d): heuristic", rc);
@@ -553,8 +644,8 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
         bound = lp_bound;
     if (res->optimal || bound > obj)
         bound = obj;
-    res->objective = obj / SCALE + costs.const_ms;
-    res->bound = bound / SCALE + costs.const_ms;
+    res->objective = obj / SCALE + (NW > 1 ? 0 : costs.const_ms);
+    res->bound = bound / SCALE + (NW > 1 ? 0 : costs.const_ms);
     res->gap = res->objective > 0 ? (res->objective - res->bound) / res->objective : 0;
     snprintf(res->status, sizeof res->status, "%s",
              res->optimal ? "optimal" : res->time_limit ? "time limit (incumbent)" : "feasible");
@@ -580,7 +671,7 @@ build:
         st = RAP_ERR_NOMEM;
         goto out;
     }
-    for (int s = 1; s <= S; s++) {
+    for (int s = 1; s <= Sx; s++) {
         for (int a = 0; a < n; a++) {
             int i = ops[a];
             if (stage[i] != s)
@@ -606,10 +697,24 @@ build:
         }
     }
     res->n_kernels = f->n;
-    res->objective = rap_ilp_objective(&costs, f);
+    if (NW > 1) {
+        /* report the exposed ms of whole kernels; gap on the ILP objective */
+        res->exposed_ms = 0;
+        double all_fixed = 0;
+        for (int kk = 0; kk < f->n; kk++) {
+            int t = rap_ilp_type(&costs, f->kernels[kk].op, f->kernels[kk].variant);
+            all_fixed += costs.fixed_ms[t];
+            if (WIN(f->kernels[kk].level) == NW - 1)
+                res->exposed_ms += costs.fixed_ms[t] + costs.margin_ms[t] * f->kernels[kk].n;
+        }
+        res->objective = res->exposed_ms + 0.01 * all_fixed;
+    } else {
+        res->objective = rap_ilp_objective(&costs, f);
+    }
     if (heuristic_only)
         res->gap = res->objective > 0 ? (res->objective - res->bound) / res->objective : 0;
     st = rap_fusion_check(p, f);
+#undef WIN
 out:
     if (lp)
         glp_delete_prob(lp);
@@ -642,5 +747,6 @@ out:
     rap_free(acc);
     rap_free(kid_first);
     rap_free(kids);
+    rap_free(mult);
     return st;
 }

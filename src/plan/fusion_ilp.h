@@ -24,6 +24,13 @@ typedef struct {
     double time_limit_s;       /* GLPK tm_lim; the best incumbent is used after it */
     int extra_stages;          /* stages beyond the longest chain; < 0: one per op (exact) */
     bool verbose;              /* GLPK messages */
+    /* Capacity-aware variant (NULL: off): capacities of windows
+     * 0..n_windows-2 in ms; window n_windows-1 is `exposed`. Stages are
+     * then (window, sub-stage) pairs, kernels are placed whole, and the
+     * objective is the predicted exposed ms (+ 1 % of the total). Copies
+     * of isomorphic subtrees are placed together (a restriction here). */
+    const double *window_cap_ms;
+    int n_windows;
 } rap_ilp_config;
 
 rap_ilp_config rap_ilp_defaults(void);
@@ -38,6 +45,7 @@ typedef struct {
     int variant[RAP_ILP_MAX_TYPES];
     int n_ops[RAP_ILP_MAX_TYPES];
     double fixed_ms[RAP_ILP_MAX_TYPES];
+    double margin_ms[RAP_ILP_MAX_TYPES]; /* per op of the type */
     double const_ms;
 } rap_ilp_costs;
 
@@ -57,6 +65,8 @@ typedef struct {
     double solve_s;      /* wall time of the whole call */
     bool optimal;        /* proven optimal (for this S) */
     bool time_limit;     /* stopped by tm_lim: incumbent returned */
+    bool capacity_aware; /* the variant ran (false: off, or too large) */
+    double exposed_ms;   /* capacity-aware: predicted exposed ms of whole kernels */
     char status[64];
 } rap_ilp_result;
 
@@ -73,6 +83,17 @@ double rap_fusion_predicted_ms(const rap_plan *p, const rap_fusion *f, const rap
  * op and variant, every kernel after the kernels of its inputs.
  * RAP_ERR_PLAN naming the first violation. */
 rap_status rap_fusion_check(const rap_plan *p, const rap_fusion *f);
+
+/* Fusion files: the runtime must run the fusion a schedule was made for
+ * (the schedule holds only its hash), so `rap plan` writes it beside the
+ * schedule. Format (docs/PLANNER.md, "Fusion file"):
+ *   rap-fusion 1
+ *   plan NAME HASH          (rap_plan_hash, 16 hex digits)
+ *   kernel op=OP variant=V level=L ops=I,J,...   (live op ids, plan order)
+ * Loading checks the plan hash, every kernel against the plan and the
+ * whole with rap_fusion_check. */
+rap_status rap_fusion_save(const rap_plan *p, const rap_fusion *f, const char *path);
+rap_status rap_fusion_load(const rap_plan *p, const char *path, rap_fusion *f);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,155 @@
+/*
+ * fusion_file.c -- fusion files (fusion_ilp.h): the kernels of a fusion by
+ * live op ids, bound to a plan by rap_plan_hash.
+ */
+#include "plan/fusion_ilp.h"
+#include "run/schedule.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool live_op(const rap_plan *p, int i)
+{
+    return p->nodes[i].live && p->nodes[i].op != RAP_OP_INPUT;
+}
+
+rap_status rap_fusion_save(const rap_plan *p, const rap_fusion *f, const char *path)
+{
+    int *id = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "fusion file");
+    if (!id)
+        return RAP_ERR_NOMEM;
+    for (int i = 0, n = 0; i < p->n_nodes; i++)
+        id[i] = live_op(p, i) ? n++ : -1;
+    FILE *fp = fopen(path, "w");
+    if (!fp) {
+        rap_free(id);
+        return rap_fail(RAP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    char name[128];
+    const char *b = strrchr(p->source, '/');
+    snprintf(name, sizeof name, "%s", b ? b + 1 : p->source);
+    for (char *c = name; *c; c++)
+        if (*c == ' ' || *c == '\t')
+            *c = '_';
+    fprintf(fp, "rap-fusion 1\n# kernels in launch order; ops are live op ids in plan order (docs/PLANNER.md)\n");
+    fprintf(fp, "plan %s %016llx\n", name, (unsigned long long)rap_plan_hash(p));
+    for (int k = 0; k < f->n; k++) {
+        const rap_kernel *kn = &f->kernels[k];
+        fprintf(fp, "kernel op=%s variant=%d level=%d ops=", rap_op_name(kn->op), kn->variant,
+                kn->level);
+        for (int j = 0; j < kn->n; j++)
+            fprintf(fp, "%s%d", j ? "," : "", id[kn->nodes[j]]);
+        fputc('\n', fp);
+    }
+    rap_free(id);
+    bool bad = ferror(fp) != 0;
+    if (fclose(fp) != 0 || bad)
+        return rap_fail(RAP_ERR_IO, "%s: write failed", path);
+    return RAP_OK;
+}
+
+rap_status rap_fusion_load(const rap_plan *p, const char *path, rap_fusion *f)
+{
+    memset(f, 0, sizeof *f);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return rap_fail(RAP_ERR_IO, "fusion %s: cannot open: %s", path, strerror(errno));
+    int n_ops = 0;
+    int *node = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "fusion file");
+    f->kernels = rap_calloc(sizeof *f->kernels * (size_t)(p->n_nodes + 1), "fusion file");
+    size_t cap = 1 << 16;
+    char *line = rap_malloc(cap, "fusion file");
+    rap_status st = RAP_OK;
+    if (!node || !f->kernels || !line) {
+        st = RAP_ERR_NOMEM;
+        goto out;
+    }
+    for (int i = 0; i < p->n_nodes; i++)
+        if (live_op(p, i))
+            node[n_ops++] = i;
+    int lineno = 0;
+    bool magic = false, have_plan = false;
+    while (st == RAP_OK && fgets(line, (int)cap, fp)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == cap - 1 && line[len - 1] != '\n') {
+            st = rap_fail(RAP_ERR_DATA, "%s:%d: line longer than %zu bytes", path, lineno, cap - 2);
+            break;
+        }
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '))
+            line[--len] = 0;
+        if (!len || line[0] == '#')
+            continue;
+        int ver;
+        if (!magic) {
+            if (sscanf(line, "rap-fusion %d", &ver) != 1 || ver != 1)
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"rap-fusion 1\"", path, lineno);
+            magic = true;
+        } else if (!strncmp(line, "plan ", 5)) {
+            char name[256];
+            unsigned long long h;
+            if (sscanf(line, "plan %255s %llx", name, &h) != 2)
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"plan NAME HASH\"", path, lineno);
+            else if (h != rap_plan_hash(p))
+                st = rap_fail(RAP_ERR_PLAN, "%s:%d: fusion made for plan %s (hash %016llx), not "
+                              "this plan (hash %016llx)", path, lineno, name, h,
+                              (unsigned long long)rap_plan_hash(p));
+            have_plan = true;
+        } else if (!strncmp(line, "kernel ", 7)) {
+            char op[64];
+            int variant, level, at = 0;
+            if (!have_plan || sscanf(line, "kernel op=%63s variant=%d level=%d ops=%n", op, &variant,
+                                     &level, &at) != 3 || at == 0 || f->n >= p->n_nodes) {
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"kernel op=OP variant=V level=L "
+                              "ops=I,J,..\" after the plan line", path, lineno);
+                break;
+            }
+            rap_kernel *kn = &f->kernels[f->n++];
+            kn->variant = variant;
+            kn->level = level;
+            kn->op = RAP_OP_COUNT;
+            for (int t = 1; t < RAP_OP_COUNT; t++)
+                if (!strcmp(op, rap_op_name((rap_op_type)t)))
+                    kn->op = (rap_op_type)t;
+            int count = 1;
+            for (const char *c = line + at; *c; c++)
+                count += *c == ',';
+            kn->nodes = rap_malloc(sizeof(int) * (size_t)count, "fusion file");
+            if (!kn->nodes) {
+                st = RAP_ERR_NOMEM;
+                break;
+            }
+            const char *c = line + at;
+            while (st == RAP_OK && *c) {
+                char *end;
+                long v = strtol(c, &end, 10);
+                if (end == c || v < 0 || v >= n_ops || (*end && *end != ','))
+                    st = rap_fail(RAP_ERR_DATA, "%s:%d: expected op ids 0..%d separated by commas",
+                                  path, lineno, n_ops - 1);
+                else
+                    kn->nodes[kn->n++] = node[v];
+                c = *end ? end + 1 : end;
+            }
+            if (st == RAP_OK && (kn->op == RAP_OP_COUNT || kn->n == 0))
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: unknown op \"%s\" or no ops", path, lineno, op);
+        } else {
+            st = rap_fail(RAP_ERR_DATA, "%s:%d: expected plan or kernel, got \"%.40s\"", path,
+                          lineno, line);
+        }
+    }
+    if (st == RAP_OK && !have_plan)
+        st = rap_fail(RAP_ERR_DATA, "%s: no \"plan NAME HASH\" line", path);
+    if (st == RAP_OK) {
+        st = rap_fusion_check(p, f);
+        if (st != RAP_OK)
+            rap_fail_context(st, "%s", path);
+    }
+out:
+    fclose(fp);
+    rap_free(node);
+    rap_free(line);
+    if (st != RAP_OK)
+        rap_fusion_free(f);
+    return st;
+}
