@@ -567,11 +567,11 @@ static void info_of(rap_step_info *i, const rap_row_batch *b)
 }
 
 /* Next training batch of the feed; markers before it are queued. NULL at
- * the end. */
-static rap_status fetch(rap_runtime *rt, rap_row_batch **out)
+ * the end, or (upto_marker) once a marker has been queued. */
+static rap_status fetch_ex(rap_runtime *rt, rap_row_batch **out, bool upto_marker)
 {
     *out = NULL;
-    while (!rt->feed_end) {
+    while (!rt->feed_end && !(upto_marker && rt->n_markers > 0)) {
         rap_row_batch *b;
         double w, t0 = rap_trace_host_begin(rt->cfg.trace, "wait for data");
         RAP_TRY(rap_rowfeed_next(rt->feed, &b, &w));
@@ -595,6 +595,8 @@ static rap_status fetch(rap_runtime *rt, rap_row_batch **out)
     }
     return RAP_OK;
 }
+
+static rap_status fetch(rap_runtime *rt, rap_row_batch **out) { return fetch_ex(rt, out, false); }
 
 /* ---- ring of per-step losses and timings */
 
@@ -1144,7 +1146,7 @@ static rap_status step_ideal(rap_runtime *rt, rap_step_info *info)
         rt->ideal_count = rt->ideal_at = 0;
         while (rt->ideal_count < rt->S && !rt->feed_end && rt->n_markers == 0) {
             rap_row_batch *b;
-            RAP_TRY(fetch(rt, &b));
+            RAP_TRY(fetch_ex(rt, &b, true)); /* a group ends at the end of a pass */
             if (!b)
                 break;
             rt_slot *s = &rt->slots[rt->ideal_count++];
@@ -1169,10 +1171,7 @@ static rap_status step_ideal(rap_runtime *rt, rap_step_info *info)
     RAP_TRY(rap_rt_record(e->ev[EV_W1], rt->train_s));
     RAP_TRY(phases_gpu(rt, s, e, NULL));
     rt->trained++;
-    *info = s->info;
-    /* markers fetched with this group come after its batches */
-    if (rt->ideal_at < rt->ideal_count)
-        return RAP_OK;
+    *info = s->info; /* a marker queued while filling the group follows its batches */
     return RAP_OK;
 }
 
