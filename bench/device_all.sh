@@ -5,6 +5,8 @@
 # Everything lands in $OUT (or ./out); a short summary is printed last.
 set -u -o pipefail
 B=${1:-build}
+# libraries gathered by scripts/gather_libs.sh (GLPK, XGBoost) travel in $B/lib
+export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PARTS=${2:-tests,mps,train,rapdefault}
 OUT=${OUT:-out}
 mkdir -p "$OUT"

@@ -1,0 +1,17 @@
+#!/bin/sh
+# gather_libs.sh BINARY DIR: copies the shared libraries BINARY needs that a
+# GPU machine of the device tool lacks (GLPK, XGBoost and their
+# dependencies: see ../shared/spec/device.md) into DIR, to carry along and
+# name in LD_LIBRARY_PATH there. The CUDA, C and OpenBLAS libraries are
+# there already and are left out.
+set -e
+bin=$1
+dir=$2
+mkdir -p "$dir"
+ldd "$bin" | awk '/=> \// { print $1, $3 }' | while read -r name path; do
+  case "$name" in
+    linux-vdso*|libc.so*|libm.so*|ld-linux*|libstdc++*|libgcc_s*|libz.so*|libcublas*|libopenblas*|libpthread*|libdl.so*|librt.so*|libcudart*) ;;
+    *) cp -L "$path" "$dir/$name" ;;
+  esac
+done
+ls "$dir"
