@@ -366,7 +366,10 @@ rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_
         r = rap_queue_pop_timed(f->full_q, &it, 0.05);
         if (r != RAP_Q_TIMEOUT)
             break;
-        if (f->cfg.stop && *f->cfg.stop && !atomic_load(&f->stop))
+        /* a stop request ends a wait that may never end (a followed input,
+         * stdin); otherwise the step in progress gets its batch first */
+        if (f->cfg.stop && *f->cfg.stop && !atomic_load(&f->stop) &&
+            (f->cfg.reader.follow || (f->cfg.reader.input && !strcmp(f->cfg.reader.input, "-"))))
             rap_rowfeed_stop(f);
     }
     if (waited_s)

@@ -81,7 +81,8 @@ typedef struct {
     int64_t start_pos;          /* first pass: rows of the input before this are skipped */
     int64_t passes;             /* passes over the input; 0 = until freed */
     rap_trace *trace;           /* span per filled batch on RAP_TRACK_FEEDER */
-    volatile sig_atomic_t *stop; /* checked while the consumer waits: stops the reader */
+    volatile sig_atomic_t *stop; /* set: a consumer waiting on a followed input (or
+                                  * stdin) stops the reader */
 } rap_rowfeed_config;
 
 typedef struct {
