@@ -149,6 +149,7 @@ typedef struct {
     uint64_t plan_hash;
     char *plan_cols;
     double t_train;            /* seconds in steps */
+    double starved_log, t_log; /* starved_s and t_train at the last log line */
     double loss_sum;
     int64_t loss_n;
     int64_t data_size;         /* bytes of a plain-file input (progress), else 0 */
@@ -515,12 +516,27 @@ static rap_status log_step(trainer *t, bool force)
     double rate = t->t_train > 0 ? (double)t->res->samples / t->t_train : 0;
     t->loss_sum = 0;
     t->loss_n = 0;
+    /* starvation since the last line: the trainer waited for rows */
+    double starved = 0;
+    if (t->rt) {
+        rap_runtime_stats rs;
+        rap_runtime_get_stats(t->rt, &rs);
+        starved = rs.starved_s - t->starved_log;
+        double period = t->t_train - t->t_log;
+        if (period > 0 && starved > 0.5 * period) {
+            rap_progress_clear(&t->pg);
+            rap_info("data-bound: waited %.1f s of the last %.1f s for training rows (step %lld)",
+                     starved, period, (long long)t->step);
+        }
+        t->starved_log = rs.starved_s;
+        t->t_log = t->t_train;
+    }
     return rap_metrics_line(&t->mf,
                             "\"event\":\"step\",\"step\":%lld,\"epoch\":%lld,\"samples\":%lld,"
-                            "\"loss\":%s,\"samples_per_s\":%s,\"elapsed_s\":%.3f",
+                            "\"loss\":%s,\"samples_per_s\":%s,\"elapsed_s\":%.3f,\"starved_s\":%.3f",
                             (long long)t->step, (long long)t->epoch,
                             (long long)(t->samples_before + t->res->samples),
-                            rap_json_num(loss, a), rap_json_num(rate, b), t->t_train);
+                            rap_json_num(loss, a), rap_json_num(rate, b), t->t_train, starved);
 }
 
 static rap_status setup(trainer *t)
