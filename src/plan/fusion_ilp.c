@@ -548,6 +548,23 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
             stage[ops[a]] = alt[ops[a]];
     rap_free(alt);
     if (NW > 1) {
+        /* a better start: the plain ILP's stages (half the time) */
+        rap_ilp_config pc = *cfg;
+        pc.window_cap_ms = NULL;
+        pc.n_windows = 0;
+        pc.time_limit_s = cfg->time_limit_s / 2;
+        rap_fusion pf;
+        rap_ilp_result pr;
+        if (rap_fuse_ilp(p, &pc, &pf, &pr) == RAP_OK) {
+            if (pr.n_stages == S)
+                for (int kk = 0; kk < pf.n; kk++)
+                    for (int j = 0; j < pf.kernels[kk].n; j++)
+                        if (rep[pf.kernels[kk].nodes[j]] == pf.kernels[kk].nodes[j])
+                            stage[pf.kernels[kk].nodes[j]] = pf.kernels[kk].level;
+            rap_fusion_free(&pf);
+        }
+    }
+    if (NW > 1) {
         /* place its kernels whole, first fit in dependency order: stage
          * (window w, sub-stage s) = w * S + s */
         double left[64];
@@ -564,8 +581,8 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
                         continue;
                     any = true;
                     load += mult[i] * costs.margin_ms[t];
-                    if (is_op(p, in) && WIN(stage[in]) > wmin)
-                        wmin = WIN(stage[in]);
+                    if (is_op(p, in) && WIN(target[in]) > wmin)
+                        wmin = WIN(target[in]); /* placed: its stage is earlier */
                 }
                 if (!any)
                     continue;
