@@ -15,6 +15,7 @@
 #include "run/train.h"
 
 #include <pthread.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -648,4 +649,45 @@ RAP_TEST(rt_trace_steps)
         rap_trace_free(tr);
     }
     rap_plan_free(plan);
+}
+
+/* rap bench through the binary: one table with every mode (skipped ones
+ * say why), and --json. */
+RAP_TEST(rt_cli_bench)
+{
+    char exe[1024], bin[1100];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(bin, sizeof bin, "%s/rap", exe);
+    if (access(bin, X_OK) != 0)
+        SKIP("%s not built", bin);
+    char out[600], cmd[4096];
+    tmp_path(out, sizeof out, "bench.out");
+    static const char *const args[2] = {"", "--json"};
+    for (int j = 0; j < 2; j++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s bench --device cpu --quiet --steps 4 --warmup 1 --batch 128 --threads 2 "
+                 "--cpu-workers 2 --modes ideal,cpu,sequential,rap %s >%s 2>&1 </dev/null",
+                 bin, args[j], out);
+        int st = system(cmd);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", WEXITSTATUS(st));
+        FILE *f = fopen(out, "rb");
+        REQUIRE(f);
+        static char text[1 << 16];
+        size_t got = fread(text, 1, sizeof text - 1, f);
+        text[got] = 0;
+        fclose(f);
+        if (j == 0) {
+            CHECK_MSG(strstr(text, "samples/s") && strstr(text, "\ncpu ") &&
+                          strstr(text, "\nsequential ") && strstr(text, "ideal       skipped"),
+                      "%s", text);
+        } else {
+            CHECK_MSG(strstr(text, "\"mode\":\"cpu\",\"samples_per_s\":") &&
+                          strstr(text, "\"mode\":\"rap\",\"skipped\":"),
+                      "%s", text);
+        }
+    }
 }

@@ -799,9 +799,11 @@ static const phase_fn g_phases[4] = {rap_model_emb_forward, rap_model_mlp_forwar
 static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx)
 {
     rap_trace *tr = rt->cfg.trace;
-    int gi = (int)(s - rt->slots);
-    bool use_graph = rt->graphs && !rt->graph_failed && s->mb.rows == rt->B && gi >= 0 &&
-                     gi < rt->S;
+    int gi = -1; /* the slot's index: its graph */
+    for (int i = 0; rt->graphs && i < rt->S; i++)
+        if (s == &rt->slots[i])
+            gi = i;
+    bool use_graph = rt->graphs && !rt->graph_failed && s->mb.rows == rt->B && gi >= 0;
     if (use_graph && !rt->graphs[gi]) {
         rap_status st = rap_run_graph_begin(rt->train_s);
         if (st == RAP_OK) {
