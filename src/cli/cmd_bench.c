@@ -12,6 +12,7 @@
  * memory in use. */
 #include "cli/cli.h"
 #include "model/model.h"
+#include "plan/fusion_ilp.h"
 #include "run/input.h"
 #include "run/metrics.h"
 #include "run/mps.h"
@@ -301,7 +302,12 @@ int cmd_bench(int argc, char **argv)
     if ((st = cli_load_plan(s.plan, &plan)) != RAP_OK)
         goto out;
     b.plan = plan;
-    st = s.fusion == FUSE_NONE ? rap_fuse_none(plan, &fus) : rap_fuse_levels(plan, &fus);
+    char fusion_file[RAP_OPT_STR + 16];
+    snprintf(fusion_file, sizeof fusion_file, "%s.fusion", s.schedule);
+    if (s.schedule[0] && access(fusion_file, R_OK) == 0) /* rap plan's, beside the schedule */
+        st = rap_fusion_load(plan, fusion_file, &fus);
+    else
+        st = s.fusion == FUSE_NONE ? rap_fuse_none(plan, &fus) : rap_fuse_levels(plan, &fus);
     if (st != RAP_OK)
         goto out;
     b.fus = &fus;

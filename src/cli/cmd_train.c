@@ -49,6 +49,7 @@ static rap_status gen_temp(const cli_settings *s, const char *tag, int64_t rows,
 typedef struct {
     char tmp_train[512], tmp_eval[512];
     char data_id[600];
+    char fusion_file[RAP_OPT_STR + 16];
     rap_plan *plan;
     rap_schedule *schedule;
     rap_trace *trace;
@@ -87,6 +88,10 @@ static rap_status run(cli_settings *s, train_job *j, rap_train_result *res)
     if (s->schedule[0]) {
         RAP_TRY(rap_schedule_load(s->schedule, &j->schedule));
         c.schedule = j->schedule;
+        /* rap plan writes the fusion the schedule indexes beside it */
+        snprintf(j->fusion_file, sizeof j->fusion_file, "%s.fusion", s->schedule);
+        if (access(j->fusion_file, R_OK) == 0)
+            c.fusion_file = j->fusion_file;
     }
     if (s->trace[0]) {
         rap_trace_config tc = {0};

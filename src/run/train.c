@@ -2,6 +2,7 @@
 #include "run/train.h"
 
 #include "core/core.h"
+#include "plan/fusion_ilp.h"
 #include "run/checkpoint.h"
 #include "run/input.h"
 #include "run/pack.h"
@@ -584,7 +585,10 @@ static rap_status setup(trainer *t)
         RAP_TRY(rap_runtime_train_stream_create(&t->stream));
         t->mc.stream = t->stream;
     }
-    RAP_TRY(c->fuse_none ? rap_fuse_none(c->plan, &t->fus) : rap_fuse_levels(c->plan, &t->fus));
+    if (c->fusion_file && c->fusion_file[0])
+        RAP_TRY(rap_fusion_load(c->plan, c->fusion_file, &t->fus));
+    else
+        RAP_TRY(c->fuse_none ? rap_fuse_none(c->plan, &t->fus) : rap_fuse_levels(c->plan, &t->fus));
     rap_prep_config pc;
     memset(&pc, 0, sizeof pc);
     pc.device = c->device;

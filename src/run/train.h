@@ -60,6 +60,8 @@ typedef struct {
     int mode;                  /* rap_mode or -1 */
     int cpu_workers;           /* cpu mode: worker threads; 0 = all cores */
     const rap_schedule *schedule; /* rap mode; NULL = the built-in one */
+    const char *fusion_file;   /* the fusion the schedule was made for (rap plan's
+                                * SCHEDULE.fusion); NULL = level fusion (fuse_none) */
     rap_trace *trace;          /* optional timeline of the steps */
     int64_t trace_steps;       /* record the first N steps only; 0 = all */
     /* how long: stop at global step `steps` or after `epochs` passes over the
