@@ -705,6 +705,8 @@ bool rap_runtime_next_loss(rap_runtime *rt, bool wait, int64_t *step_index, doub
 static rap_status launch_slice(rap_runtime *rt, rt_slot *s, int k, int d0, int d1, int64_t r0,
                                int64_t r1, void *stream, int track)
 {
+    if (r0 >= s->prep->rows) /* a piece past the end of a short (last) batch */
+        return RAP_OK;
     int sp = -1;
     if (rt->cfg.trace && on_gpu(rt)) {
         char name[RAP_TRACE_NAME];
