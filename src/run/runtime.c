@@ -1302,6 +1302,7 @@ rap_status rap_runtime_sync(rap_runtime *rt)
     RAP_TRY(rap_run_stream_sync(rt->train_s));
     RAP_TRY(rap_run_stream_sync(rt->prep_s));
     RAP_TRY(rap_run_stream_sync(rt->copy_s));
+    RAP_TRY(rap_model_sync(rt->model)); /* reports the model's device error flags */
     return ring_poll(rt, rt->trained);
 }
 
