@@ -31,6 +31,17 @@ if has rapdefault; then
   ( time timeout 200 "$B/rap" train --metrics "$OUT/default_metrics.jsonl" ) > "$OUT/rap_default.log" 2>&1
   echo "exit $?"; grep -E "auc|AUC|samples/s|real" "$OUT/rap_default.log" | tail -6
 fi
+if has export; then
+  echo "== checkpoint -> rap export -> PyTorch's safetensors loader"
+  timeout 120 "$B/rap" train --quiet --gen-rows 50000 --gen-eval-rows 5000 --steps 20 --save /tmp/rap_ck.safetensors > "$OUT/export.log" 2>&1
+  timeout 60 "$B/rap" export --checkpoint /tmp/rap_ck.safetensors --out /tmp/rap_model.safetensors >> "$OUT/export.log" 2>&1
+  python3 - <<'PY' 2>&1 | tee -a "$OUT/export.log"
+from safetensors.torch import load_file
+for f in ("/tmp/rap_ck.safetensors", "/tmp/rap_model.safetensors"):
+    t = load_file(f)
+    print(f, len(t), "tensors;", "emb_l.0.weight", tuple(t["emb_l.0.weight"].shape), "bot_l.0.weight", tuple(t["bot_l.0.weight"].shape), "top_l.0.bias", tuple(t["top_l.0.bias"].shape))
+PY
+fi
 if has bench; then
   for plan in plan0 plan1; do for b in 4096 8192; do
     echo "== rap bench $plan batch $b"
