@@ -963,9 +963,79 @@ RAP_TEST(mps_gpu_errors)
     CHECK_MSG(strstr(rap_last_error(), "/nonexistent/day_0.gz"), "message: %s", rap_last_error());
 }
 
-/* The server binary alone, through the protocol's first exchange: it
- * answers the configuration (the shape on a GPU, RAP_ERR_NO_GPU without),
- * and it exits when the trainer hangs up. */
+/* Starts `rap prep-server --fd N` with the other end of a socketpair
+ * (stderr to /dev/null when quiet). Returns the trainer's end, -1 on
+ * failure; *pid the server. */
+static int start_server(const char *rap, bool quiet, pid_t *pid)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    char fdarg[16];
+    snprintf(fdarg, sizeof fdarg, "%d", sv[1]);
+    fflush(NULL);
+    *pid = fork();
+    if (*pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    if (*pid == 0) {
+        fcntl(sv[1], F_SETFD, 0);
+        if (quiet) {
+            int nul = open("/dev/null", O_WRONLY);
+            if (nul >= 0)
+                dup2(nul, 2);
+        }
+        execl(rap, rap, "prep-server", "--fd", fdarg, (char *)NULL);
+        _exit(127);
+    }
+    close(sv[1]);
+    return sv[0];
+}
+
+/* Waits up to 10 s for the server to end (then kills it). *status: its
+ * wait status. false when it had to be killed. */
+static bool wait_server(pid_t pid, int *status)
+{
+    for (int i = 0; i < 1000; i++) {
+        if (waitpid(pid, status, WNOHANG) == pid)
+            return true;
+        usleep(10 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, status, 0);
+    return false;
+}
+
+static void fill_config(rap_mps_msg *m, const char *plan_file, int nd, int nt,
+                        const int64_t *table_rows)
+{
+    memset(m, 0, sizeof *m);
+    m->type = RAP_MPS_CONFIG;
+    m->version = RAP_MPS_VERSION;
+    snprintf(m->plan, sizeof m->plan, "%s", plan_file);
+    snprintf(m->input, sizeof m->input, "/nonexistent");
+    m->batch_rows = 100;
+    m->n_slots = 2;
+    m->schema = rap_schema_criteo();
+    m->n_dense = nd;
+    m->n_tables = nt;
+    memcpy(m->table_rows, table_rows, sizeof(int64_t) * (size_t)nt);
+    m->log_level = 1;
+}
+
+/* The server binary alone, through the protocol's first exchange. Its exit
+ * status: 0 when the trainer was served, was told of the error (it reports
+ * it), or hung up, at any point; 1 only when nothing could be told (a
+ * first message that is not CONFIG); 2 without --fd.
+ *  - CONFIG answered (the shape on a GPU, RAP_ERR_NO_GPU without); on a GPU
+ *    the server then waits for the slots (HANDLES) and, when the trainer
+ *    hangs up instead, exits with 0 (the input, never opened, does not
+ *    exist: it is only read after HANDLES);
+ *  - a model shape that does not fit the plan: told in SHAPE, 0;
+ *  - a hang-up before CONFIG: 0;
+ *  - a first message that is not CONFIG: no answer, 1. */
 RAP_TEST(mps_server_binary)
 {
     char rap[1024], plan_file[1024];
@@ -979,6 +1049,7 @@ RAP_TEST(mps_server_binary)
     static int64_t table_rows[RAP_MAX_TABLES];
     REQUIRE_OK(rap_input_shape(plan, &nd, &nt, table_rows));
     rap_plan_free(plan);
+    bool gpu = rap_gpu_available(NULL, 0);
 
     /* without --fd: refused */
     char cmd[1200];
@@ -986,59 +1057,79 @@ RAP_TEST(mps_server_binary)
     int rc = system(cmd);
     CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
 
-    int sv[2];
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-    char fdarg[16];
-    snprintf(fdarg, sizeof fdarg, "%d", sv[1]);
-    fflush(NULL);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        fcntl(sv[1], F_SETFD, 0);
-        execl(rap, rap, "prep-server", "--fd", fdarg, (char *)NULL);
-        _exit(127);
-    }
-    close(sv[1]);
     rap_mps_msg *m = new_msg();
     REQUIRE(m);
-    m->type = RAP_MPS_CONFIG;
-    m->version = RAP_MPS_VERSION;
-    snprintf(m->plan, sizeof m->plan, "%s", plan_file);
-    snprintf(m->input, sizeof m->input, "/nonexistent");
-    m->batch_rows = 100;
-    m->n_slots = 2;
-    m->schema = rap_schema_criteo();
-    m->n_dense = nd;
-    m->n_tables = nt;
-    memcpy(m->table_rows, table_rows, sizeof(int64_t) * (size_t)nt);
-    m->log_level = 1;
-    CHECK_OK(rap_mps_send(sv[0], m));
+    pid_t pid = 0;
+    int status = 0;
     bool closed = false;
-    CHECK_OK(rap_mps_recv(sv[0], m, &closed));
+
+    /* the shape, then the trainer hangs up instead of sending HANDLES */
+    int fd = start_server(rap, false, &pid);
+    REQUIRE(fd >= 0);
+    fill_config(m, plan_file, nd, nt, table_rows);
+    CHECK_OK(rap_mps_send(fd, m));
+    CHECK_OK(rap_mps_recv(fd, m, &closed));
     CHECK(m->type == RAP_MPS_SHAPE);
-    bool gpu = rap_gpu_available(NULL, 0);
     if (gpu) {
         CHECK_MSG(m->status == RAP_OK, "shape: %s", m->message);
         CHECK(m->n_tables == nt);
         for (int i = 0; i < m->n_tables; i++)
             CHECK(m->ids_cap[i] >= 1);
+        /* it waits for the trainer's slots: still there */
+        usleep(200 * 1000);
+        CHECK_MSG(waitpid(pid, &status, WNOHANG) == 0,
+                  "prep server ended (wait status 0x%x) before the trainer's HANDLES or hang-up",
+                  status);
     } else {
         CHECK(m->status == RAP_ERR_NO_GPU);
         CHECK_MSG(strstr(m->message, "GPU") != NULL, "message: %s", m->message);
     }
-    close(sv[0]); /* the trainer hangs up */
-    int status = 0;
-    bool ended = false;
-    for (int i = 0; i < 1000 && !ended; i++) {
-        ended = waitpid(pid, &status, WNOHANG) == pid;
-        if (!ended)
-            usleep(10 * 1000);
-    }
-    if (!ended) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
-    CHECK_MSG(ended, "prep server still running 10 s after the hang-up");
-    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "wait status 0x%x", status);
+    close(fd); /* the trainer hangs up */
+    status = 0;
+    CHECK_MSG(wait_server(pid, &status), "prep server still running 10 s after the hang-up");
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "after the shape: wait status 0x%x",
+              status);
+
+    /* a configuration error is told (SHAPE), then a normal end */
+    fd = start_server(rap, false, &pid);
+    REQUIRE(fd >= 0);
+    fill_config(m, plan_file, nd + 1, nt, table_rows);
+    CHECK_OK(rap_mps_send(fd, m));
+    CHECK_OK(rap_mps_recv(fd, m, &closed));
+    CHECK(m->type == RAP_MPS_SHAPE);
+    if (gpu)
+        CHECK_MSG(m->status == RAP_ERR_ARG && strstr(m->message, "dense"), "shape: %s %s",
+                  rap_status_name((rap_status)m->status), m->message);
+    else
+        CHECK(m->status == RAP_ERR_NO_GPU);
+    close(fd);
+    status = 0;
+    CHECK_MSG(wait_server(pid, &status), "prep server still running 10 s after the hang-up");
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "after an error: wait status 0x%x",
+              status);
+
+    /* the trainer hangs up before CONFIG: a normal end */
+    fd = start_server(rap, false, &pid);
+    REQUIRE(fd >= 0);
+    close(fd);
+    status = 0;
+    CHECK_MSG(wait_server(pid, &status), "prep server still running 10 s after the hang-up");
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "before CONFIG: wait status 0x%x",
+              status);
+
+    /* a first message that is not CONFIG: nothing to answer, status 1 */
+    fd = start_server(rap, true, &pid);
+    REQUIRE(fd >= 0);
+    memset(m, 0, sizeof *m);
+    m->type = RAP_MPS_RELEASE;
+    m->slot = 0;
+    CHECK_OK(rap_mps_send(fd, m));
+    closed = false;
+    CHECK(rap_mps_recv(fd, m, &closed) != RAP_OK && closed);
+    close(fd);
+    status = 0;
+    CHECK_MSG(wait_server(pid, &status), "prep server still running 10 s after the hang-up");
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 1, "not CONFIG: wait status 0x%x",
+              status);
     free(m);
 }

@@ -5,7 +5,10 @@
  * plan on the GPU and writes model-ready batches into the trainer's slots
  * (CUDA IPC). It ends at the end of the data or when the trainer hangs up;
  * SIGTERM stops it; SIGINT is the trainer's business (it is ignored here:
- * the trainer stops us through the socket). */
+ * the trainer stops us through the socket). Exit status: 0 when the
+ * trainer was served, was told of an error (it reports it) or hung up, at
+ * any point; 1 when nothing could be told (broken socket, protocol
+ * violation); 2 when not started as `prep-server --fd N`. */
 #include "cli/cli.h"
 #include "core/core.h"
 #include "run/mps.h"

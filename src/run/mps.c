@@ -1214,6 +1214,37 @@ void rap_mps_server_stop(void)
         rap_feeder_stop(f);
 }
 
+/* True when the trainer has hung up on fd: the last receive saw the end of
+ * the stream (closed), or the socket reports the peer's close (it closed
+ * with our messages unread: the receive or send then fails with ECONNRESET
+ * or EPIPE instead). A hang-up is a normal end for the server, not an
+ * error. */
+static bool trainer_gone(int fd, bool closed)
+{
+    if (closed)
+        return true;
+    struct pollfd pf = {fd, POLLRDHUP, 0};
+    return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP));
+}
+
+/* Receives the first message, which must be CONFIG of this version.
+ * RAP_OK with *gone set when the trainer hung up before sending it (nothing
+ * to serve, nobody to tell); an error for anything else. */
+static rap_status recv_config(int fd, rap_mps_msg *cfg, bool *gone)
+{
+    bool closed = false;
+    *gone = false;
+    rap_status st = rap_mps_recv(fd, cfg, &closed);
+    if (st != RAP_OK) {
+        *gone = trainer_gone(fd, closed);
+        return *gone ? RAP_OK : st;
+    }
+    if (cfg->type != RAP_MPS_CONFIG || cfg->version != RAP_MPS_VERSION)
+        return rap_fail(RAP_ERR_INTERNAL, "mps: expected CONFIG version %d, got type %d version %d",
+                        RAP_MPS_VERSION, (int)cfg->type, cfg->version);
+    return RAP_OK;
+}
+
 #ifdef RAP_HAVE_CUDA
 
 typedef struct {
@@ -1618,13 +1649,10 @@ rap_status rap_mps_server_run(int fd, rap_mps_plan_loader load)
     sv->fd = fd;
     sv->m = m;
     sv->wake[0] = sv->wake[1] = -1;
-    bool closed = false;
-    rap_status st = rap_mps_recv(fd, cfg, &closed);
-    if (st == RAP_OK && (cfg->type != RAP_MPS_CONFIG || cfg->version != RAP_MPS_VERSION))
-        st = rap_fail(RAP_ERR_INTERNAL, "mps: expected CONFIG version %d, got type %d version %d",
-                      RAP_MPS_VERSION, (int)cfg->type, cfg->version);
-    if (st != RAP_OK)
-        goto done; /* no client to answer */
+    bool closed = false, gone = false;
+    rap_status st = recv_config(fd, cfg, &gone);
+    if (st != RAP_OK || gone)
+        goto done; /* no client to answer (an error), or it went away (RAP_OK) */
     rap_log_set_level(cfg->log_level);
     sv->S = cfg->n_slots;
     sv->B = cfg->batch_rows;
@@ -1648,10 +1676,18 @@ rap_status rap_mps_server_run(int fd, rap_mps_plan_loader load)
     if (cs == RAP_OK)
         cs = rap_mps_layout_make(sv->B, sv->nd, sv->nt, sv->ids_cap, &sv->lay);
     st = reply(sv, RAP_MPS_SHAPE, cs);
+    if (st != RAP_OK && trainer_gone(fd, false))
+        st = RAP_OK; /* it went away while we worked: nobody to tell */
     if (st != RAP_OK || cs != RAP_OK)
-        goto done;
-    /* the handles */
+        goto done; /* cs: told; the trainer reports it */
+    /* the handles; the trainer may hang up instead (it gave up after the
+     * shape, or it is a test of this first exchange): a normal end */
     st = rap_mps_recv(fd, m, &closed);
+    if (st != RAP_OK && trainer_gone(fd, closed)) {
+        rap_debug("prep-server: the trainer hung up before sending the slots");
+        st = RAP_OK;
+        goto done;
+    }
     if (st == RAP_OK && m->type != RAP_MPS_HANDLES)
         st = rap_fail(RAP_ERR_INTERNAL, "mps: expected HANDLES, got type %d", (int)m->type);
     if (st != RAP_OK)
@@ -1665,8 +1701,10 @@ rap_status rap_mps_server_run(int fd, rap_mps_plan_loader load)
     cs = server_open(sv, cfg, h);
     rap_free(h);
     st = reply(sv, RAP_MPS_READY, cs);
+    if (st != RAP_OK && trainer_gone(fd, false))
+        st = RAP_OK; /* it went away while we opened: nobody to tell */
     if (st != RAP_OK || cs != RAP_OK)
-        goto done;
+        goto done; /* cs: told; the trainer reports it */
     if (pipe2(sv->wake, O_CLOEXEC) == 0 &&
         pthread_create(&sv->watcher, NULL, watch_hangup, sv) == 0)
         sv->watching = true;
@@ -1711,9 +1749,9 @@ rap_status rap_mps_server_run(int fd, rap_mps_plan_loader load)
     rap_mps_msg *m = rap_calloc(sizeof *m, "mps message");
     if (!m)
         return RAP_ERR_NOMEM;
-    bool closed = false;
-    rap_status st = rap_mps_recv(fd, m, &closed);
-    if (st == RAP_OK) {
+    bool gone = false;
+    rap_status st = recv_config(fd, m, &gone);
+    if (st == RAP_OK && !gone) {
         char why[256];
         rap_gpu_available(why, sizeof why);
         rap_status e = rap_fail(RAP_ERR_NO_GPU, "the prep server needs a GPU: %s", why);
@@ -1722,6 +1760,8 @@ rap_status rap_mps_server_run(int fd, rap_mps_plan_loader load)
         m->status = e;
         snprintf(m->message, sizeof m->message, "%s", rap_last_error());
         st = rap_mps_send(fd, m); /* told: the trainer reports it */
+        if (st != RAP_OK && trainer_gone(fd, false))
+            st = RAP_OK;          /* or it went away: nobody to tell */
         (void)e;
     }
     rap_free(m);

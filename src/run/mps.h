@@ -136,9 +136,11 @@ typedef rap_status (*rap_mps_plan_loader)(const char *spec, rap_plan **out);
  * fd until the end of the data, an error (sent to the client), or the
  * client's hang-up. load resolves the plan spec ("default"). Returns RAP_OK
  * when the client was served, was told of the error (it reports it), or
- * went away; an error only when nothing could be told (a broken socket, a
- * first message that is not CONFIG). Without CUDA it answers the CONFIG
- * with RAP_ERR_NO_GPU. */
+ * went away -- a hang-up at any point (before CONFIG, after SHAPE instead
+ * of HANDLES, during the batches, after END) is a normal end; an error
+ * only when nothing could be told (a broken socket, a first message that
+ * is not CONFIG, another message out of order). Without CUDA (or a GPU) it
+ * answers the CONFIG with RAP_ERR_NO_GPU. */
 rap_status rap_mps_server_run(int fd, rap_mps_plan_loader load);
 /* Asks a running server to stop (SIGTERM handler): async-signal-safe. */
 void rap_mps_server_stop(void);
