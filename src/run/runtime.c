@@ -69,6 +69,11 @@ bool rap_mode_available(rap_mode m, rap_device dev, char *why, size_t why_len)
 
 /* ================================================================ row feed */
 
+/* Seconds a consumer may wait while it (or its threads) hold every batch of
+ * the pool before rap_rowfeed_next calls it a deadlock (a release by another
+ * thread takes microseconds). */
+#define RAP_FEED_ALL_HELD_S 2.0
+
 struct rap_rowfeed {
     rap_rowfeed_config cfg;
     rap_row_batch *pool;       /* (P) */
@@ -347,6 +352,15 @@ void rap_rowfeed_stop(rap_rowfeed *f)
     pthread_mutex_unlock(&f->rd_lock);
 }
 
+/* Batches of the pool handed out and not given back. */
+static int feed_held(rap_rowfeed *f)
+{
+    int n = 0;
+    for (int i = 0; i < f->n_pool; i++)
+        n += atomic_load(&f->held[i]) != 0;
+    return n;
+}
+
 rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_s)
 {
     *out = NULL;
@@ -359,13 +373,32 @@ rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_
             return rap_fail(f->end_status, "%s", f->err_msg);
         return RAP_OK;
     }
-    double t0 = rap_now();
+    double t0 = rap_now(), all_held_since = -1;
     void *it = NULL;
     rap_queue_result r;
     for (;;) {
         r = rap_queue_pop_timed(f->full_q, &it, 0.05);
         if (r != RAP_Q_TIMEOUT)
             break;
+        /* every batch of the pool handed out and none given back: the feed
+         * thread has nothing to fill, so this wait can only end if another
+         * thread releases one; a consumer that waits holding them all is a
+         * bug (a deadlock): fail, naming it, instead of hanging */
+        if (feed_held(f) == f->n_pool) {
+            double now = rap_now();
+            if (all_held_since < 0)
+                all_held_since = now;
+            else if (now - all_held_since > RAP_FEED_ALL_HELD_S)
+                return rap_fail(RAP_ERR_INTERNAL,
+                                "rowfeed: deadlock: all %d batches of the pool are handed out and "
+                                "none was given back for %.0f s while the consumer waits for "
+                                "another (batch %lld); expected the consumer to release a batch "
+                                "(rap_rowfeed_release) before asking for more than %d",
+                                f->n_pool, (double)RAP_FEED_ALL_HELD_S,
+                                (long long)f->batches_out, f->n_pool);
+        } else {
+            all_held_since = -1;
+        }
         /* a stop request ends a wait that may never end (a followed input,
          * stdin); otherwise the step in progress gets its batch first */
         if (f->cfg.stop && *f->cfg.stop && !atomic_load(&f->stop) &&
@@ -429,6 +462,10 @@ void rap_rowfeed_get_stats(rap_rowfeed *f, rap_rowfeed_stats *st)
 
 #define RT_RING 32     /* steps whose loss and timings may be in flight */
 #define RT_MARKERS 16  /* end-of-pass markers waiting to be reported */
+/* Seconds the host waits for a batch's copy or a step on the GPU before
+ * calling it a hang (a step takes milliseconds; a copy waits at most for
+ * the step before it). */
+#define RT_GPU_WAIT_S 120.0
 
 enum { EV_W0 = 0, EV_W1, EV_P0, EV_P1, EV_P2, EV_P3, EV_END, EV_N };
 
@@ -641,7 +678,7 @@ static rap_status ring_poll(rap_runtime *rt, int64_t wait_upto)
         if (e->inflight) {
             bool done;
             if (rt->ring_head <= wait_upto) {
-                RAP_TRY(rap_rt_event_sync(e->ev[EV_END]));
+                RAP_TRY(rap_rt_event_wait(e->ev[EV_END], RT_GPU_WAIT_S, "a training step"));
                 done = true;
             } else {
                 RAP_TRY(rap_rt_event_done(e->ev[EV_END], &done));
@@ -779,7 +816,7 @@ static rap_status release_copied(rap_runtime *rt, int except)
         if (i == except || (!s->rb && !s->job))
             continue;
         if (on_gpu(rt))
-            RAP_TRY(rap_rt_event_sync(s->ev_copied));
+            RAP_TRY(rap_rt_event_wait(s->ev_copied, RT_GPU_WAIT_S, "the copy of a batch"));
         if (s->rb)
             rap_rowfeed_release(rt->feed, s->rb);
         if (s->job)
@@ -1152,6 +1189,14 @@ static rap_status step_ideal(rap_runtime *rt, rap_step_info *info)
         double t0 = rap_now();
         rt->ideal_count = rt->ideal_at = 0;
         while (rt->ideal_count < rt->S && !rt->feed_end && rt->n_markers == 0) {
+            /* The group (S = 8 or 32 slots) is larger than the feed's pool
+             * (4 batches): holding every loaded batch until the group is
+             * full would leave the feed thread no batch to fill while we
+             * wait for the next one (the deadlock of ideal mode). Before
+             * each fetch, the batches whose copies are done go back, all but
+             * the one loaded last (its copy may still run; none with a pool
+             * of 1): at most one is held while the feed fills the next. */
+            RAP_TRY(release_copied(rt, rt->feed->n_pool > 1 ? rt->ideal_count - 1 : -1));
             rap_row_batch *b;
             RAP_TRY(fetch_ex(rt, &b, true)); /* a group ends at the end of a pass */
             if (!b)

@@ -110,7 +110,9 @@ typedef struct rap_rowfeed rap_rowfeed;
 rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out);
 /* Next batch in order (blocks; *waited_s gets the seconds spent waiting,
  * may be NULL). RAP_OK with *out NULL after the last pass or after a stop;
- * the reader's error (after every good batch before it). One consumer. */
+ * the reader's error (after every good batch before it). One consumer.
+ * RAP_ERR_INTERNAL (a deadlock, named) when it would wait while every batch
+ * of the pool has been handed out and none is given back within 2 s. */
 rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_s);
 /* Gives a batch back (any thread). */
 rap_status rap_rowfeed_release(rap_rowfeed *f, rap_row_batch *b);
@@ -214,6 +216,10 @@ void rap_rt_event_free(void *ev);
 rap_status rap_rt_record(void *ev, void *stream);
 rap_status rap_rt_wait(void *stream, void *ev);
 rap_status rap_rt_event_sync(void *ev);
+/* Waits for ev like rap_rt_event_sync, but at most limit_s seconds: past
+ * that RAP_ERR_INTERNAL saying that `what` hangs (for waits that can only
+ * outlast the limit through a bug). */
+rap_status rap_rt_event_wait(void *ev, double limit_s, const char *what);
 /* *done: the event has completed (cudaEventQuery). */
 rap_status rap_rt_event_done(void *ev, bool *done);
 rap_status rap_rt_elapsed(void *e0, void *e1, float *ms);

@@ -10,6 +10,7 @@
 #include "model/gpu/gpu_model.h"
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 extern "C" rap_status rap_rt_stream_create(void **stream, bool highest)
 {
@@ -57,6 +58,24 @@ extern "C" rap_status rap_rt_event_sync(void *ev)
 {
     RAP_CUDA_TRY(cudaEventSynchronize((cudaEvent_t)ev));
     return RAP_OK;
+}
+
+extern "C" rap_status rap_rt_event_wait(void *ev, double limit_s, const char *what)
+{
+    double t0 = rap_now();
+    for (;;) {
+        cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+        if (e == cudaSuccess)
+            return RAP_OK;
+        if (e != cudaErrorNotReady)
+            RAP_CUDA_TRY(e);
+        double w = rap_now() - t0;
+        if (w > limit_s)
+            return rap_fail(RAP_ERR_INTERNAL, "runtime: %s has not completed on the GPU after "
+                            "%.0f s (expected well within %.0f s): a hang", what, w, limit_s);
+        if (w > 1e-3) /* spin the first millisecond, then poll */
+            usleep(w > 0.1 ? 1000 : 50);
+    }
 }
 
 extern "C" rap_status rap_rt_event_done(void *ev, bool *done)
@@ -157,6 +176,13 @@ rap_status rap_rt_wait(void *stream, void *ev)
 rap_status rap_rt_event_sync(void *ev)
 {
     (void)ev;
+    return NO_GPU;
+}
+rap_status rap_rt_event_wait(void *ev, double limit_s, const char *what)
+{
+    (void)ev;
+    (void)limit_s;
+    (void)what;
     return NO_GPU;
 }
 rap_status rap_rt_event_done(void *ev, bool *done)
