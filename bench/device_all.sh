@@ -14,7 +14,7 @@ has() { case ",$PARTS," in *",$1,"*) return 0;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 if has tests; then
   echo "== rap_tests (all)"
-  timeout 300 "$B/rap_tests" > "$OUT/tests.log" 2>&1; echo "rap_tests exit $?"
+  timeout 200 "$B/rap_tests" > "$OUT/tests.log" 2>&1; echo "rap_tests exit $?"
   grep -E "FAIL|^    " "$OUT/tests.log" | head -30; tail -1 "$OUT/tests.log"
 fi
 if has mps; then
@@ -45,7 +45,7 @@ fi
 if has bench; then
   for plan in plan0 plan1; do for b in 4096 8192; do
     echo "== rap bench $plan batch $b"
-    timeout 240 "$B/rap" bench --plan plans/$plan.plan --model paper --batch $b --steps 50 --warmup 10 \
+    timeout 100 "$B/rap" bench --plan plans/$plan.plan --model paper --batch $b --steps 30 --warmup 5 \
       --quiet > "$OUT/bench_${plan}_$b.txt" 2> "$OUT/bench_${plan}_$b.err"
     echo "exit $?"; cat "$OUT/bench_${plan}_$b.txt"; tail -3 "$OUT/bench_${plan}_$b.err"
   done; done
