@@ -52,7 +52,7 @@ if has bench; then
 fi
 if has trace; then
   echo "== traces (stream, rap), plan 0, batch 4096"
-  timeout 200 "$B/rap" bench --plan plans/plan0.plan --model paper --batch 4096 --steps 20 --warmup 5 \
+  timeout 90 "$B/rap" bench --plan plans/plan0.plan --model paper --batch 4096 --steps 20 --warmup 5 \
     --modes stream,rap --trace "$OUT/trace.json" --quiet > "$OUT/trace_bench.txt" 2>&1
   echo "exit $?"; ls -la "$OUT"/trace*.json 2>/dev/null
 fi
