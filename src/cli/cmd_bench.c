@@ -121,7 +121,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row)
         fc.reader = rc.reader;
         fc.batch_rows = mc.batch;
         int workers = s->cpu_workers > 0 ? (int)s->cpu_workers : rap_ncores();
-        fc.n_batches = mode == RAP_MODE_CPU ? workers + 2 : 4;
+        fc.n_batches = mode == RAP_MODE_CPU ? workers + 2 : 8; /* reading overlaps training */
         fc.pinned = b->dev == RAP_GPU;
         fc.passes = 0; /* cycle over the data */
         fc.trace = tr;

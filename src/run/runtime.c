@@ -139,6 +139,34 @@ static void copy_row(rap_batch *dst, const rap_batch *src, int64_t r)
     dst->rows = d + 1;
 }
 
+/* Appends rows [a, a+n) of src to dst (same schema) column by column: one
+ * memcpy per column (the sparse ids of a column in one piece, its offsets
+ * rebased). dst->rows + n <= dst->cap. The same batch as n copy_row calls. */
+static void copy_rows(rap_batch *dst, const rap_batch *src, int64_t a, int64_t n)
+{
+    int64_t d = dst->rows, bd = dst->cap, bs = src->cap;
+    int nd = src->schema.n_dense, ns = src->schema.n_sparse;
+    int64_t k = src->schema.ids_per_row;
+    memcpy(dst->label + d, src->label + a, sizeof(float) * (size_t)n);
+    for (int j = 0; j < nd; j++) {
+        memcpy(dst->dense + j * bd + d, src->dense + j * bs + a, sizeof(float) * (size_t)n);
+        memcpy(dst->dense_valid + j * bd + d, src->dense_valid + j * bs + a, (size_t)n);
+    }
+    for (int j = 0; j < ns; j++) {
+        const int64_t *so = src->sparse_off + j * (bs + 1);
+        int64_t *dof = dst->sparse_off + j * (bd + 1);
+        if (d == 0)
+            dof[0] = 0;
+        int64_t base = dof[d] - so[a];
+        memcpy(dst->sparse_ids + j * bd * k + dof[d], src->sparse_ids + j * bs * k + so[a],
+               sizeof(int64_t) * (size_t)(so[a + n] - so[a]));
+        for (int64_t i = 1; i <= n; i++)
+            dof[d + i] = so[a + i] + base;
+        memcpy(dst->sparse_valid + j * bd + d, src->sparse_valid + j * bs + a, (size_t)n);
+    }
+    dst->rows = d + n;
+}
+
 static void feed_close_reader(rap_rowfeed *f)
 {
     pthread_mutex_lock(&f->rd_lock);
@@ -181,8 +209,14 @@ static void *feed_main(void *arg)
         pthread_mutex_unlock(&f->rd_lock);
         if (stopped)
             rap_reader_stop(r);
-        int64_t pos = pass == 0 ? c->start_pos : 0, pass_rows = 0, rb_at = 0;
+        /* pos: rows of the input consumed (the resume position); next_idx:
+         * index (among used rows) of the next row the reader hands out */
+        int64_t pos = pass == 0 ? c->start_pos : 0, pass_rows = 0, rb_at = 0, next_idx = 0;
         f->rb.rows = 0;
+        /* nothing held out: read straight into the pool batch (its capacity
+         * is B) once the resume position is reached and the staging batch
+         * is drained */
+        bool direct = !c->per_row && c->holdout <= 0;
         bool eod = false, fail = false, quit = false;
         while (!eod) {
             void *it;
@@ -194,9 +228,26 @@ static void *feed_main(void *arg)
             rap_batch *tb = &fb->batch;
             tb->rows = 0;
             tb->first_row = 0;
+            int64_t n_held = 0, n_skip = 0;
             double t0 = rap_trace_host_begin(c->trace, "read batch");
             while (tb->rows < tb->cap) {
                 if (rb_at >= f->rb.rows) {
+                    if (direct && tb->rows == 0 && pos <= next_idx) {
+                        st = rap_reader_next(r, tb);
+                        tb->first_row = 0;
+                        if (st != RAP_OK) {
+                            fail = true;
+                            break;
+                        }
+                        if (tb->rows == 0) {
+                            eod = true;
+                            break;
+                        }
+                        next_idx += tb->rows;
+                        pos = next_idx;
+                        continue; /* a short batch (a followed input, a reject
+                                   * in fail mode) is filled up below */
+                    }
                     st = rap_reader_next(r, &f->rb);
                     rb_at = 0;
                     if (st != RAP_OK) {
@@ -207,19 +258,46 @@ static void *feed_main(void *arg)
                         eod = true;
                         break;
                     }
+                    next_idx = f->rb.first_row + f->rb.rows;
                 }
                 int64_t idx = f->rb.first_row + rb_at;
-                if (idx >= pos) {
-                    pos = idx + 1;
-                    if (rap_train_held_out(idx, c->holdout))
-                        atomic_fetch_add(&f->held_out, 1);
-                    else
-                        copy_row(tb, &f->rb, rb_at);
-                } else {
-                    atomic_fetch_add(&f->skipped, 1);
+                if (c->per_row) {
+                    if (idx >= pos) {
+                        pos = idx + 1;
+                        if (rap_train_held_out(idx, c->holdout))
+                            n_held++;
+                        else
+                            copy_row(tb, &f->rb, rb_at);
+                    } else {
+                        n_skip++;
+                    }
+                    rb_at++;
+                    continue;
                 }
-                rb_at++;
+                int64_t left = f->rb.rows - rb_at, n = 0;
+                if (idx < pos) { /* before the resume position */
+                    n = pos - idx < left ? pos - idx : left;
+                    n_skip += n;
+                    rb_at += n;
+                    continue;
+                }
+                if (rap_train_held_out(idx, c->holdout)) { /* a run of held-out rows */
+                    while (n < left && rap_train_held_out(idx + n, c->holdout))
+                        n++;
+                    n_held += n;
+                } else { /* a run of kept rows, as much as fits */
+                    int64_t room = tb->cap - tb->rows;
+                    if (left > room)
+                        left = room;
+                    while (n < left && !rap_train_held_out(idx + n, c->holdout))
+                        n++;
+                    copy_rows(tb, &f->rb, rb_at, n);
+                }
+                rb_at += n;
+                pos = idx + n;
             }
+            atomic_fetch_add(&f->held_out, n_held);
+            atomic_fetch_add(&f->skipped, n_skip);
             rap_trace_host_end(c->trace, RAP_TRACK_FEEDER, "read batch", "read", seq, t0);
             if (fail) {
                 feed_error(f, st);

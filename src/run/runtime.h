@@ -83,6 +83,9 @@ typedef struct {
     rap_trace *trace;           /* span per filled batch on RAP_TRACK_FEEDER */
     volatile sig_atomic_t *stop; /* set: a consumer waiting on a followed input (or
                                   * stdin) stops the reader */
+    bool per_row;               /* reference path (tests, bench): copy row by row
+                                 * instead of reading straight into the batch (no
+                                 * hold-out) or copying runs of rows; same batches */
 } rap_rowfeed_config;
 
 typedef struct {

@@ -684,7 +684,7 @@ static rap_status open_feed(trainer *t, int64_t passes)
     fc.reader.input = c->data;
     fc.batch_rows = t->mc.batch;
     int workers = c->cpu_workers > 0 ? c->cpu_workers : rap_ncores();
-    fc.n_batches = t->mode == RAP_MODE_CPU ? workers + 2 : 4;
+    fc.n_batches = t->mode == RAP_MODE_CPU ? workers + 2 : 8; /* reading overlaps training */
     fc.pinned = c->device == RAP_GPU;
     fc.holdout = t->holdout;
     fc.start_pos = t->pos;
