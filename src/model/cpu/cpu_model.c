@@ -90,7 +90,8 @@ size_t rap_cpu_model_bytes(const rap_model_config *c)
     size_t b = sizeof(float) * all * (c->optimizer == RAP_ADAGRAD ? 2 : 1);
     b += sizeof(float) * mlp;                                     /* grads */
     b += act_layout(c, NULL, NULL);                               /* activations */
-    b += 2 * sizeof(rap_cpu_key) * (size_t)c->batch * (size_t)c->n_tables; /* sort keys */
+    b += 2 * sizeof(rap_cpu_key) * (size_t)c->batch * (size_t)c->n_tables *
+         (size_t)(c->max_bag > 0 ? c->max_bag : 1); /* sort keys */
     b += sizeof(int64_t) * ((size_t)c->n_tables + 1);
     b += sizeof(rap_cpu_state) + sizeof(rap_tensor) * (size_t)(c->n_tables + 2 * c->n_bot + 2 * c->n_top);
     return b;
@@ -158,7 +159,7 @@ rap_status rap_cpu_model_create(rap_model *m, const float *mlp_init)
         return RAP_ERR_NOMEM;
     memset(st->block, 0, ab);
     act_layout(c, st->block, st);
-    st->key_cap = c->batch * c->n_tables;
+    st->key_cap = c->batch * c->n_tables * (c->max_bag > 0 ? c->max_bag : 1);
     st->keys = rap_aligned_alloc(sizeof(rap_cpu_key) * (size_t)st->key_cap, "CPU model sort keys");
     st->tmp = rap_aligned_alloc(sizeof(rap_cpu_key) * (size_t)st->key_cap, "CPU model sort keys");
     st->seg = rap_calloc(sizeof(int64_t) * ((size_t)c->n_tables + 1), "CPU model key segments");

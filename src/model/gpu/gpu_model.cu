@@ -68,7 +68,8 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
         bits++;
     g->key_bits = bits;
     g->sentinel = (uint32_t)((1ull << (bits < 32 ? bits : 32)) - 1);
-    g->P = g->B * g->T * RAP_GPU_IDS_PER_BAG;
+    g->bag = c->max_bag > 0 ? c->max_bag : RAP_GPU_IDS_PER_BAG;
+    g->P = g->B * g->T * g->bag;
     g->nchunks = (g->P + RAP_GPU_CHUNK - 1) / RAP_GPU_CHUNK;
     /* layers */
     size_t nm = 0;
@@ -304,9 +305,9 @@ static rap_status check_flags(rap_gpu *g)
     if (e & RAP_GPU_ERR_OVERFLOW)
         return rap_fail(RAP_ERR_ARG,
                         "GPU model: a batch had more ids than the embedding backward holds "
-                        "(%lld = batch %lld x %d tables x %d per bag); the ids past that "
+                        "(%lld = batch %lld x %d tables x %lld per bag); the ids past that "
                         "did not update their tables",
-                        (long long)g->P, (long long)g->B, g->T, RAP_GPU_IDS_PER_BAG);
+                        (long long)g->P, (long long)g->B, g->T, (long long)g->bag);
     return rap_fail(RAP_ERR_ARG, "GPU model: a batch had an id outside its table's rows "
                                  "(ignored)");
 }

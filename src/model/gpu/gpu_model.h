@@ -14,7 +14,8 @@
  *
  * Letters: B batch rows (cfg.batch), T tables, D embedding dim, F = T + 1
  * interaction vectors, ND dense width, P pair capacity of the embedding
- * backward (B * T * RAP_GPU_IDS_PER_BAG), C = ceil(P / 32) sorted chunks.
+ * backward (B * T * bag, bag = cfg.max_bag or RAP_GPU_IDS_PER_BAG), C =
+ * ceil(P / 32) sorted chunks.
  *
  * Buffers (all allocated at create, for B rows):
  *   z     (B, F, D) fp32: slot 0 = x (bottom MLP output, written by the last
@@ -152,6 +153,7 @@ typedef struct rap_gpu {
     size_t es;        /* bytes per act element */
 
     int64_t B, P, nchunks, ld_in, maxw;
+    int64_t bag;        /* ids per bag the backward holds (cfg.max_bag, at least 1) */
     int T, D, F, ND, top_in;
     uint64_t total_rows;
     int key_bits;
