@@ -70,6 +70,7 @@ typedef struct {
     rap_model_config mc;
     rap_device dev;
     const char *data;
+    bool shard;              /* data is a rap shard: ideal mode only */
 } bench_ctx;
 
 static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row)
@@ -115,7 +116,10 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row)
     rc.reader.threads = (int)s->threads;
     rc.reader.bad_rows = (rap_bad_rows)s->bad_rows;
     rc.reader.max_line = s->max_line;
-    if (mode != RAP_MODE_MPS) {
+    if (b->shard) { /* ideal from a shard (checked in main): no feed, cycle */
+        rc.shard = b->data;
+        rc.shard_passes = 0;
+    } else if (mode != RAP_MODE_MPS) {
         rap_rowfeed_config fc;
         memset(&fc, 0, sizeof fc);
         fc.reader = rc.reader;
@@ -361,11 +365,18 @@ int cmd_bench(int argc, char **argv)
         }
         b.data = tmp;
     }
+    b.shard = rap_runtime_is_shard(b.data);
+    for (int i = 0; b.shard && i < n_modes; i++)
+        if (modes[i] != RAP_MODE_IDEAL) {
+            st = rap_fail(RAP_ERR_ARG, "--data %s: " RAP_SHARD_NEEDS_IDEAL " (--modes ideal; "
+                          "not %s)", b.data, rap_mode_name(modes[i]));
+            goto out;
+        }
     for (int i = 0; i < n_modes; i++) {
         bench_row *r = &rows[i];
         memset(r, 0, sizeof *r);
         r->mode = modes[i];
-        if (!rap_mode_available(modes[i], b.dev, r->skipped, sizeof r->skipped))
+        if (!b.shard && !rap_mode_available(modes[i], b.dev, r->skipped, sizeof r->skipped))
             continue;
         rap_info("bench: mode %s", rap_mode_name(modes[i]));
         rap_status ms = run_mode(&b, modes[i], r);

@@ -4,6 +4,7 @@
 
 #include "core/core.h"
 #include "data/reader_internal.h"
+#include "data/shard.h"
 #include "prep/exec_internal.h"
 #include "run/input.h"
 #include "run/mps.h"
@@ -13,8 +14,10 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ================================================================ modes */
 
@@ -640,6 +643,15 @@ struct rap_runtime {
     cpu_job *job_cur;     /* CPU model: the job of the batch to train */
     size_t blk_bytes, blk_dense, blk_label, *blk_off, *blk_ids;
     int *trace_tracks;
+    /* ideal from a shard: sh_n resident model batches in sh_block (device, or
+     * host for the CPU model), batch b at byte sh_at[b] (layout: shard_layout) */
+    int64_t sh_n;
+    int64_t *sh_rows;     /* (sh_n) */
+    int64_t *sh_nids;     /* (sh_n, T) ids of table t in batch b */
+    int64_t *sh_pos;      /* (sh_n) rows of the pass up to and including batch b */
+    size_t *sh_at;        /* (sh_n) */
+    char *sh_block;
+    int64_t sh_seq;       /* sequence number of the next step */
     /* stats */
     rap_runtime_stats st;
 };
@@ -1305,6 +1317,312 @@ static rap_status step_ideal(rap_runtime *rt, rap_step_info *info)
     return RAP_OK;
 }
 
+/* ---- ideal mode from a rap shard */
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+bool rap_runtime_is_shard(const char *path)
+{
+    struct stat sb;
+    if (!path || !path[0] || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return false;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    char m[8];
+    bool is = fread(m, 1, 8, f) == 8 && !memcmp(m, "RAPSHARD", 8);
+    fclose(f);
+    return is;
+}
+
+/* Layout of one resident model batch of `rows` rows whose table t holds
+ * nids[t] ids, every piece 256-byte aligned: dense (rows, ND) f32, label
+ * (rows) f32, then per table off (rows+1) i64 and ids (nids[t]) i64.
+ * Returns its bytes; with base, points mb at the pieces. */
+static size_t shard_layout(const rap_runtime *rt, int64_t rows, const int64_t *nids, char *base,
+                           rap_model_batch *mb)
+{
+    size_t at = 0, dense = at;
+    at += align256(sizeof(float) * (size_t)(rows * rt->n_dense));
+    size_t label = at;
+    at += align256(sizeof(float) * (size_t)rows);
+    if (base) {
+        memset(mb, 0, sizeof *mb);
+        mb->rows = rows;
+        mb->dense = (const float *)(base + dense);
+        mb->label = (const float *)(base + label);
+    }
+    for (int t = 0; t < rt->n_tables; t++) {
+        if (base)
+            mb->off[t] = (const int64_t *)(base + at);
+        at += align256(sizeof(int64_t) * (size_t)(rows + 1));
+        if (base)
+            mb->ids[t] = (const int64_t *)(base + at);
+        at += align256(sizeof(int64_t) * (size_t)(nids[t] > 0 ? nids[t] : 1));
+    }
+    return at;
+}
+
+static void kind_desc(char *buf, size_t n, rap_kind kind, int width, bool bounded, int64_t lo,
+                      int64_t hi)
+{
+    const char *k = kind == RAP_SPARSE ? "sparse" : kind == RAP_VECTOR ? "vector" : "dense";
+    if (bounded)
+        snprintf(buf, n, "%s, width %d, bound [%lld, %lld]", k, width, (long long)lo,
+                 (long long)hi);
+    else
+        snprintf(buf, n, "%s, width %d, unbounded", k, width);
+}
+
+/* The shard's columns must be the plan's output columns, in order. */
+static rap_status shard_check_cols(const rap_runtime *rt, rap_shard_reader *r)
+{
+    const char *path = rt->cfg.shard, *pl = rt->plan->source;
+    const char *fix = "the shard needs the plan it was written with (write it again with "
+                      "`rap prep --plan PLAN --format bin` for this plan)";
+    int nc = rap_shard_n_cols(r);
+    const rap_shard_col *sc = rap_shard_cols(r);
+    for (int c = 0; c < nc || c < rt->plan->n_cols; c++) {
+        if (c >= nc)
+            return rap_fail(RAP_ERR_ARG, "%s: the shard has %d columns, plan %s has %d (column "
+                            "%s is missing): %s", path, nc, pl, rt->plan->n_cols,
+                            rt->plan->cols[c].name, fix);
+        if (c >= rt->plan->n_cols)
+            return rap_fail(RAP_ERR_ARG, "%s: the shard has %d columns, plan %s has %d (column "
+                            "%s is not in the plan): %s", path, nc, pl, rt->plan->n_cols,
+                            sc[c].name, fix);
+        const rap_node *n = &rt->plan->nodes[rt->plan->cols[c].node];
+        const char *name = rt->plan->cols[c].name;
+        if (strcmp(sc[c].name, name))
+            return rap_fail(RAP_ERR_ARG, "%s: column %d is %s in the shard, %s in plan %s: %s",
+                            path, c, sc[c].name, name, pl, fix);
+        bool nb = n->kind == RAP_SPARSE || n->bounded;
+        if (sc[c].kind != n->kind || sc[c].width != n->width || sc[c].bounded != n->bounded ||
+            (nb && (sc[c].lo != n->lo || sc[c].hi != n->hi))) {
+            char a[128], b[128];
+            kind_desc(a, sizeof a, sc[c].kind, sc[c].width, sc[c].bounded, sc[c].lo, sc[c].hi);
+            kind_desc(b, sizeof b, n->kind, n->width, n->bounded, n->lo, n->hi);
+            return rap_fail(RAP_ERR_ARG, "%s: column %s is %s in the shard, %s in plan %s: %s",
+                            path, name, a, b, pl, fix);
+        }
+    }
+    return RAP_OK;
+}
+
+/* Packs one shard batch (label, cols in plan order) into the model-batch
+ * layout at dst (host memory of shard_layout's size); checks ids against
+ * the tables. */
+static rap_status shard_pack(const rap_runtime *rt, int64_t b, const float *label, int64_t rows,
+                             const rap_host_column *cols, rap_pack_col *pc, char *dst)
+{
+    rap_model_batch mb;
+    shard_layout(rt, rows, rt->sh_nids + b * rt->n_tables, dst, &mb);
+    int nd = 0, t = 0;
+    const rap_model_config *mc = rap_model_config_of(rt->model);
+    for (int c = 0; c < rt->plan->n_cols; c++) {
+        const rap_host_column *h = &cols[c];
+        if (h->kind != RAP_SPARSE) {
+            pc[nd].val = h->val;
+            pc[nd].valid = h->valid;
+            pc[nd].width = h->width;
+            nd++;
+            continue;
+        }
+        int64_t n = h->off[rows];
+        for (int64_t i = 0; i < n; i++)
+            if (h->ids[i] < 0 || h->ids[i] >= mc->table_rows[t])
+                return rap_fail(RAP_ERR_DATA, "%s: batch %lld: column %s holds id %lld, outside "
+                                "its table [0, %lld)", rt->cfg.shard, (long long)b,
+                                rt->plan->cols[c].name, (long long)h->ids[i],
+                                (long long)mc->table_rows[t]);
+        memcpy((void *)mb.off[t], h->off, sizeof(int64_t) * (size_t)(rows + 1));
+        memcpy((void *)mb.ids[t], h->ids, sizeof(int64_t) * (size_t)n);
+        t++;
+    }
+    memcpy((void *)mb.label, label, sizeof(float) * (size_t)rows);
+    return rap_pack_dense_cpu(pc, nd, rows, rt->n_dense, (float *)mb.dense);
+}
+
+/* Reads the shard twice: once to check it and size its batches (nothing
+ * allocated on the device yet; the GPU's free memory is checked), once to
+ * pack every batch and place it (upload on the GPU). */
+static rap_status shard_load(rap_runtime *rt)
+{
+    const char *path = rt->cfg.shard;
+    int T = rt->n_tables, NC = rt->plan->n_cols;
+    rap_shard_reader *r = NULL;
+    rap_host_column *cols = rap_calloc(sizeof *cols * (size_t)(NC ? NC : 1), "shard columns");
+    rap_pack_col *pc = rap_calloc(sizeof *pc * (size_t)(NC ? NC : 1), "shard columns");
+    char *stage = NULL;
+    float *label = NULL;
+    rap_status st = cols && pc ? RAP_OK : RAP_ERR_NOMEM;
+    if (st == RAP_OK)
+        st = rap_shard_open(path, &r);
+    if (st == RAP_OK)
+        st = shard_check_cols(rt, r);
+    int64_t nb = r ? rap_shard_batches(r) : 0;
+    if (st == RAP_OK && nb < 1)
+        st = rap_fail(RAP_ERR_DATA, "%s: the shard holds no batch", path);
+    if (st == RAP_OK) {
+        rt->sh_n = nb;
+        rt->sh_rows = rap_calloc(sizeof(int64_t) * (size_t)nb, "shard batches");
+        rt->sh_pos = rap_calloc(sizeof(int64_t) * (size_t)nb, "shard batches");
+        rt->sh_at = rap_calloc(sizeof(size_t) * (size_t)nb, "shard batches");
+        rt->sh_nids = rap_calloc(sizeof(int64_t) * (size_t)(nb * T), "shard batches");
+        if (!rt->sh_rows || !rt->sh_pos || !rt->sh_at || !rt->sh_nids)
+            st = RAP_ERR_NOMEM;
+    }
+    /* pass 1: rows and ids per batch, the layout, the bytes */
+    size_t total = 0, max_batch = 0;
+    int64_t pos = 0;
+    for (int64_t b = 0; st == RAP_OK && b < nb; b++) {
+        int64_t rows = 0;
+        st = rap_shard_next(r, &label, &rows, cols);
+        if (st != RAP_OK)
+            break;
+        if (rows == 0) {
+            st = rap_fail(RAP_ERR_DATA, "%s: ends after %lld batches, its footer says %lld", path,
+                          (long long)b, (long long)nb);
+            break;
+        }
+        if (rows > rt->B || (rows != rt->B && b < nb - 1)) {
+            st = rap_fail(RAP_ERR_ARG, "%s: batch %lld holds %lld rows, the model's batch is "
+                          "%lld: ideal mode trains a shard's batches as they are (no "
+                          "re-batching), so --batch must equal the shard's batch size "
+                          "(`rap prep --batch`; only its last batch may be shorter)", path,
+                          (long long)b, (long long)rows, (long long)rt->B);
+            break;
+        }
+        for (int c = 0, t = 0; c < NC; c++)
+            if (cols[c].kind == RAP_SPARSE)
+                rt->sh_nids[b * T + t++] = cols[c].off[rows];
+        rt->sh_rows[b] = rows;
+        pos += rows;
+        rt->sh_pos[b] = pos;
+        rt->sh_at[b] = total;
+        size_t bytes = shard_layout(rt, rows, rt->sh_nids + b * T, NULL, NULL);
+        total += bytes;
+        if (bytes > max_batch)
+            max_batch = bytes;
+        free(label);
+        label = NULL;
+        for (int c = 0; c < NC; c++)
+            rap_host_column_free(&cols[c]);
+    }
+    rap_shard_close_reader(r);
+    r = NULL;
+    rt->st.shard_bytes = total;
+    rt->st.shard_batches = nb;
+    rt->st.shard_rows = pos;
+    if (st == RAP_OK && on_gpu(rt)) {
+        size_t fr = 0, tot = 0;
+        st = rap_prep_gpu_meminfo(&fr, &tot);
+        size_t margin = (size_t)64 << 20;
+        if (st == RAP_OK && total + margin > fr)
+            st = rap_fail(RAP_ERR_NOMEM, "%s: its %lld preprocessed batches need %zu bytes "
+                          "(%.2f GB) resident on the GPU (+ %zu bytes margin), %zu bytes "
+                          "(%.2f GB) are free: write a smaller shard (`rap prep --max-rows`)",
+                          path, (long long)nb, total, (double)total / 1e9, margin, fr,
+                          (double)fr / 1e9);
+    }
+    /* pass 2: pack each batch and place it */
+    if (st == RAP_OK) {
+        if (on_gpu(rt)) {
+            st = rap_run_dev_alloc((void **)&rt->sh_block, total, "shard batches (ideal mode)");
+            if (st == RAP_OK && !(stage = rap_malloc(max_batch, "shard staging")))
+                st = RAP_ERR_NOMEM;
+        } else if (!(rt->sh_block = rap_aligned_alloc(total, "shard batches (ideal mode)"))) {
+            st = RAP_ERR_NOMEM;
+        }
+    }
+    if (st == RAP_OK)
+        st = rap_shard_open(path, &r);
+    for (int64_t b = 0; st == RAP_OK && b < nb; b++) {
+        int64_t rows = 0;
+        st = rap_shard_next(r, &label, &rows, cols);
+        if (st != RAP_OK)
+            break;
+        if (rows != rt->sh_rows[b]) {
+            st = rap_fail(RAP_ERR_DATA, "%s: batch %lld changed while being read", path,
+                          (long long)b);
+            break;
+        }
+        for (int c = 0, t = 0; c < NC; c++)
+            if (cols[c].kind == RAP_SPARSE && cols[c].off[rows] != rt->sh_nids[b * T + t++])
+                st = rap_fail(RAP_ERR_DATA, "%s: batch %lld changed while being read", path,
+                              (long long)b);
+        char *dst = on_gpu(rt) ? stage : rt->sh_block + rt->sh_at[b];
+        if (st == RAP_OK)
+            st = shard_pack(rt, b, label, rows, cols, pc, dst);
+        if (st == RAP_OK && on_gpu(rt))
+            st = rap_run_upload(rt->sh_block + rt->sh_at[b], stage,
+                                shard_layout(rt, rows, rt->sh_nids + b * T, NULL, NULL));
+        free(label);
+        label = NULL;
+        for (int c = 0; c < NC; c++)
+            rap_host_column_free(&cols[c]);
+    }
+    if (r)
+        rap_shard_close_reader(r);
+    free(label);
+    if (cols)
+        for (int c = 0; c < NC; c++)
+            rap_host_column_free(&cols[c]);
+    rap_free(stage);
+    rap_free(cols);
+    rap_free(pc);
+    if (st == RAP_OK && rt->cfg.shard_start_rows > 0) {
+        int64_t b = 0;
+        while (b < nb && rt->sh_pos[b] < rt->cfg.shard_start_rows)
+            b++;
+        if (b >= nb || rt->sh_pos[b] != rt->cfg.shard_start_rows)
+            return rap_fail(RAP_ERR_ARG, "%s: resume position %lld (rows into the pass) does not "
+                            "end a batch of the shard (%lld rows in %lld batches)", path,
+                            (long long)rt->cfg.shard_start_rows, (long long)pos, (long long)nb);
+        rt->sh_seq = b + 1;
+    }
+    if (st == RAP_OK)
+        rap_info("ideal mode: %s: %lld batches (%lld rows) resident on the %s, %.1f MB", path,
+                 (long long)nb, (long long)pos, on_gpu(rt) ? "GPU" : "CPU", (double)total / 1e6);
+    return st;
+}
+
+/* ideal from a shard: the next resident batch, cycling; nothing read or
+ * preprocessed. Sequence numbers count batches over all passes. */
+static rap_status step_shard(rap_runtime *rt, rap_step_info *info)
+{
+    int64_t seq = rt->sh_seq, n = rt->sh_n;
+    if (rt->cfg.shard_passes > 0 && seq >= rt->cfg.shard_passes * n) {
+        info->end = true;
+        return RAP_OK;
+    }
+    int64_t b = seq % n;
+    info->rows = rt->sh_rows[b];
+    info->seq = seq;
+    info->pass = seq / n;
+    info->pos_after = rt->sh_pos[b];
+    info->pass_rows = rt->sh_pos[b];
+    info->end_of_pass = b == n - 1;
+    rt->sh_seq++;
+    if (!on_gpu(rt)) {
+        rap_model_batch mb;
+        shard_layout(rt, info->rows, rt->sh_nids + b * rt->n_tables, rt->sh_block + rt->sh_at[b],
+                     &mb);
+        return phases_cpu(rt, &mb, seq, 0);
+    }
+    rt_slot *s = &rt->slots[0];
+    shard_layout(rt, info->rows, rt->sh_nids + b * rt->n_tables, rt->sh_block + rt->sh_at[b],
+                 &s->mb);
+    s->info = *info;
+    ring_entry *e;
+    RAP_TRY(ring_acquire(rt, seq, &e));
+    RAP_TRY(rap_rt_record(e->ev[EV_W0], rt->train_s));
+    RAP_TRY(rap_rt_record(e->ev[EV_W1], rt->train_s));
+    RAP_TRY(phases_gpu(rt, s, e, NULL));
+    rt->trained++;
+    return RAP_OK;
+}
+
 static rap_status step_cpu_model(rap_runtime *rt, rap_step_info *info)
 {
     if (rt->mode == RAP_MODE_CPU) {
@@ -1400,7 +1718,9 @@ rap_status rap_runtime_step(rap_runtime *rt, rap_step_info *info)
         return rap_fail(RAP_ERR_ARG, "rap_runtime_step: runtime is NULL");
     double t0 = rap_now(), pre0 = rt->st.preload_s;
     rap_status st;
-    if (!on_gpu(rt))
+    if (rt->sh_n > 0)
+        st = step_shard(rt, info);
+    else if (!on_gpu(rt))
         st = step_cpu_model(rt, info);
     else if (rt->mode == RAP_MODE_IDEAL)
         st = step_ideal(rt, info);
@@ -1482,7 +1802,6 @@ static rap_status make_slot(rap_runtime *rt, rt_slot *s, void *exec_stream, void
     return rap_input_create(rt->plan, rt->dev, rt->B, pack_stream, &s->input);
 }
 
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 rap_status rap_runtime_train_stream_create(void **stream) { return rap_rt_stream_create(stream, true); }
 
@@ -1542,6 +1861,16 @@ void rap_runtime_free(rap_runtime *rt)
         pthread_mutex_destroy(&rt->fm);
         pthread_cond_destroy(&rt->jcv);
     }
+    if (rt->sh_block) {
+        if (on_gpu(rt))
+            rap_run_dev_free(rt->sh_block);
+        else
+            rap_aligned_free(rt->sh_block);
+    }
+    rap_free(rt->sh_rows);
+    rap_free(rt->sh_nids);
+    rap_free(rt->sh_pos);
+    rap_free(rt->sh_at);
     rap_schedule_free(rt->own_sched);
     rap_free(rt->slots);
     rap_free(rt->jobs);
@@ -1585,6 +1914,21 @@ static rap_status create_inner(rap_runtime *rt)
         RAP_TRY(rap_rt_model_loss_ptr(rt->model, &rt->loss_dev));
         if (c->trace)
             RAP_TRY(rap_trace_gpu_origin(c->trace, rt->train_s));
+    }
+    if (c->shard && c->shard[0]) { /* ideal from a shard: one slot of events (GPU), the batches */
+        if (on_gpu(rt)) {
+            rt->S = 1;
+            rt->slots = rap_calloc(sizeof(rt_slot), "runtime slots");
+            if (!rt->slots)
+                return RAP_ERR_NOMEM;
+            RAP_TRY(rap_rt_event_create(&rt->slots[0].ev_copied));
+            RAP_TRY(rap_rt_event_create(&rt->slots[0].ev_ready));
+            RAP_TRY(rap_rt_event_create(&rt->slots[0].ev_done));
+        }
+        RAP_TRY(shard_load(rt));
+        if (on_gpu(rt))
+            rap_rt_mem_used(&rt->st.gpu_bytes_used);
+        return RAP_OK;
     }
     if (rt->mode == RAP_MODE_RAP) {
         if (c->schedule) {
@@ -1713,12 +2057,16 @@ rap_status rap_runtime_create(const rap_runtime_config *c, rap_model *m, rap_row
                               rap_runtime **out)
 {
     *out = NULL;
-    if (!c || !m || (!f && c->mode != RAP_MODE_MPS) || !c->plan || !c->fusion)
+    bool shard = c && c->shard && c->shard[0];
+    if (shard && c->mode != RAP_MODE_IDEAL)
+        return rap_fail(RAP_ERR_ARG, "%s: " RAP_SHARD_NEEDS_IDEAL " (not --mode %s)", c->shard,
+                        rap_mode_name(c->mode));
+    if (!c || !m || (!f && c->mode != RAP_MODE_MPS && !shard) || !c->plan || !c->fusion)
         return rap_fail(RAP_ERR_ARG, "rap_runtime_create: config, model, feed, plan and fusion "
                         "are required");
     char why[256];
     rap_device dev = rap_model_device(m);
-    if (!rap_mode_available(c->mode, dev, why, sizeof why))
+    if (!shard && !rap_mode_available(c->mode, dev, why, sizeof why))
         return rap_fail(RAP_ERR_ARG, "--mode %s: %s", rap_mode_name(c->mode), why);
     rap_runtime *rt = rap_calloc(sizeof *rt, "runtime");
     if (!rt)

@@ -17,7 +17,9 @@
  *               packing buffer, model batch and events). Modes:
  *                 ideal       batches preprocessed beforehand (groups of up
  *                             to ideal_batches, resident on the GPU; the
- *                             preload time is counted apart)
+ *                             preload time is counted apart), or every
+ *                             batch of a rap shard made resident at create
+ *                             (rap_runtime_config.shard; GPU or CPU model)
  *                 cpu         CPU worker threads preprocess and pack; the
  *                             GPU (or the CPU model) only trains
  *                 sequential  preprocess, then train, in order on one stream
@@ -150,6 +152,17 @@ typedef struct {
     const char *plan_spec;        /* plan file or "default", as the server loads it */
     rap_reader_config reader;     /* the server's reader (input, threads, ...) */
     const char *mps_exe;          /* the rap binary run as the server; NULL = this one */
+    /* ideal mode from a rap shard (`rap prep --format bin`, data/shard.h):
+     * its batches, already preprocessed, are checked against the plan's
+     * output columns, packed into model batches and all made resident (on
+     * the GPU, or in host memory for the CPU model) by rap_runtime_create;
+     * steps cycle over them with no reading or preprocessing. Every batch
+     * but the last must hold the model's B rows (no re-batching). The feed
+     * is then NULL. Any other mode refuses a shard. */
+    const char *shard;
+    int64_t shard_passes;         /* passes over the shard; 0 = until stopped */
+    int64_t shard_start_rows;     /* first pass: rows skipped (a resume position; must
+                                   * end a batch of the shard) */
 } rap_runtime_config;
 
 /* What one call of rap_runtime_step did. */
@@ -181,11 +194,18 @@ typedef struct {
     rap_step_record *records;     /* (n_records) the first max_records steps */
     int64_t n_records;
     size_t gpu_bytes_used;        /* device memory in use after setup (0 on the CPU) */
+    size_t shard_bytes;           /* ideal from a shard: bytes of resident model batches */
+    int64_t shard_batches, shard_rows; /* ... and the batches and rows of one pass */
     bool have_reader;             /* mps mode: the server's reader accounting */
     rap_reader_stats reader;
 } rap_runtime_stats;
 
 typedef struct rap_runtime rap_runtime;
+
+/* Whether path is a regular file that starts with the shard magic
+ * "RAPSHARD" (the name does not matter). */
+bool rap_runtime_is_shard(const char *path);
+#define RAP_SHARD_NEEDS_IDEAL "a rap shard holds preprocessed batches: use --mode ideal"
 
 /* Makes the slots for mode c->mode with model m (its device decides where
  * preprocessing runs; on the GPU the model must have been created with a

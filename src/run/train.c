@@ -141,6 +141,7 @@ typedef struct {
     rap_progress pg;
     rap_eval_acc acc;
     double holdout;          /* F when evaluating on held-out rows, else 0 */
+    bool shard;              /* --data is a rap shard (ideal mode, no feed) */
     /* position */
     int64_t step, epoch, pos;  /* pos: rows of the input consumed in this epoch */
     int64_t step0;             /* step at the start of this run */
@@ -575,8 +576,23 @@ static rap_status setup(trainer *t)
     t->mode = c->mode >= 0 ? (rap_mode)c->mode
                            : (c->device == RAP_GPU && !c->cuda_graph ? RAP_MODE_RAP
                                                                      : RAP_MODE_SEQUENTIAL);
+    t->shard = rap_runtime_is_shard(c->data);
+    if (t->shard) { /* preprocessed batches: ideal mode only (auto picks it) */
+        if (c->mode < 0)
+            t->mode = RAP_MODE_IDEAL;
+        if (t->mode != RAP_MODE_IDEAL)
+            return rap_fail(RAP_ERR_ARG, "--data %s: " RAP_SHARD_NEEDS_IDEAL " (not --mode %s)",
+                            c->data, rap_mode_name(t->mode));
+        if (c->eval_data && c->eval_data[0] && rap_runtime_is_shard(c->eval_data))
+            return rap_fail(RAP_ERR_ARG, "--eval-data %s is a rap shard: evaluation reads raw "
+                            "rows (give the TSV, or --eval-fraction 0)", c->eval_data);
+        if (t->holdout > 0)
+            return rap_fail(RAP_ERR_ARG, "--data %s is a rap shard: no rows can be held out of "
+                            "its preprocessed batches for evaluation: give --eval-data (a raw "
+                            "TSV) or --eval-fraction 0", c->data);
+    }
     t->res->mode = t->mode;
-    {
+    if (!t->shard) {
         char why[256];
         if (!rap_mode_available(t->mode, c->device, why, sizeof why))
             return rap_fail(RAP_ERR_ARG, "--mode %s: %s", rap_mode_name(t->mode), why);
@@ -661,6 +677,10 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
         rc.plan_spec = c->plan_name && c->plan_name[0] ? c->plan_name : "default";
         rc.reader = c->reader;
         rc.reader.input = c->data;
+    } else if (t->shard) { /* ideal from a shard: no feed */
+        rc.shard = c->data;
+        rc.shard_passes = passes;
+        rc.shard_start_rows = t->pos;
     } else {
         RAP_TRY(open_feed(t, passes));
     }
