@@ -117,6 +117,9 @@ void rap_batch_free(rap_batch *b);
  * Used to mirror a host batch on the device. */
 void rap_batch_view(rap_batch *b, rap_schema s, int64_t cap, void *block);
 size_t rap_batch_bytes(rap_schema s, int64_t cap);
+/* Appends rows [a, a+n) of src to dst (same schema) column by column, the
+ * sparse offsets rebased. Requires dst->rows + n <= dst->cap. Cannot fail. */
+void rap_batch_append(rap_batch *dst, const rap_batch *src, int64_t a, int64_t n);
 
 /* ------------------------------------------------------------------ reader */
 

@@ -70,3 +70,31 @@ rap_schema rap_schema_criteo(void)
     rap_schema s = {RAP_CRITEO_DENSE, RAP_CRITEO_SPARSE, 1};
     return s;
 }
+
+/* Appends rows [a, a+n) of src to dst (same schema) column by column: one
+ * memcpy per column (the sparse ids of a column in one piece, its offsets
+ * rebased). dst->rows + n <= dst->cap. Same result as appending row by row. */
+void rap_batch_append(rap_batch *dst, const rap_batch *src, int64_t a, int64_t n)
+{
+    int64_t d = dst->rows, bd = dst->cap, bs = src->cap;
+    int nd = src->schema.n_dense, ns = src->schema.n_sparse;
+    int64_t k = src->schema.ids_per_row;
+    memcpy(dst->label + d, src->label + a, sizeof(float) * (size_t)n);
+    for (int j = 0; j < nd; j++) {
+        memcpy(dst->dense + j * bd + d, src->dense + j * bs + a, sizeof(float) * (size_t)n);
+        memcpy(dst->dense_valid + j * bd + d, src->dense_valid + j * bs + a, (size_t)n);
+    }
+    for (int j = 0; j < ns; j++) {
+        const int64_t *so = src->sparse_off + j * (bs + 1);
+        int64_t *dof = dst->sparse_off + j * (bd + 1);
+        if (d == 0)
+            dof[0] = 0;
+        int64_t base = dof[d] - so[a];
+        memcpy(dst->sparse_ids + j * bd * k + dof[d], src->sparse_ids + j * bs * k + so[a],
+               sizeof(int64_t) * (size_t)(so[a + n] - so[a]));
+        for (int64_t i = 1; i <= n; i++)
+            dof[d + i] = so[a + i] + base;
+        memcpy(dst->sparse_valid + j * bd + d, src->sparse_valid + j * bs + a, (size_t)n);
+    }
+    dst->rows = d + n;
+}

@@ -117,7 +117,9 @@ static void add_stats(rap_reader_stats *sum, const rap_reader_stats *s)
     }
 }
 
-/* Appends row r of src to dst (same schema). dst->rows < dst->cap. */
+/* Appends row r of src to dst (same schema); dst->rows < dst->cap. The
+ * per-row reference of rap_batch_append, kept for
+ * the feed's per_row path, which tests compare the bulk paths against. */
 static void copy_row(rap_batch *dst, const rap_batch *src, int64_t r)
 {
     int64_t d = dst->rows, bd = dst->cap, bs = src->cap;
@@ -140,34 +142,6 @@ static void copy_row(rap_batch *dst, const rap_batch *src, int64_t r)
         dst->sparse_valid[j * bd + d] = src->sparse_valid[j * bs + r];
     }
     dst->rows = d + 1;
-}
-
-/* Appends rows [a, a+n) of src to dst (same schema) column by column: one
- * memcpy per column (the sparse ids of a column in one piece, its offsets
- * rebased). dst->rows + n <= dst->cap. The same batch as n copy_row calls. */
-static void copy_rows(rap_batch *dst, const rap_batch *src, int64_t a, int64_t n)
-{
-    int64_t d = dst->rows, bd = dst->cap, bs = src->cap;
-    int nd = src->schema.n_dense, ns = src->schema.n_sparse;
-    int64_t k = src->schema.ids_per_row;
-    memcpy(dst->label + d, src->label + a, sizeof(float) * (size_t)n);
-    for (int j = 0; j < nd; j++) {
-        memcpy(dst->dense + j * bd + d, src->dense + j * bs + a, sizeof(float) * (size_t)n);
-        memcpy(dst->dense_valid + j * bd + d, src->dense_valid + j * bs + a, (size_t)n);
-    }
-    for (int j = 0; j < ns; j++) {
-        const int64_t *so = src->sparse_off + j * (bs + 1);
-        int64_t *dof = dst->sparse_off + j * (bd + 1);
-        if (d == 0)
-            dof[0] = 0;
-        int64_t base = dof[d] - so[a];
-        memcpy(dst->sparse_ids + j * bd * k + dof[d], src->sparse_ids + j * bs * k + so[a],
-               sizeof(int64_t) * (size_t)(so[a + n] - so[a]));
-        for (int64_t i = 1; i <= n; i++)
-            dof[d + i] = so[a + i] + base;
-        memcpy(dst->sparse_valid + j * bd + d, src->sparse_valid + j * bs + a, (size_t)n);
-    }
-    dst->rows = d + n;
 }
 
 static void feed_close_reader(rap_rowfeed *f)
@@ -294,7 +268,7 @@ static void *feed_main(void *arg)
                         left = room;
                     while (n < left && !rap_train_held_out(idx + n, c->holdout))
                         n++;
-                    copy_rows(tb, &f->rb, rb_at, n);
+                    rap_batch_append(tb, &f->rb, rb_at, n);
                 }
                 rb_at += n;
                 pos = idx + n;

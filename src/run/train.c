@@ -93,33 +93,6 @@ uint64_t rap_train_plan_hash(const rap_plan *plan, char **cols)
     return h;
 }
 
-/* ------------------------------------------------------------ rows */
-
-/* Appends row r of src to dst (same schema). dst->rows < dst->cap. */
-static void copy_row(rap_batch *dst, const rap_batch *src, int64_t r)
-{
-    int64_t d = dst->rows, bd = dst->cap, bs = src->cap;
-    int nd = src->schema.n_dense, ns = src->schema.n_sparse;
-    int64_t k = src->schema.ids_per_row;
-    dst->label[d] = src->label[r];
-    for (int j = 0; j < nd; j++) {
-        dst->dense[j * bd + d] = src->dense[j * bs + r];
-        dst->dense_valid[j * bd + d] = src->dense_valid[j * bs + r];
-    }
-    for (int j = 0; j < ns; j++) {
-        const int64_t *so = src->sparse_off + j * (bs + 1);
-        int64_t *dof = dst->sparse_off + j * (bd + 1);
-        if (d == 0)
-            dof[0] = 0;
-        int64_t n = so[r + 1] - so[r];
-        memcpy(dst->sparse_ids + j * bd * k + dof[d], src->sparse_ids + j * bs * k + so[r],
-               sizeof(int64_t) * (size_t)n);
-        dof[d + 1] = dof[d] + n;
-        dst->sparse_valid[j * bd + d] = src->sparse_valid[j * bs + r];
-    }
-    dst->rows = d + 1;
-}
-
 /* ------------------------------------------------------------ trainer */
 
 typedef struct {
@@ -192,7 +165,7 @@ static rap_status evaluate(trainer *t, rap_eval_result *out)
             int64_t idx = t->eb.first_row + r;
             if (frac > 0 && !rap_train_held_out(idx, frac))
                 continue;
-            copy_row(&t->tb, &t->eb, r);
+            rap_batch_append(&t->tb, &t->eb, r, 1);
             done = t->acc.n + t->tb.rows >= limit;
             if (t->tb.rows == t->tb.cap || done) {
                 rap_model_batch mb;
