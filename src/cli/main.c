@@ -16,14 +16,16 @@ static const struct {
     {"gen", cmd_gen, "write Criteo-shaped TSV with a hidden teacher model"},
     {"plan", cmd_plan, "plan fusion and the schedule of preprocessing beside training (writes a schedule)"},
     {"predictor", cmd_predictor, "predictor train: fit the kernel latency models from measurements"},
-    {"prep-server", cmd_prep_server, "(internal) preprocessing process of the mps mode"},
+    /* the mps mode's second process, started by rap itself: not listed */
+    {"prep-server", cmd_prep_server, NULL},
 };
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: rap COMMAND [options]   (rap COMMAND --help for its options)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
-        fprintf(f, "  %-8s %s\n", g_cmds[i].name, g_cmds[i].help);
+        if (g_cmds[i].help)
+            fprintf(f, "  %-10s %s\n", g_cmds[i].name, g_cmds[i].help);
     fprintf(f, "\nWith no command, rap runs `rap train` on built-in defaults.\n");
 }
 
