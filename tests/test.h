@@ -28,6 +28,27 @@ void rap_test_fail(rap_test_ctx *t, const char *file, int line, const char *fmt,
  * unless RAP_KEEP_TMP is set). */
 const char *rap_test_tmpdir(void);
 
+/* Shared helpers (tests/test_util.c). */
+/* build/rap, beside this test program. */
+const char *rap_test_bin(void);
+/* Runs `rap ARGS` (stdin /dev/null); its stdout+stderr into out (n bytes).
+ * Returns the exit status, -1 when it did not exit. */
+int rap_test_run_rap(const char *args, char *out, size_t n);
+/* out = tmpdir/name. */
+void rap_test_path(char *out, size_t n, const char *name);
+/* Both checkpoints open, hold the same (non-zero) set of tensors, equal bit
+ * for bit. n_tensors (may be NULL) gets the first one's tensor count. */
+bool rap_test_same_checkpoints(const char *a, const char *b, int *n_tensors);
+/* GPU runs compared bit for bit turn the GEMM tuning off: it picks
+ * algorithms by timing at model creation (docs/TRAINING.md). tune_off sets
+ * RAP_GPU_TUNE=0, tune_restore puts the previous value back. */
+typedef struct {
+    bool had;
+    char val[128];
+} rap_test_env;
+void rap_test_tune_off(rap_test_env *e);
+void rap_test_tune_restore(const rap_test_env *e);
+
 #define RAP_TEST(name)                                                     \
     static void name(rap_test_ctx *t);                                     \
     __attribute__((constructor)) static void name##_register(void)        \

@@ -9,37 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char g_rap[1024];
-
-static const char *rap_bin(void)
-{
-    if (!g_rap[0]) {
-        char exe[1024];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        exe[n > 0 ? n : 0] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = 0;
-        snprintf(g_rap, sizeof g_rap, "%s/rap", exe);
-    }
-    return g_rap;
-}
-
-/* Runs `rap ARGS`, stderr+stdout into err (cap n). Returns the exit code. */
-static int run_rap(const char *args, char *err, size_t n)
-{
-    char log[512], cmd[4096];
-    snprintf(log, sizeof log, "%s/cli.log", rap_test_tmpdir());
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1 </dev/null", rap_bin(), args, log);
-    int st = system(cmd);
-    FILE *f = fopen(log, "rb");
-    size_t got = f ? fread(err, 1, n - 1, f) : 0;
-    err[got] = 0;
-    if (f)
-        fclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "wb");
@@ -58,30 +27,30 @@ static bool files_equal(const char *a, const char *b)
 
 RAP_TEST(cli_gen_deterministic)
 {
-    if (access(rap_bin(), X_OK) != 0)
-        SKIP("%s not built", rap_bin());
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
     static char err[65536];
     const char *d = rap_test_tmpdir();
     char args[2048], a[512], b[512];
     snprintf(a, sizeof a, "%s/g1.tsv", d);
     snprintf(b, sizeof b, "%s/g2.tsv", d);
     snprintf(args, sizeof args, "gen --rows 3000 --seed 7 --out %s --threads 1", a);
-    CHECK(run_rap(args, err, sizeof err) == 0);
+    CHECK(rap_test_run_rap(args, err, sizeof err) == 0);
     CHECK(strstr(err, "teacher AUC") != NULL);
     snprintf(args, sizeof args, "gen --rows 3000 --seed 7 --out %s --threads 2", b);
-    CHECK(run_rap(args, err, sizeof err) == 0);
+    CHECK(rap_test_run_rap(args, err, sizeof err) == 0);
     CHECK(files_equal(a, b));
     snprintf(args, sizeof args, "gen --rows 3000 --seed 8 --out %s", b);
-    CHECK(run_rap(args, err, sizeof err) == 0);
+    CHECK(rap_test_run_rap(args, err, sizeof err) == 0);
     CHECK(!files_equal(a, b));
-    CHECK(run_rap("gen --rows 10 --cardinalities 1,2,3 --out /dev/null", err, sizeof err) == 1);
+    CHECK(rap_test_run_rap("gen --rows 10 --cardinalities 1,2,3 --out /dev/null", err, sizeof err) == 1);
     CHECK(strstr(err, "26") != NULL);
 }
 
 RAP_TEST(cli_prep_outputs_and_accounting)
 {
-    if (access(rap_bin(), X_OK) != 0)
-        SKIP("%s not built", rap_bin());
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
     static char err[65536];
     const char *d = rap_test_tmpdir();
     char in[512], out[512], bin[512], args[4096];
@@ -89,7 +58,7 @@ RAP_TEST(cli_prep_outputs_and_accounting)
     snprintf(out, sizeof out, "%s/p_out.tsv", d);
     snprintf(bin, sizeof bin, "%s/p_out.rapbin", d);
     snprintf(args, sizeof args, "gen --rows 2500 --seed 3 --out %s", in);
-    REQUIRE(run_rap(args, err, sizeof err) == 0);
+    REQUIRE(rap_test_run_rap(args, err, sizeof err) == 0);
     /* a malformed row appended: skipped and counted */
     FILE *f = fopen(in, "ab");
     REQUIRE(f);
@@ -97,7 +66,7 @@ RAP_TEST(cli_prep_outputs_and_accounting)
     fclose(f);
     snprintf(args, sizeof args,
              "prep --device cpu --plan plans/plan0.plan --input %s --output %s --batch 1000", in, out);
-    CHECK(run_rap(args, err, sizeof err) == 0);
+    CHECK(rap_test_run_rap(args, err, sizeof err) == 0);
     CHECK_MSG(strstr(err, "rows read 2501 = used 2500 + rejected 1") != NULL, "%s", err);
     CHECK(strstr(err, "p_in.tsv:2501") != NULL);
     f = fopen(out, "rb");
@@ -115,7 +84,7 @@ RAP_TEST(cli_prep_outputs_and_accounting)
     snprintf(args, sizeof args,
              "prep --device cpu --plan plans/plan0.plan --input %s --output %s --format bin --batch 1000",
              in, bin);
-    CHECK(run_rap(args, err, sizeof err) == 0);
+    CHECK(rap_test_run_rap(args, err, sizeof err) == 0);
     rap_shard_reader *r;
     REQUIRE_OK(rap_shard_open(bin, &r));
     CHECK(rap_shard_rows(r) == 2500 && rap_shard_batches(r) == 3 && rap_shard_n_cols(r) == 40);
@@ -124,33 +93,33 @@ RAP_TEST(cli_prep_outputs_and_accounting)
     remove(out);
     snprintf(args, sizeof args,
              "prep --device cpu --plan plans/plan0.plan --input %s --output %s --bad-rows fail", in, out);
-    CHECK(run_rap(args, err, sizeof err) == 1);
+    CHECK(rap_test_run_rap(args, err, sizeof err) == 1);
     CHECK_MSG(strstr(err, "p_in.tsv:2501: expected") != NULL, "%s", err);
     CHECK(access(out, F_OK) != 0);
 }
 
 RAP_TEST(cli_bad_input_messages)
 {
-    if (access(rap_bin(), X_OK) != 0)
-        SKIP("%s not built", rap_bin());
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
     static char err[65536];
     const char *d = rap_test_tmpdir();
     char plan[512], args[2048];
-    CHECK(run_rap("prep --input /nonexistent/day_0.gz --device cpu", err, sizeof err) == 1);
+    CHECK(rap_test_run_rap("prep --input /nonexistent/day_0.gz --device cpu", err, sizeof err) == 1);
     CHECK(strstr(err, "/nonexistent/day_0.gz") != NULL);
     snprintf(plan, sizeof plan, "%s/bad.plan", d);
     write_text(plan, "# ok\ndf[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"], 0)\n");
     snprintf(args, sizeof args, "prep --device cpu --plan %s", plan);
-    CHECK(run_rap(args, err, sizeof err) == 1);
+    CHECK(rap_test_run_rap(args, err, sizeof err) == 1);
     CHECK_MSG(strstr(err, "bad.plan:2:") != NULL && strstr(err, "sigrid_hash") != NULL, "%s", err);
-    CHECK(run_rap("prep --batch 0", err, sizeof err) == 2);
+    CHECK(rap_test_run_rap("prep --batch 0", err, sizeof err) == 2);
     CHECK(strstr(err, "--batch must be in") != NULL);
-    CHECK(run_rap("prep --bath 10", err, sizeof err) == 2);
+    CHECK(rap_test_run_rap("prep --bath 10", err, sizeof err) == 2);
     CHECK(strstr(err, "did you mean --batch") != NULL);
-    CHECK(run_rap("prep --device tpu", err, sizeof err) == 2);
+    CHECK(rap_test_run_rap("prep --device tpu", err, sizeof err) == 2);
     CHECK(strstr(err, "auto|cpu|gpu") != NULL);
-    CHECK(run_rap("frobnicate", err, sizeof err) == 2);
-    CHECK(run_rap("prep --help", err, sizeof err) == 0);
+    CHECK(rap_test_run_rap("frobnicate", err, sizeof err) == 2);
+    CHECK(rap_test_run_rap("prep --help", err, sizeof err) == 0);
     CHECK(strstr(err, "--bad-rows skip|fail") != NULL);
 }
 
@@ -158,18 +127,18 @@ RAP_TEST(cli_bad_input_messages)
  * must write through it, never rename a temporary file over it. */
 RAP_TEST(cli_output_to_special_file)
 {
-    if (access(rap_bin(), X_OK) != 0)
-        SKIP("%s not built", rap_bin());
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
     static char err[65536];
     char link[512], args[2048];
     snprintf(link, sizeof link, "%s/devnull", rap_test_tmpdir());
     REQUIRE(symlink("/dev/null", link) == 0);
     snprintf(args, sizeof args, "gen --rows 100 --out %s", link);
-    CHECK(run_rap(args, err, sizeof err) == 0);
+    CHECK(rap_test_run_rap(args, err, sizeof err) == 0);
     snprintf(args, sizeof args, "prep --device cpu --gen-rows 500 --output %s", link);
-    CHECK(run_rap(args, err, sizeof err) == 0);
+    CHECK(rap_test_run_rap(args, err, sizeof err) == 0);
     snprintf(args, sizeof args, "prep --device cpu --gen-rows 500 --format bin --output %s", link);
-    CHECK(run_rap(args, err, sizeof err) == 0);
+    CHECK(rap_test_run_rap(args, err, sizeof err) == 0);
     struct stat st;
     REQUIRE(lstat(link, &st) == 0);
     CHECK(S_ISLNK(st.st_mode));

@@ -48,11 +48,6 @@ static rap_status plan_of(const char *text, const char *name, rap_plan **out)
     return RAP_OK;
 }
 
-static void tmp_path(char *out, size_t n, const char *name)
-{
-    snprintf(out, n, "%s/%s", rap_test_tmpdir(), name);
-}
-
 static rap_status gen(const char *path, int64_t rows, uint64_t seed)
 {
     rap_gen_config g;
@@ -153,34 +148,11 @@ static void small(rap_train_config *c, const rap_plan *plan, const char *data, r
     c->log_interval = 1e9;
 }
 
-/* Every tensor of two checkpoints equal bit for bit. */
-static bool same_tensors(const char *a, const char *b)
-{
-    rap_ckpt *x = NULL, *y = NULL;
-    bool same = rap_ckpt_open(a, &x) == RAP_OK && rap_ckpt_open(b, &y) == RAP_OK && x->n == y->n &&
-                x->n > 0;
-    for (int i = 0; same && i < x->n; i++) {
-        int j = rap_ckpt_find(y, x->t[i].name);
-        same = j >= 0 && y->t[j].end - y->t[j].begin == x->t[i].end - x->t[i].begin;
-        if (!same)
-            break;
-        size_t bytes = (size_t)(x->t[i].end - x->t[i].begin);
-        float *p = malloc(bytes + 4), *q = malloc(bytes + 4);
-        same = p && q && rap_ckpt_read(x, i, p) == RAP_OK && rap_ckpt_read(y, j, q) == RAP_OK &&
-               !memcmp(p, q, bytes);
-        free(p);
-        free(q);
-    }
-    rap_ckpt_close(x);
-    rap_ckpt_close(y);
-    return same;
-}
-
 /* The rows and their shard, made once per test binary run. */
 static rap_status fixture(const rap_plan *plan, char *tsv, char *shard, size_t n)
 {
-    tmp_path(tsv, n, "ideal_rows.tsv");
-    tmp_path(shard, n, "ideal_rows.shard"); /* no .bin: detected by its magic */
+    rap_test_path(tsv, n, "ideal_rows.tsv");
+    rap_test_path(shard, n, "ideal_rows.shard"); /* no .bin: detected by its magic */
     RAP_TRY(gen(tsv, SHARD_ROWS, 21));
     return write_shard(plan, tsv, shard, SHARD_B);
 }
@@ -201,8 +173,8 @@ static void shard_matches_sequential(rap_test_ctx *t, rap_device dev)
         char na[64], nb[64];
         snprintf(na, sizeof na, "seq_%s_%d.safetensors", sfx, run);
         snprintf(nb, sizeof nb, "ideal_%s_%d.safetensors", sfx, run);
-        tmp_path(a, sizeof a, na);
-        tmp_path(b, sizeof b, nb);
+        rap_test_path(a, sizeof a, na);
+        rap_test_path(b, sizeof b, nb);
         rap_train_config c;
         rap_train_result r1, r2;
         small(&c, plan, tsv, dev);
@@ -226,7 +198,7 @@ static void shard_matches_sequential(rap_test_ctx *t, rap_device dev)
         CHECK(r1.samples == r2.samples);
         CHECK(r2.step == (run == 0 ? 60 : 47));
         CHECK(r2.samples == (run == 0 ? 60 * SHARD_B - 8 : SHARD_ROWS)); /* one short batch */
-        CHECK(same_tensors(a, b));
+        CHECK(rap_test_same_checkpoints(a, b, NULL));
     }
     /* and not trivially: fewer steps differ */
     {
@@ -236,13 +208,13 @@ static void shard_matches_sequential(rap_test_ctx *t, rap_device dev)
         c.mode = RAP_MODE_IDEAL;
         c.steps = 59;
         char d[512];
-        tmp_path(d, sizeof d, "ideal_59.safetensors");
+        rap_test_path(d, sizeof d, "ideal_59.safetensors");
         c.save = d;
         REQUIRE_OK(rap_train_run(&c, &r));
         char na[64];
         snprintf(na, sizeof na, "seq_%s_0.safetensors", sfx);
-        tmp_path(a, sizeof a, na);
-        CHECK(!same_tensors(a, d));
+        rap_test_path(a, sizeof a, na);
+        CHECK(!rap_test_same_checkpoints(a, d, NULL));
     }
     rap_plan_free(plan);
 }
@@ -337,7 +309,7 @@ RAP_TEST(ideal_shard_refusals)
     fclose(f);
     REQUIRE(n > 1000 && n < sizeof buf);
     char bad[512];
-    tmp_path(bad, sizeof bad, "ideal_cut.shard");
+    rap_test_path(bad, sizeof bad, "ideal_cut.shard");
     f = fopen(bad, "wb");
     REQUIRE(f != NULL);
     fwrite(buf, 1, n / 2, f); /* cut short: no footer */
@@ -354,7 +326,7 @@ RAP_TEST(ideal_shard_refusals)
     }
     REQUIRE(p != NULL);
     p[0] = 'X';
-    tmp_path(bad, sizeof bad, "ideal_marker.shard");
+    rap_test_path(bad, sizeof bad, "ideal_marker.shard");
     f = fopen(bad, "wb");
     REQUIRE(f != NULL);
     fwrite(buf, 1, n, f);

@@ -623,25 +623,6 @@ RAP_TEST(planner_report_json)
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int run_rap(const char *args, char *out, size_t n)
-{
-    char exe[1024], log[512], cmd[4096];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[len > 0 ? len : 0] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = 0;
-    snprintf(log, sizeof log, "%s/plan_cli.log", rap_test_tmpdir());
-    snprintf(cmd, sizeof cmd, "%s/rap %s >%s 2>&1 </dev/null", exe, args, log);
-    int st = system(cmd);
-    FILE *f = fopen(log, "rb");
-    size_t got = f ? fread(out, 1, n - 1, f) : 0;
-    out[got] = 0;
-    if (f)
-        fclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 RAP_TEST(planner_cli_plan_and_refusals)
 {
     char exe[1024];
@@ -682,7 +663,7 @@ RAP_TEST(planner_cli_plan_and_refusals)
 
     snprintf(args, sizeof args, "plan --plan %s --capacity %s --out %s --report %s", path, cap_ok,
              sched, report);
-    CHECK_MSG(run_rap(args, out, sizeof out) == 0, "rap plan failed:\n%s", out);
+    CHECK_MSG(rap_test_run_rap(args, out, sizeof out) == 0, "rap plan failed:\n%s", out);
     rap_schedule *s = NULL;
     CHECK_OK(rap_schedule_load(sched, &s));
     if (s) {
@@ -707,13 +688,13 @@ RAP_TEST(planner_cli_plan_and_refusals)
     }
     snprintf(args, sizeof args, "plan --plan %s --capacity %s --gpu 'NVIDIA H200' --out %s", path,
              cap_gpu, sched);
-    CHECK(run_rap(args, out, sizeof out) == 1);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
     CHECK_MSG(strstr(out, "made for GPU \"NVIDIA A100\", not \"NVIDIA H200\""), "%s", out);
     snprintf(args, sizeof args, "plan --plan %s --capacity %s --out %s", path, cap_shape, sched);
-    CHECK(run_rap(args, out, sizeof out) == 1);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
     CHECK_MSG(strstr(out, "embedding tables"), "%s", out);
     snprintf(args, sizeof args, "plan --plan %s --capacity %s --batch 8192 --out %s", path, cap_ok, sched);
-    CHECK(run_rap(args, out, sizeof out) == 1);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
     CHECK_MSG(strstr(out, "batch 4096, not 8192"), "%s", out);
     /* a predictor for another GPU than the capacity's */
     char csv[512], pred[512];
@@ -721,11 +702,11 @@ RAP_TEST(planner_cli_plan_and_refusals)
     snprintf(pred, sizeof pred, "%s/pred_a100", dir);
     write_synthetic(csv, "NVIDIA A100", 200, 3);
     snprintf(args, sizeof args, "predictor train --in %s --out %s", csv, pred);
-    CHECK_MSG(run_rap(args, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(rap_test_run_rap(args, out, sizeof out) == 0, "%s", out);
     CHECK(strstr(out, "| logit.0 |"));
     snprintf(args, sizeof args, "plan --plan %s --capacity %s --predictor %s --out %s", path, cap_ok,
              pred, sched);
-    CHECK(run_rap(args, out, sizeof out) == 1);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
     CHECK_MSG(strstr(out, "was made for GPU \"NVIDIA A100\", not \"NVIDIA H200\""), "%s", out);
     rap_plan_free(p);
 }

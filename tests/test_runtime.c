@@ -43,11 +43,6 @@ static rap_status parse_plan(rap_plan **out)
     return RAP_OK;
 }
 
-static void tmp_path(char *out, size_t n, const char *name)
-{
-    snprintf(out, n, "%s/%s", rap_test_tmpdir(), name);
-}
-
 /* Generated rows with a malformed line after every `every` good ones
  * (every 0: none). *bad gets the number of malformed lines. */
 static rap_status make_data(const char *name, int64_t rows, int every, char *path, size_t n,
@@ -63,7 +58,7 @@ static rap_status make_data(const char *name, int64_t rows, int every, char *pat
     RAP_TRY(rap_gen_cardinalities("kaggle", g.card));
     rap_gen_result r;
     RAP_TRY(rap_gen_write(&g, &r));
-    tmp_path(path, n, name);
+    rap_test_path(path, n, name);
     FILE *in = fopen(clean, "r"), *out = fopen(path, "w");
     if (!in || !out) {
         if (in)
@@ -108,53 +103,6 @@ static void small_config(rap_train_config *c, const rap_plan *plan, const char *
     c->reader.threads = 2;
     c->eval_fraction = 0.1;
     c->cpu_workers = 3;
-}
-
-static bool same_tensors(const char *a, const char *b)
-{
-    rap_ckpt *x = NULL, *y = NULL;
-    bool same = rap_ckpt_open(a, &x) == RAP_OK && rap_ckpt_open(b, &y) == RAP_OK && x->n == y->n;
-    for (int i = 0; same && i < x->n; i++) {
-        int j = rap_ckpt_find(y, x->t[i].name);
-        same = j >= 0 && y->t[j].end - y->t[j].begin == x->t[i].end - x->t[i].begin;
-        if (!same)
-            break;
-        size_t bytes = (size_t)(x->t[i].end - x->t[i].begin);
-        float *p = malloc(bytes + 4), *q = malloc(bytes + 4);
-        same = p && q && rap_ckpt_read(x, i, p) == RAP_OK && rap_ckpt_read(y, j, q) == RAP_OK &&
-               !memcmp(p, q, bytes);
-        free(p);
-        free(q);
-    }
-    rap_ckpt_close(x);
-    rap_ckpt_close(y);
-    return same;
-}
-
-/* GPU runs compared bit for bit create their models with the GEMM tuning
- * off: the tuned algorithm (and fused or plain epilogue) is picked by
- * timing at create, so two models may differ in the last bits
- * (docs/TRAINING.md). tune_off sets RAP_GPU_TUNE=0 (read at each model
- * create), tune_restore puts the previous value back. */
-typedef struct {
-    bool had;
-    char val[128];
-} tune_env;
-
-static void tune_off(tune_env *e)
-{
-    const char *v = getenv("RAP_GPU_TUNE");
-    e->had = v != NULL;
-    snprintf(e->val, sizeof e->val, "%s", v ? v : "");
-    setenv("RAP_GPU_TUNE", "0", 1);
-}
-
-static void tune_restore(const tune_env *e)
-{
-    if (e->had)
-        setenv("RAP_GPU_TUNE", e->val, 1);
-    else
-        unsetenv("RAP_GPU_TUNE");
 }
 
 RAP_TEST(rt_mode_names)
@@ -450,7 +398,7 @@ RAP_TEST(rt_train_accounting_cpu_modes)
     for (int i = 0; i < 2; i++) {
         char name[64];
         snprintf(name, sizeof name, "acct_%s.safetensors", rap_mode_name(modes[i]));
-        tmp_path(ck[i], sizeof ck[i], name);
+        rap_test_path(ck[i], sizeof ck[i], name);
         rap_train_config c;
         rap_train_result r;
         small_config(&c, plan, data);
@@ -469,7 +417,7 @@ RAP_TEST(rt_train_accounting_cpu_modes)
         CHECK(r.steps_run == (r.samples + 63) / 64);
         CHECK(r.eval.rows == r.rows_held_out);
     }
-    CHECK_MSG(same_tensors(ck[0], ck[1]), "cpu mode and the CPU path trained different weights");
+    CHECK_MSG(rap_test_same_checkpoints(ck[0], ck[1], NULL), "cpu mode and the CPU path trained different weights");
     rap_plan_free(plan);
 }
 
@@ -488,9 +436,9 @@ static void stop_midway(rap_test_ctx *t, rap_mode mode)
     snprintf(n1, sizeof n1, "stop_full_%s.st", rap_mode_name(mode));
     snprintf(n2, sizeof n2, "stop_part_%s.st", rap_mode_name(mode));
     snprintf(n3, sizeof n3, "stop_res_%s.st", rap_mode_name(mode));
-    tmp_path(full, sizeof full, n1);
-    tmp_path(part, sizeof part, n2);
-    tmp_path(resumed, sizeof resumed, n3);
+    rap_test_path(full, sizeof full, n1);
+    rap_test_path(part, sizeof part, n2);
+    rap_test_path(resumed, sizeof resumed, n3);
     rap_train_config c;
     rap_train_result r;
     small_config(&c, plan, data);
@@ -574,7 +522,7 @@ static void stop_midway(rap_test_ctx *t, rap_mode mode)
     c.save = resumed;
     REQUIRE_OK(rap_train_run(&c, &r));
     CHECK(r.samples_total == full_samples);
-    CHECK_MSG(same_tensors(full, resumed), "%s: stopped + resumed != uninterrupted",
+    CHECK_MSG(rap_test_same_checkpoints(full, resumed, NULL), "%s: stopped + resumed != uninterrupted",
               rap_mode_name(mode));
     rap_plan_free(plan);
 }
@@ -641,7 +589,7 @@ RAP_TEST(rt_threads_invariance)
     for (int i = 0; i < 4; i++) {
         char name[64];
         snprintf(name, sizeof name, "threads_%d.st", i);
-        tmp_path(ck[i], sizeof ck[i], name);
+        rap_test_path(ck[i], sizeof ck[i], name);
         rap_train_config c;
         rap_train_result r;
         small_config(&c, plan, data);
@@ -655,7 +603,7 @@ RAP_TEST(rt_threads_invariance)
         CHECK(r.step == 30);
     }
     for (int i = 1; i < 4; i++)
-        CHECK_MSG(same_tensors(ck[0], ck[i]), "run %d differs from run 0", i);
+        CHECK_MSG(rap_test_same_checkpoints(ck[0], ck[i], NULL), "run %d differs from run 0", i);
     rap_plan_free(plan);
 }
 
@@ -721,7 +669,7 @@ static void gpu_modes_same_weights(rap_test_ctx *t)
     for (int i = 0; i < n; i++) {
         char name[64];
         snprintf(name, sizeof name, "gpu_%s.st", runs[i].name);
-        tmp_path(ck[i], sizeof ck[i], name);
+        rap_test_path(ck[i], sizeof ck[i], name);
         rap_train_config c;
         rap_train_result r;
         small_config(&c, plan, data);
@@ -740,7 +688,7 @@ static void gpu_modes_same_weights(rap_test_ctx *t)
          * from the GPU's (ops.md), so only the GPU-preprocessing modes are
          * compared bit for bit */
         if (i > 0 && runs[i].mode != RAP_MODE_CPU)
-            CHECK_MSG(same_tensors(ck[0], ck[i]), "%s trained other weights than sequential",
+            CHECK_MSG(rap_test_same_checkpoints(ck[0], ck[i], NULL), "%s trained other weights than sequential",
                       runs[i].name);
     }
     rap_schedule_free(split);
@@ -751,10 +699,10 @@ static void gpu_modes_same_weights(rap_test_ctx *t)
 RAP_TEST(rt_gpu_modes_same_weights)
 {
     REQUIRE_GPU();
-    tune_env te;
-    tune_off(&te); /* every model with the same GEMM algorithms */
+    rap_test_env te;
+    rap_test_tune_off(&te); /* every model with the same GEMM algorithms */
     gpu_modes_same_weights(t);
-    tune_restore(&te);
+    rap_test_tune_restore(&te);
 }
 
 /* On the GPU the pipeline keeps the accounting and the resume exact too. */
@@ -765,9 +713,9 @@ static void gpu_stop_and_resume(rap_test_ctx *t)
     REQUIRE_OK(make_data("gpu_stop.tsv", 3000, 45, data, sizeof data, &bad));
     rap_plan *plan;
     REQUIRE_OK(parse_plan(&plan));
-    tmp_path(full, sizeof full, "gpu_full.st");
-    tmp_path(part, sizeof part, "gpu_part.st");
-    tmp_path(res, sizeof res, "gpu_res.st");
+    rap_test_path(full, sizeof full, "gpu_full.st");
+    rap_test_path(part, sizeof part, "gpu_part.st");
+    rap_test_path(res, sizeof res, "gpu_res.st");
     rap_train_config c;
     rap_train_result r;
     small_config(&c, plan, data);
@@ -789,17 +737,17 @@ static void gpu_stop_and_resume(rap_test_ctx *t)
     c.resume = part;
     c.save = res;
     REQUIRE_OK(rap_train_run(&c, &r));
-    CHECK(same_tensors(full, res));
+    CHECK(rap_test_same_checkpoints(full, res, NULL));
     rap_plan_free(plan);
 }
 
 RAP_TEST(rt_gpu_stop_and_resume)
 {
     REQUIRE_GPU();
-    tune_env te;
-    tune_off(&te); /* the full and the resumed run compared bit for bit */
+    rap_test_env te;
+    rap_test_tune_off(&te); /* the full and the resumed run compared bit for bit */
     gpu_stop_and_resume(t);
-    tune_restore(&te);
+    rap_test_tune_restore(&te);
 }
 
 /* --trace: the first N steps' phases and preprocessing are in the
@@ -825,7 +773,7 @@ RAP_TEST(rt_trace_steps)
         c.trace_steps = 3;
         REQUIRE_OK(rap_train_run(&c, &r));
         char path[512];
-        tmp_path(path, sizeof path, i ? "trace_cpu.json" : "trace_seq.json");
+        rap_test_path(path, sizeof path, i ? "trace_cpu.json" : "trace_seq.json");
         REQUIRE_OK(rap_trace_write(tr, path));
         FILE *f = fopen(path, "r");
         REQUIRE(f);
@@ -858,7 +806,7 @@ RAP_TEST(rt_cli_bench)
     if (access(bin, X_OK) != 0)
         SKIP("%s not built", bin);
     char out[600], cmd[4096];
-    tmp_path(out, sizeof out, "bench.out");
+    rap_test_path(out, sizeof out, "bench.out");
     static const char *const args[2] = {"", "--json"};
     for (int j = 0; j < 2; j++) {
         snprintf(cmd, sizeof cmd,

@@ -48,16 +48,11 @@ static rap_status parse_plan(const char *text, const char *name, rap_plan **out)
     return RAP_OK;
 }
 
-static void tmp_path(char *out, size_t n, const char *name)
-{
-    snprintf(out, n, "%s/%s", rap_test_tmpdir(), name);
-}
-
 /* Generates rows (kaggle cardinalities) once per name; returns the teacher AUC. */
 static rap_status gen_rows(const char *name, int64_t rows, uint64_t seed, char *path, size_t n,
                            double *teacher)
 {
-    tmp_path(path, n, name);
+    rap_test_path(path, n, name);
     rap_gen_config g;
     memset(&g, 0, sizeof g);
     g.rows = rows;
@@ -91,55 +86,6 @@ static void small_config(rap_train_config *c, const rap_plan *plan, const char *
     c->model.threads = 2;
     c->reader.threads = 2;
     c->eval_fraction = 0.1;
-}
-
-static bool same_tensors(const char *a, const char *b, int *n_out)
-{
-    rap_ckpt *x = NULL, *y = NULL;
-    bool same = rap_ckpt_open(a, &x) == RAP_OK && rap_ckpt_open(b, &y) == RAP_OK && x->n == y->n;
-    for (int i = 0; same && i < x->n; i++) {
-        int j = rap_ckpt_find(y, x->t[i].name);
-        same = j >= 0 && y->t[j].end - y->t[j].begin == x->t[i].end - x->t[i].begin;
-        if (!same)
-            break;
-        size_t bytes = (size_t)(x->t[i].end - x->t[i].begin);
-        float *p = malloc(bytes + 4), *q = malloc(bytes + 4);
-        same = p && q && rap_ckpt_read(x, i, p) == RAP_OK && rap_ckpt_read(y, j, q) == RAP_OK &&
-               !memcmp(p, q, bytes);
-        free(p);
-        free(q);
-    }
-    if (n_out)
-        *n_out = x ? x->n : 0;
-    rap_ckpt_close(x);
-    rap_ckpt_close(y);
-    return same;
-}
-
-/* GPU runs compared bit for bit create their models with the GEMM tuning
- * off: the tuned algorithm (and fused or plain epilogue) is picked by
- * timing at create, so two models may differ in the last bits
- * (docs/TRAINING.md). tune_off sets RAP_GPU_TUNE=0 (read at each model
- * create), tune_restore puts the previous value back. */
-typedef struct {
-    bool had;
-    char val[128];
-} tune_env;
-
-static void tune_off(tune_env *e)
-{
-    const char *v = getenv("RAP_GPU_TUNE");
-    e->had = v != NULL;
-    snprintf(e->val, sizeof e->val, "%s", v ? v : "");
-    setenv("RAP_GPU_TUNE", "0", 1);
-}
-
-static void tune_restore(const tune_env *e)
-{
-    if (e->had)
-        setenv("RAP_GPU_TUNE", e->val, 1);
-    else
-        unsetenv("RAP_GPU_TUNE");
 }
 
 RAP_TEST(train_pack_dense_cpu)
@@ -246,9 +192,9 @@ static void resume_identity(rap_test_ctx *t, rap_device dev)
     snprintf(na, sizeof na, "full_%s.safetensors", sfx);
     snprintf(nb, sizeof nb, "half_%s.safetensors", sfx);
     snprintf(nc, sizeof nc, "resumed_%s.safetensors", sfx);
-    tmp_path(a, sizeof a, na);
-    tmp_path(b, sizeof b, nb);
-    tmp_path(c2, sizeof c2, nc);
+    rap_test_path(a, sizeof a, na);
+    rap_test_path(b, sizeof b, nb);
+    rap_test_path(c2, sizeof c2, nc);
     rap_train_config c;
     rap_train_result r;
     /* about 42 steps per epoch: 2N = 60 crosses it */
@@ -275,9 +221,9 @@ static void resume_identity(rap_test_ctx *t, rap_device dev)
     REQUIRE_OK(rap_train_run(&c, &r));
     CHECK(r.step == 60 && r.steps_run == 30);
     int n = 0;
-    CHECK(same_tensors(a, c2, &n));
+    CHECK(rap_test_same_checkpoints(a, c2, &n));
     CHECK(n == 2 * (4 + 4 + 4)); /* 4 tables, 2 bottom and 2 top layers (w+b), each with state */
-    CHECK(!same_tensors(a, b, NULL));
+    CHECK(!rap_test_same_checkpoints(a, b, NULL));
     /* same position recorded */
     rap_ckpt *x = NULL, *y = NULL;
     REQUIRE_OK(rap_ckpt_open(a, &x));
@@ -297,10 +243,10 @@ RAP_TEST(train_resume_bit_identical_cpu) { resume_identity(t, RAP_CPU); }
 RAP_TEST(train_resume_bit_identical_gpu)
 {
     REQUIRE_GPU();
-    tune_env te;
-    tune_off(&te); /* three models compared bit for bit */
+    rap_test_env te;
+    rap_test_tune_off(&te); /* three models compared bit for bit */
     resume_identity(t, RAP_GPU);
-    tune_restore(&te);
+    rap_test_tune_restore(&te);
 }
 
 /* GPU: trains and learns; the CUDA-graph step gives the same weights as the
@@ -310,8 +256,8 @@ static void gpu_graph_and_eval(rap_test_ctx *t)
 {
     char data[512], a[512], b[512];
     REQUIRE_OK(gen_rows("gpu.tsv", 20000, 11, data, sizeof data, NULL));
-    tmp_path(a, sizeof a, "gpu_plain.safetensors");
-    tmp_path(b, sizeof b, "gpu_graph.safetensors");
+    rap_test_path(a, sizeof a, "gpu_plain.safetensors");
+    rap_test_path(b, sizeof b, "gpu_graph.safetensors");
     rap_plan *plan = NULL;
     REQUIRE_OK(parse_plan(k_small_plan, "small.plan", &plan));
     rap_train_config c;
@@ -328,7 +274,7 @@ static void gpu_graph_and_eval(rap_test_ctx *t)
     c.cuda_graph = true;
     c.save = b;
     REQUIRE_OK(rap_train_run(&c, &r2));
-    CHECK(same_tensors(a, b, NULL));
+    CHECK(rap_test_same_checkpoints(a, b, NULL));
     /* the GPU-trained weights evaluated on the CPU: same AUC to 1e-3 */
     small_config(&c, plan, data);
     c.steps = 1;
@@ -342,17 +288,17 @@ static void gpu_graph_and_eval(rap_test_ctx *t)
 RAP_TEST(train_gpu_graph_and_eval)
 {
     REQUIRE_GPU();
-    tune_env te;
-    tune_off(&te); /* the plain and the graph run compared bit for bit */
+    rap_test_env te;
+    rap_test_tune_off(&te); /* the plain and the graph run compared bit for bit */
     gpu_graph_and_eval(t);
-    tune_restore(&te);
+    rap_test_tune_restore(&te);
 }
 
 RAP_TEST(train_resume_refuses_mismatch)
 {
     char data[512], ck[512];
     REQUIRE_OK(gen_rows("mismatch.tsv", 2000, 6, data, sizeof data, NULL));
-    tmp_path(ck, sizeof ck, "mismatch.safetensors");
+    rap_test_path(ck, sizeof ck, "mismatch.safetensors");
     rap_plan *plan = NULL, *other = NULL;
     REQUIRE_OK(parse_plan(k_small_plan, "small.plan", &plan));
     rap_train_config c;
@@ -396,7 +342,7 @@ RAP_TEST(train_nan_loss_stops)
 {
     char data[512], ck[512];
     REQUIRE_OK(gen_rows("nan.tsv", 3000, 7, data, sizeof data, NULL));
-    tmp_path(ck, sizeof ck, "nan.safetensors");
+    rap_test_path(ck, sizeof ck, "nan.safetensors");
     remove(ck);
     rap_plan *plan = NULL;
     REQUIRE_OK(parse_plan(k_small_plan, "small.plan", &plan));
@@ -452,7 +398,7 @@ RAP_TEST(train_metrics_file)
     char data[512], ev[512], mf[512];
     REQUIRE_OK(gen_rows("m_train.tsv", 4000, 9, data, sizeof data, NULL));
     REQUIRE_OK(gen_rows("m_eval.tsv", 1000, 10, ev, sizeof ev, NULL));
-    tmp_path(mf, sizeof mf, "metrics.jsonl");
+    rap_test_path(mf, sizeof mf, "metrics.jsonl");
     rap_plan *plan = NULL;
     REQUIRE_OK(parse_plan(k_small_plan, "small.plan", &plan));
     rap_train_config c;
@@ -535,40 +481,10 @@ RAP_TEST(train_learns_to_teacher)
 
 /* ------------------------------------------------------------ the binary */
 
-static char g_rap[1024];
-
-static const char *rap_bin(void)
-{
-    if (!g_rap[0]) {
-        char exe[1024];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        exe[n > 0 ? n : 0] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = 0;
-        snprintf(g_rap, sizeof g_rap, "%s/rap", exe);
-    }
-    return g_rap;
-}
-
-static int run_rap(const char *args, char *out, size_t n)
-{
-    char log[512], cmd[4096];
-    snprintf(log, sizeof log, "%s/train_cli.log", rap_test_tmpdir());
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1 </dev/null", rap_bin(), args, log);
-    int st = system(cmd);
-    FILE *f = fopen(log, "rb");
-    size_t got = f ? fread(out, 1, n - 1, f) : 0;
-    out[got] = 0;
-    if (f)
-        fclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 RAP_TEST(cli_train_end_to_end)
 {
-    if (access(rap_bin(), X_OK) != 0)
-        SKIP("%s not built", rap_bin());
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
     static char out[1 << 16];
     const char *d = rap_test_tmpdir();
     char args[4096], ck[512], mf[512], w[512], bad[512];
@@ -580,7 +496,7 @@ RAP_TEST(cli_train_end_to_end)
     snprintf(args, sizeof args,
              "train --device cpu --gen-rows 6000 --gen-eval-rows 2000 --steps 4 --batch 512 "
              "--metrics %s --save %s --threads 2", mf, ck);
-    CHECK(run_rap(args, out, sizeof out) == 0);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 0);
     CHECK_MSG(strstr(out, "rows read") && strstr(out, "AUC"), "%s", out);
     CHECK(strstr(out, "teacher"));
     FILE *f = fopen(mf, "r");
@@ -594,25 +510,25 @@ RAP_TEST(cli_train_end_to_end)
     snprintf(args, sizeof args,
              "train --device cpu --gen-rows 6000 --gen-eval-rows 2000 --steps 6 --batch 512 "
              "--resume %s --save %s --quiet", ck, ck);
-    CHECK_MSG(run_rap(args, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(rap_test_run_rap(args, out, sizeof out) == 0, "%s", out);
     /* another shape: refused, saying what differs */
     snprintf(args, sizeof args,
              "train --device cpu --gen-rows 6000 --gen-eval-rows 2000 --steps 8 --batch 512 "
              "--emb-dim 8 --resume %s --quiet", ck);
-    CHECK(run_rap(args, out, sizeof out) == 1);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
     CHECK_MSG(strstr(out, "emb_dim") && strstr(out, "does not match"), "%s", out);
     /* a missing and a truncated checkpoint */
-    CHECK(run_rap("train --device cpu --gen-rows 3000 --steps 2 --resume /nonexistent.ckpt --quiet",
+    CHECK(rap_test_run_rap("train --device cpu --gen-rows 3000 --steps 2 --resume /nonexistent.ckpt --quiet",
                   out, sizeof out) == 1);
     CHECK_MSG(strstr(out, "/nonexistent.ckpt"), "%s", out);
     snprintf(args, sizeof args, "head -c 1000 %s > %s", ck, bad);
     CHECK(system(args) == 0);
     snprintf(args, sizeof args, "train --device cpu --gen-rows 3000 --steps 2 --resume %s --quiet", bad);
-    CHECK(run_rap(args, out, sizeof out) == 1);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
     CHECK_MSG(strstr(out, "truncated"), "%s", out);
     /* export: weights only */
     snprintf(args, sizeof args, "export --checkpoint %s --out %s", ck, w);
-    CHECK_MSG(run_rap(args, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(rap_test_run_rap(args, out, sizeof out) == 0, "%s", out);
     rap_ckpt *c = NULL;
     CHECK_OK(rap_ckpt_open(w, &c));
     if (c) {
@@ -622,13 +538,13 @@ RAP_TEST(cli_train_end_to_end)
     }
     rap_ckpt_close(c);
     /* option errors */
-    CHECK(run_rap("train --mlp-bot 64-32 --emb-dim 16", out, sizeof out) == 1);
+    CHECK(rap_test_run_rap("train --mlp-bot 64-32 --emb-dim 16", out, sizeof out) == 1);
     CHECK_MSG(strstr(out, "--mlp-bot"), "%s", out);
-    CHECK(run_rap("train --mlp-top 64-2", out, sizeof out) == 1);
-    CHECK(run_rap("train --precision bf16 --device cpu --gen-rows 1000", out, sizeof out) == 1);
+    CHECK(rap_test_run_rap("train --mlp-top 64-2", out, sizeof out) == 1);
+    CHECK(rap_test_run_rap("train --precision bf16 --device cpu --gen-rows 1000", out, sizeof out) == 1);
     CHECK(strstr(out, "bf16"));
-    CHECK(run_rap("export --out x", out, sizeof out) == 2);
-    CHECK(run_rap("train --eval-data x --eval-fraction 0.2", out, sizeof out) == 1);
+    CHECK(rap_test_run_rap("export --out x", out, sizeof out) == 2);
+    CHECK(rap_test_run_rap("train --eval-data x --eval-fraction 0.2", out, sizeof out) == 1);
     CHECK(strstr(out, "not both"));
 }
 
@@ -641,8 +557,8 @@ RAP_TEST(cli_train_end_to_end)
  * signal is killed (status 137: the test fails instead of hanging). */
 RAP_TEST(cli_train_interrupt)
 {
-    if (access(rap_bin(), X_OK) != 0)
-        SKIP("%s not built", rap_bin());
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
     const char *d = rap_test_tmpdir();
     char plan[512], ck[512], log[512], fifo[512], cmd[8192];
     snprintf(plan, sizeof plan, "%s/int.plan", d);
@@ -675,7 +591,7 @@ RAP_TEST(cli_train_interrupt)
              "i=0; while [ $i -lt 1200 ] && alive $p; do sleep 0.1; i=$((i+1)); done; "
              "alive $p && kill -KILL $p; wait $p; s=$?; "
              "kill $g 2>/dev/null; wait $g; exit $s",
-             rap_bin(), fifo, rap_bin(), plan, ck, fifo, log, log);
+             rap_test_bin(), fifo, rap_test_bin(), plan, ck, fifo, log, log);
     int st = system(cmd);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 130, "exit status %d", WEXITSTATUS(st));
     static char out[1 << 16];
