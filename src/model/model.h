@@ -64,7 +64,63 @@ typedef struct {
     uint64_t seed;
     int threads;                 /* CPU backend threads, 0 = all cores */
     void *stream;                /* GPU: cudaStream_t to run on, NULL = own */
+    const struct rap_model_shard *shard; /* hybrid parallel (src/dist): this rank's
+                                  * share of the tables and batch; NULL = the
+                                  * whole model (copied by rap_model_create) */
 } rap_model_config;
+
+/* ------------------------------------------------------------ hybrid parallel
+ *
+ * With rap_model_config.shard set, the model holds only the embedding
+ * tables (or row ranges of tables) of one rank and trains the rank's local
+ * share of the batch, and src/dist moves data between ranks:
+ *
+ *   emb_forward(b_glob)   pooled sums of the LOCAL tables over the global
+ *                         batch -> emb_out (Bg, TL, D)
+ *   [dist: all-to-all emb_out -> emb (B, T, D) of every rank's local rows;
+ *          a row-wise-sharded table's partial sums are added]
+ *   mlp_forward(b_loc)    reads emb; loss = sum over local rows / loss_rows
+ *   mlp_backward(b_loc)   -> demb (B, T, D) and the dense gradients `grads`;
+ *                         the dense optimizer is NOT applied
+ *   [dist: all-reduce (sum) grads; all-to-all demb -> demb_out (Bg, TL, D)]
+ *   rap_model_dense_apply the dense optimizer step with `grads`
+ *   emb_backward(b_glob)  reads demb_out, updates the local tables
+ *
+ * b_glob carries the ids of the local tables in slots 0..TL-1 (off[k],
+ * ids[k]), already local: in [0, rows[k]). b_loc carries dense and label.
+ * Local table k is rows [row0[k], row0[k] + rows[k]) of global table
+ * table[k] (a whole table: row0 0, rows R_t) and is initialised to exactly
+ * those rows of the unsharded model, so R ranks with global batch Bg train
+ * the same model as one rank with batch Bg, to float rounding (SGD, Adagrad).
+ * c->batch is B (local rows), c->n_tables T and table_rows[] the GLOBAL
+ * tables. Without a shard nothing changes (emb_out == emb etc.). */
+typedef struct rap_model_shard {
+    int n_local;                       /* TL >= 0 */
+    int table[RAP_MAX_TABLES];         /* (TL) global table of local table k */
+    int64_t row0[RAP_MAX_TABLES];      /* (TL) first global row held */
+    int64_t rows[RAP_MAX_TABLES];      /* (TL) rows held (>= 1) */
+    int64_t emb_batch;                 /* Bg: most rows of b_glob */
+    int64_t loss_rows;                 /* divisor of the summed loss (Bg) */
+} rap_model_shard;
+
+/* The exchange buffers of a sharded model (device pointers on the GPU,
+ * valid until rap_model_free). Row r of emb is emb + r * emb_ld, holding
+ * T vectors of D floats (table t at t * D); likewise demb. */
+typedef struct {
+    float *emb_out;    /* (Bg, TL, D) dense rows, written by emb_forward */
+    float *demb_out;   /* (Bg, TL, D) dense rows, read by emb_backward */
+    float *emb;        /* (B, T, D) rows emb_ld floats apart, read by mlp_forward */
+    float *demb;       /* (B, T, D) rows demb_ld floats apart, by mlp_backward */
+    int64_t emb_ld, demb_ld;
+    float *grads;      /* (n_grads) dense gradients, one layout on every rank */
+    size_t n_grads;
+} rap_model_shard_bufs;
+
+/* The buffers above; RAP_ERR_ARG when the model has no shard. */
+rap_status rap_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out);
+/* Sharded models: applies the dense optimizer to every MLP tensor with
+ * `grads` (after the all-reduce). Asynchronous on the GPU. */
+rap_status rap_model_dense_apply(rap_model *m);
 
 /* A batch as the model reads it: pointers on the model's device. */
 typedef struct {
@@ -118,9 +174,13 @@ rap_status rap_model_last_loss(rap_model *m, double *loss);
 /* Waits for queued work (GPU); no-op on the CPU. */
 rap_status rap_model_sync(rap_model *m);
 
-/* Parameters and optimizer state, for checkpoints and tests. */
+/* Parameters and optimizer state, for checkpoints and tests. A sharded
+ * model lists its local tables only (local table k is tensor k, named
+ * after its global table, rows = the rows held), then the MLP tensors. */
 int rap_model_n_tensors(const rap_model *m);
 const rap_tensor_info *rap_model_tensor(const rap_model *m, int i);
+/* Global table and first global row of tensor i (-1, 0 for MLP tensors). */
+void rap_model_tensor_origin(const rap_model *m, int i, int *table, int64_t *row0);
 /* Copies tensor i (or its optimizer state: Adagrad accumulator, same shape)
  * to / from host memory (rows*cols floats). state_* fail for SGD. */
 rap_status rap_model_get(const rap_model *m, int i, float *host);
