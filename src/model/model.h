@@ -116,11 +116,7 @@ typedef struct {
     size_t n_grads;
 } rap_model_shard_bufs;
 
-/* The buffers above; RAP_ERR_ARG when the model has no shard. */
-rap_status rap_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out);
-/* Sharded models: applies the dense optimizer to every MLP tensor with
- * `grads` (after the all-reduce). Asynchronous on the GPU. */
-rap_status rap_model_dense_apply(rap_model *m);
+
 
 /* A batch as the model reads it: pointers on the model's device. */
 typedef struct {
@@ -173,6 +169,12 @@ rap_status rap_model_predict(rap_model *m, const rap_model_batch *b, float *logi
 rap_status rap_model_last_loss(rap_model *m, double *loss);
 /* Waits for queued work (GPU); no-op on the CPU. */
 rap_status rap_model_sync(rap_model *m);
+
+/* The buffers above; RAP_ERR_ARG when the model has no shard. */
+rap_status rap_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out);
+/* Sharded models: applies the dense optimizer to every MLP tensor with
+ * `grads` (after the all-reduce). Asynchronous on the GPU. */
+rap_status rap_model_dense_apply(rap_model *m);
 
 /* Parameters and optimizer state, for checkpoints and tests. A sharded
  * model lists its local tables only (local table k is tensor k, named
