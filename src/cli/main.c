@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+int cmd_profile(int argc, char **argv); /* cmd_profile.c */
+
 static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
@@ -15,6 +17,7 @@ static const struct {
     {"prep", cmd_prep, "run a preprocessing plan over Criteo logs (CPU or GPU)"},
     {"gen", cmd_gen, "write Criteo-shaped TSV with a hidden teacher model"},
     {"plan", cmd_plan, "plan fusion and the schedule of preprocessing beside training (writes a schedule)"},
+    {"profile", cmd_profile, "profile kernels | capacity: measure kernel latencies and the training windows' leftover capacity on the GPU"},
     {"predictor", cmd_predictor, "predictor train: fit the kernel latency models from measurements"},
     /* the mps mode's second process, started by rap itself: not listed */
     {"prep-server", cmd_prep_server, NULL},

@@ -14,7 +14,9 @@ rap_analytic rap_analytic_defaults(void)
 
 double rap_analytic_ms(const rap_analytic *a, const rap_kfeat *f)
 {
-    double launches = f->computed ? 3.0 : 1.0;
+    /* a computed kernel's r0 == 0 piece also runs the length pass and the
+     * scan over the batch; later pieces (batch_rows 0) only write */
+    double launches = f->computed && f->batch_rows > 0 ? 3.0 : 1.0;
     return launches * a->launch_ms + f->bytes / (a->gbytes_per_s * 1e9) * 1e3;
 }
 

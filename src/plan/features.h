@@ -30,7 +30,8 @@ typedef struct {
     double avg_width;     /* mean over descs of the input's ids per row (1 for dense) */
     double total_ids;     /* rows * sum over descs of the input's ids per row */
     double bytes;         /* estimated bytes read + written (rap_prep_kernel_bytes' rules) */
-    double batch_rows;    /* rows of the whole batch */
+    double batch_rows;    /* rows of the whole batch; 0 for a computed kernel's
+                           * piece with r0 > 0 (it scans nothing) */
 } rap_kfeat;
 
 /* The analytic fallback: ms = launches * launch_ms + bytes / bandwidth. */

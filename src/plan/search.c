@@ -12,7 +12,10 @@ double rap_slice_ms(const rap_plan *p, const rap_fusion *f, const rap_predictor 
     if (r1 > batch)
         r1 = batch;
     rap_kfeat kf;
-    rap_kfeat_of(p, f->kernels[k].nodes, d0, d1, (double)(r1 - r0), (double)batch, &kf);
+    /* a computed kernel's later pieces (r0 > 0) scan nothing: batch_rows 0 */
+    bool later = r0 > 0 && p->nodes[f->kernels[k].nodes[d0]].off == RAP_OFF_COMPUTED;
+    rap_kfeat_of(p, f->kernels[k].nodes, d0, d1, (double)(r1 - r0), later ? 0.0 : (double)batch,
+                 &kf);
     return rap_predict_ms(pred, &kf, NULL);
 }
 

@@ -279,6 +279,11 @@ static inline rap_status rap_op_wide_blocks(int64_t rows, int nd, unsigned *bx)
     return RAP_OK;
 }
 
+/* Thread blocks launched by every fused op kernel so far (all executors of
+ * the process; relaxed atomic adds). Read by `rap profile capacity` for its
+ * thread-block comparison (docs/PROFILE.md); nothing else depends on it. */
+extern "C" long long rap_op_blocks_launched;
+
 /* Launches kernel(descs + base, r0, r1) on grids (bx, <= 65535) until all nd
  * descs are covered; returns from the caller on a launch error. */
 #define RAP_OP_LAUNCH(kernel, bx, descs, nd, r0, r1, stream)                         \
@@ -288,6 +293,8 @@ static inline rap_status rap_op_wide_blocks(int64_t rows, int nd, unsigned *bx)
             kernel<<<dim3((bx), (unsigned)ny_), RAP_OP_THREADS, 0, (stream)>>>(    \
                 (descs) + b_, (r0), (r1));                                         \
             RAP_CUDA_LAUNCHED();                                                   \
+            __atomic_fetch_add(&rap_op_blocks_launched, (long long)(bx) * ny_,      \
+                               __ATOMIC_RELAXED);                                  \
         }                                                                          \
     } while (0)
 #endif /* __CUDACC__ */

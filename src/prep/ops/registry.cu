@@ -11,6 +11,12 @@
  */
 #include "prep/ops/mathf.h"
 
+#ifdef __CUDACC__
+extern "C" {
+long long rap_op_blocks_launched = 0; /* mathf.h */
+}
+#endif
+
 #define RAP_OP_DECL_CPU(name)                                                    \
     RAP_OP_EXPORT void rap_op_##name##_cpu(const rap_desc *d, int64_t r0, int64_t r1);
 #define RAP_OP_DECL_LEN_CPU(name)                                                \

@@ -1,0 +1,205 @@
+/*
+ * cmd_profile.c -- `rap profile kernels` and `rap profile capacity`: the GPU
+ * measurements the planner runs on (docs/PROFILE.md). Options come from the
+ * table below (the rap_opt machinery of settings.c).
+ */
+#include "cli/cli.h"
+#include "plan/profile.h"
+#include "run/input.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PR_KERNELS = 1u << 0, PR_CAPACITY = 1u << 1 };
+
+typedef struct {
+    char plans[RAP_OPT_STR];
+    char plan[RAP_OPT_STR];
+    char batches[RAP_OPT_STR];
+    char out[RAP_OPT_STR];
+    char currency[RAP_OPT_STR];
+    char currency_phase[RAP_OPT_STR];
+    int64_t reps, target, batch, emb_dim, seed;
+    double ilp_time, tolerance;
+    bool flush;
+    int model, precision;
+    char mlp_bot[RAP_OPT_STR], mlp_top[RAP_OPT_STR];
+    bool quiet, verbose, help;
+} prof_settings;
+
+#define OFF(f) offsetof(prof_settings, f)
+#define K PR_KERNELS
+#define C PR_CAPACITY
+static const rap_opt g_opts[] = {
+    {"plans", RAP_OPT_STRING, K, OFF(plans), "plans/plan0.plan,plans/plan1.plan,plans/plan2.plan,plans/plan3.plan", 0, 0, NULL, "P,P,..", "plans whose kernels are measured (\"default\" = the built-in plan)"},
+    {"batches", RAP_OPT_STRING, K, OFF(batches), "256,512,1024,2048,4096,8192,16384,32768,65536", 0, 0, NULL, "N,N,..", "batch rows to load"},
+    {"reps", RAP_OPT_INT, K, OFF(reps), "5", 1, 1000, NULL, "N", "timed repeats per slice (median)"},
+    {"target", RAP_OPT_INT, K, OFF(target), "0", 0, 1 << 30, NULL, "N", "stop after N measurements (0: the whole grid)"},
+    {"ilp-time", RAP_OPT_DOUBLE, K, OFF(ilp_time), "1", 0, 600, NULL, "SEC", "also measure the ILP fusion's kernels, solved this long (0: skip)"},
+    {"flush", RAP_OPT_BOOL, K, OFF(flush), "true", 0, 0, NULL, NULL, "overwrite the L2 cache before each timed slice (--no-flush: warm)"},
+    {"plan", RAP_OPT_STRING, C, OFF(plan), "default", 0, 0, NULL, "FILE", "plan the model trains (its sparse columns are the tables)"},
+    {"batch", RAP_OPT_INT, C, OFF(batch), "4096", 2, 1 << 24, NULL, "B", "rows per batch (per GPU)"},
+    {"model", RAP_OPT_ENUM, C, OFF(model), "paper", 0, 0, "small|paper", NULL, "model shape preset"},
+    {"emb-dim", RAP_OPT_INT, C, OFF(emb_dim), "128", 1, 4096, NULL, "D", "embedding dimension"},
+    {"mlp-bot", RAP_OPT_STRING, C, OFF(mlp_bot), "512-256-128", 0, 0, NULL, "W-W-..", "bottom MLP widths"},
+    {"mlp-top", RAP_OPT_STRING, C, OFF(mlp_top), "1024-1024-512-256-1", 0, 0, NULL, "W-..-1", "top MLP widths"},
+    {"precision", RAP_OPT_ENUM, C, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "training precision"},
+    {"tolerance", RAP_OPT_DOUBLE, C, OFF(tolerance), "0.02", 0.001, 0.5, NULL, "F", "allowed slowdown of a phase by co-running work"},
+    {"reps", RAP_OPT_INT, C, OFF(reps), "15", 3, 1000, NULL, "N", "training steps per measured point (median)"},
+    {"currency", RAP_OPT_STRING, C, OFF(currency), "", 0, 0, NULL, "FILE.csv", "also run the currency check: real kernels beside a phase, capacity consumed vs standalone latency vs thread blocks"},
+    {"currency-phase", RAP_OPT_STRING, C, OFF(currency_phase), "mlp_backward", 0, 0, NULL, "PHASE", "phase the currency check co-runs beside"},
+    {"out", RAP_OPT_STRING, K, OFF(out), "", 0, 0, NULL, "FILE.csv", "write the measurements here (default: stdout)"},
+    {"out", RAP_OPT_STRING, C, OFF(out), "", 0, 0, NULL, "FILE", "write the capacity file here (default: stdout)"},
+    {"seed", RAP_OPT_INT, K | C, OFF(seed), "1", 0, INT64_MAX, NULL, "N", "seed of the generated rows"},
+    {"quiet", RAP_OPT_BOOL, K | C, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
+    {"verbose", RAP_OPT_BOOL, K | C, OFF(verbose), "false", 0, 0, NULL, NULL, "print every measured point"},
+    {"help", RAP_OPT_BOOL, K | C, OFF(help), "false", 0, 0, NULL, NULL, "show this help"},
+};
+#undef K
+#undef C
+static const int g_n_opts = (int)(sizeof g_opts / sizeof g_opts[0]);
+
+static void parse(const char *name, unsigned cmd, int argc, char **argv, prof_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    rap_status st = rap_opts_defaults(g_opts, g_n_opts, cmd, s);
+    if (st == RAP_OK)
+        st = rap_opts_parse(g_opts, g_n_opts, cmd, argc, argv, s);
+    if (st != RAP_OK) {
+        fprintf(stderr, "rap %s: %s\nusage: rap %s [options]   (rap %s --help lists them)\n", name,
+                rap_last_error(), name, name);
+        exit(2);
+    }
+    if (s->help) {
+        printf("usage: rap %s [options]\n", name);
+        rap_opts_usage(g_opts, g_n_opts, cmd, stdout);
+        exit(0);
+    }
+    if (cmd == PR_CAPACITY && s->model == MODEL_SMALL) {
+        if (!rap_opts_given(g_opts, g_n_opts, "emb-dim"))
+            s->emb_dim = 16;
+        if (!rap_opts_given(g_opts, g_n_opts, "mlp-bot"))
+            snprintf(s->mlp_bot, sizeof s->mlp_bot, "64-16");
+        if (!rap_opts_given(g_opts, g_n_opts, "mlp-top"))
+            snprintf(s->mlp_top, sizeof s->mlp_top, "64-32-1");
+    }
+    rap_log_set_level(s->quiet ? 1 : s->verbose ? 3 : 2);
+}
+
+#define MAX_LIST 64
+
+/* Splits "a,b,c" in place into at most max items. */
+static int split_list(char *s, char **items, int max)
+{
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
+        if (*tok)
+            items[n++] = tok;
+    return n;
+}
+
+static int profile_kernels(int argc, char **argv)
+{
+    prof_settings s;
+    parse("profile kernels", PR_KERNELS, argc, argv, &s);
+    char *names[MAX_LIST], *bs[MAX_LIST];
+    int np = split_list(s.plans, names, MAX_LIST), nb = split_list(s.batches, bs, MAX_LIST);
+    rap_plan *plans[MAX_LIST] = {0};
+    int64_t batches[MAX_LIST];
+    rap_status st = RAP_OK;
+    for (int i = 0; i < nb && st == RAP_OK; i++) {
+        char *end = NULL;
+        batches[i] = strtoll(bs[i], &end, 10);
+        if (!end || *end || batches[i] < 2)
+            st = rap_fail(RAP_ERR_ARG, "--batches: \"%s\" is not a row count >= 2", bs[i]);
+    }
+    for (int i = 0; i < np && st == RAP_OK; i++)
+        st = cli_load_plan(names[i], &plans[i]);
+    FILE *out = stdout;
+    if (st == RAP_OK && s.out[0] && !(out = fopen(s.out, "w")))
+        st = rap_fail(RAP_ERR_IO, "cannot write %s: %s", s.out, strerror(errno));
+    int64_t n = 0;
+    if (st == RAP_OK) {
+        rap_prof_kernels_config c = {(const rap_plan *const *)plans, np, s.ilp_time, batches, nb,
+                                     (int)s.reps, s.target, (uint64_t)s.seed, s.flush};
+        st = rap_profile_kernels(&c, out, &n);
+    }
+    if (out && out != stdout && fclose(out) != 0 && st == RAP_OK)
+        st = rap_fail(RAP_ERR_IO, "writing %s failed", s.out);
+    for (int i = 0; i < np; i++)
+        rap_plan_free(plans[i]);
+    if (st != RAP_OK)
+        return cli_fail("profile kernels", st);
+    if (!s.quiet)
+        fprintf(stderr, "rap profile kernels: %lld measurements%s%s\n", (long long)n,
+                s.out[0] ? " -> " : "", s.out);
+    return 0;
+}
+
+static int profile_capacity(int argc, char **argv)
+{
+    prof_settings s;
+    parse("profile capacity", PR_CAPACITY, argc, argv, &s);
+    rap_plan *plan = NULL;
+    rap_status st = cli_load_plan(s.plan, &plan);
+    rap_prof_capacity_config c;
+    memset(&c, 0, sizeof c);
+    rap_model_config *m = &c.model;
+    rap_model_config_defaults(m);
+    if (st == RAP_OK)
+        st = cli_parse_widths("mlp-bot", s.mlp_bot, m->bot, RAP_MAX_LAYERS, &m->n_bot);
+    if (st == RAP_OK)
+        st = cli_parse_widths("mlp-top", s.mlp_top, m->top, RAP_MAX_LAYERS, &m->n_top);
+    m->emb_dim = (int)s.emb_dim;
+    m->batch = s.batch;
+    m->precision = (rap_precision)s.precision;
+    m->seed = (uint64_t)s.seed;
+    if (st == RAP_OK)
+        st = rap_input_shape(plan, &m->n_dense, &m->n_tables, m->table_rows);
+    if (st == RAP_OK) {
+        m->max_bag = 1;
+        for (int i = 0; i < plan->n_cols; i++) {
+            const rap_node *nd = &plan->nodes[plan->cols[i].node];
+            if (nd->kind == RAP_SPARSE && nd->ids_per_row > m->max_bag)
+                m->max_bag = nd->ids_per_row;
+        }
+        st = rap_model_config_check(m);
+    }
+    FILE *cur = NULL;
+    if (st == RAP_OK && s.currency[0] && !(cur = fopen(s.currency, "w")))
+        st = rap_fail(RAP_ERR_IO, "cannot write %s: %s", s.currency, strerror(errno));
+    rap_capacity cap;
+    if (st == RAP_OK) {
+        c.plan = plan;
+        c.tolerance = s.tolerance;
+        c.reps = (int)s.reps;
+        c.seed = (uint64_t)s.seed;
+        c.currency_csv = cur;
+        c.currency_phase = s.currency_phase;
+        st = rap_profile_capacity(&c, &cap);
+    }
+    if (cur && fclose(cur) != 0 && st == RAP_OK)
+        st = rap_fail(RAP_ERR_IO, "writing %s failed", s.currency);
+    if (st == RAP_OK)
+        st = s.out[0] ? rap_capacity_save(&cap, s.out) : rap_capacity_write(&cap, stdout);
+    rap_plan_free(plan);
+    if (st != RAP_OK)
+        return cli_fail("profile capacity", st);
+    if (!s.quiet && s.out[0])
+        fprintf(stderr, "rap profile capacity: -> %s\n", s.out);
+    return 0;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+    if (argc >= 1 && !strcmp(argv[0], "kernels"))
+        return profile_kernels(argc - 1, argv + 1);
+    if (argc >= 1 && !strcmp(argv[0], "capacity"))
+        return profile_capacity(argc - 1, argv + 1);
+    fprintf(stderr, "usage: rap profile kernels [options]    measure fused kernel slices (CSV)\n"
+                    "       rap profile capacity [options]   measure the training windows' leftover capacity\n"
+                    "       (rap profile kernels --help, rap profile capacity --help list the options)\n");
+    return 2;
+}
