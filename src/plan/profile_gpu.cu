@@ -31,7 +31,9 @@ double rap_prof_median(double *v, int n)
 
 #include <cuda_runtime.h>
 
-#define PROBE_FLOATS ((size_t)2 << 20)  /* 8 MiB read + 8 MiB written per probe */
+#define PROBE_FLOATS ((size_t)512 << 10) /* one probe: 2 MiB read + 2 MiB written */
+#define PROBE_CHUNKS 128                  /* probes rotate over 128 chunks (256 MiB each
+                                           * way), so they stream from memory, not L2 */
 #define FLUSH_BYTES ((size_t)256 << 20) /* > the L2 of any current GPU */
 #define PROBE_THREADS 256
 
@@ -47,7 +49,8 @@ struct rap_prof_gpu {
     cudaStream_t train, prep;
     cudaEvent_t *ev;   /* (n_ev) */
     int n_ev;
-    float *a, *b;      /* (PROBE_FLOATS) probe input and output */
+    float *a, *b;      /* (PROBE_CHUNKS, PROBE_FLOATS) probe input and output */
+    unsigned next;     /* chunk of the next probe */
     void *flush;       /* (FLUSH_BYTES) */
     unsigned probe_blocks;
 };
@@ -108,14 +111,14 @@ extern "C" rap_status rap_prof_gpu_create(int n_events, rap_prof_gpu **out)
         TRY(ck(cudaEventCreate(&g->ev[i]), "event"));
         g->n_ev = i + 1;
     }
-    TRY(rap_cuda_malloc((void **)&g->a, PROBE_FLOATS * sizeof(float), "probe input"));
-    TRY(rap_cuda_malloc((void **)&g->b, PROBE_FLOATS * sizeof(float), "probe output"));
+    TRY(rap_cuda_malloc((void **)&g->a, PROBE_CHUNKS * PROBE_FLOATS * sizeof(float), "probe input"));
+    TRY(rap_cuda_malloc((void **)&g->b, PROBE_CHUNKS * PROBE_FLOATS * sizeof(float), "probe output"));
     TRY(rap_cuda_malloc(&g->flush, FLUSH_BYTES, "L2 flush buffer"));
     TRY(ck(cudaGetDevice(&dev), "cudaGetDevice"));
     TRY(ck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev),
                        "SM count"));
     g->probe_blocks = (unsigned)(4 * (sms > 0 ? sms : 1));
-    init_kernel<<<g->probe_blocks, PROBE_THREADS, 0, g->train>>>(g->a, PROBE_FLOATS);
+    init_kernel<<<g->probe_blocks, PROBE_THREADS, 0, g->train>>>(g->a, PROBE_CHUNKS * PROBE_FLOATS);
     TRY(ck(cudaGetLastError(), "probe init launch"));
     TRY(ck(cudaStreamSynchronize(g->train), "probe init"));
 #undef TRY
@@ -163,8 +166,9 @@ extern "C" rap_status rap_prof_flush(rap_prof_gpu *g, void *stream)
 extern "C" rap_status rap_prof_probe(rap_prof_gpu *g, void *stream, int n)
 {
     for (int i = 0; i < n; i++) {
-        probe_kernel<<<g->probe_blocks, PROBE_THREADS, 0, (cudaStream_t)stream>>>(g->a, g->b,
-                                                                                  PROBE_FLOATS);
+        size_t at = (size_t)(g->next++ % PROBE_CHUNKS) * PROBE_FLOATS;
+        probe_kernel<<<g->probe_blocks, PROBE_THREADS, 0, (cudaStream_t)stream>>>(
+            g->a + at, g->b + at, PROBE_FLOATS);
         RAP_CUDA_LAUNCHED();
     }
     return RAP_OK;
