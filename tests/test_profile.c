@@ -1,0 +1,112 @@
+/* test_profile.c -- the GPU profilers (src/plan/profile.c): without a GPU
+ * they refuse clearly; with one, their outputs are sane and usable by the
+ * planner (the kernel CSV trains a predictor, the capacity file loads). */
+#include "test.h"
+
+#include "plan/capacity.h"
+#include "plan/predictor.h"
+#include "plan/profile.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+RAP_TEST(profile_median)
+{
+    double v[5] = {5, 1, 4, 2, 3};
+    CHECK(rap_prof_median(v, 5) == 3);
+    double w[4] = {4, 1, 3, 2};
+    CHECK(rap_prof_median(w, 4) == 2.5);
+}
+
+RAP_TEST(profile_cli_refuses_without_gpu)
+{
+    char why[256];
+    if (rap_gpu_available(why, sizeof why))
+        SKIP("a GPU is present: the refusal is for machines without one");
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
+    char out[4096];
+    CHECK(rap_test_run_rap("profile kernels --target 3", out, sizeof out) == 1);
+    CHECK(strstr(out, "need a GPU") != NULL);
+    CHECK(rap_test_run_rap("profile capacity --model small --batch 256", out, sizeof out) == 1);
+    CHECK(strstr(out, "need a GPU") != NULL);
+    CHECK(rap_test_run_rap("profile", out, sizeof out) == 2);
+    CHECK(strstr(out, "usage: rap profile kernels") != NULL);
+}
+
+/* Kernel CSV: the requested number of lines, every latency positive, and the
+ * CSV is accepted by the predictor trainer. */
+RAP_TEST(profile_kernels_gpu)
+{
+    REQUIRE_GPU();
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
+    char csv[512], dir[512], args[2048], out[8192];
+    rap_test_path(csv, sizeof csv, "prof_kernels.csv");
+    rap_test_path(dir, sizeof dir, "prof_pred");
+    snprintf(args, sizeof args,
+             "profile kernels --plans default --batches 512,2048 --reps 3 --target 300 "
+             "--ilp-time 0 --out %s", csv);
+    REQUIRE(rap_test_run_rap(args, out, sizeof out) == 0);
+    FILE *f = fopen(csv, "r");
+    REQUIRE(f != NULL);
+    char line[1024];
+    int rows = 0, bad = 0;
+    bool header = false;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#')
+            continue;
+        if (!header) {
+            header = strncmp(line, "gpu,op,variant,descs,rows", 25) == 0;
+            continue;
+        }
+        const char *last = strrchr(line, ',');
+        double ms = last ? atof(last + 1) : -1;
+        bad += !(ms > 0 && ms < 100);
+        rows++;
+    }
+    fclose(f);
+    CHECK(header);
+    CHECK(rows == 300);
+    CHECK(bad == 0);
+    snprintf(args, sizeof args, "predictor train --in %s --out %s --quiet", csv, dir);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 0);
+    remove(csv);
+}
+
+/* Capacity file: loads back, standalone times positive, capacities finite,
+ * non-negative and not absurd (a phase cannot hide 100x its own length). */
+RAP_TEST(profile_capacity_gpu)
+{
+    REQUIRE_GPU();
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
+    char path[512], cur[512], args[2048], out[8192];
+    rap_test_path(path, sizeof path, "prof.capacity");
+    rap_test_path(cur, sizeof cur, "prof_currency.csv");
+    snprintf(args, sizeof args,
+             "profile capacity --model small --batch 2048 --reps 5 --out %s --currency %s "
+             "--currency-phase emb_backward", path, cur);
+    REQUIRE(rap_test_run_rap(args, out, sizeof out) == 0);
+    rap_capacity c;
+    REQUIRE_OK(rap_capacity_load(path, &c));
+    CHECK(c.shape.batch == 2048);
+    CHECK(c.shape.emb_dim == 16);
+    CHECK(fabs(c.tolerance - 0.02) < 1e-9);
+    for (int w = 0; w < RAP_WIN_GRAD_COMM; w++) {
+        CHECK(c.standalone_ms[w] > 0);
+        CHECK(c.capacity_ms[w] >= 0 && c.capacity_ms[w] < 100 * c.standalone_ms[w]);
+    }
+    CHECK(c.capacity_ms[RAP_WIN_GRAD_COMM] == 0);
+    FILE *f = fopen(cur, "r");
+    REQUIRE(f != NULL);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += line[0] != '#' && strncmp(line, "type,", 5) != 0;
+    fclose(f);
+    CHECK(n >= 3); /* three sizes of at least one kernel */
+    remove(path);
+    remove(cur);
+}
