@@ -1,0 +1,386 @@
+/*
+ * test_place.c -- preprocessing placement over R ranks (src/plan/place.c,
+ * docs/PLANNER.md "Placement"): on plans 0-3 with R = 2, 4, 8 and assumed
+ * capacities, search is never worse than owner and batch by its own cost
+ * model; every (column, row share) reaches each rank that needs it exactly
+ * once and every op runs once per row share where its column is placed;
+ * owner moves no bytes, batch exactly the sparse ids; R = 1 is the
+ * one-GPU schedule. CPU only.
+ */
+#include "test.h"
+
+#include "plan/place.h"
+
+#include <stdlib.h>
+
+static const char *plan_path(const char *name, char *buf, size_t n)
+{
+    static const char *const pre[] = {"plans/", "../plans/", "../../plans/"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(buf, n, "%s%s", pre[i], name);
+        FILE *f = fopen(buf, "r");
+        if (f) {
+            fclose(f);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static rap_model_shape paper_shape(const rap_plan *p, int64_t B)
+{
+    rap_model_shape sh = {0, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, B, 0};
+    for (int c = 0; c < p->n_cols; c++)
+        sh.tables += p->nodes[p->cols[c].node].kind == RAP_SPARSE;
+    return sh;
+}
+
+/* Ids bytes of one row of sparse column c, written out here independently
+ * of rap_place_row_bytes: int64 ids, ids_per_row of them, plus an int64
+ * offset unless every row holds one id. */
+static int64_t ids_row_bytes(const rap_plan *p, int c)
+{
+    const rap_node *n = &p->nodes[p->cols[c].node];
+    int64_t b = 8 * n->ids_per_row;
+    if (!(n->len1 && !n->nullable))
+        b += 8;
+    return b;
+}
+
+/* The checks of one placement result r (no row-split tables: each table
+ * has one consumer, its owner). */
+static void check_coverage(rap_test_ctx *t, const rap_plan *p, const int *owner,
+                           const rap_place_result *r, const char *what)
+{
+    int R = r->ranks, K = r->ranks * r->shares, C = p->n_cols;
+    int64_t Bg = r->batch * R;
+    /* part of rank q computing (c): -1 none; two parts holding c: error */
+    int *where = malloc(sizeof(int) * (size_t)(R * C));
+    int *table = malloc(sizeof(int) * (size_t)C);
+    for (int c = 0, tt = 0; c < C; c++)
+        table[c] = p->nodes[p->cols[c].node].kind == RAP_SPARSE ? tt++ : -1;
+    for (int i = 0; i < R * C; i++)
+        where[i] = -1;
+    for (int q = 0; q < R; q++)
+        for (int i = 0; i < r->rank[q].n_parts; i++) {
+            const rap_place_part *pt = &r->rank[q].parts[i];
+            int64_t rows = 0;
+            for (int k = 0; k < K; k++)
+                if (pt->shares >> k & 1)
+                    rows += (Bg * (k + 1)) / K - (Bg * k) / K;
+            CHECK(rows == pt->rows);
+            CHECK_OK(rap_schedule_validate(pt->sched, pt->sub, &pt->fusion, pt->rows));
+            for (int j = 0; j < pt->n_cols; j++) {
+                int c = pt->cols[j];
+                if (where[q * C + c] >= 0) {
+                    CHECK(!"a column in two parts of one rank");
+                    fprintf(stderr, "  %s: column %s twice on rank %d\n", what, p->cols[c].name, q);
+                }
+                where[q * C + c] = i;
+            }
+        }
+    /* every (column, share): computed by exactly one rank (no replication
+     * without row-split tables), which is the source its consumer uses */
+    int bad = 0;
+    for (int c = 0; c < C; c++) {
+        if (p->nodes[p->cols[c].node].op == RAP_OP_INPUT)
+            continue;
+        int64_t rows = 0;
+        for (int k = 0; k < K; k++) {
+            int n = 0, by = -1;
+            for (int q = 0; q < R; q++) {
+                int i = where[q * C + c];
+                if (i >= 0 && (r->rank[q].parts[i].shares >> k & 1)) {
+                    n++;
+                    by = q;
+                }
+            }
+            int d = table[c] >= 0 ? owner[table[c]] : k / r->shares;
+            int s = r->src[((size_t)c * (size_t)K + (size_t)k) * (size_t)R + (size_t)d];
+            if (n != 1 || s != by) {
+                if (bad++ < 5)
+                    fprintf(stderr, "  %s: column %s share %d computed %d times (by %d), source %d\n",
+                            what, p->cols[c].name, k, n, by, s);
+            }
+            if (n == 1)
+                rows += (Bg * (k + 1)) / K - (Bg * k) / K;
+        }
+        if (rows != Bg && bad++ < 5)
+            fprintf(stderr, "  %s: column %s: %lld rows of %lld\n", what, p->cols[c].name,
+                    (long long)rows, (long long)Bg);
+    }
+    CHECK(bad == 0);
+    /* every op: per share, as many computations as distinct (rank, part)
+     * groups among the columns that need it -- exactly once for an op
+     * that feeds one column */
+    int *count = calloc((size_t)p->n_nodes, sizeof(int));
+    int *need = calloc((size_t)p->n_nodes, sizeof(int));
+    int *stamp = malloc(sizeof(int) * (size_t)p->n_nodes);
+    int *mark = malloc(sizeof(int) * (size_t)p->n_nodes);
+    int opbad = 0, ops_seen = 0;
+    for (int k = 0; k < K; k++) {
+        memset(count, 0, sizeof(int) * (size_t)p->n_nodes);
+        memset(need, 0, sizeof(int) * (size_t)p->n_nodes);
+        for (int q = 0; q < R; q++)
+            for (int i = 0; i < r->rank[q].n_parts; i++) {
+                const rap_place_part *pt = &r->rank[q].parts[i];
+                if (!(pt->shares >> k & 1))
+                    continue;
+                /* ops live in the sub-plan = computed here; the schedule
+                 * covers every one of them (validated above) */
+                for (int x = 0; x < p->n_nodes; x++)
+                    count[x] += pt->sub->nodes[x].live && pt->sub->nodes[x].op != RAP_OP_INPUT;
+                /* ops needed by this part's columns, each once per group */
+                for (int x = 0; x < p->n_nodes; x++)
+                    mark[x] = 0;
+                for (int j = 0; j < pt->n_cols; j++)
+                    for (int x = p->cols[pt->cols[j]].node; x >= 0 && p->nodes[x].op != RAP_OP_INPUT;
+                         x = p->nodes[x].input)
+                        mark[x] = 1;
+                for (int x = 0; x < p->n_nodes; x++)
+                    need[x] += mark[x];
+            }
+        for (int x = 0; x < p->n_nodes; x++) {
+            if (!p->nodes[x].live || p->nodes[x].op == RAP_OP_INPUT)
+                continue;
+            ops_seen++;
+            int consumers = 0; /* columns that need op x */
+            for (int c = 0; c < C; c++)
+                for (int y = p->cols[c].node; y >= 0; y = p->nodes[y].input)
+                    if (y == x) {
+                        consumers++;
+                        break;
+                    }
+            if (count[x] != need[x] || count[x] < 1 || (consumers == 1 && count[x] != 1)) {
+                if (opbad++ < 5)
+                    fprintf(stderr, "  %s: op node %d share %d: computed %d, needed %d (%d columns)\n",
+                            what, x, k, count[x], need[x], consumers);
+            }
+        }
+    }
+    (void)stamp;
+    CHECK(opbad == 0);
+    CHECK(ops_seen == K * rap_plan_n_ops(p));
+    free(count);
+    free(need);
+    free(stamp);
+    free(mark);
+    free(where);
+    free(table);
+}
+
+/* Plans 0-3 x R = 2, 4, 8: the three placements, their costs and checks. */
+static void place_plans(rap_test_ctx *t, const char *const *names, int n_names, const int *Rs,
+                        int n_R, double frac)
+{
+    const int64_t B = 4096;
+    for (int q = 0; q < n_names; q++) {
+        char buf[256];
+        const char *path = plan_path(names[q], buf, sizeof buf);
+        if (!path)
+            SKIP("plans/ not found from the working directory");
+        rap_plan *p;
+        REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+        rap_model_shape sh = paper_shape(p, B);
+        rap_capacity cap1;
+        REQUIRE_OK(rap_place_capacity_fraction(p, NULL, B, frac, &sh, "test", &cap1));
+        for (int ri = 0; ri < n_R; ri++) {
+            int R = Rs[ri];
+            int owner[256], T = 0;
+            REQUIRE_OK(rap_place_owners_tablewise(p, R, owner, 256, &T));
+            CHECK(T == sh.tables);
+            rap_capacity cap[8];
+            for (int r = 0; r < R; r++)
+                cap[r] = cap1;
+            rap_place_config cfg = {0};
+            cfg.ranks = R;
+            cfg.batch = B;
+            cfg.shares = 1;
+            cfg.owner = owner;
+            cfg.cap = cap;
+            cfg.link = rap_link_defaults();
+            rap_place_result res[3];
+            for (int k = 0; k < 3; k++) {
+                REQUIRE_OK(rap_place_run(p, &cfg, (rap_placement)k, &res[k]));
+                char what[128];
+                snprintf(what, sizeof what, "%s R=%d %s", names[q], R, rap_placement_name(k));
+                check_coverage(t, p, owner, &res[k], what);
+            }
+            /* owner: nothing moves; batch: each rank's rows of every sparse
+             * column go to the owner unless it is the owner */
+            CHECK(res[0].bytes_moved == 0);
+            CHECK(res[0].comm_ms == 0);
+            int64_t ids = 0;
+            for (int c = 0, tt = 0; c < p->n_cols; c++)
+                if (p->nodes[p->cols[c].node].kind == RAP_SPARSE) {
+                    (void)owner[tt++];
+                    ids += (int64_t)(R - 1) * B * ids_row_bytes(p, c);
+                }
+            CHECK(res[1].bytes_moved == ids);
+            if (res[1].bytes_moved != ids)
+                fprintf(stderr, "  %s R=%d batch: %lld bytes, ids %lld\n", names[q], R,
+                        (long long)res[1].bytes_moved, (long long)ids);
+            CHECK(res[1].comm_ms > 0);
+            /* search <= both extremes by its own model */
+            const double eps = 1e-9;
+            CHECK(res[2].exposed_max_ms <= res[0].exposed_max_ms + eps);
+            CHECK(res[2].exposed_max_ms <= res[1].exposed_max_ms + eps);
+            /* the reported cost is the cost of the assignment returned */
+            rap_place_result again;
+            REQUIRE_OK(rap_place_evaluate(p, &cfg, res[2].src, &again));
+            CHECK(fabs(again.exposed_max_ms - res[2].exposed_max_ms) < 1e-12);
+            CHECK(again.bytes_moved == res[2].bytes_moved);
+            /* cost = max over ranks of that rank's exposure */
+            double mx = 0;
+            for (int r = 0; r < R; r++)
+                if (res[2].rank[r].exposed_total_ms > mx)
+                    mx = res[2].rank[r].exposed_total_ms;
+            CHECK(fabs(mx - res[2].exposed_max_ms) < 1e-12);
+            printf("  %s R=%d frac %.2f: exposed max ms owner %.4f batch %.4f search %.4f "
+                   "(%d moves from %s); bytes %lld %lld %lld\n",
+                   names[q], R, frac, res[0].exposed_max_ms, res[1].exposed_max_ms,
+                   res[2].exposed_max_ms, res[2].moves, res[2].start, (long long)res[0].bytes_moved,
+                   (long long)res[1].bytes_moved, (long long)res[2].bytes_moved);
+            rap_place_result_free(&again);
+            for (int k = 0; k < 3; k++)
+                rap_place_result_free(&res[k]);
+        }
+        rap_plan_free(p);
+    }
+}
+
+RAP_TEST(place_plans01_R248)
+{
+    static const char *const names[] = {"plan0.plan", "plan1.plan"};
+    static const int Rs[] = {2, 4, 8};
+    place_plans(t, names, 2, Rs, 3, 0.15);
+}
+
+RAP_TEST(place_plans23_R248)
+{
+    static const char *const names[] = {"plan2.plan", "plan3.plan"};
+    static const int Rs[] = {2, 4, 8};
+    place_plans(t, names, 2, Rs, 3, 0.15);
+}
+
+/* R = 1: one part, every column over the batch: the one-GPU schedule. */
+RAP_TEST(place_one_rank_is_one_gpu)
+{
+    static const char *const names[] = {"plan0.plan", "plan2.plan"};
+    for (int q = 0; q < 2; q++) {
+        char buf[256];
+        const char *path = plan_path(names[q], buf, sizeof buf);
+        if (!path)
+            SKIP("plans/ not found from the working directory");
+        rap_plan *p;
+        REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+        rap_model_shape sh = paper_shape(p, 4096);
+        rap_capacity cap;
+        REQUIRE_OK(rap_place_capacity_fraction(p, NULL, 4096, 0.2, &sh, "test", &cap));
+        int owner[256], T;
+        REQUIRE_OK(rap_place_owners_tablewise(p, 1, owner, 256, &T));
+        rap_fusion f;
+        REQUIRE_OK(rap_fuse_levels(p, &f));
+        rap_search_config sc = {NULL, &cap, 4096, 1};
+        rap_schedule *one;
+        rap_search_result sr;
+        REQUIRE_OK(rap_schedule_search(p, &f, &sc, "one", &one, &sr));
+        rap_place_config cfg = {0};
+        cfg.ranks = 1;
+        cfg.batch = 4096;
+        cfg.owner = owner;
+        cfg.cap = &cap;
+        cfg.link = rap_link_defaults();
+        for (int k = 0; k < 3; k++) {
+            rap_place_result r;
+            REQUIRE_OK(rap_place_run(p, &cfg, (rap_placement)k, &r));
+            REQUIRE(r.rank[0].n_parts == 1);
+            const rap_schedule *s = r.rank[0].parts[0].sched;
+            CHECK(r.bytes_moved == 0);
+            CHECK(s->plan_hash == one->plan_hash);
+            CHECK(s->fusion_hash == one->fusion_hash);
+            CHECK(s->n_slices == one->n_slices);
+            for (int w = 0; w <= RAP_WIN_COUNT; w++)
+                CHECK(s->win_first[w] == one->win_first[w]);
+            for (int i = 0; i < s->n_slices && i < one->n_slices; i++) {
+                const rap_slice *a = &s->slices[i], *b = &one->slices[i];
+                CHECK(a->kernel == b->kernel && a->d0 == b->d0 && a->d1 == b->d1 && a->r0 == b->r0 &&
+                      a->r1 == b->r1 && a->predicted_ms == b->predicted_ms);
+            }
+            CHECK(fabs(r.exposed_max_ms - sr.total_exposed_ms) < 1e-12);
+            CHECK(sr.total_exposed_ms > 0); /* a capacity that hides only part of it */
+            rap_place_result_free(&r);
+        }
+        rap_schedule_free(one);
+        rap_fusion_free(&f);
+        rap_plan_free(p);
+    }
+}
+
+/* Assignments that lose or invent a unit are refused; moving a unit to
+ * another rank costs its bytes, and the all-to-all lands in grad_comm. */
+RAP_TEST(place_evaluate_units_and_comm)
+{
+    char buf[256];
+    const char *path = plan_path("plan0.plan", buf, sizeof buf);
+    if (!path)
+        SKIP("plans/ not found from the working directory");
+    rap_plan *p;
+    REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+    const int R = 2;
+    const int64_t B = 4096;
+    rap_model_shape sh = paper_shape(p, B);
+    rap_capacity cap[2];
+    rap_capacity_assumed(&sh, "test", &cap[0]);
+    cap[0].capacity_ms[RAP_WIN_GRAD_COMM] = 0.5;
+    cap[1] = cap[0];
+    int owner[64], T;
+    REQUIRE_OK(rap_place_owners_tablewise(p, R, owner, 64, &T));
+    rap_place_config cfg = {0};
+    cfg.ranks = R;
+    cfg.batch = B;
+    cfg.owner = owner;
+    cfg.cap = cap;
+    cfg.link = rap_link_defaults();
+    rap_place_result own;
+    REQUIRE_OK(rap_place_run(p, &cfg, RAP_PLACE_OWNER, &own));
+    CHECK(own.exposed_max_ms == 0); /* plan 0 fits the assumed windows */
+    int C = p->n_cols, K = R;
+    size_t n = (size_t)C * (size_t)K * (size_t)R;
+    int *src = malloc(sizeof(int) * n);
+    memcpy(src, own.src, sizeof(int) * n);
+    /* the first sparse column: its share 1 computed by the other rank */
+    int c0 = -1;
+    for (int c = 0; c < C && c0 < 0; c++)
+        if (p->nodes[p->cols[c].node].kind == RAP_SPARSE)
+            c0 = c;
+    REQUIRE(c0 >= 0);
+    int o = owner[0], other = 1 - o;
+    src[((size_t)c0 * K + 1) * R + o] = other;
+    rap_place_result mv;
+    REQUIRE_OK(rap_place_evaluate(p, &cfg, src, &mv));
+    int64_t want = (2 * B - B) * ids_row_bytes(p, c0); /* share 1: rows [B, 2B) */
+    CHECK(mv.bytes_moved == want);
+    CHECK(mv.rank[other].bytes_sent == want && mv.rank[o].bytes_recv == want);
+    double T_ms = (double)want / 300e9 * 1e3 + 0.010;
+    CHECK(fabs(mv.comm_ms - T_ms) < 1e-12);
+    CHECK(mv.exposed_max_ms == 0);             /* hidden in grad_comm */
+    CHECK(fabs(mv.rank[o].load_ms[RAP_WIN_GRAD_COMM] - T_ms) < 1e-12);
+    rap_place_result_free(&mv);
+    /* no grad_comm capacity: the all-to-all is exposed on both ranks */
+    cap[0].capacity_ms[RAP_WIN_GRAD_COMM] = 0;
+    cap[1].capacity_ms[RAP_WIN_GRAD_COMM] = 0;
+    REQUIRE_OK(rap_place_evaluate(p, &cfg, src, &mv));
+    CHECK(fabs(mv.exposed_max_ms - T_ms) < 1e-12);
+    CHECK(fabs(mv.rank[0].comm_exposed_ms - T_ms) < 1e-12);
+    rap_place_result_free(&mv);
+    /* a consumer with no source, and a source for a non-consumer: refused */
+    src[((size_t)c0 * K + 1) * R + o] = -1;
+    CHECK(rap_place_evaluate(p, &cfg, src, &mv) == RAP_ERR_ARG);
+    src[((size_t)c0 * K + 1) * R + o] = o;
+    src[((size_t)c0 * K + 1) * R + other] = o;
+    CHECK(rap_place_evaluate(p, &cfg, src, &mv) == RAP_ERR_ARG);
+    free(src);
+    rap_place_result_free(&own);
+    rap_plan_free(p);
+}
