@@ -3,7 +3,10 @@
  * and checks, the tensor table (dlrm reference names, shapes, offsets in
  * the flat parameter array), MLP initialisation on the host, the memory
  * check before allocating, and dispatch of every rap_model_* call to the
- * backend of m->device (cpu/cpu_model.c, gpu/).
+ * backend of m->device (cpu/cpu_model.c, gpu/). A sharded model (model.h,
+ * hybrid parallel): the shard's checks, its copy, a tensor table of the
+ * local tables, the row-count bounds of the emb phases (Bg) and the
+ * order of mlp_backward and dense_apply.
  */
 #include "model/model_internal.h"
 #include "model/cpu/cpu_model.h"
@@ -48,6 +51,36 @@ void rap_model_config_defaults(rap_model_config *c)
     c->seed = 1;
     c->threads = 0;
     c->stream = NULL;
+}
+
+/* The shard of a config whose other fields are checked (model.h). */
+static rap_status check_shard(const rap_model_config *c, const rap_model_shard *sh)
+{
+    if (sh->n_local < 0 || sh->n_local > c->n_tables)
+        return rap_fail(RAP_ERR_ARG, "model config: shard of %d local tables, expected 0..%d "
+                                     "(the model's tables)",
+                        sh->n_local, c->n_tables);
+    for (int k = 0; k < sh->n_local; k++) {
+        int t = sh->table[k];
+        if (t < 0 || t >= c->n_tables)
+            return rap_fail(RAP_ERR_ARG,
+                            "model config: shard's local table %d is table %d, expected 0..%d",
+                            k, t, c->n_tables - 1);
+        if (sh->rows[k] < 1 || sh->row0[k] < 0 || sh->row0[k] > c->table_rows[t] - sh->rows[k])
+            return rap_fail(RAP_ERR_ARG,
+                            "model config: shard's local table %d holds rows [%lld, %lld + %lld) "
+                            "of table %d, expected at least 1 row inside [0, %lld)",
+                            k, (long long)sh->row0[k], (long long)sh->row0[k],
+                            (long long)sh->rows[k], t, (long long)c->table_rows[t]);
+    }
+    if (sh->emb_batch < 1 || sh->emb_batch > MAX_BATCH)
+        return rap_fail(RAP_ERR_ARG, "model config: shard's global batch %lld, expected 1..%lld",
+                        (long long)sh->emb_batch, (long long)MAX_BATCH);
+    if (sh->loss_rows < 1 || sh->loss_rows > MAX_BATCH)
+        return rap_fail(RAP_ERR_ARG,
+                        "model config: shard's loss divisor %lld rows, expected 1..%lld",
+                        (long long)sh->loss_rows, (long long)MAX_BATCH);
+    return RAP_OK;
 }
 
 rap_status rap_model_config_check(const rap_model_config *c)
@@ -139,7 +172,7 @@ rap_status rap_model_config_check(const rap_model_config *c)
     if (c->threads < 0)
         return rap_fail(RAP_ERR_ARG, "model config: threads %d, expected >= 0 (0 = all cores)",
                         c->threads);
-    return RAP_OK;
+    return c->shard ? check_shard(c, c->shard) : RAP_OK;
 }
 
 size_t rap_model_bytes(const rap_model_config *c, rap_device dev)
@@ -152,11 +185,14 @@ size_t rap_model_bytes(const rap_model_config *c, rap_device dev)
 /* ------------------------------------------------------------ tensor table */
 
 /* Fills m->tensors, n_tensors, n_params, mlp_offset, n_mlp_params, top_in
- * from m->cfg (already checked). */
+ * from m->cfg (already checked). The tables are the TE of
+ * rap_model_emb_tables: all T, or the shard's local ones (tensor k = local
+ * table k, named after its global table). */
 static rap_status build_tensors(rap_model *m)
 {
     const rap_model_config *c = &m->cfg;
-    int n = c->n_tables + 2 * c->n_bot + 2 * c->n_top;
+    const int te = rap_model_emb_tables(c);
+    int n = te + 2 * c->n_bot + 2 * c->n_top;
     m->tensors = rap_calloc(sizeof(rap_tensor) * (size_t)n, "model tensor table");
     if (!m->tensors)
         return RAP_ERR_NOMEM;
@@ -165,15 +201,16 @@ static rap_status build_tensors(rap_model *m)
     m->top_in = (int)(c->emb_dim + f * (f - 1) / 2);
     size_t off = 0;
     int i = 0;
-    for (int t = 0; t < c->n_tables; t++, i++) {
+    for (int t = 0; t < te; t++, i++) {
         rap_tensor *x = &m->tensors[i];
-        snprintf(x->info.name, sizeof x->info.name, "emb_l.%d.weight", t);
-        x->info.rows = c->table_rows[t];
+        snprintf(x->info.name, sizeof x->info.name, "emb_l.%d.weight",
+                 c->shard ? c->shard->table[t] : t);
+        x->info.rows = rap_model_emb_rows(c, t);
         x->info.cols = c->emb_dim;
         x->offset = off;
         x->layer = t;
         x->kind = 0;
-        off += (size_t)c->table_rows[t] * (size_t)c->emb_dim;
+        off += (size_t)x->info.rows * (size_t)c->emb_dim;
     }
     m->mlp_offset = off;
     for (int pass = 0; pass < 2; pass++) {
@@ -217,6 +254,9 @@ static double normal01(uint64_t *s)
 
 void rap_model_init_mlp(const rap_model *m, float *mlp)
 {
+    /* a sharded model numbers its tensors after its TL tables: the streams
+     * are those of the unsharded model's tensor numbers (T tables first) */
+    const int shift = m->cfg.n_tables - rap_model_emb_tables(&m->cfg);
     for (int i = 0; i < m->n_tensors; i++) {
         const rap_tensor *x = &m->tensors[i];
         if (x->kind == 0)
@@ -224,7 +264,7 @@ void rap_model_init_mlp(const rap_model *m, float *mlp)
         /* One generator stream per tensor, so the init of one layer does
          * not depend on the shapes of the others. */
         uint64_t s = rap_mix64(m->cfg.seed ^ 0x6d6c705f696e6974ULL) ^
-                     ((uint64_t)(i + 1) * 0x9e3779b97f4a7c15ULL);
+                     ((uint64_t)(i + shift + 1) * 0x9e3779b97f4a7c15ULL);
         bool bias = x->kind == 2 || x->kind == 4;
         double out = (double)x->info.rows, in = (double)x->info.cols;
         double sd = bias ? sqrt(1.0 / out) : sqrt(2.0 / (in + out));
@@ -292,6 +332,11 @@ rap_status rap_model_create(const rap_model_config *c, rap_device dev, rap_model
         return RAP_ERR_NOMEM;
     m->cfg = *c;
     m->device = dev;
+    if (c->shard) {
+        /* the caller's shard may go away: the model keeps its own copy */
+        m->shard = *c->shard;
+        m->cfg.shard = &m->shard;
+    }
     rap_status s = build_tensors(m);
     float *mlp = NULL;
     if (s == RAP_OK) {
@@ -348,10 +393,24 @@ static rap_status check_batch(const rap_model *m, const rap_model_batch *b, cons
     return RAP_OK;
 }
 
+/* The batch of an emb phase: up to the shard's global batch when sharded. */
+static rap_status check_emb_batch(const rap_model *m, const rap_model_batch *b, const char *what)
+{
+    if (!m->cfg.shard)
+        return check_batch(m, b, what);
+    if (!b)
+        return rap_fail(RAP_ERR_ARG, "%s: batch is NULL", what);
+    if (b->rows < 1 || b->rows > m->shard.emb_batch)
+        return rap_fail(RAP_ERR_ARG,
+                        "%s: global batch of %lld rows, expected 1..%lld (the shard's emb_batch)",
+                        what, (long long)b->rows, (long long)m->shard.emb_batch);
+    return RAP_OK;
+}
+
 rap_status rap_model_emb_forward(rap_model *m, const rap_model_batch *b)
 {
     CHECK_MODEL(m, "rap_model_emb_forward");
-    RAP_TRY(check_batch(m, b, "rap_model_emb_forward"));
+    RAP_TRY(check_emb_batch(m, b, "rap_model_emb_forward"));
     return m->device == RAP_GPU ? rap_gpu_model_emb_forward(m, b) : rap_cpu_model_emb_forward(m, b);
 }
 
@@ -373,13 +432,17 @@ rap_status rap_model_mlp_backward(rap_model *m, const rap_model_batch *b)
 rap_status rap_model_emb_backward(rap_model *m, const rap_model_batch *b)
 {
     CHECK_MODEL(m, "rap_model_emb_backward");
-    RAP_TRY(check_batch(m, b, "rap_model_emb_backward"));
+    RAP_TRY(check_emb_batch(m, b, "rap_model_emb_backward"));
     return m->device == RAP_GPU ? rap_gpu_model_emb_backward(m, b)
                                 : rap_cpu_model_emb_backward(m, b);
 }
 
 rap_status rap_model_train_step(rap_model *m, const rap_model_batch *b)
 {
+    CHECK_MODEL(m, "rap_model_train_step");
+    if (m->cfg.shard)
+        return rap_fail(RAP_ERR_ARG, "rap_model_train_step: the model is sharded; its step "
+                                     "exchanges data between ranks (src/dist)");
     RAP_TRY(rap_model_emb_forward(m, b));
     RAP_TRY(rap_model_mlp_forward(m, b));
     RAP_TRY(rap_model_mlp_backward(m, b));
@@ -410,7 +473,58 @@ rap_status rap_model_sync(rap_model *m)
     return m->device == RAP_GPU ? rap_gpu_model_sync(m) : rap_cpu_model_sync(m);
 }
 
+rap_status rap_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
+{
+    CHECK_MODEL(m, "rap_model_shard_buffers");
+    if (!out)
+        return rap_fail(RAP_ERR_ARG, "rap_model_shard_buffers: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!m->cfg.shard)
+        return rap_fail(RAP_ERR_ARG, "rap_model_shard_buffers: the model has no shard");
+    if (m->device == RAP_GPU)
+        rap_gpu_model_shard_buffers(m, out);
+    else
+        rap_cpu_model_shard_buffers(m, out);
+    return RAP_OK;
+}
+
+rap_status rap_model_dense_apply(rap_model *m)
+{
+    CHECK_MODEL(m, "rap_model_dense_apply");
+    if (!m->cfg.shard)
+        return rap_fail(RAP_ERR_ARG, "rap_model_dense_apply: the model has no shard (its "
+                                     "mlp_backward applies the optimizer)");
+    return m->device == RAP_GPU ? rap_gpu_model_dense_apply(m) : rap_cpu_model_dense_apply(m);
+}
+
+rap_status rap_model_set_loss_rows(rap_model *m, int64_t loss_rows)
+{
+    CHECK_MODEL(m, "rap_model_set_loss_rows");
+    if (!m->cfg.shard)
+        return rap_fail(RAP_ERR_ARG, "rap_model_set_loss_rows: the model has no shard");
+    if (loss_rows < 1 || loss_rows > MAX_BATCH)
+        return rap_fail(RAP_ERR_ARG, "rap_model_set_loss_rows: %lld rows, expected 1..%lld",
+                        (long long)loss_rows, (long long)MAX_BATCH);
+    m->shard.loss_rows = loss_rows;
+    return RAP_OK;
+}
+
 int rap_model_n_tensors(const rap_model *m) { return m ? m->n_tensors : 0; }
+
+void rap_model_tensor_origin(const rap_model *m, int i, int *table, int64_t *row0)
+{
+    int t = -1;
+    int64_t r = 0;
+    if (m && i >= 0 && i < m->n_tensors && m->tensors[i].kind == 0) {
+        int k = m->tensors[i].layer;
+        t = m->cfg.shard ? m->shard.table[k] : k;
+        r = m->cfg.shard ? m->shard.row0[k] : 0;
+    }
+    if (table)
+        *table = t;
+    if (row0)
+        *row0 = r;
+}
 
 const rap_tensor_info *rap_model_tensor(const rap_model *m, int i)
 {

@@ -90,10 +90,48 @@ typedef struct {
  * ids[k]), already local: in [0, rows[k]). b_loc carries dense and label.
  * Local table k is rows [row0[k], row0[k] + rows[k]) of global table
  * table[k] (a whole table: row0 0, rows R_t) and is initialised to exactly
- * those rows of the unsharded model, so R ranks with global batch Bg train
- * the same model as one rank with batch Bg, to float rounding (SGD, Adagrad).
+ * those rows of the unsharded model (element j of local table k =
+ * rap_init_table_value(seed, table[k], row0[k]*D + j, R_table[k])), so R
+ * ranks with global batch Bg train the same model as one rank with batch
+ * Bg, to float rounding (SGD, Adagrad). The MLP init does not depend on
+ * the shard (the same on every rank).
  * c->batch is B (local rows), c->n_tables T and table_rows[] the GLOBAL
- * tables. Without a shard nothing changes (emb_out == emb etc.). */
+ * tables. Without a shard nothing changes (emb_out == emb etc.).
+ *
+ * Details of a sharded model:
+ * - rap_model_create copies the shard; rap_model_config_of(m)->shard then
+ *   points at the model's copy (valid until rap_model_free).
+ * - Checked: 0 <= TL <= T, table[k] in [0, T), rows[k] >= 1, row0[k] >= 0,
+ *   row0[k] + rows[k] <= R_table[k], emb_batch and loss_rows in
+ *   1..2^30.
+ * - emb_forward / emb_backward take b_glob: 1..Bg rows; they write / read
+ *   rows [0, b_glob->rows) of emb_out / demb_out. mlp_forward,
+ *   mlp_backward and predict take b_loc: 1..B rows.
+ * - TL may be 0 (a rank holding no table): emb_out and demb_out are NULL
+ *   and the two emb phases only check the batch's row count.
+ * - Order: emb_forward, mlp_forward, mlp_backward, dense_apply and
+ *   emb_backward (dense_apply and emb_backward in either order; the CPU
+ *   checks the order of the four phases). rap_model_train_step is refused
+ *   (the step is src/dist's).
+ * - mlp_forward: loss = sum over the b_loc rows / loss_rows, and
+ *   d loss / d logit = (sigmoid - y) / loss_rows; rap_model_last_loss gives
+ *   that partial, so the sum over ranks is the global mean.
+ *   rap_model_set_loss_rows changes loss_rows (a short global batch).
+ * - mlp_backward overwrites demb (rows [0, b_loc->rows)) and every element
+ *   of grads that holds a gradient; dense_apply then applies exactly the
+ *   optimizer arithmetic of the unsharded mlp_backward with grads.
+ * - grads layout: CPU, the MLP tensors in tensor order (rows*cols floats
+ *   each, n_grads = their total); GPU, the padded layout of gpu_model.h
+ *   (padding elements hold zeros or garbage and are never read). Models of
+ *   one config on one device kind have the same layout, so an element-wise
+ *   sum over ranks is the gradient of the global batch.
+ * - GPU: emb is z + D (slots 1..T of the interaction input (B, F, D),
+ *   emb_ld = F*D) and demb is the interaction's gradient buffer (demb_ld =
+ *   T*D): no copy between the exchange and the MLPs.
+ * - predict(b_loc) of a sharded model runs only the MLPs: it reads emb as
+ *   the caller filled it (emb_forward(b_glob) and the exchange first) and
+ *   leaves any step in flight broken (the CPU refuses its remaining
+ *   phases). */
 typedef struct rap_model_shard {
     int n_local;                       /* TL >= 0 */
     int table[RAP_MAX_TABLES];         /* (TL) global table of local table k */
@@ -170,18 +208,29 @@ rap_status rap_model_last_loss(rap_model *m, double *loss);
 /* Waits for queued work (GPU); no-op on the CPU. */
 rap_status rap_model_sync(rap_model *m);
 
-/* The buffers above; RAP_ERR_ARG when the model has no shard. */
+/* The buffers above; RAP_ERR_ARG when the model has no shard. Never
+ * fails otherwise; the pointers do not change for the model's life. */
 rap_status rap_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out);
 /* Sharded models: applies the dense optimizer to every MLP tensor with
- * `grads` (after the all-reduce). Asynchronous on the GPU. */
+ * `grads` (after the all-reduce), whatever grads holds: a rank with no
+ * rows of a short global batch skips the MLP phases, zeroes grads, joins
+ * the all-reduce and calls this too, so every rank's MLP stays the same.
+ * Asynchronous on the GPU. RAP_ERR_ARG without a shard. */
 rap_status rap_model_dense_apply(rap_model *m);
+/* Sharded models: the loss divisor of the following mlp_forward (and its
+ * mlp_backward): a short global batch of Bg' rows sets Bg' (and back).
+ * Host-side (a CUDA graph keeps the divisor it captured). RAP_ERR_ARG
+ * without a shard or for loss_rows outside 1..2^30. */
+rap_status rap_model_set_loss_rows(rap_model *m, int64_t loss_rows);
 
 /* Parameters and optimizer state, for checkpoints and tests. A sharded
  * model lists its local tables only (local table k is tensor k, named
  * after its global table, rows = the rows held), then the MLP tensors. */
 int rap_model_n_tensors(const rap_model *m);
 const rap_tensor_info *rap_model_tensor(const rap_model *m, int i);
-/* Global table and first global row of tensor i (-1, 0 for MLP tensors). */
+/* Global table and first global row of tensor i (-1, 0 for MLP tensors
+ * and for i out of range; t, 0 for table t of an unsharded model). Either
+ * pointer may be NULL. */
 void rap_model_tensor_origin(const rap_model *m, int i, int *table, int64_t *row0);
 /* Copies tensor i (or its optimizer state: Adagrad accumulator, same shape)
  * to / from host memory (rows*cols floats). state_* fail for SGD. */

@@ -8,7 +8,12 @@
  *
  * Parameter layout: one flat float array `params` holding every tensor of
  * the table in order: emb_l.0 .. emb_l.{T-1}, bot_l.*, top_l.*; tensor i at
- * params + tensors[i].offset. The Adagrad state (when used) has the same
+ * params + tensors[i].offset. A sharded model (model.h, hybrid parallel)
+ * holds its TL local tables instead of the T tables: tensor k < TL is
+ * local table k (tensors[k].layer == k), named after its global table.
+ * The backends size and run their embedding part with rap_model_emb_*
+ * below (TE embedding tables over EB rows), the MLPs and the interaction
+ * with the global T and the local batch B. The Adagrad state (when used) has the same
  * layout. Tables can be huge (tens of GB), so the backends initialise
  * them in place with rap_init_table_value (identical on host and device);
  * MLP tensors are initialised on the host by model.c (init_mlp) and copied.
@@ -49,7 +54,24 @@ struct rap_model {
     int top_in;                /* D + F(F-1)/2 */
     void *cpu;                 /* backend state (cpu/cpu_model.h) */
     void *gpu;                 /* backend state (gpu/gpu_model.h) */
+    rap_model_shard shard;     /* the copy cfg.shard points at (sharded only) */
 };
+
+/* The embedding part of config c (c->shard may be NULL): TE tables ... */
+static inline int rap_model_emb_tables(const rap_model_config *c)
+{
+    return c->shard ? c->shard->n_local : c->n_tables;
+}
+/* ... of these rows each (k < TE) ... */
+static inline int64_t rap_model_emb_rows(const rap_model_config *c, int k)
+{
+    return c->shard ? c->shard->rows[k] : c->table_rows[k];
+}
+/* ... looked up over batches of at most EB rows. */
+static inline int64_t rap_model_emb_batch(const rap_model_config *c)
+{
+    return c->shard ? c->shard->emb_batch : c->batch;
+}
 
 /* Value of element j of table t (R_t rows): uniform in +-sqrt(1/R_t) from a
  * counter-based hash of (seed, t, j), computed exactly the same on host and
@@ -84,7 +106,10 @@ void rap_model_init_mlp(const rap_model *m, float *mlp);
     rap_status pfx##_last_loss(rap_model *m, double *loss);                         \
     rap_status pfx##_sync(rap_model *m);                                            \
     rap_status pfx##_get(const rap_model *m, int i, float *host, bool state);       \
-    rap_status pfx##_set(rap_model *m, int i, const float *host, bool state);
+    rap_status pfx##_set(rap_model *m, int i, const float *host, bool state);       \
+    /* sharded models only (model.c checks): */                                    \
+    rap_status pfx##_dense_apply(rap_model *m);                                     \
+    void pfx##_shard_buffers(rap_model *m, rap_model_shard_bufs *out);
 
 RAP_MODEL_BACKEND(rap_cpu_model)
 RAP_MODEL_BACKEND(rap_gpu_model)

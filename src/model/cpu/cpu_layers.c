@@ -293,6 +293,12 @@ int64_t rap_cpu_bag_forward(const float *table, int64_t R, int D, const int64_t 
 
 double rap_cpu_bce(const float *logit, const float *label, int64_t n, float *dlogit)
 {
+    return rap_cpu_bce_div(logit, label, n, (double)n, dlogit);
+}
+
+double rap_cpu_bce_div(const float *logit, const float *label, int64_t n, double div,
+                       float *dlogit)
+{
     double sum = 0.0;
     for (int64_t r = 0; r < n; r++) {
         double s = logit[r], y = label[r];
@@ -300,10 +306,10 @@ double rap_cpu_bce(const float *logit, const float *label, int64_t n, float *dlo
         sum += (s > 0.0 ? s : 0.0) - s * y + log1p(exp(-fabs(s)));
         if (dlogit) {
             double sig = s >= 0.0 ? 1.0 / (1.0 + exp(-s)) : exp(s) / (1.0 + exp(s));
-            dlogit[r] = (float)((sig - y) / (double)n);
+            dlogit[r] = (float)((sig - y) / div);
         }
     }
-    return sum / (double)n;
+    return sum / div;
 }
 
 /* ------------------------------------------------------------ optimizer */

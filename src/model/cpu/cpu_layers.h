@@ -60,6 +60,12 @@ int64_t rap_cpu_bag_forward(const float *table, int64_t R, int D, const int64_t 
  * double, summed in row order) and, when dlogit is not NULL, writes
  * dlogit (n) = (sigmoid(logit) - label) / n. */
 double rap_cpu_bce(const float *logit, const float *label, int64_t n, float *dlogit);
+/* The same with another divisor than n: returns (sum of the per-row terms)
+ * / div and writes dlogit = (sigmoid(logit) - label) / div (a sharded
+ * model's part of a global mean: div = the global batch rows).
+ * rap_cpu_bce is this with div = n. */
+double rap_cpu_bce_div(const float *logit, const float *label, int64_t n, double div,
+                       float *dlogit);
 
 /* One sort key of the embedding backward: id `id` of table t seen in row
  * `row` of the batch. */

@@ -12,6 +12,8 @@
  *                 interaction backward -> dx, demb -> bottom MLP backward
  *                 (grads, ddense); then the optimizer on every MLP tensor
  *   emb_backward: duplicate ids summed, one optimizer step per touched row
+ * Sharded (cpu_model.h): the emb phases use emb_out / demb_out over b_glob,
+ * mlp_backward stops before the optimizer (rap_cpu_model_dense_apply).
  */
 #include "model/cpu/cpu_model.h"
 
@@ -58,17 +60,22 @@ static size_t act_layout(const rap_model_config *c, char *base, rap_cpu_state *s
     PLACE(st ? &st->ddense : &dummy, B * (size_t)c->n_dense);
     PLACE(st ? &st->buf[0] : &dummy, B * maxw);
     PLACE(st ? &st->buf[1] : &dummy, B * maxw);
+    if (c->shard && c->shard->n_local > 0) {
+        size_t ex = (size_t)c->shard->emb_batch * (size_t)c->shard->n_local * D;
+        PLACE(st ? &st->emb_out : &dummy, ex);
+        PLACE(st ? &st->demb_out : &dummy, ex);
+    }
 #undef PLACE
     (void)dummy;
     return at;
 }
 
-/* Floats of all tensors, and of the MLP part alone. */
+/* Floats of all tensors (the tables held), and of the MLP part alone. */
 static void param_counts(const rap_model_config *c, size_t *all, size_t *mlp)
 {
     size_t n = 0, tab = 0;
-    for (int t = 0; t < c->n_tables; t++)
-        tab += (size_t)c->table_rows[t] * (size_t)c->emb_dim;
+    for (int t = 0; t < rap_model_emb_tables(c); t++)
+        tab += (size_t)rap_model_emb_rows(c, t) * (size_t)c->emb_dim;
     size_t in = (size_t)c->n_dense;
     for (int l = 0; l < c->n_bot; l++) {
         n += (size_t)c->bot[l] * (in + 1);
@@ -90,10 +97,11 @@ size_t rap_cpu_model_bytes(const rap_model_config *c)
     size_t b = sizeof(float) * all * (c->optimizer == RAP_ADAGRAD ? 2 : 1);
     b += sizeof(float) * mlp;                                     /* grads */
     b += act_layout(c, NULL, NULL);                               /* activations */
-    b += 2 * sizeof(rap_cpu_key) * (size_t)c->batch * (size_t)c->n_tables *
+    const size_t te = (size_t)rap_model_emb_tables(c);
+    b += 2 * sizeof(rap_cpu_key) * (size_t)rap_model_emb_batch(c) * te *
          (size_t)(c->max_bag > 0 ? c->max_bag : 1); /* sort keys */
-    b += sizeof(int64_t) * ((size_t)c->n_tables + 1);
-    b += sizeof(rap_cpu_state) + sizeof(rap_tensor) * (size_t)(c->n_tables + 2 * c->n_bot + 2 * c->n_top);
+    b += sizeof(int64_t) * (te + 1);
+    b += sizeof(rap_cpu_state) + sizeof(rap_tensor) * (te + (size_t)(2 * c->n_bot + 2 * c->n_top));
     return b;
 }
 
@@ -106,8 +114,9 @@ typedef struct {
     float *p;       /* (n) */
     size_t n;
     uint64_t seed;
-    int t;
+    int t;          /* global table */
     int64_t rows;   /* R_t: the bound of rap_init_table_value */
+    uint64_t j0;    /* element of table t at p[0]: row0 * D (0 unless sharded) */
     float v;
 } fill_ctx;
 
@@ -116,7 +125,7 @@ static void fill_table(void *c, int64_t i)
     const fill_ctx *k = c;
     size_t lo = (size_t)i * FILL_ITEM, hi = lo + FILL_ITEM < k->n ? lo + FILL_ITEM : k->n;
     for (size_t j = lo; j < hi; j++)
-        k->p[j] = rap_init_table_value(k->seed, k->t, j, k->rows);
+        k->p[j] = rap_init_table_value(k->seed, k->t, k->j0 + j, k->rows);
 }
 
 static void fill_const(void *c, int64_t i)
@@ -139,6 +148,8 @@ rap_status rap_cpu_model_create(rap_model *m, const float *mlp_init)
         return RAP_ERR_NOMEM;
     m->cpu = st;
     st->threads = c->threads > 0 ? c->threads : rap_ncores();
+    st->te = rap_model_emb_tables(c);
+    st->sharded = c->shard != NULL;
     openblas_set_num_threads(1); /* GEMMs run in blocks on the pool */
     RAP_TRY(rap_pool_create(st->threads, &st->pool));
     st->params = rap_aligned_alloc(sizeof(float) * m->n_params, "CPU model parameters");
@@ -159,10 +170,11 @@ rap_status rap_cpu_model_create(rap_model *m, const float *mlp_init)
         return RAP_ERR_NOMEM;
     memset(st->block, 0, ab);
     act_layout(c, st->block, st);
-    st->key_cap = c->batch * c->n_tables * (c->max_bag > 0 ? c->max_bag : 1);
-    st->keys = rap_aligned_alloc(sizeof(rap_cpu_key) * (size_t)st->key_cap, "CPU model sort keys");
-    st->tmp = rap_aligned_alloc(sizeof(rap_cpu_key) * (size_t)st->key_cap, "CPU model sort keys");
-    st->seg = rap_calloc(sizeof(int64_t) * ((size_t)c->n_tables + 1), "CPU model key segments");
+    st->key_cap = rap_model_emb_batch(c) * st->te * (c->max_bag > 0 ? c->max_bag : 1);
+    const size_t kb = sizeof(rap_cpu_key) * (size_t)(st->key_cap > 0 ? st->key_cap : 1);
+    st->keys = rap_aligned_alloc(kb, "CPU model sort keys");
+    st->tmp = rap_aligned_alloc(kb, "CPU model sort keys");
+    st->seg = rap_calloc(sizeof(int64_t) * ((size_t)st->te + 1), "CPU model key segments");
     if (!st->keys || !st->tmp || !st->seg)
         return RAP_ERR_NOMEM;
 
@@ -180,10 +192,18 @@ rap_status rap_cpu_model_create(rap_model *m, const float *mlp_init)
         }
     }
     /* Tables in place, in parallel: element j of table t from its own hash
-     * (the same values the GPU backend computes on the device). */
-    for (int t = 0; t < c->n_tables; t++) {
-        fill_ctx k = {.p = st->tables[t], .n = (size_t)c->table_rows[t] * (size_t)c->emb_dim,
-                      .seed = c->seed, .t = t, .rows = c->table_rows[t]};
+     * (the same values the GPU backend computes on the device); a local
+     * table of a shard gets the values of its rows of the global table. */
+    for (int i = 0; i < st->te; i++) {
+        int t;
+        int64_t row0;
+        rap_model_tensor_origin(m, i, &t, &row0);
+        fill_ctx k = {.p = st->tables[i],
+                      .n = (size_t)rap_model_emb_rows(c, i) * (size_t)c->emb_dim,
+                      .seed = c->seed,
+                      .t = t,
+                      .rows = c->table_rows[t],
+                      .j0 = (uint64_t)row0 * (uint64_t)c->emb_dim};
         rap_pool_for(st->pool, fill_items(k.n), fill_table, &k);
     }
     memcpy(st->params + m->mlp_offset, mlp_init, sizeof(float) * m->n_mlp_params);
@@ -213,13 +233,11 @@ void rap_cpu_model_free(rap_model *m)
 
 /* ------------------------------------------------------------ phases */
 
-/* The bags of every table: checks offsets and ids, grows the sort keys if
- * this batch has more ids than they hold. */
+/* The bags of every table held: checks the offsets, counts the ids. */
 static rap_status check_bags(rap_model *m, const rap_model_batch *b, int64_t *nnz)
 {
-    const rap_model_config *c = &m->cfg;
     *nnz = 0;
-    for (int t = 0; t < c->n_tables; t++) {
+    for (int t = 0; t < st_of(m)->te; t++) {
         if (!b->off[t] || (!b->ids[t] && b->off[t][b->rows] > b->off[t][0]))
             return rap_fail(RAP_ERR_ARG, "CPU model: batch has no offsets or ids for table %d", t);
         if (b->off[t][0] < 0 || b->off[t][b->rows] < b->off[t][0])
@@ -232,22 +250,23 @@ static rap_status check_bags(rap_model *m, const rap_model_batch *b, int64_t *nn
     return RAP_OK;
 }
 
-/* Finds the first bad bag or id for the error message (slow path). */
+/* Finds the first bad bag or id for the error message (slow path). t is
+ * the local table of a sharded model (its ids are local rows). */
 static rap_status report_bad_bag(rap_model *m, const rap_model_batch *b)
 {
     const rap_model_config *c = &m->cfg;
-    for (int t = 0; t < c->n_tables; t++)
+    for (int t = 0; t < st_of(m)->te; t++)
         for (int64_t r = 0; r < b->rows; r++) {
             if (b->off[t][r + 1] < b->off[t][r])
                 return rap_fail(RAP_ERR_DATA, "CPU model: table %d row %lld: offsets %lld > %lld",
                                 t, (long long)r, (long long)b->off[t][r],
                                 (long long)b->off[t][r + 1]);
             for (int64_t p = b->off[t][r]; p < b->off[t][r + 1]; p++)
-                if (b->ids[t][p] < 0 || b->ids[t][p] >= c->table_rows[t])
+                if (b->ids[t][p] < 0 || b->ids[t][p] >= rap_model_emb_rows(c, t))
                     return rap_fail(RAP_ERR_DATA,
-                                    "CPU model: table %d row %lld: id %lld outside [0, %lld)", t,
-                                    (long long)r, (long long)b->ids[t][p],
-                                    (long long)c->table_rows[t]);
+                                    "CPU model: %stable %d row %lld: id %lld outside [0, %lld)",
+                                    st_of(m)->sharded ? "local " : "", t, (long long)r,
+                                    (long long)b->ids[t][p], (long long)rap_model_emb_rows(c, t));
         }
     return rap_fail(RAP_ERR_INTERNAL, "CPU model: bad bag reported but not found");
 }
@@ -277,20 +296,30 @@ rap_status rap_cpu_model_emb_forward(rap_model *m, const rap_model_batch *b)
         st->key_cap = nnz;
     }
     int64_t bad = 0;
-    for (int t = 0; t < c->n_tables; t++)
-        bad += rap_cpu_bag_forward(st->tables[t], c->table_rows[t], c->emb_dim, b->off[t],
-                                   b->ids[t], b->rows, c->n_tables, t, st->emb, st->pool);
+    float *out = st->sharded ? st->emb_out : st->emb; /* (rows, TE, D) */
+    for (int t = 0; t < st->te; t++)
+        bad += rap_cpu_bag_forward(st->tables[t], rap_model_emb_rows(c, t), c->emb_dim,
+                                   b->off[t], b->ids[t], b->rows, st->te, t, out, st->pool);
     if (bad)
         return report_bad_bag(m, b);
-    st->rows = b->rows;
+    if (st->sharded)
+        st->emb_rows = b->rows;
+    else
+        st->rows = b->rows;
     st->phase = 1;
     return RAP_OK;
 }
 
+/* Phase `want` done on this batch (rows compared: b_glob's for the emb
+ * phases, b_loc's for the MLP phases of a sharded model; the sharded
+ * mlp_forward, first on b_loc, only needs emb_forward done). */
 static rap_status phase_check(rap_cpu_state *st, const rap_model_batch *b, int want,
                               const char *what, const char *before)
 {
-    if (st->phase != want || st->rows != b->rows)
+    bool emb = want == 3; /* emb_backward */
+    int64_t rows = st->sharded && emb ? st->emb_rows : st->rows;
+    bool rows_ok = (st->sharded && want == 1) || rows == b->rows;
+    if (st->phase != want || !rows_ok)
         return rap_fail(RAP_ERR_ARG, "CPU model: %s called without %s on this batch first", what,
                         before);
     return RAP_OK;
@@ -322,6 +351,13 @@ static void forward_mlps(rap_model *m, const rap_model_batch *b)
     }
 }
 
+/* Divisor of the summed loss: the shard's loss_rows, else the batch rows
+ * (the mean). */
+static int64_t loss_rows(const rap_model *m, const rap_model_batch *b)
+{
+    return m->cfg.shard ? m->cfg.shard->loss_rows : b->rows;
+}
+
 rap_status rap_cpu_model_mlp_forward(rap_model *m, const rap_model_batch *b)
 {
     rap_cpu_state *st = st_of(m);
@@ -329,8 +365,11 @@ rap_status rap_cpu_model_mlp_forward(rap_model *m, const rap_model_batch *b)
     if (!b->dense || !b->label)
         return rap_fail(RAP_ERR_ARG, "CPU model: mlp_forward: batch has no dense or label array");
     forward_mlps(m, b);
-    st->loss = rap_cpu_bce(st->top_act[m->cfg.n_top - 1], b->label, b->rows, NULL);
+    st->loss_div = (double)loss_rows(m, b);
+    st->loss = rap_cpu_bce_div(st->top_act[m->cfg.n_top - 1], b->label, b->rows, st->loss_div,
+                               NULL);
     st->have_loss = true;
+    st->rows = b->rows;
     st->phase = 2;
     return RAP_OK;
 }
@@ -346,7 +385,7 @@ rap_status rap_cpu_model_mlp_backward(rap_model *m, const rap_model_batch *b)
     int nt = c->n_top;
     /* dy of the last top layer: d(mean loss)/d(logit). */
     float *dy = st->buf[0];
-    rap_cpu_bce(st->top_act[nt - 1], b->label, n, dy);
+    rap_cpu_bce_div(st->top_act[nt - 1], b->label, n, st->loss_div, dy);
     int cur = 0;
     for (int l = nt - 1; l >= 0; l--) {
         const float *x = l == 0 ? st->inter : st->top_act[l - 1];
@@ -369,11 +408,35 @@ rap_status rap_cpu_model_mlp_backward(rap_model *m, const rap_model_batch *b)
                                 c->bot[l], true, g + st->bw[l], g + st->bb[l], dx, st->pool);
         cur = 1 - cur;
     }
+    if (!st->sharded)
+        RAP_TRY(rap_cpu_model_dense_apply(m));
+    st->phase = 3;
+    return RAP_OK;
+}
+
+rap_status rap_cpu_model_dense_apply(rap_model *m)
+{
+    const rap_model_config *c = &m->cfg;
+    rap_cpu_state *st = st_of(m);
     rap_cpu_optimizer_step(st->params + m->mlp_offset, st->grads,
                            st->state ? st->state + m->mlp_offset : NULL, m->n_mlp_params,
                            c->optimizer, c->lr, c->adagrad_eps, st->pool);
-    st->phase = 3;
     return RAP_OK;
+}
+
+void rap_cpu_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
+{
+    const rap_model_config *c = &m->cfg;
+    rap_cpu_state *st = st_of(m);
+    const int64_t td = (int64_t)c->n_tables * c->emb_dim;
+    out->emb_out = st->emb_out;
+    out->demb_out = st->demb_out;
+    out->emb = st->emb;
+    out->demb = st->demb;
+    out->emb_ld = td;
+    out->demb_ld = td;
+    out->grads = st->grads;
+    out->n_grads = m->n_mlp_params;
 }
 
 static rap_status emb_backward_core(rap_model *m, const rap_model_batch *b, const float *demb)
@@ -387,7 +450,7 @@ static rap_status emb_backward_core(rap_model *m, const rap_model_batch *b, cons
                                      "emb_forward saw at most %lld",
                         (long long)nnz, (long long)st->key_cap);
     rap_cpu_emb_update u = {
-        .T = c->n_tables,
+        .T = st->te,
         .D = c->emb_dim,
         .n = b->rows,
         .tables = st->tables,
@@ -411,7 +474,7 @@ rap_status rap_cpu_model_emb_backward(rap_model *m, const rap_model_batch *b)
     rap_cpu_state *st = st_of(m);
     RAP_TRY(phase_check(st, b, 3, "emb_backward", "mlp_backward"));
     st->phase = 0;
-    return emb_backward_core(m, b, st->demb);
+    return emb_backward_core(m, b, st->sharded ? st->demb_out : st->demb);
 }
 
 rap_status rap_cpu_model_predict(rap_model *m, const rap_model_batch *b, float *logits)
@@ -419,7 +482,10 @@ rap_status rap_cpu_model_predict(rap_model *m, const rap_model_batch *b, float *
     rap_cpu_state *st = st_of(m);
     if (!b->dense)
         return rap_fail(RAP_ERR_ARG, "CPU model: predict: batch has no dense array");
-    RAP_TRY(rap_cpu_model_emb_forward(m, b));
+    if (st->sharded)
+        st->phase = 0; /* the MLPs only, from emb as the caller filled it */
+    else
+        RAP_TRY(rap_cpu_model_emb_forward(m, b));
     forward_mlps(m, b);
     memcpy(logits, st->top_act[m->cfg.n_top - 1], sizeof(float) * (size_t)b->rows);
     return RAP_OK;
@@ -479,7 +545,7 @@ rap_status rap_cpu_model_emb_backward_from(rap_model *m, const rap_model_batch *
                                            const float *demb)
 {
     rap_cpu_state *st = st_of(m);
-    if (st->phase < 1 || st->rows != b->rows)
+    if (st->phase < 1 || (st->sharded ? st->emb_rows : st->rows) != b->rows)
         return rap_fail(RAP_ERR_ARG, "CPU model: emb_backward_from without emb_forward");
     st->phase = 0;
     return emb_backward_core(m, b, demb);

@@ -14,6 +14,12 @@
  * emb_forward. Phases must come in order: emb_forward, mlp_forward,
  * mlp_backward, emb_backward, on the same batch. Results are bit-identical
  * from run to run and for any thread count (cpu_layers.h).
+ *
+ * Sharded (model.h, hybrid parallel): the embedding part holds TE = TL
+ * local tables and works on b_glob (up to EB = emb_batch rows) in emb_out
+ * / demb_out (EB, TE, D); the MLPs read emb and write demb (B, T, D), the
+ * caller fills emb; mlp_backward leaves the optimizer to dense_apply.
+ * Unsharded: TE = T, EB = B, the emb phases use emb / demb directly.
  */
 #ifndef RAP_CPU_MODEL_H
 #define RAP_CPU_MODEL_H
@@ -31,8 +37,10 @@ typedef struct {
     float *params;                     /* (n_params) all tensors, model_internal.h layout */
     float *state;                      /* (n_params) Adagrad accumulators; NULL for SGD */
     float *grads;                      /* (n_mlp_params) MLP gradients of the last backward */
-    float *tables[RAP_MAX_TABLES];     /* table t: params + offset, (R_t, D) */
-    float *tstate[RAP_MAX_TABLES];     /* its accumulator, (R_t, D); NULL for SGD */
+    float *tables[RAP_MAX_TABLES];     /* (TE) table k: params + offset, (rows, D) */
+    float *tstate[RAP_MAX_TABLES];     /* (TE) its accumulator, (rows, D); NULL for SGD */
+    int te;                            /* TE: tables held (T, or the shard's TL) */
+    bool sharded;
     size_t bw[RAP_MAX_LAYERS], bb[RAP_MAX_LAYERS]; /* bottom weight/bias offsets in params */
     size_t tw[RAP_MAX_LAYERS], tb[RAP_MAX_LAYERS]; /* top weight/bias offsets in params */
     void *block;                       /* the one block behind the activations below */
@@ -44,13 +52,17 @@ typedef struct {
     float *dx;                         /* (B, D) gradient of the bottom output */
     float *demb;                       /* (B, T, D) gradient of the pooled embeddings */
     float *ddense;                     /* (B, ND) gradient of the dense input */
+    float *emb_out;                    /* sharded: (EB, TE, D) pooled sums of b_glob; else NULL */
+    float *demb_out;                   /* sharded: (EB, TE, D) their gradient; else NULL */
     float *buf[2];                     /* (B, maxw) each: ping-pong layer gradients */
-    int64_t *seg;                      /* (T + 1) key segments of the tables */
+    int64_t *seg;                      /* (TE + 1) key segments of the tables */
     rap_cpu_key *keys, *tmp;           /* (key_cap) each */
     int64_t key_cap;
     int phase;                         /* 0 idle, 1 emb fwd, 2 mlp fwd, 3 mlp bwd done */
-    int64_t rows;                      /* rows of the batch in flight */
+    int64_t rows;                      /* rows of the batch in flight (sharded: b_loc) */
+    int64_t emb_rows;                  /* sharded: rows of b_glob in flight */
     double loss;
+    double loss_div;                   /* divisor of the last mlp_forward's loss */
     bool have_loss;
 } rap_cpu_state;
 
@@ -59,7 +71,8 @@ rap_status rap_cpu_model_get_grad(const rap_model *m, int i, float *host);
 
 /* ---- test hooks (tests only) ---- */
 
-/* Pooled embeddings (B, T, D) of the last emb_forward. */
+/* Pooled embeddings (B, T, D) of the last emb_forward (sharded: the
+ * emb buffer the caller fills). */
 const float *rap_cpu_model_pooled(const rap_model *m);
 /* Gradients of the last mlp_backward: pooled embeddings (B, T, D) and the
  * dense input (B, ND). */

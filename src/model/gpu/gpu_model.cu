@@ -349,6 +349,8 @@ static rap_status create(rap_model *m, const float *mlp_init)
 {
     const rap_model_config *c = &m->cfg;
     rap_gpu *g = (rap_gpu *)m->gpu;
+    if (c->shard)
+        return rap_fail(RAP_ERR_ARG, "GPU model: sharded models are not implemented yet");
     RAP_TRY(shape(g, c));
     RAP_TRY(limits(g));
     if (g->n_params != m->n_params || g->n_mlp != m->n_mlp_params ||
@@ -613,6 +615,18 @@ extern "C" rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *h
     return RAP_OK;
 }
 
+/* Sharded GPU models: to follow (create refuses a shard until then). */
+extern "C" rap_status rap_gpu_model_dense_apply(rap_model *m)
+{
+    return rap_gpu_dense_update((rap_gpu *)m->gpu, m);
+}
+
+extern "C" void rap_gpu_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
+{
+    (void)m;
+    memset(out, 0, sizeof *out);
+}
+
 #else /* no CUDA: the GPU model is unavailable */
 
 static rap_status no_gpu(void)
@@ -710,6 +724,18 @@ rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host)
     (void)i;
     (void)host;
     return no_gpu();
+}
+
+rap_status rap_gpu_model_dense_apply(rap_model *m)
+{
+    (void)m;
+    return no_gpu();
+}
+
+void rap_gpu_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
+{
+    (void)m;
+    memset(out, 0, sizeof *out);
 }
 
 #endif
