@@ -6,8 +6,13 @@
  * Their options live in a table of their own below (same rap_opt machinery
  * as settings.c), so that the planner's options do not touch the shared
  * cli_settings.
+ *
+ * `rap plan --gpus R` (R > 1) places preprocessing over R ranks
+ * (src/plan/place.c, docs/PLANNER.md "Placement") and writes one manifest
+ * per rank (SCHEDULE.rank<r>) with its parts' schedules and fusions.
  */
 #include "cli/cli.h"
+#include "plan/place.h"
 #include "plan/search.h"
 
 #include <errno.h>
@@ -35,6 +40,13 @@ typedef struct {
     char mlp_bot[RAP_OPT_STR];
     char mlp_top[RAP_OPT_STR];
     int precision;
+    int64_t gpus;
+    int placement;           /* rap_placement, 3 = all */
+    int64_t row_shares;
+    double link_gbps, link_latency_us;
+    double grad_comm_ms;     /* assumed grad_comm capacity with R > 1 */
+    double cap_fraction;     /* < 0: off */
+    int64_t max_moves;
     bool quiet, verbose, help;
 } plan_settings;
 
@@ -43,7 +55,7 @@ typedef struct {
 #define T PCMD_TRAIN
 static const rap_opt g_opts[] = {
     {"plan", RAP_OPT_STRING, P, OFF(plan), "default", 0, 0, NULL, "FILE", "preprocessing plan (default: the built-in plans/default.plan)"},
-    {"capacity", RAP_OPT_STRING, P, OFF(capacity), "", 0, 0, NULL, "FILE", "capacity file of the training windows (default: an assumed capacity, labelled so)"},
+    {"capacity", RAP_OPT_STRING, P, OFF(capacity), "", 0, 0, NULL, "FILE[,FILE..]", "capacity file of the training windows, or one per rank with --gpus (default: an assumed capacity, labelled so)"},
     {"predictor", RAP_OPT_STRING, P, OFF(predictor), "", 0, 0, NULL, "DIR", "latency predictor bundle (rap predictor train; default: the analytic fallback)"},
     {"batch", RAP_OPT_INT, P, OFF(batch), "4096", 1, 1 << 26, NULL, "B", "rows per batch (per GPU)"},
     {"out", RAP_OPT_STRING, P, OFF(out), "", 0, 0, NULL, "SCHEDULE", "write the schedule here (docs/SCHEDULE.md)"},
@@ -60,6 +72,14 @@ static const rap_opt g_opts[] = {
     {"mlp-bot", RAP_OPT_STRING, P, OFF(mlp_bot), "512-256-128", 0, 0, NULL, "W-W-..", "bottom MLP widths"},
     {"mlp-top", RAP_OPT_STRING, P, OFF(mlp_top), "1024-1024-512-256-1", 0, 0, NULL, "W-..-1", "top MLP widths"},
     {"precision", RAP_OPT_ENUM, P, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "training precision the capacity was measured with"},
+    {"gpus", RAP_OPT_INT, P, OFF(gpus), "1", 1, RAP_PLACE_MAX_RANKS, NULL, "R", "ranks (one GPU each) to place preprocessing over; 1: the one-GPU planner"},
+    {"placement", RAP_OPT_ENUM, P, OFF(placement), "search", 0, 0, "owner|batch|search|all", NULL, "with --gpus > 1: sparse features on their table's owner, every feature on every rank's rows, the search from owner, or all three compared (files: search's)"},
+    {"row-shares", RAP_OPT_INT, P, OFF(row_shares), "1", 1, 64, NULL, "G", "row shares per rank's rows the search may move (granularity; ranks x G <= 64)"},
+    {"link-gbps", RAP_OPT_DOUBLE, P, OFF(link_gbps), "300", 0.001, 1e6, NULL, "GB/s", "interconnect bandwidth per direction per GPU, effective all-to-all (NVLink on H200)"},
+    {"link-latency-us", RAP_OPT_DOUBLE, P, OFF(link_latency_us), "10", 0, 1e6, NULL, "US", "latency of one all-to-all"},
+    {"grad-comm-capacity", RAP_OPT_DOUBLE, P, OFF(grad_comm_ms), "0.05", 0, 1e6, NULL, "MS", "with --gpus > 1 and no capacity file: the assumed grad_comm window capacity"},
+    {"capacity-fraction", RAP_OPT_DOUBLE, P, OFF(cap_fraction), "-1", -1, 1e6, NULL, "F", "no capacity file: every window hides F x the whole plan's one-GPU predicted ms (for comparisons; -1: off)"},
+    {"max-moves", RAP_OPT_INT, P, OFF(max_moves), "1000", 1, 1000000, NULL, "N", "placement search: moves at most"},
     {"quiet", RAP_OPT_BOOL, P | T, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
     {"verbose", RAP_OPT_BOOL, P | T, OFF(verbose), "false", 0, 0, NULL, NULL, "print solver messages"},
     {"help", RAP_OPT_BOOL, P | T, OFF(help), "false", 0, 0, NULL, NULL, "show this help"},
@@ -115,6 +135,8 @@ static const char *base_name(const char *path)
     return b ? b + 1 : path;
 }
 
+static int cmd_plan_gpus(const plan_settings *s);
+
 int cmd_plan(int argc, char **argv)
 {
     plan_settings s;
@@ -123,6 +145,10 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "rap plan: --out SCHEDULE is required\n");
         return 2;
     }
+    if (s.gpus > 1)
+        return cmd_plan_gpus(&s);
+    if (s.placement != RAP_PLACE_SEARCH && rap_opts_given(g_opts, g_n_opts, "placement"))
+        fprintf(stderr, "rap plan: --placement has no effect with one GPU\n");
     rap_plan *plan = NULL;
     rap_predictor *pred = NULL;
     rap_fusion fus = {0}, greedy = {0};
@@ -142,6 +168,9 @@ int cmd_plan(int argc, char **argv)
             st = rap_capacity_load(s.capacity, &cap);
             if (st == RAP_OK)
                 st = rap_capacity_check(&cap, s.gpu, &shape);
+        } else if (s.cap_fraction >= 0) {
+            st = rap_place_capacity_fraction(plan, pred, s.batch, s.cap_fraction, &shape,
+                                             s.gpu[0] ? s.gpu : rap_predictor_gpu(pred), &cap);
         } else {
             rap_capacity_assumed(&shape, s.gpu[0] ? s.gpu : rap_predictor_gpu(pred), &cap);
         }
@@ -214,8 +243,12 @@ int cmd_plan(int argc, char **argv)
     char latency[600], capsrc[600];
     snprintf(latency, sizeof latency, pred ? "xgboost predictor %s" : "analytic fallback (no predictor)",
              s.predictor);
-    snprintf(capsrc, sizeof capsrc, cap.assumed ? "assumed (no capacity file)" : "capacity file %s",
-             s.capacity);
+    if (s.cap_fraction >= 0 && cap.assumed)
+        snprintf(capsrc, sizeof capsrc, "assumed (no capacity file): every window %g x the plan's "
+                 "predicted ms", s.cap_fraction);
+    else
+        snprintf(capsrc, sizeof capsrc, cap.assumed ? "assumed (no capacity file)" : "capacity file %s",
+                 s.capacity);
     if (st == RAP_OK && s.report[0]) {
         rap_report_info info = {base_name(s.plan), gpu, latency, capsrc,
                                 method, s.fusion != 1 ? &ilp : NULL,
@@ -247,6 +280,186 @@ int cmd_plan(int argc, char **argv)
     rap_schedule_free(sched);
     rap_fusion_free(&fus);
     rap_fusion_free(&greedy);
+    rap_predictor_free(pred);
+    rap_plan_free(plan);
+    return st == RAP_OK ? 0 : cli_fail("plan", st);
+}
+
+/* ------------------------------------------------------ --gpus R > 1 */
+
+/* Capacities of R ranks: FILE (every rank) or FILE0,..,FILE(R-1); else
+ * assumed (with the grad_comm capacity of the settings), or the fraction
+ * profile. *src describes them for the report. */
+static rap_status load_capacities(const plan_settings *s, const rap_plan *plan,
+                                  const rap_predictor *pred, const rap_model_shape *shape, int R,
+                                  rap_capacity *cap, char *src, size_t n)
+{
+    const char *gpu = s->gpu[0] ? s->gpu : rap_predictor_gpu(pred);
+    if (!s->capacity[0]) {
+        for (int r = 0; r < R; r++) {
+            if (s->cap_fraction >= 0) {
+                RAP_TRY(rap_place_capacity_fraction(plan, pred, s->batch, s->cap_fraction, shape,
+                                                    gpu, &cap[r]));
+            } else {
+                rap_capacity_assumed(shape, gpu, &cap[r]);
+                cap[r].capacity_ms[RAP_WIN_GRAD_COMM] = s->grad_comm_ms;
+            }
+        }
+        if (s->cap_fraction >= 0)
+            snprintf(src, n, "assumed (no capacity file): every window, grad_comm included, %g x "
+                     "the plan's one-GPU predicted ms", s->cap_fraction);
+        else
+            snprintf(src, n, "assumed (no capacity file; grad_comm %g ms)", s->grad_comm_ms);
+        return RAP_OK;
+    }
+    char list[RAP_OPT_STR];
+    snprintf(list, sizeof list, "%s", s->capacity);
+    int k = 0;
+    for (char *save = NULL, *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+        if (k >= R)
+            return rap_fail(RAP_ERR_ARG, "--capacity: more files than the %d ranks", R);
+        RAP_TRY(rap_capacity_load(f, &cap[k]));
+        RAP_TRY(rap_capacity_check(&cap[k], s->gpu, shape));
+        k++;
+    }
+    if (k != 1 && k != R)
+        return rap_fail(RAP_ERR_ARG, "--capacity: %d files for %d ranks (expected 1 or %d)", k, R, R);
+    for (int r = k; r < R; r++)
+        cap[r] = cap[0];
+    snprintf(src, n, "capacity file%s %s", k > 1 ? "s" : "", s->capacity);
+    return RAP_OK;
+}
+
+static void print_rank_windows(const rap_place_result *r)
+{
+    fprintf(stderr, "  placement %s: exposed max %.4f ms, all-to-all %.4f ms, %lld bytes moved per "
+            "iteration", rap_placement_name(r->kind), r->exposed_max_ms, r->comm_ms,
+            (long long)r->bytes_moved);
+    if (r->kind == RAP_PLACE_SEARCH)
+        fprintf(stderr, " (%d moves from %s, %d rank plans evaluated)", r->moves, r->start,
+                r->evaluations);
+    fputc('\n', stderr);
+    for (int q = 0; q < r->ranks; q++) {
+        const rap_place_rank *rk = &r->rank[q];
+        fprintf(stderr, "  rank %d: %d parts, exposed %.4f ms (prep %.4f, all-to-all %.4f), sent %lld "
+                "B, received %lld B\n", q, rk->n_parts, rk->exposed_total_ms, rk->prep_exposed_ms,
+                rk->comm_exposed_ms, (long long)rk->bytes_sent, (long long)rk->bytes_recv);
+        for (int w = 0; w < RAP_WIN_COUNT; w++)
+            fprintf(stderr, "    %-13s capacity %8.4f ms  load %8.4f ms  exposed %8.4f ms\n",
+                    rap_window_name((rap_window)w), rk->capacity_ms[w], rk->load_ms[w],
+                    rk->exposed_ms[w]);
+    }
+}
+
+static int cmd_plan_gpus(const plan_settings *s)
+{
+    const int R = (int)s->gpus;
+    if (rap_opts_given(g_opts, g_n_opts, "fusion") && s->fusion != 1) {
+        fprintf(stderr, "rap plan: --gpus %d fuses each rank's parts by levels; --fusion ilp and "
+                "ilp-capacity are one-GPU only for now\n", R);
+        return 2;
+    }
+    if (rap_opts_given(g_opts, g_n_opts, "fusion-out"))
+        fprintf(stderr, "rap plan: --fusion-out is ignored with --gpus: each part's fusion is "
+                "written beside its schedule\n");
+    if (R * s->row_shares > 64) {
+        fprintf(stderr, "rap plan: --gpus %d x --row-shares %lld > 64\n", R, (long long)s->row_shares);
+        return 2;
+    }
+    rap_plan *plan = NULL;
+    rap_predictor *pred = NULL;
+    rap_model_shape shape;
+    rap_capacity *cap = rap_calloc(sizeof *cap * (size_t)R, "plan capacities");
+    int owner[1024], T = 0;
+    char capsrc[RAP_OPT_STR + 200], latency[RAP_OPT_STR + 64];
+    rap_place_result res[3];
+    memset(res, 0, sizeof res);
+    rap_status st = cap ? RAP_OK : RAP_ERR_NOMEM;
+    if (st == RAP_OK)
+        st = cli_load_plan(s->plan, &plan);
+    if (st == RAP_OK && s->predictor[0])
+        st = rap_predictor_load(s->predictor, &pred);
+    if (st == RAP_OK)
+        st = shape_of(s, plan, &shape);
+    if (st == RAP_OK)
+        st = load_capacities(s, plan, pred, &shape, R, cap, capsrc, sizeof capsrc);
+    const char *gpu = st == RAP_OK ? (s->gpu[0] ? s->gpu : cap[0].gpu) : "";
+    if (st == RAP_OK && pred && (s->gpu[0] || !cap[0].assumed))
+        st = rap_predictor_check(pred, gpu);
+    if (st == RAP_OK)
+        st = rap_place_owners_tablewise(plan, R, owner, 1024, &T);
+    snprintf(latency, sizeof latency, pred ? "xgboost predictor %s" : "analytic fallback (no predictor)",
+             s->predictor);
+    rap_place_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.ranks = R;
+    cfg.batch = s->batch;
+    cfg.shares = (int)s->row_shares;
+    cfg.owner = owner;
+    cfg.cap = cap;
+    cfg.pred = pred;
+    cfg.link.gbytes_per_s = s->link_gbps;
+    cfg.link.latency_us = s->link_latency_us;
+    cfg.max_moves = (int)s->max_moves;
+    double t0 = rap_now();
+    int first = s->placement == 3 ? 0 : s->placement, last = s->placement == 3 ? 2 : s->placement;
+    for (int k = first; k <= last && st == RAP_OK; k++)
+        st = rap_place_run(plan, &cfg, (rap_placement)k, &res[k]);
+    double plan_s = rap_now() - t0;
+    const rap_place_result *chosen = &res[last];
+    for (int r = 0; r < R && st == RAP_OK; r++)
+        st = rap_place_save_rank(plan, chosen, r, s->out);
+    if (st == RAP_OK && s->report[0]) {
+        FILE *fp = fopen(s->report, "w");
+        if (!fp) {
+            st = rap_fail(RAP_ERR_IO, "%s: cannot write: %s", s->report, strerror(errno));
+        } else {
+            fprintf(fp, "{\n  \"plan\": \"%s\",\n  \"plan_hash\": \"%016llx\",\n  \"gpus\": %d,\n"
+                        "  \"batch_per_gpu\": %lld,\n  \"global_batch\": %lld,\n  \"gpu\": \"%s\",\n"
+                        "  \"latency_model\": \"%s\",\n  \"capacity_source\": \"%s\",\n"
+                        "  \"units\": \"ms of standalone work\",\n  \"fusion\": \"levels (per part)\",\n"
+                        "  \"link\": {\"gbytes_per_s\": %g, \"latency_us\": %g},\n"
+                        "  \"ownership\": \"table-wise, largest first onto the rank with the fewest "
+                        "rows (no budget)\",\n  \"owner_of_table\": [",
+                    base_name(s->plan), (unsigned long long)rap_plan_hash(plan), R,
+                    (long long)s->batch, (long long)s->batch * R, gpu, latency, capsrc,
+                    s->link_gbps, s->link_latency_us);
+            for (int t = 0; t < T; t++)
+                fprintf(fp, "%s%d", t ? ", " : "", owner[t]);
+            fprintf(fp, "],\n  \"written\": \"%s\",\n  \"placements\": [\n   ",
+                    rap_placement_name(chosen->kind));
+            for (int k = first; k <= last && st == RAP_OK; k++) {
+                if (k > first)
+                    fprintf(fp, ",\n   ");
+                st = rap_place_report_json(fp, plan, &res[k]);
+            }
+            fprintf(fp, "\n  ]\n}\n");
+            if (fclose(fp) != 0 && st == RAP_OK)
+                st = rap_fail(RAP_ERR_IO, "%s: write failed", s->report);
+        }
+    }
+    if (st == RAP_OK && !s->quiet) {
+        fprintf(stderr, "rap plan: %s, %d ops, %d GPUs, batch %lld per GPU (global %lld), gpu %s\n",
+                s->plan, rap_plan_n_ops(plan), R, (long long)s->batch, (long long)s->batch * R, gpu);
+        fprintf(stderr, "  latency: %s; capacity: %s\n  link: %g GB/s, %g us; fusion: levels per "
+                "part; planned in %.2f s -> %s.rank<r>\n", latency, capsrc, s->link_gbps,
+                s->link_latency_us, plan_s, s->out);
+        print_rank_windows(chosen);
+    }
+    if (st == RAP_OK && s->placement == 3) {
+        printf("| placement | exposed max ms | exposed ms per rank | all-to-all ms | bytes moved / iteration |\n");
+        printf("|---|---|---|---|---|\n");
+        for (int k = 0; k < 3; k++) {
+            printf("| %s%s | %.4f | ", rap_placement_name(k),
+                   k == 2 ? (res[2].moves ? "" : " (no move helped)") : "", res[k].exposed_max_ms);
+            for (int r = 0; r < R; r++)
+                printf("%s%.4f", r ? " " : "", res[k].rank[r].exposed_total_ms);
+            printf(" | %.4f | %lld |\n", res[k].comm_ms, (long long)res[k].bytes_moved);
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        rap_place_result_free(&res[k]);
+    rap_free(cap);
     rap_predictor_free(pred);
     rap_plan_free(plan);
     return st == RAP_OK ? 0 : cli_fail("plan", st);

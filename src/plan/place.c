@@ -61,29 +61,38 @@ rap_status rap_place_owners_tablewise(const rap_plan *p, int ranks, int *owner, 
     if (ranks < 1 || ranks > RAP_PLACE_MAX_RANKS)
         return rap_fail(RAP_ERR_ARG, "placement: %d ranks (expected 1..%d)", ranks,
                         RAP_PLACE_MAX_RANKS);
+    enum { MAXT = 1024 };
     int64_t rows[RAP_PLACE_MAX_RANKS] = {0};
-    int64_t trows[1024];
+    double looks[RAP_PLACE_MAX_RANKS] = {0};
+    int64_t trows[MAXT];
+    double tlook[MAXT];
+    bool done[MAXT] = {false};
     int T = 0;
     for (int c = 0; c < p->n_cols; c++) {
         const rap_node *n = &p->nodes[p->cols[c].node];
         if (n->kind != RAP_SPARSE)
             continue;
-        if (T >= max_tables || T >= 1024)
-            return rap_fail(RAP_ERR_ARG, "placement: more than %d sparse columns", max_tables);
+        if (T >= max_tables || T >= MAXT)
+            return rap_fail(RAP_ERR_ARG, "placement: more than %d sparse columns",
+                            max_tables < MAXT ? max_tables : MAXT);
+        tlook[T] = n->ids_per_row > 0 ? (double)n->ids_per_row : 1;
         trows[T++] = n->bounded ? n->hi + 1 : 1;
     }
-    bool done[1024] = {false};
     for (int i = 0; i < T; i++) {
-        int best = -1; /* largest table left; ties: lower index */
+        /* largest table left (ties: more lookups, then lower index) */
+        int best = -1;
         for (int t = 0; t < T; t++)
-            if (!done[t] && (best < 0 || trows[t] > trows[best]))
+            if (!done[t] && (best < 0 || trows[t] > trows[best] ||
+                             (trows[t] == trows[best] && tlook[t] > tlook[best])))
                 best = t;
+        /* onto the rank with the fewest rows (ties: fewest lookups, lowest rank) */
         int r = 0;
         for (int q = 1; q < ranks; q++)
-            if (rows[q] < rows[r])
+            if (rows[q] < rows[r] || (rows[q] == rows[r] && looks[q] < looks[r]))
                 r = q;
         owner[best] = r;
         rows[r] += trows[best];
+        looks[r] += tlook[best];
         done[best] = true;
     }
     *n_tables = T;
@@ -268,6 +277,43 @@ static uint64_t mask_on(const shape *s, const int *src, int c, int r, bool *send
     return m;
 }
 
+/* Bytes rank r sends and receives under src. */
+static void rank_bytes(const shape *s, const int *src, int r, int64_t *sent, int64_t *recv)
+{
+    int64_t out = 0, in = 0;
+    for (int c = 0; c < s->C; c++) {
+        if (!s->work[c])
+            continue;
+        for (int k = 0; k < s->K; k++) {
+            uint64_t cs = consumers(s, c, k);
+            for (int d = 0; d < s->R; d++) {
+                if (!(cs >> d & 1))
+                    continue;
+                int q = src[idx(s, c, k, d)];
+                if (q == d || (q != r && d != r))
+                    continue;
+                int64_t b = share_rows(s, k) * s->bpr[c];
+                if (q == r)
+                    out += b;
+                else
+                    in += b;
+            }
+        }
+    }
+    *sent = out;
+    *recv = in;
+}
+
+/* Rank r's part of the all-to-all: max(sent, received) / bandwidth +
+ * latency (0 when it moves nothing). */
+static double rank_comm_ms(const rap_link *l, int64_t sent, int64_t recv)
+{
+    if (sent == 0 && recv == 0)
+        return 0;
+    int64_t b = sent > recv ? sent : recv;
+    return (double)b / (l->gbytes_per_s * 1e9) * 1e3 + l->latency_us * 1e-3;
+}
+
 /* Plans rank r for assignment src: its parts, each fused and searched on
  * what the windows have left; col_win (C) gets the window in which each
  * column computed here is complete (the latest over its parts; -1: not
@@ -329,6 +375,12 @@ static rap_status plan_rank(const shape *s, const int *src, int r, rap_place_ran
     rap_capacity left = c->cap[r];
     for (int w = 0; w < RAP_WIN_COUNT; w++)
         rk->capacity_ms[w] = w < RAP_CAP_WINDOWS ? c->cap[r].capacity_ms[w] : 0;
+    /* the all-to-all goes first in grad_comm: reserve its time there */
+    rank_bytes(s, src, r, &rk->bytes_sent, &rk->bytes_recv);
+    rk->comm_ms = rank_comm_ms(&c->link, rk->bytes_sent, rk->bytes_recv);
+    double gc = left.capacity_ms[RAP_WIN_GRAD_COMM];
+    rk->comm_reserved_ms = rk->comm_ms < gc ? rk->comm_ms : gc;
+    left.capacity_ms[RAP_WIN_GRAD_COMM] = gc - rk->comm_reserved_ms;
     for (int q = 0; q < rk->n_parts && st == RAP_OK; q++) {
         rap_place_part *pt = &rk->parts[q];
         st = sub_plan(p, pt->cols, pt->n_cols, &pt->sub);
@@ -370,7 +422,6 @@ static rap_status plan_rank(const shape *s, const int *src, int r, rap_place_ran
                 col_win[col] = w;
         }
     }
-    rk->gc_left_ms = left.capacity_ms[RAP_WIN_GRAD_COMM];
     rap_free(mask);
     rap_free(snd);
     rap_free(win);
@@ -379,16 +430,18 @@ static rap_status plan_rank(const shape *s, const int *src, int r, rap_place_ran
     return st;
 }
 
-/* Costs of the whole assignment from the planned ranks: bytes, the
- * all-to-all, exposure per rank, max and sum. col_win: (R, C). */
+/* Costs of the whole assignment from the planned ranks: readiness,
+ * exposure per rank, max and sum, bytes. col_win: (R, C). A rank's
+ * all-to-all hides in what it reserved of grad_comm when every unit it
+ * sends or receives is complete before `exposed` on its source; otherwise
+ * it starts after the latest of those sources' exposed work. */
 static void finish_cost(const shape *s, const int *src, rap_place_rank *rk, const int *col_win,
                         rap_place_result *out)
 {
-    const rap_link *l = &s->c->link;
-    for (int r = 0; r < s->R; r++) {
-        rk[r].bytes_sent = rk[r].bytes_recv = 0;
-        rk[r].ready = true;
-    }
+    /* late[r]: the most exposed prep among late sources of r's units (< 0: none) */
+    double late[RAP_PLACE_MAX_RANKS];
+    for (int r = 0; r < s->R; r++)
+        late[r] = -1;
     int64_t moved = 0;
     for (int c = 0; c < s->C; c++) {
         if (!s->work[c])
@@ -401,42 +454,31 @@ static void finish_cost(const shape *s, const int *src, rap_place_rank *rk, cons
                 int q = src[idx(s, c, k, d)];
                 if (q == d)
                     continue;
-                int64_t b = share_rows(s, k) * s->bpr[c];
-                rk[q].bytes_sent += b;
-                rk[d].bytes_recv += b;
-                moved += b;
-                if (col_win[(size_t)q * (size_t)s->C + (size_t)c] >= RAP_WIN_EXPOSED)
-                    rk[q].ready = false;
+                moved += share_rows(s, k) * s->bpr[c];
+                if (col_win[(size_t)q * (size_t)s->C + (size_t)c] >= RAP_WIN_EXPOSED) {
+                    double e = rk[q].prep_exposed_ms;
+                    if (e > late[q])
+                        late[q] = e;
+                    if (e > late[d])
+                        late[d] = e;
+                }
             }
         }
     }
-    double T = 0;
-    for (int r = 0; r < s->R; r++) {
-        int64_t b = rk[r].bytes_sent > rk[r].bytes_recv ? rk[r].bytes_sent : rk[r].bytes_recv;
-        double ms = (double)b / (l->gbytes_per_s * 1e9) * 1e3;
-        if (ms > T)
-            T = ms;
-    }
-    if (moved > 0)
-        T += l->latency_us * 1e-3;
-    bool all_ready = true;
-    double prep_max = 0;
-    for (int r = 0; r < s->R; r++) {
-        all_ready &= rk[r].ready;
-        if (rk[r].prep_exposed_ms > prep_max)
-            prep_max = rk[r].prep_exposed_ms;
-    }
-    out->exposed_max_ms = out->exposed_sum_ms = 0;
+    out->exposed_max_ms = out->exposed_sum_ms = out->comm_ms = 0;
     for (int r = 0; r < s->R; r++) {
         rap_place_rank *x = &rk[r];
-        if (all_ready) {
-            x->comm_hidden_ms = T < x->gc_left_ms ? T : x->gc_left_ms;
-            x->comm_exposed_ms = T - x->comm_hidden_ms;
+        x->ready = late[r] < 0;
+        if (x->ready) {
+            x->comm_hidden_ms = x->comm_reserved_ms;
+            x->comm_exposed_ms = x->comm_ms - x->comm_reserved_ms;
         } else {
-            /* the all-to-all starts after the slowest rank's exposed work */
+            double start = late[r] > x->prep_exposed_ms ? late[r] : x->prep_exposed_ms;
             x->comm_hidden_ms = 0;
-            x->comm_exposed_ms = prep_max - x->prep_exposed_ms + T;
+            x->comm_exposed_ms = start - x->prep_exposed_ms + x->comm_ms;
         }
+        if (x->comm_exposed_ms < 1e-15)
+            x->comm_exposed_ms = 0;
         x->exposed_total_ms = x->prep_exposed_ms + x->comm_exposed_ms;
         for (int w = 0; w < RAP_WIN_COUNT; w++) {
             double ex = x->load_ms[w] - x->capacity_ms[w];
@@ -446,8 +488,9 @@ static void finish_cost(const shape *s, const int *src, rap_place_rank *rk, cons
         if (x->exposed_total_ms > out->exposed_max_ms)
             out->exposed_max_ms = x->exposed_total_ms;
         out->exposed_sum_ms += x->exposed_total_ms;
+        if (x->comm_ms > out->comm_ms)
+            out->comm_ms = x->comm_ms;
     }
-    out->comm_ms = T;
     out->bytes_moved = moved;
 }
 

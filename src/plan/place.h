@@ -26,13 +26,14 @@
  * computed in each: recomputing it is what avoids traffic.
  *
  * Cost (ms of standalone work, the planner's currency): per rank, the
- * exposed preprocessing of its search, plus the all-to-all of the moved
- * units: T = max over ranks of max(sent, received) / bandwidth + latency
- * (0 when nothing moves). When every moved unit is complete before
- * `exposed` on its source, rank r hides min(T, grad_comm capacity left)
- * and exposes the rest; otherwise the all-to-all waits for the slowest
- * rank: every rank exposes max prep exposed + T. Placement cost = max
- * over ranks (the iteration waits for the slowest rank).
+ * exposed preprocessing of its search, plus its part of the all-to-all of
+ * the moved units: T_r = max(sent_r, received_r) / bandwidth + latency (0
+ * when it moves nothing), which is placed first in grad_comm (min(T_r,
+ * capacity) reserved before the rank's preprocessing is planned). When
+ * every unit r sends or receives is complete before `exposed` on its
+ * source, r exposes T_r minus the reserve; otherwise its all-to-all starts
+ * after the latest such source's exposed work and is exposed whole.
+ * Placement cost = max over ranks (the iteration waits for the slowest).
  *
  * Placements: owner (each sparse column on the holders of its table over
  * all Bg rows, dense data parallel: zero bytes), batch (every rank every
@@ -107,10 +108,11 @@ typedef struct {
     double load_ms[RAP_WIN_COUNT];      /* preprocessing (+ the hidden all-to-all in grad_comm) */
     double exposed_ms[RAP_WIN_COUNT];   /* exposed: preprocessing + exposed all-to-all */
     double prep_exposed_ms;   /* preprocessing that fits no window */
+    double comm_ms;           /* its part of the all-to-all: max(sent, recv) / bw + latency */
+    double comm_reserved_ms;  /* of grad_comm, kept for it before preprocessing is placed */
     double comm_hidden_ms, comm_exposed_ms;
     double exposed_total_ms;  /* prep_exposed_ms + comm_exposed_ms */
-    double gc_left_ms;        /* grad_comm capacity left after preprocessing */
-    bool ready;               /* every unit it sends is complete before `exposed` */
+    bool ready;               /* every unit it sends or receives is complete before `exposed` */
     int64_t bytes_sent, bytes_recv;
 } rap_place_rank;
 
@@ -122,17 +124,19 @@ typedef struct {
     rap_place_rank *rank;     /* (R) */
     double exposed_max_ms;    /* the cost */
     double exposed_sum_ms;    /* tie-break of the search */
-    double comm_ms;           /* T: the all-to-all's predicted duration */
+    double comm_ms;           /* the longest rank part of the all-to-all */
     int64_t bytes_moved;      /* per iteration, all ranks */
     int moves;                /* search: accepted moves */
     int evaluations;          /* search: rank plans evaluated */
     char start[32];           /* search: "owner", or "batch" when that walk was better */
 } rap_place_result;
 
-/* Table-wise ownership for when no shard map is at hand: tables largest
- * (hi + 1 rows) first onto the rank with the fewest rows so far (ties:
- * lowest rank); no row splits. owner: (T) with T = the plan's sparse
- * columns (*n_tables). */
+/* Table-wise ownership for when no shard map is at hand: the rule of
+ * src/dist/shard.h without a memory budget (so no row splits): tables
+ * largest first (hi + 1 rows; ties: more ids per row, then lower index),
+ * each onto the rank with the fewest rows so far (ties: fewest ids per
+ * row, then lowest rank). owner: (T) with T = the plan's sparse columns
+ * in frame order (*n_tables). */
 rap_status rap_place_owners_tablewise(const rap_plan *p, int ranks, int *owner, int max_tables,
                                       int *n_tables);
 
