@@ -906,7 +906,8 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
     for (int i = 0; rt->graphs && i < rt->S; i++)
         if (s == &rt->slots[i])
             gi = i;
-    bool use_graph = rt->graphs && !rt->graph_failed && s->mb.rows == rt->B && gi >= 0;
+    bool use_graph = rt->graphs && !rt->graph_failed && s->mb.rows == rt->B && gi >= 0 &&
+                     !rt->cfg.train_fn;
     if (use_graph && !rt->graphs[gi]) {
         rap_status st = rap_run_graph_begin(rt->train_s);
         if (st == RAP_OK) {
@@ -923,7 +924,23 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             use_graph = false;
         }
     }
-    if (use_graph) { /* one span: the graph's phases cannot be told apart */
+    if (rt->cfg.train_fn) { /* hybrid parallel: the next batch's slices first, then the step */
+        if (nx) {
+            RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
+            for (int p = 0; p < 4; p++)
+                RAP_TRY(launch_window(rt, nx, (rap_window)p));
+        }
+        RAP_TRY(rap_rt_record(e->ev[EV_P0], rt->train_s));
+        int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, "hybrid step", "phase", s->info.seq,
+                                     rt->train_s);
+        double loss = 0;
+        RAP_TRY(rt->cfg.train_fn(rt->cfg.train_ctx, &s->mb, &loss));
+        if (sp >= 0)
+            RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
+        for (int p = 1; p < 4; p++)
+            RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
+        *e->h_loss = (float)loss; /* read back by ring_finish once EV_END has completed */
+    } else if (use_graph) { /* one span: the graph's phases cannot be told apart */
         RAP_TRY(rap_rt_record(e->ev[EV_P0], rt->train_s));
         int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, "step (graph)", "phase", s->info.seq,
                                      rt->train_s);
@@ -948,7 +965,8 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
                 RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
         }
     }
-    RAP_TRY(rap_rt_d2h(e->h_loss, rt->loss_dev, sizeof(float), rt->train_s));
+    if (!rt->cfg.train_fn)
+        RAP_TRY(rap_rt_d2h(e->h_loss, rt->loss_dev, sizeof(float), rt->train_s));
     RAP_TRY(rap_rt_record(e->ev[EV_END], rt->train_s));
     if (nx) {
         RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_END]));
@@ -968,15 +986,23 @@ static rap_status phases_cpu(rap_runtime *rt, const rap_model_batch *mb, int64_t
     ring_entry *e;
     RAP_TRY(ring_acquire(rt, seq, &e));
     double t[5];
-    for (int p = 0; p < 4; p++) {
-        t[p] = rap_now();
-        RAP_TRY(g_phases[p](rt->model, mb));
+    if (rt->cfg.train_fn) { /* hybrid parallel: one call, timed as one span */
+        t[0] = rap_now();
+        RAP_TRY(rt->cfg.train_fn(rt->cfg.train_ctx, mb, &e->loss));
+        t[1] = t[2] = t[3] = t[4] = rap_now();
+        rap_trace_host_span(rt->cfg.trace, RAP_TRACK_MAIN, "hybrid step", "phase", seq, t[0],
+                            t[4]);
+    } else {
+        for (int p = 0; p < 4; p++) {
+            t[p] = rap_now();
+            RAP_TRY(g_phases[p](rt->model, mb));
+        }
+        t[4] = rap_now();
+        for (int p = 0; p < 4; p++)
+            rap_trace_host_span(rt->cfg.trace, RAP_TRACK_MAIN, g_phase_names[p], "phase", seq,
+                                t[p], t[p + 1]);
+        RAP_TRY(rap_model_last_loss(rt->model, &e->loss));
     }
-    t[4] = rap_now();
-    for (int p = 0; p < 4; p++)
-        rap_trace_host_span(rt->cfg.trace, RAP_TRACK_MAIN, g_phase_names[p], "phase", seq, t[p],
-                            t[p + 1]);
-    RAP_TRY(rap_model_last_loss(rt->model, &e->loss));
     for (int p = 0; p < 4; p++)
         e->rec.phase_ms[p] = (float)((t[p + 1] - t[p]) * 1e3);
     e->rec.exposed_ms = (float)(exposed_s * 1e3);
@@ -1860,7 +1886,7 @@ static rap_status create_inner(rap_runtime *rt)
 {
     const rap_runtime_config *c = &rt->cfg;
     const rap_model_config *mc = rap_model_config_of(rt->model);
-    rt->B = mc->batch;
+    rt->B = c->batch_rows > 0 ? c->batch_rows : mc->batch;
     rt->n_tables = mc->n_tables;
     rt->n_dense = mc->n_dense;
     rt->max_bag = mc->max_bag > 0 ? mc->max_bag : 1;

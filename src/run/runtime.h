@@ -163,6 +163,16 @@ typedef struct {
     int64_t shard_passes;         /* passes over the shard; 0 = until stopped */
     int64_t shard_start_rows;     /* first pass: rows skipped (a resume position; must
                                    * end a batch of the shard) */
+    /* hybrid parallel (docs/DIST.md, train.c): every step hands the whole
+     * preprocessed global batch mb to train_fn instead of running the
+     * model's four phases; train_fn trains this rank's share (rap_hybrid_step)
+     * and returns the global mean loss (on the GPU it may wait for the step).
+     * Timed as one span (phase_ms[0] holds the step, the others 0). No CUDA
+     * graph. NULL: the plain step, unchanged. */
+    rap_status (*train_fn)(void *ctx, const rap_model_batch *mb, double *loss);
+    void *train_ctx;
+    int64_t batch_rows;           /* B of slots, executors and batches; 0 = the model's
+                                   * batch (with train_fn: the global batch Bg) */
 } rap_runtime_config;
 
 /* What one call of rap_runtime_step did. */
@@ -253,6 +263,10 @@ void rap_rt_host_free(void *p);
 /* The model's device loss scalar (float, GPU model). */
 rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **loss_dev);
 rap_status rap_rt_mem_used(size_t *used);
+/* cudaSetDevice for the calling thread (--gpus: rank r's thread uses GPU r). */
+rap_status rap_rt_set_device(int device);
+/* GPUs visible (cudaGetDeviceCount). */
+rap_status rap_rt_device_count(int *n);
 
 #ifdef __cplusplus
 }

@@ -136,6 +136,19 @@ extern "C" rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **lo
     return RAP_OK;
 }
 
+extern "C" rap_status rap_rt_set_device(int device)
+{
+    RAP_CUDA_TRY(cudaSetDevice(device));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_rt_device_count(int *n)
+{
+    *n = 0;
+    RAP_CUDA_TRY(cudaGetDeviceCount(n));
+    return RAP_OK;
+}
+
 extern "C" rap_status rap_rt_mem_used(size_t *used)
 {
     size_t fr = 0, tot = 0;
@@ -230,6 +243,16 @@ rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **loss_dev)
 rap_status rap_rt_mem_used(size_t *used)
 {
     *used = 0;
+    return NO_GPU;
+}
+rap_status rap_rt_set_device(int device)
+{
+    (void)device;
+    return NO_GPU;
+}
+rap_status rap_rt_device_count(int *n)
+{
+    *n = 0;
     return NO_GPU;
 }
 #endif
