@@ -3,10 +3,12 @@
  * generates training and evaluation rows (same generator world, seeds S and
  * S+1) into temporary files, removed at the end. */
 #include "cli/cli.h"
+#include "dist/comm.h"
 #include "run/mps.h"
 #include "run/train.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +57,9 @@ typedef struct {
     rap_trace *trace;
 } train_job;
 
-static rap_status run(cli_settings *s, train_job *j, rap_train_result *res)
+/* Builds the trainer's config from the settings (generating data when
+ * there is no --data). */
+static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg)
 {
     rap_train_config c;
     rap_train_defaults(&c);
@@ -149,13 +153,155 @@ static rap_status run(cli_settings *s, train_job *j, rap_train_result *res)
                         "cannot do; give --eval-data or --eval-fraction 0");
     if (!strcmp(c.data, "-") && (c.epochs > 1 || c.steps > 0))
         rap_warn("--data -: stdin is read once; training ends with its last row");
+    c.placement = s->placement;
+    c.gpu = -1;
+    *cfg = c;
+    return RAP_OK;
+}
+
+/* One rank of --gpus N: a thread. */
+typedef struct {
+    rap_train_config c;
+    rap_train_result res;
+    rap_status st;
+    char msg[2048];
+} rank_job;
+
+static void *rank_main(void *arg)
+{
+    rank_job *r = arg;
+    r->st = rap_train_run(&r->c, &r->res);
+    snprintf(r->msg, sizeof r->msg, "%s", r->st == RAP_OK ? "" : rap_last_error());
+    return NULL;
+}
+
+/* The failure of rank r of n, its message prefixed with the rank (unless
+ * it names one already, as the comm's timeouts do). */
+static rap_status rank_fail(rap_status st, int r, int n, const char *msg)
+{
+    if (n > 1 && strncmp(msg, "rank ", 5))
+        return rap_fail(st, "rank %d: %s", r, msg);
+    return rap_fail(st, "%s", msg);
+}
+
+/* --gpus N: N ranks as threads of this process over the threads comm (GPU
+ * r for rank r, NCCL between them). res gets rank 0's result; the status
+ * is rank 0's failure, else the first other rank's. */
+static rap_status run_threads(const cli_settings *s, const rap_train_config *c, int n,
+                              rap_train_result *res)
+{
+    if (c->device == RAP_GPU) {
+        int have = 0;
+        RAP_TRY(rap_rt_device_count(&have));
+        if (have < n)
+            return rap_fail(RAP_ERR_ARG, "--gpus %d: this machine has %d GPU%s", n, have,
+                            have == 1 ? "" : "s");
+        if (!rap_comm_have_nccl())
+            return rap_fail(RAP_ERR_ARG, "--gpus %d --device gpu: rap was built without NCCL", n);
+    }
+    rap_comm **comms = rap_calloc(sizeof(rap_comm *) * (size_t)n, "ranks");
+    rank_job *jobs = rap_calloc(sizeof(rank_job) * (size_t)n, "ranks");
+    pthread_t *tid = rap_calloc(sizeof(pthread_t) * (size_t)n, "ranks");
+    rap_status st = comms && jobs && tid ? RAP_OK : RAP_ERR_NOMEM;
+    if (st == RAP_OK)
+        st = rap_comm_threads_create(n, comms);
+    int started = 0;
+    for (int r = 0; st == RAP_OK && r < n; r++) {
+        if (s->comm_timeout > 0)
+            rap_comm_set_timeout(comms[r], s->comm_timeout);
+        jobs[r].c = *c;
+        jobs[r].c.comm = comms[r];
+        jobs[r].c.gpu = r;
+        if (r > 0) { /* rank 0 alone writes metrics, progress and the trace */
+            jobs[r].c.metrics = NULL;
+            jobs[r].c.trace = NULL;
+            jobs[r].c.progress = false;
+        }
+        if (pthread_create(&tid[r], NULL, rank_main, &jobs[r]) != 0)
+            st = rap_fail(RAP_ERR_INTERNAL, "--gpus %d: cannot start the thread of rank %d", n, r);
+        else
+            started++;
+    }
+    for (int r = 0; r < started; r++)
+        pthread_join(tid[r], NULL);
+    if (st == RAP_OK && started == n) {
+        *res = jobs[0].res;
+        int bad = jobs[0].st != RAP_OK ? 0 : -1;
+        for (int r = 1; bad < 0 && r < n; r++)
+            if (jobs[r].st != RAP_OK)
+                bad = r;
+        if (bad >= 0)
+            st = rank_fail(jobs[bad].st, bad, n, jobs[bad].msg);
+    }
+    for (int r = 0; comms && r < n; r++)
+        rap_comm_free(comms[r]);
+    rap_free(comms);
+    rap_free(jobs);
+    rap_free(tid);
+    return st;
+}
+
+static rap_status run(cli_settings *s, train_job *j, rap_comm *world, rap_train_result *res)
+{
+    rap_train_config c;
+    RAP_TRY(configure(s, j, &c));
+    if (world) { /* under mpirun: this process is one rank */
+        c.comm = world;
+        if (c.device == RAP_GPU) { /* one GPU per rank: the node-local rank's */
+            const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+            int have = 0;
+            RAP_TRY(rap_rt_device_count(&have));
+            c.gpu = (lr ? atoi(lr) : rap_comm_rank(world)) % (have > 0 ? have : 1);
+        }
+        if (rap_comm_rank(world) > 0)
+            c.trace = NULL;
+        rap_status st = rap_train_run(&c, res);
+        if (st != RAP_OK && st != RAP_ERR_INTERRUPTED) {
+            char msg[2048];
+            snprintf(msg, sizeof msg, "%s", rap_last_error());
+            return rank_fail(st, rap_comm_rank(world), rap_comm_size(world), msg);
+        }
+        return st;
+    }
+    if (rap_opts_given(cli_options, cli_n_options, "gpus"))
+        return run_threads(s, &c, (int)s->gpus, res);
     return rap_train_run(&c, res);
 }
 
 int cmd_train(int argc, char **argv)
 {
     cli_settings s;
-    cli_parse("train", CMD_TRAIN, argc, argv, &s);
+    /* under mpirun, ranks other than 0 print errors only */
+    const char *env_rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (!env_rank)
+        env_rank = getenv("PMI_RANK");
+    bool mpi = rap_dist_detect(NULL);
+    char **args = argv;
+    char quiet[] = "--quiet";
+    if (mpi && env_rank && atoi(env_rank) > 0) {
+        args = calloc((size_t)argc + 2, sizeof(char *));
+        if (!args)
+            return 1;
+        for (int i = 0; i < argc; i++)
+            args[i] = argv[i];
+        args[argc++] = quiet;
+    }
+    cli_parse("train", CMD_TRAIN, argc, args, &s);
+    if (args != argv)
+        free(args);
+    rap_comm *world = NULL;
+    if (mpi) {
+        if (rap_opts_given(cli_options, cli_n_options, "gpus")) {
+            fprintf(stderr, "rap train: --gpus under mpirun: each process is one rank (one GPU); "
+                    "leave --gpus out\n");
+            return 2;
+        }
+        rap_status ms = rap_comm_mpi_init(&world);
+        if (ms != RAP_OK)
+            return cli_fail("train", ms);
+        if (s.comm_timeout > 0)
+            rap_comm_set_timeout(world, s.comm_timeout);
+    }
     if (s.mps_start) { /* before any CUDA call */
         rap_status ms = rap_mps_daemon_start();
         if (ms != RAP_OK)
@@ -172,13 +318,16 @@ int cmd_train(int argc, char **argv)
     rap_train_result res;
     memset(&res, 0, sizeof res);
     double t0 = rap_now();
-    rap_status st = run(&s, &j, &res);
+    rap_status st = run(&s, &j, world, &res);
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", rap_last_error());
     if (!s.quiet && (res.data.rows_read > 0 || st == RAP_OK || st == RAP_ERR_INTERRUPTED)) {
         fprintf(stderr, "rap train: training input accounting (all passes):\n");
         rap_reader_print_stats(&res.data, stderr);
     }
+    if (!s.quiet && res.ranks > 1 && res.ranks_samples > 0)
+        fprintf(stderr, "rap train: %d ranks: each trained its share of every global batch: "
+                "%lld rows in all, each once\n", res.ranks, (long long)res.ranks_samples);
     if (!s.quiet && res.steps_run > 0) {
         fprintf(stderr, "rap train: mode %s: %lld rows trained, %lld held out, %lld read but not "
                 "trained; exposed preprocessing %.3f ms/step; waited %.1f s for data (%s)\n",
@@ -209,7 +358,14 @@ int cmd_train(int argc, char **argv)
     rap_plan_free(j.plan);
     if (st != RAP_OK) {
         rap_fail(st, "%s", msg);
-        return cli_fail("train", st);
+        int code = cli_fail("train", st);
+        if (world) { /* the other ranks may wait in a collective: end them all */
+            fflush(stderr);
+            rap_comm_abort(world, code);
+        }
+        rap_comm_free(world);
+        return code;
     }
+    rap_comm_free(world);
     return 0;
 }

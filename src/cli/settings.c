@@ -55,7 +55,7 @@ const rap_opt cli_options[] = {
     {"format", RAP_OPT_ENUM, CMD_PREP, OFF(format), "tsv", 0, 0, "tsv|bin", NULL, "output format: TSV with a header, or rap's binary shard"},
     {"device", RAP_OPT_ENUM, CMD_PREP | TB, OFF(device), "auto", 0, 0, "auto|cpu|gpu", NULL, "where to preprocess (and train) (auto: the GPU if there is one)"},
     /* the train entry first: rap_opts_given finds the first of a name */
-    {"batch", RAP_OPT_INT, TB, OFF(batch), SMALL_BATCH, 1, 1 << 24, NULL, "B", "rows per training step"},
+    {"batch", RAP_OPT_INT, TB, OFF(batch), SMALL_BATCH, 1, 1 << 24, NULL, "B", "rows per training step (with ranks: the global batch, split over the ranks)"},
     {"batch", RAP_OPT_INT, CMD_PREP, OFF(batch), "65536", 1, 1 << 26, NULL, "B", "rows per batch"},
     {"fusion", RAP_OPT_ENUM, CMD_PREP | TB, OFF(fusion), "levels", 0, 0, "levels|none", NULL, "horizontal fusion: same-type ops of a level in one kernel, or one kernel per op"},
     {"steps", RAP_OPT_INT, TR, OFF(steps), "0", 0, BIG, NULL, "N", "stop at step N, counted from the start of training (resumed steps included)"},
@@ -83,6 +83,10 @@ const rap_opt cli_options[] = {
     {"schedule", RAP_OPT_STRING, TB, OFF(schedule), "", 0, 0, NULL, "FILE", "rap mode: schedule file (docs/SCHEDULE.md; default: the built-in one)"},
     {"trace", RAP_OPT_STRING, TB, OFF(trace), "", 0, 0, NULL, "FILE", "write a Chrome/Perfetto timeline of a few steps (bench: FILE gets the mode's name before .json)"},
     {"trace-steps", RAP_OPT_INT, TB, OFF(trace_steps), "4", 1, 1000, NULL, "N", "steps in the --trace timeline"},
+    /* ranks (docs/DIST.md, docs/TRAINING.md "Several ranks") */
+    {"gpus", RAP_OPT_INT, TB, OFF(gpus), "1", 1, 1024, NULL, "N", "ranks in this process, one GPU each (threads, NCCL; with --device cpu CPU ranks over shared memory); given, even as 1, it runs the hybrid-parallel path. Under mpirun leave it out: one rank per process"},
+    {"placement", RAP_OPT_ENUM, TB, OFF(placement), "owner", 0, 0, "batch|owner|search", NULL, "with ranks: which rank preprocesses which feature, as the planner models it; the runtime preprocesses the whole global batch on every rank whatever the placement (docs/TRAINING.md)"},
+    {"comm-timeout", RAP_OPT_DOUBLE, TB, OFF(comm_timeout), "0", 0, 1e6, NULL, "S", "with ranks: seconds a collective may wait for the other ranks before the run stops naming it (0: RAP_COMM_TIMEOUT_S, else 60)"},
     {"json", RAP_OPT_BOOL, BE, OFF(json), "false", 0, 0, NULL, NULL, "print the results as JSON on stdout instead of a table"},
     {"mps-start", RAP_OPT_BOOL, TB, OFF(mps_start), "false", 0, 0, NULL, NULL, "mps mode: start an MPS daemon for this run (else the GPU is time-shared unless one runs)"},
     {"checkpoint", RAP_OPT_STRING, CMD_EXPORT, OFF(checkpoint), "", 0, 0, NULL, "CKPT", "checkpoint to export (written by rap train --save)"},

@@ -2,6 +2,9 @@
 #include "run/train.h"
 
 #include "core/core.h"
+#include "dist/comm.h"
+#include "dist/hybrid.h"
+#include "dist/shard.h"
 #include "plan/fusion_ilp.h"
 #include "run/checkpoint.h"
 #include "run/input.h"
@@ -12,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define READ_ROWS 32768 /* rows per reader batch */
 
@@ -128,7 +132,24 @@ typedef struct {
     double loss_sum;
     int64_t loss_n;
     int64_t data_size;         /* bytes of a plain-file input (progress), else 0 */
+    /* hybrid parallel (c->comm set) */
+    bool dist;                 /* a comm was given (even with one rank) */
+    int rank, R;
+    rap_comm *ncomm;           /* GPU: the NCCL comm over c->comm (owned) */
+    rap_shard_map map;         /* tables -> ranks */
+    rap_model_shard rshard;    /* this rank's share (the model copies it) */
+    rap_model_config mc_rank;  /* the model as this rank creates it */
+    rap_hybrid *hyb;
+    int64_t rank_samples;      /* rows this rank trained in this run */
+    bool stopped;              /* the loop stopped on a stop request (every rank) */
+    bool comm_failed;          /* the stop flag's collective failed: its error is set */
+    int64_t exit_step;         /* test hook RAP_TEST_RANK_EXIT: _exit(1) after this step */
+    int64_t hang_step;         /* test hook RAP_TEST_RANK_HANG: stop answering after it */
 } trainer;
+
+/* Messages of the run: from rank 0 only (every rank would say the same). */
+#define T_INFO(t, ...) do { if ((t)->rank == 0) rap_info(__VA_ARGS__); } while (0)
+#define T_WARN(t, ...) do { if ((t)->rank == 0) rap_warn(__VA_ARGS__); } while (0)
 
 static bool stop_requested(const trainer *t) { return t->c->stop && *t->c->stop; }
 
@@ -140,8 +161,8 @@ static rap_status prepare(trainer *t, rap_model_batch *mb)
     return rap_input_make(t->input, t->prep, mb);
 }
 
-/* Evaluates the model on the evaluation rows; stops early on a stop request. */
-static rap_status evaluate(trainer *t, rap_eval_result *out)
+/* Evaluates model m on the evaluation rows; stops early on a stop request. */
+static rap_status evaluate_model(trainer *t, rap_model *m, rap_eval_result *out)
 {
     const rap_train_config *c = t->c;
     rap_reader_config rc = c->reader;
@@ -171,7 +192,7 @@ static rap_status evaluate(trainer *t, rap_eval_result *out)
                 rap_model_batch mb;
                 st = prepare(t, &mb);
                 if (st == RAP_OK)
-                    st = rap_model_predict(t->model, &mb, t->logits);
+                    st = rap_model_predict(m, &mb, t->logits);
                 if (st == RAP_OK)
                     st = rap_eval_add(&t->acc, t->logits, t->tb.label, t->tb.rows);
                 t->tb.rows = 0;
@@ -183,7 +204,7 @@ static rap_status evaluate(trainer *t, rap_eval_result *out)
             rap_model_batch mb;
             st = prepare(t, &mb);
             if (st == RAP_OK)
-                st = rap_model_predict(t->model, &mb, t->logits);
+                st = rap_model_predict(m, &mb, t->logits);
             if (st == RAP_OK)
                 st = rap_eval_add(&t->acc, t->logits, t->tb.label, t->tb.rows);
             t->tb.rows = 0;
@@ -198,11 +219,106 @@ static rap_status evaluate(trainer *t, rap_eval_result *out)
     RAP_TRY(st);
     *out = rap_eval_compute(&t->acc);
     if (out->rows == 0)
-        rap_warn("evaluation: no rows to evaluate in %s%s", rc.input,
+        T_WARN(t, "evaluation: no rows to evaluate in %s%s", rc.input,
                  frac > 0 ? " (held-out rows)" : "");
     rap_debug("evaluation input %s: %lld rows read, %lld rejected", rc.input,
               (long long)rs.rows_read, (long long)rs.rows_rejected);
     return RAP_OK;
+}
+
+/* Hybrid parallel: rank 0 gathers the whole model (every part of every
+ * table broadcast from the rank holding it, the MLPs its own) into a
+ * model of the global config and evaluates it; the other ranks wait.
+ * Rank 0 then holds the whole model once more during the evaluation. */
+static rap_status evaluate_dist(trainer *t, rap_eval_result *out)
+{
+    rap_comm *c = t->c->comm;
+    const rap_shard_map *map = &t->map;
+    int D = t->mc.emb_dim;
+    memset(out, 0, sizeof *out);
+    out->auc = out->logloss = out->accuracy = NAN;
+    RAP_TRY(rap_model_sync(t->model));
+    rap_model *whole = NULL;
+    rap_status st = RAP_OK;
+    if (t->rank == 0)
+        st = rap_model_create(&t->mc, t->c->device, &whole);
+    int64_t bad = st != RAP_OK; /* everyone learns whether rank 0 can evaluate */
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", rap_last_error());
+    RAP_TRY(rap_comm_allreduce_host(c, &bad, 1, RAP_COMM_I64, "evaluation model"));
+    if (bad) {
+        rap_model_free(whole);
+        return t->rank == 0 ? rap_fail(st, "evaluation: %s", msg)
+                            : rap_fail(RAP_ERR_NOMEM, "evaluation: rank 0 cannot hold the whole "
+                                       "model to evaluate it (its message says why)");
+    }
+    int64_t maxr = 1;
+    for (int tb = 0; tb < t->mc.n_tables; tb++)
+        maxr = t->mc.table_rows[tb] > maxr ? t->mc.table_rows[tb] : maxr;
+    float *full = rap_malloc(sizeof(float) * (size_t)(maxr * D), "evaluation table");
+    if (!full) {
+        rap_model_free(whole);
+        return RAP_ERR_NOMEM;
+    }
+    for (int tb = 0; st == RAP_OK && tb < t->mc.n_tables; tb++) {
+        for (int p = map->part0[tb]; st == RAP_OK && p < map->part0[tb + 1]; p++) {
+            const rap_shard_part *pt = &map->part[p];
+            float *dst = full + pt->row0 * D;
+            if (pt->rank == t->rank)
+                st = rap_model_get(t->model, pt->local, dst);
+            if (st == RAP_OK)
+                st = rap_comm_broadcast(c, dst, pt->rows * D, RAP_COMM_F32, pt->rank,
+                                        "evaluation tables");
+        }
+        if (st == RAP_OK && whole)
+            st = rap_model_set(whole, tb, full);
+    }
+    rap_free(full);
+    /* the MLPs (every rank holds the same): rank 0's */
+    int nl = rap_model_n_tensors(t->model), nw = whole ? rap_model_n_tensors(whole) : 0;
+    int tl = t->rshard.n_local;
+    for (int i = tl; st == RAP_OK && whole && i < nl; i++) {
+        const rap_tensor_info *ti = rap_model_tensor(t->model, i);
+        float *buf = rap_malloc(sizeof(float) * (size_t)(ti->rows * ti->cols), "evaluation");
+        int j = t->mc.n_tables + (i - tl);
+        if (!buf)
+            st = RAP_ERR_NOMEM;
+        else if (j >= nw)
+            st = rap_fail(RAP_ERR_INTERNAL, "evaluation: tensor %d of the rank's model has no "
+                          "counterpart", i);
+        else
+            st = rap_model_get(t->model, i, buf);
+        if (st == RAP_OK)
+            st = rap_model_set(whole, j, buf);
+        rap_free(buf);
+    }
+    if (st == RAP_OK && whole)
+        st = evaluate_model(t, whole, out);
+    rap_model_free(whole);
+    /* the others wait for rank 0 (evaluation may outlast a collective's
+     * timeout: theirs is lengthened for this wait) */
+    double to = rap_comm_timeout(c);
+    if (t->rank != 0 && to < 3600)
+        rap_comm_set_timeout(c, 3600);
+    snprintf(msg, sizeof msg, "%s", rap_last_error());
+    bad = st != RAP_OK;
+    rap_status cs = rap_comm_allreduce_host(c, &bad, 1, RAP_COMM_I64, "evaluation done");
+    rap_comm_set_timeout(c, to);
+    if (st != RAP_OK)
+        return rap_fail(st, "%s", msg);
+    RAP_TRY(cs);
+    if (bad)
+        return rap_fail(RAP_ERR_INTERNAL, "evaluation failed on rank 0 (its message says why)");
+    return RAP_OK;
+}
+
+/* Evaluates the model (every rank calls it with ranks; rank 0 gets the
+ * result). */
+static rap_status evaluate(trainer *t, rap_eval_result *out)
+{
+    if (t->dist && t->R > 1)
+        return evaluate_dist(t, out);
+    return evaluate_model(t, t->model, out);
 }
 
 static rap_status log_eval(trainer *t, const rap_eval_result *e, const char *event)
@@ -215,7 +331,7 @@ static rap_status log_eval(trainer *t, const rap_eval_result *e, const char *eve
             snprintf(te, sizeof te, " (teacher %.4f)", t->c->teacher_auc);
         else
             te[0] = 0;
-        rap_info("eval at step %lld: AUC %.4f%s  logloss %.4f  accuracy %.4f  on %s rows",
+        T_INFO(t, "eval at step %lld: AUC %.4f%s  logloss %.4f  accuracy %.4f  on %s rows",
                  (long long)t->step, e->auc, te, e->logloss, e->accuracy,
                  rap_fmt_count(e->rows, rows));
     }
@@ -278,6 +394,68 @@ static rap_status config_meta(const trainer *t, rap_meta *m)
     return RAP_OK;
 }
 
+/* "t:row0:rows,..." of rank r's local tables (rap_ckpt_table_list's form). */
+static char *rank_tables(const rap_model_shard *sh)
+{
+    size_t cap = 64 * (size_t)(sh->n_local + 1), at = 0;
+    char *s = rap_malloc(cap, "checkpoint tables");
+    if (!s)
+        return NULL;
+    s[0] = 0;
+    for (int k = 0; k < sh->n_local; k++)
+        at += (size_t)snprintf(s + at, cap - at, "%s%d:%lld:%lld", k ? "," : "", sh->table[k],
+                               (long long)sh->row0[k], (long long)sh->rows[k]);
+    return s;
+}
+
+/* Every rank writes SAVE.rank<r>; once all have, rank 0 writes the
+ * manifest SAVE (docs/CHECKPOINT.md "Sharded checkpoints"). */
+static rap_status save_sharded(trainer *t, const rap_meta *m)
+{
+    rap_comm *c = t->c->comm;
+    const char *path = t->c->save;
+    int64_t nonce = 0;
+    if (t->rank == 0)
+        nonce = (int64_t)((uint64_t)(rap_now() * 1e6) ^ ((uint64_t)getpid() << 32));
+    RAP_TRY(rap_comm_broadcast(c, &nonce, 1, RAP_COMM_I64, 0, "checkpoint id"));
+    char id[64];
+    snprintf(id, sizeof id, "%lld-%016llx", (long long)t->step, (unsigned long long)nonce);
+    rap_status st = rap_model_sync(t->model);
+    if (st == RAP_OK)
+        st = rap_ckpt_save_shard(path, t->rank, t->R, id, t->model,
+                                 t->mc.optimizer == RAP_ADAGRAD, m);
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", rap_last_error());
+    int64_t failed = st != RAP_OK;
+    RAP_TRY(rap_comm_allreduce_host(c, &failed, 1, RAP_COMM_I64, "checkpoint shards"));
+    if (st != RAP_OK)
+        return rap_fail(st, "rank %d: %s", t->rank, msg);
+    if (failed)
+        return rap_fail(RAP_ERR_IO, "%s: %lld other rank(s) could not write their shard file "
+                        "(their messages say why); the manifest was not written", path,
+                        (long long)failed);
+    if (t->rank == 0) {
+        char **tables = rap_calloc(sizeof(char *) * (size_t)t->R, "checkpoint tables");
+        st = tables ? RAP_OK : RAP_ERR_NOMEM;
+        for (int r = 0; st == RAP_OK && r < t->R; r++)
+            if (!(tables[r] = rank_tables(&t->map.shard[r])))
+                st = RAP_ERR_NOMEM;
+        if (st == RAP_OK)
+            st = rap_ckpt_save_manifest(path, t->R, id, (const char *const *)tables, m);
+        for (int r = 0; tables && r < t->R; r++)
+            rap_free(tables[r]);
+        rap_free(tables);
+        snprintf(msg, sizeof msg, "%s", rap_last_error());
+    }
+    failed = st != RAP_OK;
+    RAP_TRY(rap_comm_allreduce_host(c, &failed, 1, RAP_COMM_I64, "checkpoint manifest"));
+    if (st != RAP_OK)
+        return rap_fail(st, "%s", msg);
+    if (failed)
+        return rap_fail(RAP_ERR_IO, "%s: rank 0 could not write the manifest", path);
+    return RAP_OK;
+}
+
 static rap_status save(trainer *t)
 {
     rap_meta m = {0};
@@ -301,13 +479,17 @@ static rap_status save(trainer *t)
         st = rap_meta_set(&m, "rng_state", "splitmix64:%016llx", (unsigned long long)t->mc.seed);
     if (st == RAP_OK)
         st = rap_meta_set(&m, "device", "%s", t->c->device == RAP_GPU ? "gpu" : "cpu");
-    if (st == RAP_OK)
+    if (st == RAP_OK && t->dist)
+        st = rap_meta_set(&m, "ranks", "%d", t->R);
+    if (st == RAP_OK && t->dist && t->R > 1)
+        st = save_sharded(t, &m);
+    else if (st == RAP_OK)
         st = rap_ckpt_save(t->c->save, t->model, t->mc.optimizer == RAP_ADAGRAD, &m);
     rap_meta_free(&m);
     if (st == RAP_OK) {
         t->res->saved = true;
         rap_progress_clear(&t->pg);
-        rap_info("saved checkpoint %s at step %lld", t->c->save, (long long)t->step);
+        T_INFO(t, "saved checkpoint %s at step %lld", t->c->save, (long long)t->step);
     }
     return st;
 }
@@ -422,7 +604,7 @@ static rap_status check_resume(trainer *t, rap_ckpt *ck)
         const char *a = rap_meta_get(&ck->meta, soft_keys[k]);
         const char *b = rap_meta_get(&run, soft_keys[k]);
         if (a && strcmp(a, b))
-            rap_info("resume: %s was %s, continuing with %s", soft_keys[k], a, b);
+            T_INFO(t, "resume: %s was %s, continuing with %s", soft_keys[k], a, b);
     }
     rap_meta_free(&run);
     const char *s = rap_meta_get(&ck->meta, "step");
@@ -439,15 +621,20 @@ static rap_status check_resume(trainer *t, rap_ckpt *ck)
     if (!strcmp(d, t->data_id)) {
         t->epoch = strtoll(e, NULL, 10);
         t->pos = strtoll(p, NULL, 10);
-        rap_info("resume: step %lld, continuing %s at row %lld of epoch %lld", (long long)t->step,
+        T_INFO(t, "resume: step %lld, continuing %s at row %lld of epoch %lld", (long long)t->step,
                  t->data_id, (long long)t->pos, (long long)t->epoch);
     } else {
-        rap_info("resume: step %lld; the checkpoint was trained on %s, this run reads %s from "
+        T_INFO(t, "resume: step %lld; the checkpoint was trained on %s, this run reads %s from "
                  "its first row", (long long)t->step, d, t->data_id);
     }
+    const char *sr = rap_meta_get(&ck->meta, "shard_ranks");
+    int ck_ranks = sr ? atoi(sr) : 1;
+    if (ck_ranks != t->R)
+        T_INFO(t, "resume: the checkpoint was saved by %d rank%s, this run has %d: its tables "
+               "are re-sharded", ck_ranks, ck_ranks == 1 ? "" : "s", t->R);
     const char *ef = rap_meta_get(&ck->meta, "eval_fraction");
     if (ef && !strcmp(d, t->data_id) && atof(ef) != t->holdout)
-        rap_warn("resume: the checkpoint held out %s of the rows for evaluation, this run %g: "
+        T_WARN(t, "resume: the checkpoint held out %s of the rows for evaluation, this run %g: "
                  "the evaluation rows and the training rows overlap",
                  ef, t->holdout);
     return RAP_OK;
@@ -500,7 +687,7 @@ static rap_status log_step(trainer *t, bool force)
         double period = t->t_train - t->t_log;
         if (period > 0 && starved > 0.5 * period) {
             rap_progress_clear(&t->pg);
-            rap_info("data-bound: waited %.1f s of the last %.1f s for training rows (step %lld)",
+            T_INFO(t, "data-bound: waited %.1f s of the last %.1f s for training rows (step %lld)",
                      starved, period, (long long)t->step);
         }
         t->starved_log = rs.starved_s;
@@ -517,6 +704,23 @@ static rap_status log_step(trainer *t, bool force)
 static rap_status setup(trainer *t)
 {
     const rap_train_config *c = t->c;
+    t->R = 1;
+    if (c->comm) {
+        t->dist = true;
+        t->rank = rap_comm_rank(c->comm);
+        t->R = rap_comm_size(c->comm);
+        t->res->rank = t->rank;
+        t->res->ranks = t->R;
+        const char *e = getenv("RAP_TEST_RANK_EXIT"), *h = getenv("RAP_TEST_RANK_HANG");
+        int r;
+        long long k;
+        if (e && sscanf(e, "%d:%lld", &r, &k) == 2 && r == t->rank)
+            t->exit_step = k;
+        if (h && sscanf(h, "%d:%lld", &r, &k) == 2 && r == t->rank)
+            t->hang_step = k;
+        if (c->device == RAP_GPU && c->gpu >= 0)
+            RAP_TRY(rap_rt_set_device(c->gpu));
+    }
     if (!c->plan)
         return rap_fail(RAP_ERR_ARG, "train: no plan");
     if (!c->data || !c->data[0])
@@ -535,6 +739,9 @@ static rap_status setup(trainer *t)
                         "computes in float32)");
     if (c->device != RAP_GPU && c->cuda_graph)
         return rap_fail(RAP_ERR_ARG, "--cuda-graph needs --device gpu");
+    if (t->dist && c->cuda_graph)
+        return rap_fail(RAP_ERR_ARG, "--cuda-graph: the hybrid-parallel step (ranks, --gpus) "
+                        "exchanges data between ranks in every step and is not captured");
     t->data_id = c->data_id && c->data_id[0] ? c->data_id : c->data;
     t->holdout = c->eval_data && c->eval_data[0] ? 0 : c->eval_fraction;
     t->plan_hash = rap_train_plan_hash(c->plan, &t->plan_cols);
@@ -565,6 +772,9 @@ static rap_status setup(trainer *t)
                             "TSV) or --eval-fraction 0", c->data);
     }
     t->res->mode = t->mode;
+    if (t->dist && t->mode == RAP_MODE_MPS)
+        return rap_fail(RAP_ERR_ARG, "--mode mps: not with ranks (--gpus, mpirun): its "
+                        "preprocessing server serves one trainer");
     if (!t->shard) {
         char why[256];
         if (!rap_mode_available(t->mode, c->device, why, sizeof why))
@@ -596,7 +806,28 @@ static rap_status setup(trainer *t)
             return st;
         }
     }
-    rap_status st = rap_model_create(&t->mc, c->device, &t->model);
+    const rap_model_config *mcfg = &t->mc;
+    if (t->dist) { /* this rank's tables and rows (docs/DIST.md) */
+        rap_status ps = rap_shard_plan(t->mc.table_rows, t->mc.n_tables, t->mc.emb_dim, t->R, 0,
+                                       NULL, &t->map);
+        if (ps == RAP_OK)
+            ps = rap_hybrid_model_config(&t->mc, &t->map, t->rank, t->mc.batch, &t->rshard,
+                                         &t->mc_rank);
+        if (ps != RAP_OK) {
+            rap_ckpt_close(ck);
+            return ps;
+        }
+        mcfg = &t->mc_rank;
+        if (t->rank == 0) {
+            char desc[4096];
+            rap_shard_map_describe(&t->map, desc, sizeof desc);
+            rap_info("hybrid parallel: %d rank%s over %s, global batch %lld, placement %s; "
+                     "tables:\n%s", t->R, t->R == 1 ? "" : "s",
+                     rap_comm_kind_name(rap_comm_kind_of(c->comm)), (long long)t->mc.batch,
+                     c->placement == 0 ? "batch" : c->placement == 2 ? "search" : "owner", desc);
+        }
+    }
+    rap_status st = rap_model_create(mcfg, c->device, &t->model);
     if (st != RAP_OK) {
         int64_t tab = 0;
         for (int i = 0; i < t->mc.n_tables; i++)
@@ -611,13 +842,21 @@ static rap_status setup(trainer *t)
     }
     rap_ckpt_close(ck);
     RAP_TRY(st);
+    if (t->dist) {
+        rap_comm *hc = c->comm;
+        if (c->device == RAP_GPU) {
+            RAP_TRY(rap_comm_nccl_create(c->comm, c->gpu >= 0 ? c->gpu : 0, t->stream, &t->ncomm));
+            hc = t->ncomm;
+        }
+        RAP_TRY(rap_hybrid_create(t->model, &t->map, hc, &t->hyb));
+    }
 
     RAP_TRY(rap_batch_create(&t->eb, c->plan->schema, READ_ROWS, false));
     RAP_TRY(rap_batch_create(&t->tb, c->plan->schema, t->mc.batch, c->device == RAP_GPU));
     t->logits = rap_malloc(sizeof(float) * (size_t)t->mc.batch, "logits");
     if (!t->logits)
         return RAP_ERR_NOMEM;
-    RAP_TRY(rap_metrics_open(&t->mf, c->metrics));
+    RAP_TRY(rap_metrics_open(&t->mf, t->rank == 0 ? c->metrics : NULL));
 
     int64_t tab = 0;
     for (int i = 0; i < t->mc.n_tables; i++)
@@ -625,7 +864,7 @@ static rap_status setup(trainer *t)
     char bot[128], top[128];
     widths(t->mc.bot, t->mc.n_bot, bot, sizeof bot);
     widths(t->mc.top, t->mc.n_top, top, sizeof top);
-    rap_info("model: %d dense inputs, %d tables (%lld rows) of dim %d, bottom MLP %s, top MLP %s, "
+    T_INFO(t, "model: %d dense inputs, %d tables (%lld rows) of dim %d, bottom MLP %s, top MLP %s, "
              "%s lr %g, batch %lld, on the %s (%.2f GB), mode %s",
              t->mc.n_dense, t->mc.n_tables, (long long)tab, t->mc.emb_dim, bot, top,
              opt_name(t->mc.optimizer), (double)t->mc.lr, (long long)t->mc.batch,
@@ -635,6 +874,23 @@ static rap_status setup(trainer *t)
 }
 
 static rap_status open_feed(trainer *t, int64_t passes);
+
+/* The runtime's step with ranks: this rank's rows of the global batch mb
+ * (dense, label) and the ids of every table over all its rows through the
+ * hybrid step; the global mean loss back (a collective). */
+static rap_status dist_train(void *ctx, const rap_model_batch *mb, double *loss)
+{
+    trainer *t = ctx;
+    int64_t r0, nr;
+    rap_hybrid_rows(mb->rows, t->R, t->rank, &r0, &nr);
+    rap_model_batch loc;
+    memset(&loc, 0, sizeof loc);
+    loc.rows = nr;
+    loc.dense = mb->dense + r0 * t->mc.n_dense;
+    loc.label = mb->label + r0;
+    RAP_TRY(rap_hybrid_step(t->hyb, mb, &loc));
+    return rap_hybrid_loss(t->hyb, loss);
+}
 
 /* Starts the row feed (every remaining pass) and the runtime. */
 static rap_status open_pipeline(trainer *t, int64_t passes)
@@ -665,6 +921,11 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
     rc.prep_threads = c->reader.threads;
     rc.cuda_graph = c->cuda_graph;
     rc.trace = c->trace;
+    if (t->dist) {
+        rc.train_fn = dist_train;
+        rc.train_ctx = t;
+        rc.batch_rows = t->mc.batch;
+    }
     return rap_runtime_create(&rc, t->model, t->feed, &t->rt);
 }
 
@@ -755,7 +1016,12 @@ static void teardown(trainer *t)
     rap_free(t->logits);
     rap_batch_free(&t->tb);
     rap_batch_free(&t->eb);
+    rap_hybrid_free(t->hyb);
+    t->hyb = NULL;
     rap_model_free(t->model);
+    rap_comm_free(t->ncomm);
+    t->ncomm = NULL;
+    rap_shard_map_free(&t->map);
     rap_input_free(t->input);
     rap_prep_free(t->prep);
     rap_fusion_free(&t->fus);
@@ -772,20 +1038,60 @@ static bool finished(const trainer *t)
     return epochs > 0 && t->epoch >= epochs;
 }
 
+/* Whether to stop before the next step. With ranks every rank must stop
+ * at the same step: the stop requests are summed over the ranks (a small
+ * collective per step). */
+static bool stopping(trainer *t)
+{
+    if (!t->dist || t->R == 1)
+        return (t->stopped = stop_requested(t));
+    int64_t f = stop_requested(t);
+    if (rap_comm_allreduce_host(t->c->comm, &f, 1, RAP_COMM_I64, "stop flag") != RAP_OK) {
+        t->comm_failed = true;
+        return true;
+    }
+    return (t->stopped = f > 0);
+}
+
+/* Test hooks (RAP_TEST_RANK_EXIT / RAP_TEST_RANK_HANG = "rank:step"): the
+ * rank dies, or stops answering, after that step (tests/test_dist_train.c).
+ * A rank that is a thread (threads comm) leaves its loop with an error
+ * instead: the process must go on for the others to report. */
+static rap_status test_hooks(trainer *t)
+{
+    bool hit = (t->exit_step > 0 && t->step == t->exit_step) ||
+               (t->hang_step > 0 && t->step == t->hang_step);
+    if (hit && rap_comm_kind_of(t->c->comm) == RAP_COMM_THREADS)
+        return rap_fail(RAP_ERR_INTERNAL, "rank %d: test hook: this rank stops after step %lld",
+                        t->rank, (long long)t->step);
+    if (t->exit_step > 0 && t->step == t->exit_step) {
+        fprintf(stderr, "rank %d: RAP_TEST_RANK_EXIT: exiting after step %lld\n", t->rank,
+                (long long)t->step);
+        _exit(1);
+    }
+    if (t->hang_step > 0 && t->step == t->hang_step) {
+        fprintf(stderr, "rank %d: RAP_TEST_RANK_HANG: hanging after step %lld\n", t->rank,
+                (long long)t->step);
+        for (;;)
+            sleep(1000);
+    }
+    return RAP_OK;
+}
+
 static rap_status loop(trainer *t)
 {
     const rap_train_config *c = t->c;
     rap_train_result *res = t->res;
     t->step0 = t->step;
     t->frac0 = (double)t->epoch + (c->data_rows > 0 ? (double)t->pos / (double)c->data_rows : 0);
-    rap_progress_init(&t->pg, c->progress, c->tty, c->log_interval);
+    rap_progress_init(&t->pg, c->progress && t->rank == 0, c->tty, c->log_interval);
     if (finished(t))
         return RAP_OK;
     int64_t epochs = c->epochs > 0 ? c->epochs : (c->steps > 0 ? 0 : 1);
     RAP_TRY(open_pipeline(t, epochs > 0 ? epochs - t->epoch : 0));
     double last_log = rap_now();
     int64_t pass_start = t->pos;
-    while (!finished(t) && !stop_requested(t)) {
+    while (!finished(t) && !stopping(t)) {
         double t0 = rap_now();
         rap_step_info in;
         RAP_TRY(rap_runtime_step(t->rt, &in));
@@ -797,6 +1103,13 @@ static rap_status loop(trainer *t)
             t->pos = in.pos_after;
             res->samples += in.rows;
             res->steps_run++;
+            if (t->dist) { /* rows counted once: this rank's share */
+                int64_t r0, nr;
+                rap_hybrid_rows(in.rows, t->R, t->rank, &r0, &nr);
+                t->rank_samples += nr;
+                res->rank_samples = t->rank_samples;
+                RAP_TRY(test_hooks(t));
+            }
             if (c->trace && c->trace_steps > 0 && res->steps_run >= c->trace_steps)
                 rap_trace_set_enabled(c->trace, false);
             RAP_TRY(take_losses(t, false));
@@ -832,12 +1145,49 @@ static rap_status loop(trainer *t)
             RAP_TRY(save(t));
         }
     }
+    if (t->comm_failed)
+        return RAP_ERR_IO; /* the collective's message is set */
     double t0 = rap_now();
     RAP_TRY(settle(t));
     t->t_train += rap_now() - t0;
     if (t->loss_n)
         RAP_TRY(log_step(t, true));
     rap_progress_clear(&t->pg);
+    return RAP_OK;
+}
+
+/* Ranks: every rank's rows of this run gathered (allgather), their sum in
+ * res->ranks_samples; *list gets the final line's extra keys
+ * (", \"ranks\":R, \"rank_samples\":[..], \"ranks_samples\":N"). */
+static rap_status gather_samples(trainer *t, char **list)
+{
+    rap_train_result *res = t->res;
+    int64_t *all = rap_calloc(sizeof(int64_t) * (size_t)t->R, "accounting");
+    size_t cap = 96 + 24 * (size_t)t->R, at = 0;
+    char *s = rap_malloc(cap, "accounting");
+    rap_status st = all && s ? RAP_OK : RAP_ERR_NOMEM;
+    if (st == RAP_OK)
+        st = rap_comm_allgather(t->c->comm, &t->rank_samples, sizeof(int64_t), all,
+                                "row accounting");
+    if (st == RAP_OK) {
+        res->ranks_samples = 0;
+        at += (size_t)snprintf(s + at, cap - at, ", \"ranks\":%d, \"rank_samples\":[", t->R);
+        for (int r = 0; r < t->R; r++) {
+            res->ranks_samples += all[r];
+            at += (size_t)snprintf(s + at, cap - at, "%s%lld", r ? "," : "", (long long)all[r]);
+        }
+        snprintf(s + at, cap - at, "], \"ranks_samples\":%lld", (long long)res->ranks_samples);
+        if (res->ranks_samples != res->samples)
+            st = rap_fail(RAP_ERR_INTERNAL, "row accounting: the ranks trained %lld rows in all, "
+                          "the global batches held %lld", (long long)res->ranks_samples,
+                          (long long)res->samples);
+    }
+    rap_free(all);
+    if (st != RAP_OK) {
+        rap_free(s);
+        return st;
+    }
+    *list = s;
     return RAP_OK;
 }
 
@@ -857,9 +1207,13 @@ rap_status rap_train_run(const rap_train_config *c, rap_train_result *res)
     res->samples_total = t.samples_before + res->samples;
     res->train_seconds = t.t_train;
     res->samples_per_s = t.t_train > 0 ? (double)res->samples / t.t_train : 0;
-    res->interrupted = st == RAP_OK && stop_requested(&t);
+    res->interrupted = st == RAP_OK && (t.dist ? t.stopped : stop_requested(&t));
     /* make sure the training reader's rows are counted (waits for the GPU) */
     close_pipeline(&t);
+    /* ranks: every rank's share summed (each row trained exactly once) */
+    char *rank_list = NULL;
+    if (st == RAP_OK && t.dist)
+        st = gather_samples(&t, &rank_list);
     char a[32], b[32], d[32], e[32], te[32];
     if (st == RAP_OK && !res->interrupted && t.holdout + (c->eval_data && c->eval_data[0]) > 0) {
         st = evaluate(&t, &res->eval);
@@ -869,17 +1223,18 @@ rap_status rap_train_run(const rap_train_config *c, rap_train_result *res)
     if (st == RAP_OK && c->save && c->save[0])
         st = save(&t);
     if (st == RAP_OK && !res->interrupted) {
-        rap_info("trained %lld steps (%lld samples) in %.1f s: %.0f samples/s", (long long)res->steps_run,
+        T_INFO(&t, "trained %lld steps (%lld samples) in %.1f s: %.0f samples/s", (long long)res->steps_run,
                  (long long)res->samples, res->train_seconds, res->samples_per_s);
         st = rap_metrics_line(
             &t.mf,
             "\"event\":\"final\", \"auc\":%s, \"logloss\":%s, \"accuracy\":%s, "
             "\"samples_trained\":%lld, \"rows_rejected\":%lld, \"samples_per_s\":%s, "
-            "\"step\":%lld, \"eval_rows\":%lld, \"teacher_auc\":%s",
+            "\"step\":%lld, \"eval_rows\":%lld, \"teacher_auc\":%s%s",
             rap_json_num(res->eval.auc, a), rap_json_num(res->eval.logloss, b),
             rap_json_num(res->eval.accuracy, d), (long long)res->samples_total,
             (long long)res->data.rows_rejected, rap_json_num(res->samples_per_s, e),
-            (long long)res->step, (long long)res->eval.rows, rap_json_num(c->teacher_auc, te));
+            (long long)res->step, (long long)res->eval.rows, rap_json_num(c->teacher_auc, te),
+            rank_list ? rank_list : "");
     } else if (st == RAP_OK) {
         rap_metrics_line(&t.mf,
                          "\"event\":\"interrupted\", \"step\":%lld, \"samples_trained\":%lld, "
@@ -890,6 +1245,7 @@ rap_status rap_train_run(const rap_train_config *c, rap_train_result *res)
                       res->saved ? ": checkpoint saved to " : " (no --save: nothing saved)",
                       res->saved ? c->save : "");
     }
+    rap_free(rank_list);
     /* teardown must not clobber the message of a failure */
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", rap_last_error());

@@ -78,6 +78,17 @@ typedef struct {
     bool progress;             /* show progress on stderr */
     bool tty;                  /* stderr is a terminal: a bar instead of lines */
     volatile sig_atomic_t *stop; /* set (by a signal handler) to stop after the step */
+    /* hybrid parallel (docs/DIST.md): this rank's host comm (mpi, threads or
+     * self; not owned). NULL: one rank, the plain path. With a comm every
+     * rank calls rap_train_run with the same config (but comm and gpu):
+     * the tables are sharded over the ranks (rap_shard_plan), every rank
+     * reads and preprocesses the same global batches of model.batch rows
+     * and trains its share through rap_hybrid_step (over NCCL on the GPU);
+     * rank 0 alone writes metrics and progress; checkpoints are sharded
+     * when there is more than one rank. */
+    struct rap_comm *comm;
+    int gpu;                   /* with a comm on the GPU: this rank's device; -1 = current */
+    int placement;             /* --placement (docs/TRAINING.md: recorded, one data flow) */
 } rap_train_config;
 
 typedef struct {
@@ -99,6 +110,11 @@ typedef struct {
     int64_t nan_step;          /* the step whose loss was NaN or inf, else 0 */
     bool interrupted;
     bool saved;
+    /* hybrid parallel: samples above are the global batches' rows; each
+     * rank trains only its share (rows counted once) */
+    int rank, ranks;           /* 0, 1 without a comm */
+    int64_t rank_samples;      /* rows of this run this rank trained (its shares) */
+    int64_t ranks_samples;     /* sum of rank_samples over the ranks (== samples) */
 } rap_train_result;
 
 /* Fills the defaults: one epoch, eval fraction 0.1, log every 5 s, the
