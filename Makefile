@@ -21,6 +21,18 @@ WARN := -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
 CFLAGS := -std=c11 -O2 -g $(WARN) -ffp-contract=off -D_GNU_SOURCE -Iinclude -Isrc -pthread -MMD -MP \
   -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS := -lopenblas -lglpk -lxgboost -lz -lm -lpthread
+# MPI (src/dist/comm_mpi.c): built when mpicc reports OpenMPI's flags (or
+# pkg-config knows ompi-c); MPI=0 leaves it out. Without it rap still builds
+# and runs every rank in one process (threads, --gpus N).
+MPI ?= 1
+ifeq ($(MPI),1)
+  MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
+  MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null)
+endif
+ifneq ($(strip $(MPI_LIBS)),)
+  CFLAGS += -DRAP_HAVE_MPI=1 $(MPI_CFLAGS)
+  LDLIBS += $(MPI_LIBS)
+endif
 ifeq ($(SAN),1)
   CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
   LDFLAGS += -fsanitize=address,undefined
@@ -35,6 +47,14 @@ ifeq ($(CUDA),1)
   # Preprocessing ops must match the CPU reference bit for bit: no FMA contraction.
   NVFLAGS_OPS := --fmad=false -Xcompiler -ffp-contract=off
   LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -lcublasLt -lcublas -ldl -lrt -lstdc++
+  # NCCL (src/dist/comm_nccl.cu) when its header is there; linked by soname so
+  # that a machine with only libnccl.so.2 (no dev symlink) links too.
+  NCCL_H := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
+  ifneq ($(NCCL_H),)
+    CFLAGS += -DRAP_HAVE_NCCL=1
+    NVFLAGS += -DRAP_HAVE_NCCL=1
+    LDLIBS += -l:libnccl.so.2
+  endif
 endif
 
 LIB_C  := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)

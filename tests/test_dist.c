@@ -1,0 +1,766 @@
+/*
+ * test_dist.c -- src/dist: the comm backends (self, threads, and mpi under
+ * mpirun), the table shard planner, the exchange kernels' references and
+ * the hybrid-parallel step over R thread ranks against one unsharded model.
+ */
+#include "test.h"
+
+#include "dist/comm.h"
+#include "dist/hybrid_internal.h"
+#include "dist/shard.h"
+#include "model/model.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ threads harness */
+
+typedef struct {
+    int rank, R;
+    rap_comm *c;
+    void *arg;
+    rap_status st;
+    char err[512];
+    int bad;            /* count of wrong values seen by the rank */
+    double seconds;     /* for the timeout test */
+} rank_ctx;
+
+typedef rap_status (*rank_fn)(rank_ctx *x);
+
+typedef struct {
+    rank_ctx *x;
+    rank_fn fn;
+} rank_start;
+
+static void *rank_main(void *p)
+{
+    rank_start *s = p;
+    s->x->st = s->fn(s->x);
+    if (s->x->st != RAP_OK) {
+        snprintf(s->x->err, sizeof s->x->err, "%s", rap_last_error());
+        rap_comm_abort(s->x->c, 1); /* the others fail at once instead of timing out */
+    }
+    return NULL;
+}
+
+/* Runs fn on R thread ranks of one threads comm (timeout seconds each). */
+static bool run_ranks(rap_test_ctx *t, int R, double timeout, rank_fn fn, void *arg, rank_ctx *x)
+{
+    rap_comm *c[8];
+    rank_start s[8];
+    pthread_t th[8];
+    if (rap_comm_threads_create(R, c) != RAP_OK) {
+        rap_test_fail(t, __FILE__, __LINE__, "threads comm: %s", rap_last_error());
+        return false;
+    }
+    for (int r = 0; r < R; r++) {
+        memset(&x[r], 0, sizeof x[r]);
+        x[r].rank = r;
+        x[r].R = R;
+        x[r].c = c[r];
+        x[r].arg = arg;
+        rap_comm_set_timeout(c[r], timeout);
+        s[r] = (rank_start){&x[r], fn};
+        pthread_create(&th[r], NULL, rank_main, &s[r]);
+    }
+    bool ok = true;
+    for (int r = 0; r < R; r++)
+        pthread_join(th[r], NULL);
+    for (int r = 0; r < R; r++) {
+        if (x[r].st != RAP_OK) {
+            rap_test_fail(t, __FILE__, __LINE__, "R = %d rank %d: %s: %s", R, r,
+                          rap_status_name(x[r].st), x[r].err);
+            ok = false;
+        }
+        rap_comm_free(c[r]);
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------------ comm tests */
+
+/* Every collective once, with values that show who sent what. */
+static rap_status all_ops(rank_ctx *x)
+{
+    rap_comm *c = x->c;
+    int R = x->R, me = x->rank;
+    if (rap_comm_rank(c) != me || rap_comm_size(c) != R)
+        x->bad++;
+    /* alltoallv: rank s sends (s + 1) * (p + 1) % 3 + p elements to p,
+     * values 1000 s + 100 p + j. */
+    int64_t sc[8], sd[8], rc[8], rd[8], ns = 0, nrv = 0;
+    for (int p = 0; p < R; p++) {
+        sc[p] = (me + 1) * (p + 1) % 3 + p;
+        sd[p] = ns + 1; /* a gap of one element before each block */
+        ns += sc[p] + 1;
+        rc[p] = (p + 1) * (me + 1) % 3 + me;
+        rd[p] = nrv;
+        nrv += rc[p];
+    }
+    float send[128], recv[128];
+    for (int i = 0; i < 128; i++)
+        send[i] = -1, recv[i] = -7;
+    for (int p = 0; p < R; p++)
+        for (int64_t j = 0; j < sc[p]; j++)
+            send[sd[p] + j] = (float)(1000 * me + 100 * p + j);
+    RAP_TRY(rap_comm_alltoallv(c, send, sc, sd, recv, rc, rd, "test alltoallv"));
+    for (int p = 0; p < R; p++)
+        for (int64_t j = 0; j < rc[p]; j++)
+            x->bad += recv[rd[p] + j] != (float)(1000 * p + 100 * me + j);
+    x->bad += recv[nrv] != -7; /* nothing written past the blocks */
+    /* allreduce of three types, sums known exactly. */
+    float f[5];
+    double d[3];
+    int64_t l[2];
+    for (int i = 0; i < 5; i++)
+        f[i] = (float)(me + 1) * (float)(i + 1) * 0.5f;
+    for (int i = 0; i < 3; i++)
+        d[i] = (me + 1) * 0.25 + i;
+    l[0] = (int64_t)1 << (40 + me);
+    l[1] = -me;
+    RAP_TRY(rap_comm_allreduce(c, f, 5, RAP_COMM_F32, "test f32"));
+    RAP_TRY(rap_comm_allreduce(c, d, 3, RAP_COMM_F64, "test f64"));
+    RAP_TRY(rap_comm_allreduce_host(c, l, 2, RAP_COMM_I64, "test i64"));
+    double tri = R * (R + 1) / 2.0;
+    for (int i = 0; i < 5; i++)
+        x->bad += f[i] != (float)(tri * (i + 1) * 0.5);
+    for (int i = 0; i < 3; i++)
+        x->bad += d[i] != tri * 0.25 + R * i;
+    int64_t want0 = 0;
+    for (int p = 0; p < R; p++)
+        want0 += (int64_t)1 << (40 + p);
+    x->bad += l[0] != want0 || l[1] != -(int64_t)(R * (R - 1) / 2);
+    /* broadcast from every root. */
+    for (int root = 0; root < R; root++) {
+        int64_t b[3] = {me, me * 2, me * 3};
+        RAP_TRY(rap_comm_broadcast(c, b, 3, RAP_COMM_I64, root, "test bcast"));
+        x->bad += b[0] != root || b[1] != 2 * root || b[2] != 3 * root;
+    }
+    /* allgather of a small struct. */
+    struct {
+        int r;
+        char s[12];
+    } mine = {me, "rank"}, all[8];
+    mine.s[4] = (char)('0' + me);
+    RAP_TRY(rap_comm_allgather(c, &mine, sizeof mine, all, "test allgather"));
+    for (int p = 0; p < R; p++)
+        x->bad += all[p].r != p || all[p].s[4] != '0' + p;
+    /* a group: allreduce and alltoallv together. */
+    float g[2] = {1, (float)me};
+    for (int i = 0; i < 128; i++)
+        recv[i] = -7;
+    RAP_TRY(rap_comm_group_begin(c));
+    RAP_TRY(rap_comm_allreduce(c, g, 2, RAP_COMM_F32, "group allreduce"));
+    RAP_TRY(rap_comm_alltoallv(c, send, sc, sd, recv, rc, rd, "group alltoallv"));
+    RAP_TRY(rap_comm_group_end(c, "group"));
+    x->bad += g[0] != (float)R || g[1] != (float)(R * (R - 1) / 2);
+    for (int p = 0; p < R; p++)
+        for (int64_t j = 0; j < rc[p]; j++)
+            x->bad += recv[rd[p] + j] != (float)(1000 * p + 100 * me + j);
+    RAP_TRY(rap_comm_barrier(c, "test barrier"));
+    RAP_TRY(rap_comm_wait(c, NULL, "test wait")); /* no-op on the host */
+    return RAP_OK;
+}
+
+RAP_TEST(dist_comm_self)
+{
+    rap_comm *c = NULL;
+    REQUIRE_OK(rap_comm_self_create(&c));
+    CHECK(rap_comm_kind_of(c) == RAP_COMM_SELF && !rap_comm_on_device(c));
+    CHECK(rap_comm_host(c) == c && rap_comm_stream(c) == NULL);
+    rank_ctx x = {0};
+    x.R = 1;
+    x.c = c;
+    CHECK_OK(all_ops(&x));
+    CHECK_MSG(x.bad == 0, "self comm: %d wrong values", x.bad);
+    rap_comm_free(c);
+}
+
+RAP_TEST(dist_comm_threads)
+{
+    for (int R = 1; R <= 4; R++) {
+        rank_ctx x[8];
+        if (!run_ranks(t, R, 10, all_ops, NULL, x))
+            return;
+        for (int r = 0; r < R; r++)
+            CHECK_MSG(x[r].bad == 0, "R = %d rank %d: %d wrong values", R, r, x[r].bad);
+    }
+}
+
+/* The alltoallv counts of two ranks disagree: an error, not a hang. */
+static rap_status mismatched(rank_ctx *x)
+{
+    int64_t sc[2] = {1, 2}, sd[2] = {0, 1}, rc[2] = {1, 1}, rd[2] = {0, 1};
+    float s[4] = {1, 2, 3, 4}, r[4];
+    rap_status st = rap_comm_alltoallv(x->c, s, sc, sd, r, rc, rd, "mismatch");
+    x->bad = st == RAP_OK ? 0 : 1;
+    x->seconds = strstr(rap_last_error(), "2 elements, 1 expected") != NULL;
+    return RAP_OK;
+}
+
+RAP_TEST(dist_comm_threads_mismatch)
+{
+    rank_ctx x[2];
+    REQUIRE(run_ranks(t, 2, 10, mismatched, NULL, x));
+    /* Every rank expects 1 element from every rank and sends 2 to rank 1:
+     * rank 1 fails, naming it; rank 0 gets what it expects. */
+    CHECK(x[0].bad == 0);
+    CHECK(x[1].bad == 1 && x[1].seconds == 1);
+}
+
+/* Rank R-1 never joins: the others fail within the timeout. */
+static rap_status hang_one(rank_ctx *x)
+{
+    if (x->rank == x->R - 1)
+        return RAP_OK; /* "died" */
+    float v = 1;
+    double t0 = rap_now();
+    rap_status st = rap_comm_allreduce(x->c, &v, 1, RAP_COMM_F32, "grads");
+    x->seconds = rap_now() - t0;
+    char want[128];
+    snprintf(want, sizeof want, "rank %d: collective grads did not complete within 0.3 s",
+             x->rank);
+    /* The first rank to time out says so; the other may see the broken
+     * comm instead, at once. */
+    bool msg = strstr(rap_last_error(), want) != NULL ||
+               strstr(rap_last_error(), "communicator is broken") != NULL;
+    x->bad = st == RAP_ERR_IO && msg ? 0 : 1;
+    if (x->bad)
+        snprintf(x->err, sizeof x->err, "%s -> %s", rap_status_name(st), rap_last_error());
+    /* Every later collective fails at once. */
+    double t1 = rap_now();
+    st = rap_comm_barrier(x->c, "after");
+    x->bad += st == RAP_OK || rap_now() - t1 > 0.1;
+    return RAP_OK;
+}
+
+RAP_TEST(dist_comm_threads_timeout)
+{
+    for (int R = 2; R <= 3; R++) {
+        rank_ctx x[8];
+        double t0 = rap_now();
+        REQUIRE(run_ranks(t, R, 0.3, hang_one, NULL, x));
+        double took = rap_now() - t0;
+        CHECK_MSG(took < 3, "R = %d: the ranks took %.2f s to give up", R, took);
+        int timed_out = 0;
+        for (int r = 0; r < R - 1; r++) {
+            CHECK_MSG(x[r].bad == 0, "R = %d rank %d: %s", R, r, x[r].err);
+            CHECK(x[r].seconds < 2.5);
+            timed_out += x[r].seconds >= 0.25;
+        }
+        CHECK(timed_out >= 1); /* waited the timeout, not less */
+    }
+}
+
+RAP_TEST(dist_comm_timeout_setting)
+{
+    char *old = getenv("RAP_COMM_TIMEOUT_S") ? strdup(getenv("RAP_COMM_TIMEOUT_S")) : NULL;
+    unsetenv("RAP_COMM_TIMEOUT_S");
+    CHECK(rap_comm_default_timeout() == 60);
+    setenv("RAP_COMM_TIMEOUT_S", "2.5", 1);
+    CHECK(rap_comm_default_timeout() == 2.5);
+    rap_comm *c = NULL;
+    REQUIRE_OK(rap_comm_self_create(&c));
+    CHECK(rap_comm_timeout(c) == 2.5);
+    rap_comm_set_timeout(c, 7);
+    CHECK(rap_comm_timeout(c) == 7);
+    rap_comm_set_timeout(c, -1); /* ignored */
+    CHECK(rap_comm_timeout(c) == 7);
+    rap_comm_free(c);
+    setenv("RAP_COMM_TIMEOUT_S", "soon", 1);
+    CHECK(rap_comm_default_timeout() == 60);
+    if (old)
+        setenv("RAP_COMM_TIMEOUT_S", old, 1), free(old);
+    else
+        unsetenv("RAP_COMM_TIMEOUT_S");
+}
+
+RAP_TEST(dist_detect)
+{
+    /* Not under mpirun in the test suite (unless the mpi child). */
+    const char *keys[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "PMIX_RANK"};
+    for (int i = 0; i < 4; i++)
+        if (getenv(keys[i]))
+            SKIP("running under mpirun");
+    int n = 0;
+    CHECK(!rap_dist_detect(&n) && n == 1);
+    setenv("PMI_SIZE", "3", 1);
+    CHECK(rap_dist_detect(&n) && n == 3);
+    unsetenv("PMI_SIZE");
+    rap_comm *c = NULL;
+    if (!rap_comm_have_mpi()) {
+        CHECK(rap_comm_mpi_init(&c) == RAP_ERR_ARG && c == NULL);
+        CHECK(strstr(rap_last_error(), "without MPI") != NULL);
+    }
+    if (!rap_comm_have_nccl()) {
+        rap_comm *h = NULL;
+        REQUIRE_OK(rap_comm_self_create(&h));
+        CHECK(rap_comm_nccl_create(h, 0, NULL, &c) == RAP_ERR_NO_GPU && c == NULL);
+        rap_comm_free(h);
+    }
+}
+
+/* ------------------------------------------------------------ shard planner */
+
+static void check_map(rap_test_ctx *t, const rap_shard_map *m, const int64_t *rows,
+                      int64_t budget)
+{
+    rap_status s = rap_shard_map_check(m, rows, budget);
+    CHECK_MSG(s == RAP_OK, "map check: %s", rap_last_error());
+}
+
+RAP_TEST(dist_shard_tablewise)
+{
+    /* 8 equal tables on 4 ranks: 2 each. */
+    int64_t rows[8];
+    for (int i = 0; i < 8; i++)
+        rows[i] = 1000;
+    rap_shard_map m;
+    REQUIRE_OK(rap_shard_plan(rows, 8, 16, 4, 0, NULL, &m));
+    check_map(t, &m, rows, 0);
+    CHECK(m.n_parts == 8);
+    for (int r = 0; r < 4; r++) {
+        CHECK(m.shard[r].n_local == 2);
+        CHECK(m.bytes[r] == 2 * 1000 * 16 * 4);
+    }
+    /* Largest first onto the least loaded rank, ties to the lowest rank:
+     * tables 0..3 on ranks 0..3, then 4..7 likewise. */
+    for (int i = 0; i < 8; i++)
+        CHECK(m.part[m.part0[i]].rank == i % 4);
+    rap_shard_map_free(&m);
+
+    /* Sizes 100, 90, 80, 10, 10, 10 on 3 ranks: 100, 90, 80 go to ranks
+     * 0, 1, 2; the first 10 to rank 2 (80 bytes, least); the second to rank
+     * 1 (90 bytes and 1 table, before rank 2's 90 bytes and 2 tables); the
+     * last to rank 2 (90 bytes, least): 100 each. */
+    int64_t r2[6] = {100, 90, 80, 10, 10, 10};
+    REQUIRE_OK(rap_shard_plan(r2, 6, 1, 3, 0, NULL, &m));
+    check_map(t, &m, r2, 0);
+    CHECK(m.part[m.part0[0]].rank == 0);
+    CHECK(m.part[m.part0[1]].rank == 1);
+    CHECK(m.part[m.part0[2]].rank == 2);
+    CHECK(m.part[m.part0[3]].rank == 2); /* 80 is least */
+    CHECK(m.part[m.part0[4]].rank == 1); /* 90 (1 lookup) before 90 (2) */
+    CHECK(m.part[m.part0[5]].rank == 2); /* 90 is least */
+    int64_t mx = 0, mn = INT64_MAX;
+    for (int r = 0; r < 3; r++)
+        mx = m.bytes[r] > mx ? m.bytes[r] : mx, mn = m.bytes[r] < mn ? m.bytes[r] : mn;
+    CHECK(mx == mn); /* 110 each */
+    rap_shard_map_free(&m);
+
+    /* Lookups break ties of bytes: the heavy table avoids the rank with
+     * more lookups. */
+    int64_t r3[3] = {10, 10, 10};
+    double look[3] = {5, 1, 1};
+    REQUIRE_OK(rap_shard_plan(r3, 3, 1, 2, 0, look, &m));
+    check_map(t, &m, r3, 0);
+    CHECK(m.part[m.part0[0]].rank == 0); /* most lookups placed first */
+    CHECK(m.part[m.part0[1]].rank == 1);
+    CHECK(m.part[m.part0[2]].rank == 1); /* 10 bytes each: rank 1 has fewer lookups */
+    rap_shard_map_free(&m);
+}
+
+RAP_TEST(dist_shard_rowwise)
+{
+    /* One table of 1000 rows (D 4: 16000 bytes) and small ones, budget
+     * 6000 bytes on 4 ranks: the big one over 3 ranks (334, 333, 333 rows:
+     * 5344 bytes), the fewest that hold equal ranges. */
+    int64_t rows[3] = {1000, 20, 30};
+    rap_shard_map m;
+    REQUIRE_OK(rap_shard_plan(rows, 3, 4, 4, 6000, NULL, &m));
+    check_map(t, &m, rows, 6000);
+    CHECK(m.part0[1] - m.part0[0] == 3);
+    CHECK(m.part[0].rows == 334 && m.part[1].rows == 333 && m.part[2].rows == 333);
+    CHECK(m.part[0].row0 == 0 && m.part[1].row0 == 334 && m.part[2].row0 == 667);
+    for (int p = 0; p < 3; p++)
+        CHECK(m.part[p].rank == p);
+    /* The small tables on the empty rank 3 first. */
+    CHECK(m.part[m.part0[2]].rank == 3);
+    char desc[512];
+    rap_shard_map_describe(&m, desc, sizeof desc);
+    CHECK(strstr(desc, "t0[0,334)") != NULL);
+    rap_shard_map_free(&m);
+
+    /* Does not fit: the message gives needed and available. */
+    rap_status s = rap_shard_plan(rows, 3, 4, 2, 6000, NULL, &m);
+    CHECK(s == RAP_ERR_NOMEM);
+    CHECK(strstr(rap_last_error(), "tables need 16800 bytes") != NULL);
+    CHECK(strstr(rap_last_error(), "2 ranks x 6000 bytes = 12000") != NULL);
+    CHECK(m.shard == NULL && m.part == NULL);
+    /* Bad arguments. */
+    CHECK(rap_shard_plan(rows, 0, 4, 2, 0, NULL, &m) == RAP_ERR_ARG);
+    int64_t zero[1] = {0};
+    CHECK(rap_shard_plan(zero, 1, 4, 2, 0, NULL, &m) == RAP_ERR_ARG);
+}
+
+RAP_TEST(dist_shard_properties)
+{
+    /* Random tables, budgets from tight to loose: every row held once,
+     * budgets respected, deterministic; with no budget, balanced (the
+     * spread of bytes at most the largest table). */
+    uint64_t seed = 42;
+    for (int trial = 0; trial < 300; trial++) {
+        int T = 1 + (int)(rap_splitmix64(&seed) % 40);
+        int R = 1 + (int)(rap_splitmix64(&seed) % 8);
+        int D = 1 + (int)(rap_splitmix64(&seed) % 8);
+        int64_t rows[40], need = 0, biggest = 0;
+        double look[40];
+        for (int i = 0; i < T; i++) {
+            int big = rap_splitmix64(&seed) % 5 == 0;
+            rows[i] = 1 + (int64_t)(rap_splitmix64(&seed) % (big ? 100000 : 1000));
+            look[i] = (double)(rap_splitmix64(&seed) % 4);
+            need += rows[i] * D * 4;
+            biggest = rows[i] * D * 4 > biggest ? rows[i] * D * 4 : biggest;
+        }
+        /* budget: from just enough (plus slack for whole-row rounding) to 2x. */
+        double f = 1.0 + (double)(rap_splitmix64(&seed) % 100) / 100.0;
+        int64_t budget = trial % 4 == 0 ? 0 : (int64_t)(f * (double)need / R) + (int64_t)D * 4 * T;
+        rap_shard_map a, b;
+        rap_status s = rap_shard_plan(rows, T, D, R, budget, trial % 2 ? look : NULL, &a);
+        CHECK_MSG(s == RAP_OK, "trial %d: %s", trial, rap_last_error());
+        if (s != RAP_OK)
+            continue;
+        check_map(t, &a, rows, budget);
+        REQUIRE_OK(rap_shard_plan(rows, T, D, R, budget, trial % 2 ? look : NULL, &b));
+        CHECK(a.n_parts == b.n_parts &&
+              memcmp(a.part, b.part, sizeof(rap_shard_part) * (size_t)a.n_parts) == 0);
+        if (budget == 0) {
+            CHECK(a.n_parts == T); /* no split without a budget */
+            int64_t mx = 0, mn = INT64_MAX;
+            for (int r = 0; r < R; r++)
+                mx = a.bytes[r] > mx ? a.bytes[r] : mx, mn = a.bytes[r] < mn ? a.bytes[r] : mn;
+            CHECK_MSG(mx - mn <= biggest, "trial %d: bytes spread %lld > largest table %lld",
+                      trial, (long long)(mx - mn), (long long)biggest);
+        }
+        rap_shard_map_free(&a);
+        rap_shard_map_free(&b);
+    }
+}
+
+/* ------------------------------------------------------------ exchange kernels */
+
+RAP_TEST(dist_filter_reference)
+{
+    /* 4 rows; keep [10, 20). */
+    int64_t off[5] = {0, 3, 3, 6, 8};
+    int64_t ids[8] = {5, 10, 19, 20, 15, 9, 12, 12};
+    int64_t oo[5], oi[8];
+    int64_t k = rap_hybrid_filter_cpu(off, ids, 4, 10, 10, oo, oi);
+    CHECK(k == 5);
+    int64_t want_off[5] = {0, 2, 2, 3, 5}, want_ids[5] = {0, 9, 5, 2, 2};
+    CHECK(memcmp(oo, want_off, sizeof want_off) == 0);
+    CHECK(memcmp(oi, want_ids, sizeof want_ids) == 0);
+    /* Offsets not starting at 0. */
+    int64_t off2[3] = {3, 5, 8};
+    k = rap_hybrid_filter_cpu(off2, ids, 2, 10, 10, oo, oi);
+    CHECK(k == 3 && oo[0] == 0 && oo[1] == 1 && oo[2] == 3 && oi[0] == 5 && oi[2] == 2);
+}
+
+RAP_TEST(dist_scatter_gather_reference)
+{
+    /* 2 ranks; rank 0 holds t0 and t1[0,5); rank 1 holds t1[5,10) and t2. */
+    int64_t rows[3] = {4, 10, 4};
+    rap_shard_map m;
+    REQUIRE_OK(rap_shard_plan(rows, 3, 2, 2, 0, NULL, &m));
+    /* Build the parts by hand instead of the planner's choice. */
+    int part0[4] = {0, 1, 3, 4}, table[4] = {0, 1, 1, 2};
+    int64_t cum[4] = {0, 0, 2, 2}, tl[4] = {2, 2, 2, 2}, local[4] = {0, 1, 0, 1};
+    rap_hybrid_parts pa = {part0, table, cum, tl, local};
+    int64_t nr = 3;
+    int D = 2;
+    float recv[3 * 4 * 2];
+    for (int i = 0; i < 24; i++)
+        recv[i] = (float)(i + 1);
+    float emb[3 * 8];
+    for (int i = 0; i < 24; i++)
+        emb[i] = -1;
+    rap_hybrid_scatter_cpu(recv, nr, 3, D, &pa, emb, 8);
+    for (int64_t i = 0; i < nr; i++) {
+        /* t0: rank 0 block, local 0 */
+        for (int d = 0; d < D; d++) {
+            float t0 = recv[(i * 2 + 0) * D + d];
+            float t1 = recv[(i * 2 + 1) * D + d] + recv[nr * D * 2 + (i * 2 + 0) * D + d];
+            float t2 = recv[nr * D * 2 + (i * 2 + 1) * D + d];
+            CHECK(emb[i * 8 + 0 * D + d] == t0);
+            CHECK(emb[i * 8 + 1 * D + d] == t1);
+            CHECK(emb[i * 8 + 2 * D + d] == t2);
+        }
+        CHECK(emb[i * 8 + 6] == -1 && emb[i * 8 + 7] == -1); /* past T*D untouched */
+    }
+    float send[24];
+    rap_hybrid_gather_cpu(emb, 8, nr, 4, D, &pa, send);
+    for (int64_t i = 0; i < nr; i++)
+        for (int d = 0; d < D; d++) {
+            CHECK(send[(i * 2 + 0) * D + d] == emb[i * 8 + 0 * D + d]);
+            CHECK(send[(i * 2 + 1) * D + d] == emb[i * 8 + 1 * D + d]);
+            CHECK(send[nr * D * 2 + (i * 2 + 0) * D + d] == emb[i * 8 + 1 * D + d]);
+            CHECK(send[nr * D * 2 + (i * 2 + 1) * D + d] == emb[i * 8 + 2 * D + d]);
+        }
+    rap_shard_map_free(&m);
+}
+
+RAP_TEST(dist_rows_split)
+{
+    int64_t r0, n;
+    rap_hybrid_rows(13, 4, 0, &r0, &n);
+    CHECK(r0 == 0 && n == 4);
+    rap_hybrid_rows(13, 4, 1, &r0, &n);
+    CHECK(r0 == 4 && n == 3);
+    rap_hybrid_rows(13, 4, 3, &r0, &n);
+    CHECK(r0 == 10 && n == 3);
+    rap_hybrid_rows(2, 3, 2, &r0, &n);
+    CHECK(r0 == 2 && n == 0);
+}
+
+/* ------------------------------------------------------------ hybrid step */
+
+#define HT 5
+#define HSTEPS 5
+#define HMAXR 4
+
+typedef struct {
+    rap_model_config g;          /* the unsharded config (batch Bg) */
+    int64_t Bg;
+    int64_t n[HSTEPS];           /* rows of each global batch */
+    float *dense[HSTEPS];        /* (Bg, ND) */
+    float *label[HSTEPS];
+    int64_t *off[HSTEPS][HT];    /* (Bg+1) */
+    int64_t *ids[HSTEPS][HT];
+    rap_shard_map map;
+    /* Results of the ranks: loss of each step; weights after each step. */
+    double loss[HMAXR][HSTEPS];
+    float *w[HMAXR][HSTEPS];     /* every tensor of the rank, one after another */
+} hyb_case;
+
+static size_t tensors_floats(const rap_model *m)
+{
+    size_t n = 0;
+    for (int i = 0; i < rap_model_n_tensors(m); i++)
+        n += (size_t)(rap_model_tensor(m, i)->rows * rap_model_tensor(m, i)->cols);
+    return n;
+}
+
+static rap_status get_all(const rap_model *m, float *out)
+{
+    for (int i = 0; i < rap_model_n_tensors(m); i++) {
+        RAP_TRY(rap_model_get(m, i, out));
+        out += rap_model_tensor(m, i)->rows * rap_model_tensor(m, i)->cols;
+    }
+    return RAP_OK;
+}
+
+static void hyb_batch(const hyb_case *hc, int s, rap_model_batch *b)
+{
+    memset(b, 0, sizeof *b);
+    b->rows = hc->n[s];
+    b->dense = hc->dense[s];
+    b->label = hc->label[s];
+    for (int t = 0; t < HT; t++) {
+        b->off[t] = hc->off[s][t];
+        b->ids[t] = hc->ids[s][t];
+    }
+}
+
+static rap_status hyb_rank(rank_ctx *x)
+{
+    hyb_case *hc = x->arg;
+    rap_model_shard sh;
+    rap_model_config mc;
+    rap_model *m = NULL;
+    rap_hybrid *h = NULL;
+    RAP_TRY(rap_hybrid_model_config(&hc->g, &hc->map, x->rank, hc->Bg, &sh, &mc));
+    RAP_TRY(rap_model_create(&mc, RAP_CPU, &m));
+    rap_status st = rap_hybrid_create(m, &hc->map, x->c, &h);
+    size_t nw = tensors_floats(m);
+    for (int s = 0; st == RAP_OK && s < HSTEPS; s++) {
+        rap_model_batch glob, loc;
+        hyb_batch(hc, s, &glob);
+        int64_t row0, nr;
+        rap_hybrid_rows(glob.rows, x->R, x->rank, &row0, &nr);
+        memset(&loc, 0, sizeof loc);
+        loc.rows = nr;
+        loc.dense = glob.dense + row0 * hc->g.n_dense;
+        loc.label = glob.label + row0;
+        st = rap_hybrid_step(h, &glob, &loc);
+        if (st == RAP_OK)
+            st = rap_hybrid_loss(h, &hc->loss[x->rank][s]);
+        if (st == RAP_OK) {
+            hc->w[x->rank][s] = malloc(sizeof(float) * nw);
+            st = get_all(m, hc->w[x->rank][s]);
+        }
+    }
+    rap_hybrid_free(h);
+    rap_model_free(m);
+    return st;
+}
+
+static bool close_to(float a, float b)
+{
+    return fabsf(a - b) <= 2e-5f + 2e-4f * fabsf(b);
+}
+
+static void hyb_run(rap_test_ctx *t, int R, rap_optimizer opt, int64_t budget)
+{
+    hyb_case *hc = calloc(1, sizeof *hc);
+    rap_model_config *g = &hc->g;
+    rap_model_config_defaults(g);
+    g->n_dense = 3;
+    g->n_tables = HT;
+    int64_t rows[HT] = {50, 7, 200, 30, 11};
+    for (int i = 0; i < HT; i++)
+        g->table_rows[i] = rows[i];
+    g->emb_dim = 4;
+    g->n_bot = 2, g->bot[0] = 8, g->bot[1] = 4;
+    g->n_top = 2, g->top[0] = 8, g->top[1] = 1;
+    hc->Bg = 13;
+    g->batch = hc->Bg;
+    g->max_bag = 3;
+    g->optimizer = opt;
+    g->lr = opt == RAP_SGD ? 0.5f : 0.1f;
+    g->threads = 1;
+    g->seed = 7;
+    uint64_t seed = 99 + (uint64_t)R;
+    for (int s = 0; s < HSTEPS; s++) {
+        /* The last batch is short (every rank keeps rows). */
+        int64_t n = s == HSTEPS - 1 ? hc->Bg - 3 : hc->Bg;
+        hc->n[s] = n;
+        hc->dense[s] = malloc(sizeof(float) * (size_t)(n * g->n_dense));
+        hc->label[s] = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n * g->n_dense; i++)
+            hc->dense[s][i] = (float)(rap_splitmix64(&seed) % 1000) / 500.0f - 1.0f;
+        for (int64_t i = 0; i < n; i++)
+            hc->label[s][i] = (float)(rap_splitmix64(&seed) % 2);
+        for (int tt = 0; tt < HT; tt++) {
+            hc->off[s][tt] = malloc(sizeof(int64_t) * (size_t)(n + 1));
+            hc->ids[s][tt] = malloc(sizeof(int64_t) * (size_t)(n * 3 + 1));
+            int64_t k = 0;
+            hc->off[s][tt][0] = 0;
+            for (int64_t i = 0; i < n; i++) {
+                int len = (int)(rap_splitmix64(&seed) % 4);
+                for (int j = 0; j < len; j++)
+                    hc->ids[s][tt][k++] = (int64_t)(rap_splitmix64(&seed) % (uint64_t)rows[tt]);
+                hc->off[s][tt][i + 1] = k;
+            }
+        }
+    }
+    rap_status st = rap_shard_plan(rows, HT, g->emb_dim, R, budget, NULL, &hc->map);
+    CHECK_MSG(st == RAP_OK, "plan: %s", rap_last_error());
+    if (st != RAP_OK)
+        goto out;
+    bool split = false;
+    for (int tt = 0; tt < HT; tt++)
+        split |= hc->map.part0[tt + 1] - hc->map.part0[tt] > 1;
+    CHECK_MSG(split || budget == 0, "R = %d: no table was split (budget %lld)", R,
+              (long long)budget);
+
+    rank_ctx x[8];
+    if (!run_ranks(t, R, 20, hyb_rank, hc, x))
+        goto out;
+
+    /* The reference: one unsharded model, batch Bg. */
+    rap_model *ref = NULL;
+    st = rap_model_create(g, RAP_CPU, &ref);
+    CHECK_MSG(st == RAP_OK, "reference model: %s", rap_last_error());
+    if (st != RAP_OK)
+        goto out;
+    int nt = rap_model_n_tensors(ref);
+    float *rw = malloc(sizeof(float) * tensors_floats(ref));
+    int bad = 0;
+    for (int s = 0; s < HSTEPS && bad < 10; s++) {
+        rap_model_batch b;
+        hyb_batch(hc, s, &b);
+        CHECK_OK(rap_model_train_step(ref, &b));
+        double rl = 0;
+        CHECK_OK(rap_model_last_loss(ref, &rl));
+        CHECK_OK(get_all(ref, rw));
+        for (int r = 0; r < R; r++) {
+            CHECK_MSG(fabs(hc->loss[r][s] - rl) <= 1e-5 * (1 + fabs(rl)),
+                      "R = %d step %d rank %d: loss %.9g, unsharded %.9g", R, s, r,
+                      hc->loss[r][s], rl);
+            CHECK(hc->loss[r][s] == hc->loss[0][s]); /* the same sum on every rank */
+        }
+        /* Tables: each part against its rows of the reference table. */
+        size_t at_ref = 0;
+        for (int tt = 0; tt < HT; tt++) {
+            for (int p = hc->map.part0[tt]; p < hc->map.part0[tt + 1]; p++) {
+                const rap_shard_part *q = &hc->map.part[p];
+                size_t at = 0;
+                for (int k = 0; k < q->local; k++)
+                    at += (size_t)(hc->map.shard[q->rank].rows[k] * g->emb_dim);
+                const float *mine = hc->w[q->rank][s] + at;
+                const float *want = rw + at_ref + (size_t)(q->row0 * g->emb_dim);
+                for (int64_t e = 0; e < q->rows * g->emb_dim && bad < 10; e++)
+                    if (!close_to(mine[e], want[e])) {
+                        bad++;
+                        rap_test_fail(t, __FILE__, __LINE__,
+                                      "R = %d step %d table %d row %lld: %.9g, unsharded %.9g", R,
+                                      s, tt, (long long)(q->row0 + e / g->emb_dim), mine[e],
+                                      want[e]);
+                    }
+            }
+            at_ref += (size_t)(rows[tt] * g->emb_dim);
+        }
+        /* MLP tensors: equal on every rank bit for bit, close to the
+         * reference. */
+        size_t mlp = tensors_floats(ref) - at_ref;
+        for (int r = 0; r < R; r++) {
+            size_t at = 0;
+            for (int k = 0; k < hc->map.shard[r].n_local; k++)
+                at += (size_t)(hc->map.shard[r].rows[k] * g->emb_dim);
+            const float *mine = hc->w[r][s] + at;
+            const float *rank0 = hc->w[0][s];
+            size_t at0 = 0;
+            for (int k = 0; k < hc->map.shard[0].n_local; k++)
+                at0 += (size_t)(hc->map.shard[0].rows[k] * g->emb_dim);
+            CHECK_MSG(memcmp(mine, rank0 + at0, sizeof(float) * mlp) == 0,
+                      "R = %d step %d: rank %d's MLP differs from rank 0's", R, s, r);
+            for (size_t e = 0; e < mlp && bad < 10; e++)
+                if (!close_to(mine[e], rw[at_ref + e])) {
+                    bad++;
+                    rap_test_fail(t, __FILE__, __LINE__,
+                                  "R = %d step %d rank %d MLP element %zu: %.9g, unsharded %.9g",
+                                  R, s, r, e, mine[e], rw[at_ref + e]);
+                }
+        }
+    }
+    (void)nt;
+    free(rw);
+    rap_model_free(ref);
+out:
+    for (int s = 0; s < HSTEPS; s++) {
+        free(hc->dense[s]);
+        free(hc->label[s]);
+        for (int tt = 0; tt < HT; tt++)
+            free(hc->off[s][tt]), free(hc->ids[s][tt]);
+        for (int r = 0; r < HMAXR; r++)
+            free(hc->w[r][s]);
+    }
+    rap_shard_map_free(&hc->map);
+    free(hc);
+}
+
+/* Budgets that split table 2 (200 rows x 4 x 4 bytes = 3200 bytes) for
+ * each R; 298 rows = 4768 bytes in all. */
+static const int64_t HBUDGET[HMAXR + 1] = {0, 0, 2600, 1800, 1300};
+
+RAP_TEST(dist_hybrid_sgd)
+{
+    for (int R = 2; R <= HMAXR; R++)
+        hyb_run(t, R, RAP_SGD, HBUDGET[R]);
+}
+
+RAP_TEST(dist_hybrid_adagrad)
+{
+    for (int R = 2; R <= HMAXR; R++)
+        hyb_run(t, R, RAP_ADAGRAD, HBUDGET[R]);
+}
+
+RAP_TEST(dist_hybrid_tablewise)
+{
+    /* No budget: whole tables only; R = 1 over the threads backend too. */
+    for (int R = 1; R <= HMAXR; R++)
+        hyb_run(t, R, RAP_SGD, 0);
+}
