@@ -12,6 +12,8 @@
 #include "plan/place.h"
 
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const char *plan_path(const char *name, char *buf, size_t n)
 {
@@ -383,4 +385,113 @@ RAP_TEST(place_evaluate_units_and_comm)
     free(src);
     rap_place_result_free(&own);
     rap_plan_free(p);
+}
+
+/* ------------------------------------------------ bench/multi, no GPU */
+
+/* A stand-in for `rap` (bench/plan with the flags bench/multi assumes):
+ * ideal 100000 samples/s on one GPU, 0.95 x N x that on N; rap 0.995 (search),
+ * 0.99 (owner), 0.98 (batch) of ideal; FAKE_NO_PLACEMENT=1: rap bench
+ * without --placement. */
+static const char *const g_fake_rap =
+    "#!/bin/bash\n"
+    "cmd=$1; shift\n"
+    "if [ \"$1\" = --help ]; then\n"
+    "  if [ \"$cmd\" = bench ]; then\n"
+    "    echo 'usage: rap bench [options]'; echo '  --gpus N   ranks'\n"
+    "    [ -z \"${FAKE_NO_PLACEMENT:-}\" ] && echo '  --placement batch|owner|search  which'\n"
+    "    echo '  --json   JSON'; echo '  --modes M,M  modes'; echo '  --model small|paper  model'\n"
+    "  else echo '  --placement owner|batch|search|all  which'; fi\n"
+    "  exit 0\n"
+    "fi\n"
+    "gpus=1; report=; pl=none; modes=\n"
+    "while [ $# -gt 0 ]; do case $1 in --gpus) gpus=$2; shift;; --report) report=$2; shift;;\n"
+    "  --placement) pl=$2; shift;; --modes) modes=$2; shift;; esac; shift; done\n"
+    "if [ \"$cmd\" = plan ]; then\n"
+    "  cat > \"$report\" <<JSON\n"
+    "{\"latency_model\": \"analytic fallback (no predictor)\", \"capacity_source\": \"assumed\",\n"
+    " \"placements\": [{\"placement\": \"owner\", \"exposed_max_ms\": 0.02, \"bytes_moved\": 0},\n"
+    "  {\"placement\": \"batch\", \"exposed_max_ms\": 0.03, \"bytes_moved\": 884736},\n"
+    "  {\"placement\": \"search\", \"exposed_max_ms\": 0.01, \"bytes_moved\": 262144, \"moves\": 2}]}\n"
+    "JSON\n"
+    "  echo '| placement | table |'; exit 0\n"
+    "fi\n"
+    "ideal=$(( gpus == 1 ? 100000 : 95000 * gpus ))\n"
+    "case $pl in search|none) f=0.995;; owner) f=0.99;; *) f=0.98;; esac\n"
+    "case $pl in search) by=262144;; batch) by=884736;; *) by=0;; esac\n"
+    "echo 'log line before the JSON'\n"
+    "printf '{\"plan\":\"p\",\"modes\":['\n"
+    "sep=\n"
+    "for m in ${modes//,/ }; do\n"
+    "  case $m in ideal) s=$ideal;; rap) s=$(awk -v i=$ideal -v f=$f 'BEGIN{print i*f}');;\n"
+    "    *) s=$(( ideal / 2 ));; esac\n"
+    "  printf '%s\\n{\"mode\":\"%s\",\"samples_per_s\":%s,\"exposed_ms\":0.001' \"$sep\" $m $s\n"
+    "  [ $gpus -gt 1 ] && printf ',\"all_to_all_ms\":0.5,\"all_reduce_ms\":0.25,\"bytes_moved\":%s' $by\n"
+    "  printf '}'; sep=,\n"
+    "done\n"
+    "echo ']}'\n";
+
+static bool file_has(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, needle) != NULL;
+}
+
+RAP_TEST(place_bench_multi_script_fake_rap)
+{
+    static const char *const where[] = {"bench/multi", "../bench/multi", "../../bench/multi"};
+    const char *script = NULL;
+    for (int i = 0; i < 3 && !script; i++)
+        if (access(where[i], R_OK) == 0)
+            script = where[i];
+    if (!script)
+        SKIP("bench/multi not found from the working directory");
+    if (system("python3 -c 'import json' >/dev/null 2>&1") != 0)
+        SKIP("no python3");
+    char dir[512], fake[600], cmd[4096], md[600], js[600];
+    rap_test_path(dir, sizeof dir, "multi");
+    snprintf(fake, sizeof fake, "%s/fake_rap", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    REQUIRE(system(cmd) == 0);
+    FILE *f = fopen(fake, "w");
+    REQUIRE(f);
+    fputs(g_fake_rap, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "chmod +x '%s'", fake);
+    REQUIRE(system(cmd) == 0);
+    /* the whole script on the stand-in: 1 and 2 GPUs, plan0, batch 4096 */
+    snprintf(cmd, sizeof cmd,
+             "RAP='%s' PLANS=plan0 BATCHES=4096 bash '%s' '%s/out' 2 > '%s/stdout' 2> '%s/stderr'",
+             fake, script, dir, dir, dir);
+    int rc = system(cmd);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+    snprintf(md, sizeof md, "%s/out/multi.md", dir);
+    snprintf(js, sizeof js, "%s/out/multi.json", dir);
+    /* 2 GPUs: 190000 = 0.95 x 2 x 100000: efficiency 0.950 */
+    CHECK(file_has(md, "| plan0 | 4096 | 2 | search | ideal | 190000 | 1.000 | 0.950 | 0.500 | 0.250 |"));
+    CHECK(file_has(md, "| plan0 | 4096 | 1 | none | rap | 99500 | 0.995 | 1.000 | n/a | n/a |"));
+    CHECK(file_has(md, "| plan0 | 4096 | 2 | search | rap | 189050 | 0.995 | 0.950 |"));
+    CHECK(file_has(md, "| plan0 | 4096 | 2 | owner | rap | 188100 | 0.990 |"));
+    /* placement rows: predicted (the plan report) and measured (rap mode) */
+    CHECK(file_has(md, "| plan0 | 4096 | 2 | search | 0.0100 | 262144 | 2 | 0.0010 | 262144 | 189050 |"));
+    CHECK(file_has(md, "| plan0 | 4096 | 2 | batch | 0.0300 | 884736 |  | 0.0010 | 884736 | 186200 |"));
+    CHECK(file_has(md, "plan0, batch 4096/GPU, 2 GPUs: rap/ideal 0.995 -> met"));
+    CHECK(file_has(js, "\"scaling_efficiency\": 0.95"));
+    /* a rap bench without --placement: stops at once, naming the flag */
+    snprintf(cmd, sizeof cmd,
+             "FAKE_NO_PLACEMENT=1 RAP='%s' PLANS=plan0 BATCHES=4096 bash '%s' '%s/out2' 2 "
+             "> '%s/stdout2' 2> '%s/stderr2'", fake, script, dir, dir, dir);
+    rc = system(cmd);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 3);
+    char err2[600];
+    snprintf(err2, sizeof err2, "%s/stderr2", dir);
+    CHECK(file_has(err2, "rap bench does not support --placement yet"));
+    snprintf(cmd, sizeof cmd, "%s/out2/raw/bench_plan0_b4096_g1_none.json", dir);
+    CHECK(access(cmd, F_OK) != 0); /* nothing ran */
 }
