@@ -265,6 +265,11 @@ static bool mbatches_make(mbatches *mb, allocs *a, const gbatch *b, const placem
                 return false;
         }
     }
+#ifdef RAP_HAVE_CUDA
+    /* the models run on non-blocking streams: wait for the copies */
+    if (a->dev == RAP_GPU)
+        return cudaDeviceSynchronize() == cudaSuccess;
+#endif
     return true;
 }
 

@@ -27,9 +27,11 @@
  *      row: long runs (small, hot tables) cost ~len/32 loads, not len.
  * Deterministic: no atomics on floats.
  *
- * Sharding later: the forward takes a table subset [first, first+n) and an
- * output (pointer, row stride, slot) so a shard can pool its tables into a
- * send buffer; the backward takes the gradient's (pointer, stride, slot).
+ * Tables are the TE the model holds (all T, or a shard's local tables:
+ * row_base / nrows / the pairs' values count them, not the interaction's
+ * T). The forward takes a table subset [first, first+n) and an output
+ * (pointer, row stride, slot): a shard pools its tables into emb_out; the
+ * backward takes the gradient's (pointer, stride, slot).
  */
 #include "model/gpu/gpu_model.h"
 
@@ -266,9 +268,9 @@ static rap_status check_tables(const rap_model_batch *b, int first, int n, const
 rap_status rap_gpu_emb_forward(rap_gpu *g, const rap_model_batch *b, int first, int n,
                                float *out, int64_t out_ld, int slot0)
 {
-    if (first < 0 || n < 0 || first + n > g->T)
+    if (first < 0 || n < 0 || first + n > g->TE)
         return rap_fail(RAP_ERR_ARG, "emb forward: tables [%d, %d) outside [0, %d)", first,
-                        first + n, g->T);
+                        first + n, g->TE);
     RAP_TRY(check_tables(b, first, n, "emb forward"));
     for (int f = first; f < first + n; f += EMB_CAP_LARGE) {
         int k = first + n - f < EMB_CAP_LARGE ? first + n - f : EMB_CAP_LARGE;
@@ -555,7 +557,7 @@ static rap_status emb_pairs_chunk(rap_gpu *g, const rap_model_batch *b, int firs
     RAP_CUDA_LAUNCHED();
     const int64_t work = b->rows * n > g->P ? b->rows * n : g->P;
     emb_pairs_kernel<CAP><<<rap_gpu_blocks(work, EMB_THREADS, g->sms * 16), EMB_THREADS, 0,
-                            g->stream>>>(c, g->row_base, g->nrows, g->start, b->rows, g->T,
+                            g->stream>>>(c, g->row_base, g->nrows, g->start, b->rows, g->TE,
                                          g->keys[0], g->vals[0], g->P, g->sentinel,
                                          last ? 1 : 0, g->err);
     RAP_CUDA_LAUNCHED();
@@ -565,10 +567,10 @@ static rap_status emb_pairs_chunk(rap_gpu *g, const rap_model_batch *b, int firs
 rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const float *grad,
                                 int64_t grad_ld, int slot0, const rap_model_config *cfg)
 {
-    RAP_TRY(check_tables(b, 0, g->T, "emb backward"));
-    for (int f = 0; f < g->T; f += EMB_CAP_LARGE) {
-        int k = g->T - f < EMB_CAP_LARGE ? g->T - f : EMB_CAP_LARGE;
-        bool last = f + k == g->T;
+    RAP_TRY(check_tables(b, 0, g->TE, "emb backward"));
+    for (int f = 0; f < g->TE; f += EMB_CAP_LARGE) {
+        int k = g->TE - f < EMB_CAP_LARGE ? g->TE - f : EMB_CAP_LARGE;
+        bool last = f + k == g->TE;
         if (k <= EMB_CAP_SMALL)
             RAP_TRY(emb_pairs_chunk<EMB_CAP_SMALL>(g, b, f, k, last));
         else
@@ -586,7 +588,7 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const floa
     a.grad = grad;
     a.grad_ld = grad_ld;
     a.slot0 = slot0;
-    a.T = g->T;
+    a.T = g->TE;
     a.D = g->D;
     a.W = g->params;
     a.S = cfg->optimizer == RAP_ADAGRAD ? g->state : NULL;

@@ -19,6 +19,10 @@
  *                 MLP backward, dense optimizer (+ bf16 copy refresh)
  *   emb_backward  sort-based aggregation + sparse optimizer (embedding.cu)
  * A batch with fewer rows than B resizes the GEMM layouts on the host.
+ * Sharded (model.h): the emb phases pool the TE local tables of the global
+ * batch into emb_out and update them from demb_out; the caller moves rows
+ * between those and z (slots 1..T) / de; mlp_backward stops before the
+ * dense optimizer (rap_gpu_model_dense_apply).
  *
  * Built without CUDA (gcc -x c) every entry point reports RAP_ERR_NO_GPU.
  */
@@ -39,6 +43,9 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
 {
     g->B = c->batch;
     g->T = c->n_tables;
+    g->TE = rap_model_emb_tables(c);
+    g->EB = rap_model_emb_batch(c);
+    g->sharded = c->shard != NULL;
     g->D = c->emb_dim;
     g->F = c->n_tables + 1;
     g->ND = c->n_dense;
@@ -58,9 +65,9 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
                         (long long)g->B, g->T, g->D, g->ND, g->n_bot, g->n_top);
     uint64_t rows = 0;
     size_t np = 0;
-    for (int t = 0; t < g->T; t++) {
-        rows += (uint64_t)c->table_rows[t];
-        np += (size_t)c->table_rows[t] * (size_t)g->D;
+    for (int t = 0; t < g->TE; t++) {
+        rows += (uint64_t)rap_model_emb_rows(c, t);
+        np += (size_t)rap_model_emb_rows(c, t) * (size_t)g->D;
     }
     g->total_rows = rows;
     int bits = 1;
@@ -69,7 +76,7 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
     g->key_bits = bits;
     g->sentinel = (uint32_t)((1ull << (bits < 32 ? bits : 32)) - 1);
     g->bag = c->max_bag > 0 ? c->max_bag : RAP_GPU_IDS_PER_BAG;
-    g->P = g->B * g->T * g->bag;
+    g->P = g->EB * g->TE * g->bag;
     g->nchunks = (g->P + RAP_GPU_CHUNK - 1) / RAP_GPU_CHUNK;
     /* layers */
     size_t nm = 0;
@@ -142,11 +149,11 @@ static rap_status limits(const rap_gpu *g)
                         "GPU model: %llu table rows in all; the embedding backward's 32-bit "
                         "keys hold at most %llu",
                         (unsigned long long)g->total_rows, 0xffffffffull - 1);
-    if ((uint64_t)g->B * (uint64_t)g->T > 0xffffffffull || g->P > INT32_MAX)
+    if ((uint64_t)g->EB * (uint64_t)g->TE > 0xffffffffull || g->P > INT32_MAX)
         return rap_fail(RAP_ERR_ARG,
                         "GPU model: batch %lld x %d tables is too large for the embedding "
                         "backward (at most 2^31 ids)",
-                        (long long)g->B, g->T);
+                        (long long)g->EB, g->TE);
     return RAP_OK;
 }
 
@@ -164,8 +171,8 @@ static size_t plan(rap_gpu *g, char *base)
     const size_t B = (size_t)g->B;
     TAKE(g->grads, float *, sizeof(float) * (size_t)g->segs.n_pad);
     TAKE(g->wc, void *, g->es * (size_t)g->segs.n_pad);
-    TAKE(g->row_base, int64_t *, sizeof(int64_t) * (size_t)g->T);
-    TAKE(g->nrows, int64_t *, sizeof(int64_t) * (size_t)g->T);
+    TAKE(g->row_base, int64_t *, sizeof(int64_t) * (size_t)g->TE);
+    TAKE(g->nrows, int64_t *, sizeof(int64_t) * (size_t)g->TE);
     TAKE(g->z, float *, sizeof(float) * B * (size_t)g->F * (size_t)g->D);
     TAKE(g->de, float *, sizeof(float) * B * (size_t)g->T * (size_t)g->D);
     TAKE(g->xin, void *, g->es * B * (size_t)round_up(g->ND, 8));
@@ -194,10 +201,15 @@ static size_t plan(rap_gpu *g, char *base)
         TAKE(g->keys[j], uint32_t *, sizeof(uint32_t) * (size_t)g->P);
         TAKE(g->vals[j], uint32_t *, sizeof(uint32_t) * (size_t)g->P);
     }
-    TAKE(g->start, int64_t *, sizeof(int64_t) * (size_t)(g->T + 1));
+    TAKE(g->start, int64_t *, sizeof(int64_t) * (size_t)(g->TE + 1));
     TAKE(g->head, float *, sizeof(float) * (size_t)g->nchunks * (size_t)g->D);
     TAKE(g->tail, float *, sizeof(float) * (size_t)g->nchunks * (size_t)g->D);
     TAKE(g->sort_tmp, void *, g->sort_bytes);
+    if (g->sharded && g->TE > 0) {
+        const size_t ex = sizeof(float) * (size_t)g->EB * (size_t)g->TE * (size_t)g->D;
+        TAKE(g->emb_out, float *, ex);
+        TAKE(g->demb_out, float *, ex);
+    }
 #undef TAKE
     return al256(off);
 }
@@ -222,7 +234,7 @@ static rap_status wire(rap_gpu *g, const rap_model *m)
     for (int i = 0; i < m->n_tensors; i++) {
         const rap_tensor *x = &m->tensors[i];
         if (x->kind == 0) {
-            if (x->layer < 0 || x->layer >= g->T || x->offset % (size_t)g->D != 0)
+            if (x->layer < 0 || x->layer >= g->TE || x->offset % (size_t)g->D != 0)
                 return rap_fail(RAP_ERR_INTERNAL, "GPU model: table tensor %d at offset %zu",
                                 i, x->offset);
             continue;
@@ -307,7 +319,7 @@ static rap_status check_flags(rap_gpu *g)
                         "GPU model: a batch had more ids than the embedding backward holds "
                         "(%lld = batch %lld x %d tables x %lld per bag); the ids past that "
                         "did not update their tables",
-                        (long long)g->P, (long long)g->B, g->T, (long long)g->bag);
+                        (long long)g->P, (long long)g->EB, g->TE, (long long)g->bag);
     return rap_fail(RAP_ERR_ARG, "GPU model: a batch had an id outside its table's rows "
                                  "(ignored)");
 }
@@ -349,8 +361,6 @@ static rap_status create(rap_model *m, const float *mlp_init)
 {
     const rap_model_config *c = &m->cfg;
     rap_gpu *g = (rap_gpu *)m->gpu;
-    if (c->shard)
-        return rap_fail(RAP_ERR_ARG, "GPU model: sharded models are not implemented yet");
     RAP_TRY(shape(g, c));
     RAP_TRY(limits(g));
     if (g->n_params != m->n_params || g->n_mlp != m->n_mlp_params ||
@@ -405,33 +415,42 @@ static rap_status create(rap_model *m, const float *mlp_init)
 
     /* contents: zero arena, tables from the seed, MLP from mlp_init */
     RAP_CUDA_TRY(cudaMemsetAsync(g->blk_arena, 0, g->arena_bytes, g->stream));
-    int64_t *rb = (int64_t *)rap_malloc(sizeof(int64_t) * 2 * (size_t)g->T, "GPU model rows");
-    if (!rb)
-        return RAP_ERR_NOMEM;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const rap_tensor *x = &m->tensors[i];
-        if (x->kind != 0)
-            continue;
-        rb[x->layer] = (int64_t)(x->offset / (size_t)g->D);
-        rb[g->T + x->layer] = x->info.rows;
-    }
     rap_status s = RAP_OK;
-    /* all on g->stream (ordered after the memset; a pageable async copy
-     * returns once rb is staged, so rb can be freed) */
-    cudaError_t e = cudaMemcpyAsync(g->row_base, rb, sizeof(int64_t) * (size_t)g->T,
-                                    cudaMemcpyHostToDevice, g->stream);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(g->nrows, rb + g->T, sizeof(int64_t) * (size_t)g->T,
-                            cudaMemcpyHostToDevice, g->stream);
-    rap_free(rb);
-    if (e != cudaSuccess)
-        return rap_fail(RAP_ERR_CUDA, "GPU model: uploading table rows: %s",
-                        cudaGetErrorString(e));
+    if (g->TE > 0) {
+        int64_t *rb =
+            (int64_t *)rap_malloc(sizeof(int64_t) * 2 * (size_t)g->TE, "GPU model rows");
+        if (!rb)
+            return RAP_ERR_NOMEM;
+        for (int i = 0; i < m->n_tensors; i++) {
+            const rap_tensor *x = &m->tensors[i];
+            if (x->kind != 0)
+                continue;
+            rb[x->layer] = (int64_t)(x->offset / (size_t)g->D);
+            rb[g->TE + x->layer] = x->info.rows;
+        }
+        /* all on g->stream (ordered after the memset; a pageable async copy
+         * returns once rb is staged, so rb can be freed) */
+        cudaError_t e = cudaMemcpyAsync(g->row_base, rb, sizeof(int64_t) * (size_t)g->TE,
+                                        cudaMemcpyHostToDevice, g->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(g->nrows, rb + g->TE, sizeof(int64_t) * (size_t)g->TE,
+                                cudaMemcpyHostToDevice, g->stream);
+        rap_free(rb);
+        if (e != cudaSuccess)
+            return rap_fail(RAP_ERR_CUDA, "GPU model: uploading table rows: %s",
+                            cudaGetErrorString(e));
+    }
+    /* table k: rows [row0, row0 + rows) of global table t (all of it
+     * unless sharded) */
     for (int i = 0; i < m->n_tensors && s == RAP_OK; i++) {
         const rap_tensor *x = &m->tensors[i];
-        if (x->kind == 0 && x->info.rows > 0)
-            s = rap_gpu_init_table(g, g->params + x->offset, c->seed, x->layer, x->info.rows,
-                                   g->D);
+        if (x->kind != 0 || x->info.rows <= 0)
+            continue;
+        int t;
+        int64_t row0;
+        rap_model_tensor_origin(m, i, &t, &row0);
+        s = rap_gpu_init_table(g, g->params + x->offset, c->seed, t, c->table_rows[t], g->D,
+                               row0, x->info.rows);
     }
     RAP_TRY(s);
     if (m->n_mlp_params)
@@ -462,12 +481,14 @@ extern "C" rap_status rap_gpu_model_create(rap_model *m, const float *mlp_init)
     return s;
 }
 
-static rap_status check_batch(const rap_gpu *g, const rap_model_batch *b, bool mlp,
-                              const char *what)
+/* A batch of 1..cap rows (B for the MLP phases, EB for the emb phases),
+ * with a dense input when mlp. */
+static rap_status check_batch(const rap_gpu *g, const rap_model_batch *b, int64_t cap,
+                              bool mlp, const char *what)
 {
-    if (!b || b->rows < 1 || b->rows > g->B)
+    if (!b || b->rows < 1 || b->rows > cap)
         return rap_fail(RAP_ERR_ARG, "%s: batch of %lld rows, expected 1..%lld", what,
-                        b ? (long long)b->rows : 0LL, (long long)g->B);
+                        b ? (long long)b->rows : 0LL, (long long)cap);
     if (mlp && !b->dense)
         return rap_fail(RAP_ERR_ARG, "%s: batch has no dense input", what);
     return RAP_OK;
@@ -476,7 +497,10 @@ static rap_status check_batch(const rap_gpu *g, const rap_model_batch *b, bool m
 extern "C" rap_status rap_gpu_model_emb_forward(rap_model *m, const rap_model_batch *b)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
-    RAP_TRY(check_batch(g, b, false, "GPU emb_forward"));
+    RAP_TRY(check_batch(g, b, g->EB, false, "GPU emb_forward"));
+    if (g->sharded)
+        return g->TE ? rap_gpu_emb_forward(g, b, 0, g->TE, g->emb_out, (int64_t)g->TE * g->D, 0)
+                     : RAP_OK;
     return rap_gpu_emb_forward(g, b, 0, g->T, g->z, (int64_t)g->F * g->D, 1);
 }
 
@@ -494,28 +518,31 @@ static rap_status forward_to_logits(rap_gpu *g, const rap_model_batch *b)
 extern "C" rap_status rap_gpu_model_mlp_forward(rap_model *m, const rap_model_batch *b)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
-    RAP_TRY(check_batch(g, b, true, "GPU mlp_forward"));
+    RAP_TRY(check_batch(g, b, g->B, true, "GPU mlp_forward"));
     if (!b->label)
         return rap_fail(RAP_ERR_ARG, "GPU mlp_forward: batch has no labels");
     RAP_TRY(forward_to_logits(g, b));
-    return rap_gpu_loss(g, b->label, b->rows);
+    return rap_gpu_loss(g, b->label, b->rows, g->sharded ? m->cfg.shard->loss_rows : b->rows);
 }
 
 extern "C" rap_status rap_gpu_model_mlp_backward(rap_model *m, const rap_model_batch *b)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
-    RAP_TRY(check_batch(g, b, false, "GPU mlp_backward"));
+    RAP_TRY(check_batch(g, b, g->B, false, "GPU mlp_backward"));
     RAP_TRY(rap_gpu_mlp_set_rows(g, b->rows));
     RAP_TRY(rap_gpu_mlp_backward(g, g->top, g->n_top, b->rows));
     RAP_TRY(rap_gpu_interact_backward(g, b->rows));
     RAP_TRY(rap_gpu_mlp_backward(g, g->bot, g->n_bot, b->rows));
-    return rap_gpu_dense_update(g, m);
+    return g->sharded ? RAP_OK : rap_gpu_dense_update(g, m);
 }
 
 extern "C" rap_status rap_gpu_model_emb_backward(rap_model *m, const rap_model_batch *b)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
-    RAP_TRY(check_batch(g, b, false, "GPU emb_backward"));
+    RAP_TRY(check_batch(g, b, g->EB, false, "GPU emb_backward"));
+    if (g->sharded)
+        return g->TE ? rap_gpu_emb_backward(g, b, g->demb_out, (int64_t)g->TE * g->D, 0, &m->cfg)
+                     : RAP_OK;
     return rap_gpu_emb_backward(g, b, g->de, (int64_t)g->T * g->D, 0, &m->cfg);
 }
 
@@ -523,10 +550,11 @@ extern "C" rap_status rap_gpu_model_predict(rap_model *m, const rap_model_batch 
                                             float *logits)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
-    RAP_TRY(check_batch(g, b, true, "GPU predict"));
+    RAP_TRY(check_batch(g, b, g->B, true, "GPU predict"));
     if (!logits)
         return rap_fail(RAP_ERR_ARG, "GPU predict: logits is NULL");
-    RAP_TRY(rap_gpu_emb_forward(g, b, 0, g->T, g->z, (int64_t)g->F * g->D, 1));
+    if (!g->sharded) /* sharded: the MLPs only, from z as the caller filled it */
+        RAP_TRY(rap_gpu_emb_forward(g, b, 0, g->T, g->z, (int64_t)g->F * g->D, 1));
     RAP_TRY(forward_to_logits(g, b));
     RAP_TRY(sync_check(g));
     RAP_CUDA_TRY(cudaMemcpyAsync(logits, g->logits, sizeof(float) * (size_t)b->rows,
@@ -615,7 +643,6 @@ extern "C" rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *h
     return RAP_OK;
 }
 
-/* Sharded GPU models: to follow (create refuses a shard until then). */
 extern "C" rap_status rap_gpu_model_dense_apply(rap_model *m)
 {
     return rap_gpu_dense_update((rap_gpu *)m->gpu, m);
@@ -623,8 +650,15 @@ extern "C" rap_status rap_gpu_model_dense_apply(rap_model *m)
 
 extern "C" void rap_gpu_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
 {
-    (void)m;
-    memset(out, 0, sizeof *out);
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    out->emb_out = g->emb_out;
+    out->demb_out = g->demb_out;
+    out->emb = g->z + g->D; /* slot 1 of z: the interaction reads it in place */
+    out->emb_ld = (int64_t)g->F * g->D;
+    out->demb = g->de;
+    out->demb_ld = (int64_t)g->T * g->D;
+    out->grads = g->grads;
+    out->n_grads = (size_t)g->segs.n_pad;
 }
 
 #else /* no CUDA: the GPU model is unavailable */

@@ -13,9 +13,11 @@
  *   loss.cu         BCE loss, dense optimizer, init/fill/convert kernels
  *
  * Letters: B batch rows (cfg.batch), T tables, D embedding dim, F = T + 1
- * interaction vectors, ND dense width, P pair capacity of the embedding
- * backward (B * T * bag, bag = cfg.max_bag or RAP_GPU_IDS_PER_BAG), C =
- * ceil(P / 32) sorted chunks.
+ * interaction vectors, ND dense width, TE tables held and EB rows of the
+ * embedding phases (T and B; a sharded model: its TL local tables and the
+ * global batch Bg), P pair capacity of the embedding backward (EB * TE *
+ * bag, bag = cfg.max_bag or RAP_GPU_IDS_PER_BAG), C = ceil(P / 32) sorted
+ * chunks.
  *
  * Buffers (all allocated at create, for B rows):
  *   z     (B, F, D) fp32: slot 0 = x (bottom MLP output, written by the last
@@ -24,6 +26,9 @@
  *   tin   (B, ld_in) act: interaction output = top MLP input
  *   dtin  (B, ld_in) act: its gradient
  *   pp[2] (B, maxw) act: ping-pong gradients of layer pre-activations
+ *   emb_out, demb_out (EB, TE, D) fp32, sharded models only: the pooled
+ *         sums of the local tables and their gradient (model.h); emb is
+ *         z + D (ld F*D) and demb is de (ld T*D)
  *   grads, wc: MLP gradients (fp32) and the act-type compute copy of the
  *         MLP weights that the GEMMs read, in the padded layout of segs
  *         (rows 16-byte aligned); the dense optimizer updates the fp32
@@ -155,6 +160,9 @@ typedef struct rap_gpu {
     int64_t B, P, nchunks, ld_in, maxw;
     int64_t bag;        /* ids per bag the backward holds (cfg.max_bag, at least 1) */
     int T, D, F, ND, top_in;
+    int TE;             /* tables held: T, or a shard's TL (may be 0) */
+    int64_t EB;         /* rows of the embedding phases: B, or a shard's Bg */
+    bool sharded;
     uint64_t total_rows;
     int key_bits;
     uint32_t sentinel;
@@ -166,11 +174,12 @@ typedef struct rap_gpu {
     float *grads;   /* (segs.n_pad) MLP gradients, padded layout segs */
     void *wc;       /* (segs.n_pad) act copy of the MLP weights, layout segs */
     rap_gpu_segs segs;
-    int64_t *row_base; /* (T) first global row of table t */
-    int64_t *nrows;    /* (T) R_t */
+    int64_t *row_base; /* (TE) first row of table k in the tables' row space */
+    int64_t *nrows;    /* (TE) rows of table k */
 
     /* activations */
     float *z, *de;
+    float *emb_out, *demb_out; /* sharded, TE > 0: (EB, TE, D) each; else NULL */
     void *xin, *tin, *dtin, *pp[2];
     float *logits;  /* (B) */
     float *loss;    /* (1) mean loss of the last forward */
@@ -183,7 +192,7 @@ typedef struct rap_gpu {
 
     /* embedding backward */
     uint32_t *keys[2], *vals[2]; /* (P) pairs: in and sorted */
-    int64_t *start;              /* (T+1) first pair slot of table t */
+    int64_t *start;              /* (TE+1) first pair slot of table k */
     float *head, *tail;          /* (C, D) partial row sums */
     void *sort_tmp;
     size_t sort_bytes;
@@ -203,12 +212,13 @@ typedef struct rap_gpu {
 
 /* embedding.cu */
 rap_status rap_gpu_emb_sort_bytes(int64_t P, int bits, size_t *bytes);
-/* Pooled sums of tables [first, first+n) into out + row*out_ld +
- * (slot0 + t)*D, rows of the batch. One launch per 256 tables. */
+/* Pooled sums of tables [first, first+n) (of the TE held) into out +
+ * row*out_ld + (slot0 + t)*D, rows of the batch. One launch per 256
+ * tables. */
 rap_status rap_gpu_emb_forward(rap_gpu *g, const rap_model_batch *b, int first, int n,
                                float *out, int64_t out_ld, int slot0);
-/* Sorts (row, id) pairs of all tables and applies the optimizer to each
- * touched row with the summed gradient rows grad + row*grad_ld +
+/* Sorts (row, id) pairs of all TE tables and applies the optimizer to
+ * each touched row with the summed gradient rows grad + row*grad_ld +
  * (slot0 + t)*D. */
 rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const float *grad,
                                 int64_t grad_ld, int slot0, const rap_model_config *c);
@@ -228,11 +238,16 @@ rap_status rap_gpu_interact_forward(rap_gpu *g, int64_t rows);
 rap_status rap_gpu_interact_backward(rap_gpu *g, int64_t rows);
 
 /* loss.cu */
-rap_status rap_gpu_loss(rap_gpu *g, const float *label, int64_t rows);
+/* Loss of the rows (sum / div, on the device) and dlogit = (sigmoid - y)
+ * / div: div = rows (the mean) unless sharded (loss_rows). */
+rap_status rap_gpu_loss(rap_gpu *g, const float *label, int64_t rows, int64_t div);
 rap_status rap_gpu_dense_in(rap_gpu *g, const float *dense, int64_t rows);
 rap_status rap_gpu_dense_update(rap_gpu *g, const rap_model *m);
 rap_status rap_gpu_fill(rap_gpu *g, float *p, size_t n, float v);
-rap_status rap_gpu_init_table(rap_gpu *g, float *p, uint64_t seed, int t, int64_t rows, int D);
+/* p (held, D) = rows [row0, row0 + held) of table t (rows R_t) as
+ * rap_init_table_value makes them. */
+rap_status rap_gpu_init_table(rap_gpu *g, float *p, uint64_t seed, int t, int64_t rows, int D,
+                              int64_t row0, int64_t held);
 /* wc = act(MLP params), all tensors (after create and set). */
 rap_status rap_gpu_refresh_copy(rap_gpu *g, const rap_model *m);
 

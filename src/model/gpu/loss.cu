@@ -19,16 +19,16 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 
 /* Block k of S: part[k] = sum over its rows (r = k*LOSS_THREADS + i, step
  * S*LOSS_THREADS) of max(s,0) - s*y + log1p(exp(-|s|)); dlogit[r] =
- * (sigmoid(s) - y) / rows (act type). Double accumulation in a fixed order
- * (with loss_final_kernel): deterministic. */
+ * (sigmoid(s) - y) / div (act type; div = rows for the mean). Double
+ * accumulation in a fixed order (with loss_final_kernel): deterministic. */
 template <typename T>
 static __global__ void __launch_bounds__(LOSS_THREADS)
     loss_kernel(const float *__restrict__ logit, const float *__restrict__ label, int64_t rows,
-                T *__restrict__ dlogit, double *part)
+                int64_t div, T *__restrict__ dlogit, double *part)
 {
     __shared__ double sm[LOSS_THREADS / 32];
     double sum = 0.0;
-    const float inv = (float)(1.0 / (double)rows);
+    const float inv = (float)(1.0 / (double)div);
     for (int64_t r = (int64_t)blockIdx.x * LOSS_THREADS + threadIdx.x; r < rows;
          r += (int64_t)gridDim.x * LOSS_THREADS) {
         const float s = logit[r], y = label[r];
@@ -49,16 +49,16 @@ static __global__ void __launch_bounds__(LOSS_THREADS)
     }
 }
 
-/* loss[0] = sum of part[0..S) / rows, in order. One thread. */
-static __global__ void loss_final_kernel(const double *part, int S, int64_t rows, float *loss)
+/* loss[0] = sum of part[0..S) / div, in order. One thread. */
+static __global__ void loss_final_kernel(const double *part, int S, int64_t div, float *loss)
 {
     double t = 0.0;
     for (int i = 0; i < S; i++)
         t += part[i];
-    loss[0] = (float)(t / (double)rows);
+    loss[0] = (float)(t / (double)div);
 }
 
-rap_status rap_gpu_loss(rap_gpu *g, const float *label, int64_t rows)
+rap_status rap_gpu_loss(rap_gpu *g, const float *label, int64_t rows, int64_t div)
 {
     rap_gpu_layer *last = &g->top[g->n_top - 1];
     /* partials in the column-sum scratch (>= 256 floats = 128 doubles; not
@@ -71,12 +71,12 @@ rap_status rap_gpu_loss(rap_gpu *g, const float *label, int64_t rows)
     double *part = (double *)g->colsum;
     if (g->bf16)
         loss_kernel<__nv_bfloat16><<<S, LOSS_THREADS, 0, g->stream>>>(
-            g->logits, label, rows, (__nv_bfloat16 *)last->da, part);
+            g->logits, label, rows, div, (__nv_bfloat16 *)last->da, part);
     else
-        loss_kernel<float><<<S, LOSS_THREADS, 0, g->stream>>>(g->logits, label, rows,
+        loss_kernel<float><<<S, LOSS_THREADS, 0, g->stream>>>(g->logits, label, rows, div,
                                                             (float *)last->da, part);
     RAP_CUDA_LAUNCHED();
-    loss_final_kernel<<<1, 1, 0, g->stream>>>(part, S, rows, g->loss);
+    loss_final_kernel<<<1, 1, 0, g->stream>>>(part, S, div, g->loss);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -201,20 +201,23 @@ rap_status rap_gpu_fill(rap_gpu *g, float *p, size_t n, float v)
     return RAP_OK;
 }
 
-/* p[j] = rap_init_table_value(seed, t, j, rows), j < rows*D. */
+/* p[j] = rap_init_table_value(seed, t, j0 + j, rows), j < n. */
 static __global__ void init_table_kernel(float *p, uint64_t n, uint64_t seed, int t,
-                                         int64_t rows)
+                                         int64_t rows, uint64_t j0)
 {
     for (uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n;
          j += (uint64_t)gridDim.x * blockDim.x)
-        p[j] = rap_init_table_value(seed, t, j, rows);
+        p[j] = rap_init_table_value(seed, t, j0 + j, rows);
 }
 
-rap_status rap_gpu_init_table(rap_gpu *g, float *p, uint64_t seed, int t, int64_t rows, int D)
+rap_status rap_gpu_init_table(rap_gpu *g, float *p, uint64_t seed, int t, int64_t rows, int D,
+                              int64_t row0, int64_t held)
 {
-    const uint64_t n = (uint64_t)rows * (uint64_t)D;
+    const uint64_t n = (uint64_t)held * (uint64_t)D;
+    if (n == 0)
+        return RAP_OK;
     init_table_kernel<<<rap_gpu_blocks((int64_t)n, ELT_THREADS, g->sms * 16), ELT_THREADS, 0,
-                        g->stream>>>(p, n, seed, t, rows);
+                        g->stream>>>(p, n, seed, t, rows, (uint64_t)row0 * (uint64_t)D);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
