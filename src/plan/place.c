@@ -582,79 +582,145 @@ static void walk_free(walk *w)
     memset(w, 0, sizeof *w);
 }
 
-/* Applies move: units of column c on rank x (shares in `sh`) -> rank y. */
-static void apply_move(const shape *s, int *src, int c, uint64_t sh, int x, int y)
+/* A move: the units of columns cols[0..n) in shares sh computed on rank x
+ * go to rank y. */
+typedef struct {
+    const int *cols;
+    int n;
+    uint64_t sh;
+    int y;
+} move;
+
+static void apply_move(const shape *s, int *src, const move *m, int x)
 {
-    for (int k = 0; k < s->K; k++) {
-        if (!(sh >> k & 1))
-            continue;
-        uint64_t cs = consumers(s, c, k);
-        for (int d = 0; d < s->R; d++)
-            if ((cs >> d & 1) && src[idx(s, c, k, d)] == x)
-                src[idx(s, c, k, d)] = y;
+    for (int i = 0; i < m->n; i++) {
+        int c = m->cols[i];
+        for (int k = 0; k < s->K; k++) {
+            if (!(m->sh >> k & 1))
+                continue;
+            uint64_t cs = consumers(s, c, k);
+            for (int d = 0; d < s->R; d++)
+                if ((cs >> d & 1) && src[idx(s, c, k, d)] == x)
+                    src[idx(s, c, k, d)] = m->y;
+        }
     }
 }
 
-/* Cost of walk w after the move, re-planning ranks x and y only. On
- * RAP_OK, *tx, *ty hold their plans (caller frees or keeps). */
-static rap_status try_move(walk *w, int *scratch, int c, uint64_t sh, int x, int y,
-                           rap_place_rank *tx, rap_place_rank *ty, int *wx, int *wy,
+/* Cost (max, sum) of walk w after move m off rank x, re-planning ranks x
+ * and y only (a move changes no other rank's units or bytes). */
+static rap_status try_move(walk *w, int *scratch, const move *m, int x, int *wx, int *wy,
                            double *max_out, double *sum_out)
 {
     const shape *s = w->s;
     size_t nsrc = (size_t)s->C * (size_t)s->K * (size_t)s->R;
     memcpy(scratch, w->src, sizeof(int) * nsrc);
-    apply_move(s, scratch, c, sh, x, y);
-    RAP_TRY(plan_rank(s, scratch, x, tx, wx));
-    rap_status st = plan_rank(s, scratch, y, ty, wy);
+    apply_move(s, scratch, m, x);
+    rap_place_rank tx, ty;
+    RAP_TRY(plan_rank(s, scratch, x, &tx, wx));
+    rap_status st = plan_rank(s, scratch, m->y, &ty, wy);
     if (st != RAP_OK) {
-        rank_free(tx);
+        rank_free(&tx);
         return st;
     }
     w->evaluations += 2;
     /* the other ranks as they are, x and y as planned */
     rap_place_rank *rk = rap_malloc(sizeof *rk * (size_t)s->R, "placement");
     int *cw = rap_malloc(sizeof(int) * ((size_t)s->R * (size_t)s->C + 1), "placement");
-    if (!rk || !cw) {
-        rap_free(rk);
-        rap_free(cw);
-        rank_free(tx);
-        rank_free(ty);
-        return RAP_ERR_NOMEM;
+    if (rk && cw) {
+        memcpy(rk, w->rk, sizeof *rk * (size_t)s->R);
+        memcpy(cw, w->col_win, sizeof(int) * (size_t)s->R * (size_t)s->C);
+        rk[x] = tx;
+        rk[m->y] = ty;
+        memcpy(cw + (size_t)x * (size_t)s->C, wx, sizeof(int) * (size_t)s->C);
+        memcpy(cw + (size_t)m->y * (size_t)s->C, wy, sizeof(int) * (size_t)s->C);
+        rap_place_result r;
+        memset(&r, 0, sizeof r);
+        finish_cost(s, scratch, rk, cw, &r);
+        *max_out = r.exposed_max_ms;
+        *sum_out = r.exposed_sum_ms;
+    } else {
+        st = RAP_ERR_NOMEM;
     }
-    memcpy(rk, w->rk, sizeof *rk * (size_t)s->R);
-    memcpy(cw, w->col_win, sizeof(int) * (size_t)s->R * (size_t)s->C);
-    rk[x] = *tx;
-    rk[y] = *ty;
-    memcpy(cw + (size_t)x * (size_t)s->C, wx, sizeof(int) * (size_t)s->C);
-    memcpy(cw + (size_t)y * (size_t)s->C, wy, sizeof(int) * (size_t)s->C);
-    rap_place_result r;
-    memset(&r, 0, sizeof r);
-    finish_cost(s, scratch, rk, cw, &r);
-    *max_out = r.exposed_max_ms;
-    *sum_out = r.exposed_sum_ms;
     rap_free(rk);
     rap_free(cw);
-    return RAP_OK;
+    rank_free(&tx);
+    rank_free(&ty);
+    return st;
 }
 
-/* Greedy walk from assignment src0: repeatedly takes, among moves of work
- * (one row share of a column, the shares of a column homed on the target,
- * or all of a column) from the most exposed rank to another, the one
- * that lowers (max exposed, then sum exposed) most; stops when none
- * does. *moves gets the moves accepted. */
+/* Candidate moves off rank x under w: per column x computes, to each
+ * other rank y: one row share (homed on y if any), the shares homed on y,
+ * all of it; and per part of x (columns of equal shares), to each y, the
+ * first 1/8, 1/4, 1/2 and all of its columns, with all the part's shares
+ * or the ones homed on y (bulk moves pay the all-to-all latency once).
+ * cols_buf: (C) room for the parts' column lists. Returns the count. */
+static int candidates(const shape *s, const walk *w, int x, move *mv, int max_mv, int *cols_buf)
+{
+    int n = 0;
+    uint64_t homed[RAP_PLACE_MAX_RANKS];
+    for (int y = 0; y < s->R; y++) {
+        homed[y] = 0;
+        for (int k = 0; k < s->K; k++)
+            if (home(s, k) == y)
+                homed[y] |= (uint64_t)1 << k;
+    }
+    const rap_place_rank *rk = &w->rk[x];
+    int used = 0;
+    for (int q = 0; q < rk->n_parts; q++) {
+        const rap_place_part *pt = &rk->parts[q];
+        int *pc = cols_buf + used;
+        memcpy(pc, pt->cols, sizeof(int) * (size_t)pt->n_cols);
+        used += pt->n_cols;
+        for (int y = 0; y < s->R; y++) {
+            if (y == x)
+                continue;
+            uint64_t shs[2] = {pt->shares, pt->shares & homed[y]};
+            for (int v = 0; v < 2; v++) {
+                if (!shs[v] || (v == 1 && shs[1] == shs[0]))
+                    continue;
+                int last = 0;
+                for (int f = 8; f >= 1; f /= 2) {
+                    int m = (pt->n_cols + f - 1) / f;
+                    if (m == last || n >= max_mv)
+                        continue;
+                    last = m;
+                    mv[n++] = (move){pc, m, shs[v], y};
+                }
+                /* single columns */
+                for (int i = 0; i < pt->n_cols && pt->n_cols > 1; i++) {
+                    uint64_t one = shs[v] & homed[y] ? shs[v] & homed[y] : shs[v];
+                    one &= ~one + 1;
+                    uint64_t opts[2] = {one, shs[v]};
+                    for (int o = 0; o < 2 && n < max_mv; o++)
+                        if (o == 0 || opts[1] != opts[0])
+                            mv[n++] = (move){pc + i, 1, opts[o], y};
+                }
+            }
+        }
+    }
+    return n;
+}
+
+/* Greedy walk from assignment src0: repeatedly takes, among the candidate
+ * moves off the most exposed rank, the one that lowers (max exposed, then
+ * sum exposed) most; stops when none does. *moves gets the moves
+ * accepted. */
 static rap_status greedy(const shape *s, const int *src0, int max_moves, int **src_out, int *moves,
                          int *evaluations)
 {
     size_t nsrc = (size_t)s->C * (size_t)s->K * (size_t)s->R;
     walk w = {s, NULL, NULL, NULL, {0}, 0};
+    int max_mv = 8 * s->C * s->R + 64 * s->R + 64;
     w.src = rap_malloc(sizeof(int) * (nsrc + 1), "placement");
     w.rk = rap_calloc(sizeof *w.rk * (size_t)s->R, "placement");
     w.col_win = rap_malloc(sizeof(int) * ((size_t)s->R * (size_t)s->C + 1), "placement");
     int *scratch = rap_malloc(sizeof(int) * (nsrc + 1), "placement");
     int *wx = rap_malloc(sizeof(int) * ((size_t)s->C + 1), "placement");
     int *wy = rap_malloc(sizeof(int) * ((size_t)s->C + 1), "placement");
-    rap_status st = w.src && w.rk && w.col_win && scratch && wx && wy ? RAP_OK : RAP_ERR_NOMEM;
+    int *cols_buf = rap_malloc(sizeof(int) * ((size_t)s->C + 1), "placement");
+    move *mv = rap_malloc(sizeof *mv * (size_t)max_mv, "placement");
+    rap_status st = w.src && w.rk && w.col_win && scratch && wx && wy && cols_buf && mv
+                        ? RAP_OK : RAP_ERR_NOMEM;
     if (st == RAP_OK)
         memcpy(w.src, src0, sizeof(int) * nsrc);
     for (int r = 0; r < s->R && st == RAP_OK; r++)
@@ -668,65 +734,36 @@ static rap_status greedy(const shape *s, const int *src0, int max_moves, int **s
             if (w.rk[r].exposed_total_ms > w.rk[x].exposed_total_ms)
                 x = r;
         double bmax = w.cost.exposed_max_ms, bsum = w.cost.exposed_sum_ms;
-        int bc = -1, by = -1;
-        uint64_t bsh = 0;
-        for (int c = 0; c < s->C && st == RAP_OK; c++) {
-            if (!s->work[c])
-                continue;
-            uint64_t on_x = mask_on(s, w.src, c, x, NULL);
-            if (!on_x)
-                continue;
-            for (int y = 0; y < s->R && st == RAP_OK; y++) {
-                if (y == x)
-                    continue;
-                uint64_t homed_y = 0, one = 0;
-                for (int k = 0; k < s->K; k++)
-                    if ((on_x >> k & 1) && home(s, k) == y)
-                        homed_y |= (uint64_t)1 << k;
-                /* one share: homed on y if any, else the last share on x */
-                if (homed_y)
-                    one = homed_y & (~homed_y + 1);
-                else
-                    one = (uint64_t)1 << (63 - __builtin_clzll(on_x));
-                uint64_t cand[3] = {one, homed_y, on_x};
-                for (int q = 0; q < 3 && st == RAP_OK; q++) {
-                    if (!cand[q] || (q > 0 && (cand[q] == cand[0] || cand[q] == cand[q - 1])))
-                        continue;
-                    rap_place_rank tx, ty;
-                    double m, sm;
-                    st = try_move(&w, scratch, c, cand[q], x, y, &tx, &ty, wx, wy, &m, &sm);
-                    if (st != RAP_OK)
-                        break;
-                    rank_free(&tx);
-                    rank_free(&ty);
-                    if (better(m, sm, bmax, bsum)) {
-                        bmax = m;
-                        bsum = sm;
-                        bc = c;
-                        by = y;
-                        bsh = cand[q];
-                    }
-                }
+        int n = candidates(s, &w, x, mv, max_mv, cols_buf), best = -1;
+        for (int i = 0; i < n && st == RAP_OK; i++) {
+            double m, sm;
+            st = try_move(&w, scratch, &mv[i], x, wx, wy, &m, &sm);
+            if (st == RAP_OK && better(m, sm, bmax, bsum)) {
+                bmax = m;
+                bsum = sm;
+                best = i;
             }
         }
-        if (st != RAP_OK || bc < 0)
+        if (st != RAP_OK || best < 0)
             break;
-        apply_move(s, w.src, bc, bsh, x, by);
+        apply_move(s, w.src, &mv[best], x);
+        (*moves)++;
+        rap_debug("placement: move %d: %d columns from %s, shares %#llx, rank %d -> %d: exposed "
+                  "max %.6f ms", *moves, mv[best].n, s->p->cols[mv[best].cols[0]].name,
+                  (unsigned long long)mv[best].sh, x, mv[best].y, bmax);
         for (int r = 0; r < s->R; r++)
             rank_free(&w.rk[r]);
         for (int r = 0; r < s->R && st == RAP_OK; r++)
             st = plan_rank(s, w.src, r, &w.rk[r], w.col_win + (size_t)r * (size_t)s->C);
         if (st == RAP_OK)
             finish_cost(s, w.src, w.rk, w.col_win, &w.cost);
-        (*moves)++;
-        rap_debug("placement: move %d: column %s shares %#llx rank %d -> %d: exposed max %.6f ms",
-                *moves, s->p->cols[bc].name, (unsigned long long)bsh, x, by,
-                w.cost.exposed_max_ms);
     }
     *evaluations += w.evaluations;
     rap_free(scratch);
     rap_free(wx);
     rap_free(wy);
+    rap_free(cols_buf);
+    rap_free(mv);
     if (st == RAP_OK) {
         *src_out = w.src;
         w.src = NULL;
