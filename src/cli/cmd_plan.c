@@ -47,6 +47,7 @@ typedef struct {
     double grad_comm_ms;     /* assumed grad_comm capacity with R > 1 */
     double cap_fraction;     /* < 0: off */
     int64_t max_moves;
+    char owners[RAP_OPT_STR];
     bool quiet, verbose, help;
 } plan_settings;
 
@@ -79,6 +80,7 @@ static const rap_opt g_opts[] = {
     {"link-latency-us", RAP_OPT_DOUBLE, P, OFF(link_latency_us), "10", 0, 1e6, NULL, "US", "latency of one all-to-all"},
     {"grad-comm-capacity", RAP_OPT_DOUBLE, P, OFF(grad_comm_ms), "0.05", 0, 1e6, NULL, "MS", "with --gpus > 1 and no capacity file: the assumed grad_comm window capacity"},
     {"capacity-fraction", RAP_OPT_DOUBLE, P, OFF(cap_fraction), "-1", -1, 1e6, NULL, "F", "no capacity file: every window hides F x the whole plan's one-GPU predicted ms (for comparisons; -1: off)"},
+    {"owners", RAP_OPT_STRING, P, OFF(owners), "", 0, 0, NULL, "R,R,..", "with --gpus: the rank owning each table (the plan's sparse columns in order; default: table-wise, largest first onto the rank with the fewest rows)"},
     {"max-moves", RAP_OPT_INT, P, OFF(max_moves), "1000", 1, 1000000, NULL, "N", "placement search: moves at most"},
     {"quiet", RAP_OPT_BOOL, P | T, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
     {"verbose", RAP_OPT_BOOL, P | T, OFF(verbose), "false", 0, 0, NULL, NULL, "print solver messages"},
@@ -388,6 +390,23 @@ static int cmd_plan_gpus(const plan_settings *s)
         st = rap_predictor_check(pred, gpu);
     if (st == RAP_OK)
         st = rap_place_owners_tablewise(plan, R, owner, 1024, &T);
+    if (st == RAP_OK && s->owners[0]) {
+        char list[RAP_OPT_STR];
+        snprintf(list, sizeof list, "%s", s->owners);
+        int k = 0;
+        for (char *save = NULL, *f = strtok_r(list, ",", &save); f && st == RAP_OK;
+             f = strtok_r(NULL, ",", &save), k++) {
+            char *end;
+            long v = strtol(f, &end, 10);
+            if (*end || v < 0 || v >= R || k >= T)
+                st = rap_fail(RAP_ERR_ARG, "--owners: entry %d \"%s\": expected a rank 0..%d for "
+                              "each of the plan's %d tables", k, f, R - 1, T);
+            else
+                owner[k] = (int)v;
+        }
+        if (st == RAP_OK && k != T)
+            st = rap_fail(RAP_ERR_ARG, "--owners: %d entries for the plan's %d tables", k, T);
+    }
     snprintf(latency, sizeof latency, pred ? "xgboost predictor %s" : "analytic fallback (no predictor)",
              s->predictor);
     rap_place_config cfg;
@@ -419,11 +438,12 @@ static int cmd_plan_gpus(const plan_settings *s)
                         "  \"latency_model\": \"%s\",\n  \"capacity_source\": \"%s\",\n"
                         "  \"units\": \"ms of standalone work\",\n  \"fusion\": \"levels (per part)\",\n"
                         "  \"link\": {\"gbytes_per_s\": %g, \"latency_us\": %g},\n"
-                        "  \"ownership\": \"table-wise, largest first onto the rank with the fewest "
-                        "rows (no budget)\",\n  \"owner_of_table\": [",
+                        "  \"ownership\": \"%s\",\n  \"owner_of_table\": [",
                     base_name(s->plan), (unsigned long long)rap_plan_hash(plan), R,
                     (long long)s->batch, (long long)s->batch * R, gpu, latency, capsrc,
-                    s->link_gbps, s->link_latency_us);
+                    s->link_gbps, s->link_latency_us,
+                    s->owners[0] ? "--owners" : "table-wise, largest first onto the rank with the "
+                                                "fewest rows (no budget)");
             for (int t = 0; t < T; t++)
                 fprintf(fp, "%s%d", t ? ", " : "", owner[t]);
             fprintf(fp, "],\n  \"written\": \"%s\",\n  \"placements\": [\n   ",
