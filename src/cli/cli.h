@@ -100,6 +100,11 @@ void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_se
 /* Prints "rap CMD: message" from rap_last_error() and returns exit code 1. */
 int cli_fail(const char *cmd_name, rap_status st);
 
+/* Under mpirun, ranks other than 0 print errors only: argv with "--quiet"
+ * appended (a new array, *argc updated; the caller frees it when it is not
+ * argv), else argv itself. NULL on out of memory. */
+char **cli_mpi_args(int *argc, char **argv);
+
 /* Loads --plan: "default" is the plan built into rap (plans/default.plan). */
 rap_status cli_load_plan(const char *spec, rap_plan **out);
 /* Resolves --device auto to cpu or gpu; errors if gpu is asked and absent. */

@@ -11,6 +11,9 @@
  * training phase; the seconds the trainer waited for data, and the GPU
  * memory in use. */
 #include "cli/cli.h"
+#include "dist/comm.h"
+#include "dist/hybrid.h"
+#include "dist/shard.h"
 #include "model/model.h"
 #include "plan/fusion_ilp.h"
 #include "run/input.h"
@@ -19,6 +22,7 @@
 #include "run/runtime.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,9 +75,34 @@ typedef struct {
     rap_device dev;
     const char *data;
     bool shard;              /* data is a rap shard: ideal mode only */
+    int ranks;               /* ranks of the job */
+    bool hybrid;             /* ranks (mpirun or --gpus): the hybrid step */
 } bench_ctx;
 
-static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row)
+/* With ranks: the hybrid step of one rank (the runtime's train_fn). */
+typedef struct {
+    rap_hybrid *h;
+    int R, rank, n_dense;
+} bench_dist;
+
+static rap_status bench_train(void *ctx, const rap_model_batch *mb, double *loss)
+{
+    bench_dist *d = ctx;
+    int64_t r0, nr;
+    rap_hybrid_rows(mb->rows, d->R, d->rank, &r0, &nr);
+    rap_model_batch loc;
+    memset(&loc, 0, sizeof loc);
+    loc.rows = nr;
+    loc.dense = mb->dense + r0 * d->n_dense;
+    loc.label = mb->label + r0;
+    RAP_TRY(rap_hybrid_step(d->h, mb, &loc));
+    return rap_hybrid_loss(d->h, loss);
+}
+
+/* One mode; with comm (a rank of several) the model is this rank's share
+ * (docs/DIST.md) and each step the hybrid one; gpu: the rank's device. */
+static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, rap_comm *comm,
+                           int gpu)
 {
     const cli_settings *s = b->s;
     rap_status st = RAP_OK;
@@ -85,11 +114,30 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row)
     float *tmp = NULL;
     int64_t warm = s->warmup, steps = s->steps;
     rap_model_config mc = b->mc;
+    rap_shard_map map;
+    memset(&map, 0, sizeof map);
+    rap_model_shard shard;
+    rap_comm *ncomm = NULL;
+    bench_dist dist;
+    memset(&dist, 0, sizeof dist);
+    if (comm && b->dev == RAP_GPU && gpu >= 0)
+        RAP_TRY(rap_rt_set_device(gpu));
     if (b->dev == RAP_GPU) {
         RAP_TRY(rap_runtime_train_stream_create(&stream));
         mc.stream = stream;
     }
-    if (s->trace[0]) {
+    if (comm) {
+        dist.R = rap_comm_size(comm);
+        dist.rank = rap_comm_rank(comm);
+        dist.n_dense = mc.n_dense;
+        if ((st = rap_shard_plan(mc.table_rows, mc.n_tables, mc.emb_dim, dist.R, 0, NULL,
+                                 &map)) != RAP_OK ||
+            (st = rap_hybrid_model_config(&b->mc, &map, dist.rank, b->mc.batch, &shard, &mc)) !=
+                RAP_OK)
+            goto out;
+        mc.stream = stream;
+    }
+    if (s->trace[0] && (!comm || dist.rank == 0)) {
         rap_trace_config tc = {0};
         tc.max_gpu_spans = b->dev == RAP_GPU ? 16384 : 0;
         if ((st = rap_trace_create(&tc, &tr)) != RAP_OK)
@@ -98,6 +146,16 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row)
     }
     if ((st = rap_model_create(&mc, b->dev, &m)) != RAP_OK)
         goto out;
+    if (comm) {
+        rap_comm *hc = comm;
+        if (b->dev == RAP_GPU) {
+            if ((st = rap_comm_nccl_create(comm, gpu >= 0 ? gpu : 0, stream, &ncomm)) != RAP_OK)
+                goto out;
+            hc = ncomm;
+        }
+        if ((st = rap_hybrid_create(m, &map, hc, &dist.h)) != RAP_OK)
+            goto out;
+    }
     rap_runtime_config rc;
     memset(&rc, 0, sizeof rc);
     rc.mode = mode;
@@ -116,6 +174,11 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row)
     rc.reader.threads = (int)s->threads;
     rc.reader.bad_rows = (rap_bad_rows)s->bad_rows;
     rc.reader.max_line = s->max_line;
+    if (comm) {
+        rc.train_fn = bench_train;
+        rc.train_ctx = &dist;
+        rc.batch_rows = b->mc.batch;
+    }
     if (b->shard) { /* ideal from a shard (checked in main): no feed, cycle */
         rc.shard = b->data;
         rc.shard_passes = 0;
@@ -123,7 +186,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row)
         rap_rowfeed_config fc;
         memset(&fc, 0, sizeof fc);
         fc.reader = rc.reader;
-        fc.batch_rows = mc.batch;
+        fc.batch_rows = b->mc.batch; /* the global batch with ranks */
         int workers = s->cpu_workers > 0 ? (int)s->cpu_workers : rap_ncores();
         fc.n_batches = mode == RAP_MODE_CPU ? workers + 2 : 8; /* reading overlaps training */
         fc.pinned = b->dev == RAP_GPU;
@@ -202,12 +265,71 @@ out:
         snprintf(msg, sizeof msg, "%s", rap_last_error());
         rap_runtime_free(rt);
         rap_rowfeed_free(f, NULL);
+        rap_hybrid_free(dist.h);
         rap_model_free(m);
+        rap_comm_free(ncomm);
+        rap_shard_map_free(&map);
         rap_trace_free(tr);
         rap_rt_stream_free(stream);
         if (st != RAP_OK)
             rap_fail(st, "%s", msg);
     }
+    return st;
+}
+
+/* --gpus N: one thread per rank, each running the mode on its comm. */
+typedef struct {
+    const bench_ctx *b;
+    rap_mode mode;
+    bench_row row;
+    rap_comm *comm;
+    int gpu;
+    rap_status st;
+    char msg[1024];
+} rank_arg;
+
+static void *rank_main(void *p)
+{
+    rank_arg *a = p;
+    a->st = run_mode(a->b, a->mode, &a->row, a->comm, a->gpu);
+    snprintf(a->msg, sizeof a->msg, "%s", a->st == RAP_OK ? "" : rap_last_error());
+    return NULL;
+}
+
+/* The mode on every rank of comms (n threads); row gets rank 0's. */
+static rap_status run_mode_threads(const bench_ctx *b, rap_mode mode, bench_row *row,
+                                   rap_comm **comms, int n)
+{
+    rank_arg *a = rap_calloc(sizeof(rank_arg) * (size_t)n, "bench ranks");
+    pthread_t *tid = rap_calloc(sizeof(pthread_t) * (size_t)n, "bench ranks");
+    rap_status st = a && tid ? RAP_OK : RAP_ERR_NOMEM;
+    int started = 0;
+    for (int r = 0; st == RAP_OK && r < n; r++) {
+        a[r].b = b;
+        a[r].mode = mode;
+        a[r].row = *row;
+        a[r].comm = comms[r];
+        a[r].gpu = r;
+        if (pthread_create(&tid[r], NULL, rank_main, &a[r]) != 0)
+            st = rap_fail(RAP_ERR_INTERNAL, "bench: cannot start the thread of rank %d", r);
+        else
+            started++;
+    }
+    for (int r = 0; r < started; r++)
+        pthread_join(tid[r], NULL);
+    if (st == RAP_OK) {
+        *row = a[0].row;
+        for (int r = 0; r < n; r++) /* the first failing rank's message */
+            if (a[r].st != RAP_OK) {
+                if (strncmp(a[r].msg, "rank ", 5))
+                    st = rap_fail(a[r].st, "rank %d: %s", r, a[r].msg);
+                else
+                    st = rap_fail(a[r].st, "%s", a[r].msg);
+                break;
+            }
+    }
+    rap_free(a);
+    rap_free(tid);
     return st;
 }
 
@@ -217,9 +339,13 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
     for (int i = 0; i < n; i++)
         if (rows[i].mode == RAP_MODE_IDEAL && rows[i].ran)
             ideal = rows[i].samples_per_s;
-    fprintf(f, "rap bench: plan %s, batch %lld, %s, %lld steps per mode (medians per step, ms)\n",
-            b->plan->source, (long long)b->mc.batch, b->dev == RAP_GPU ? "GPU" : "CPU",
-            (long long)b->s->steps);
+    fprintf(f, "rap bench: plan %s, batch %lld%s, %s, %lld steps per mode (medians per step, ms)%s\n",
+            b->plan->source, (long long)b->mc.batch, b->ranks > 1 ? " (global)" : "",
+            b->dev == RAP_GPU ? "GPU" : "CPU", (long long)b->s->steps,
+            b->hybrid ? "; samples/s of the whole job" : "");
+    if (b->hybrid)
+        fprintf(f, "ranks: %d, hybrid step: its time is in the emb_fwd column (the phases, the "
+                "all-to-all and the all-reduce are not timed apart)\n", b->ranks);
     fprintf(f, "%-11s %12s %8s %9s %9s %9s %9s %9s %9s %9s %7s\n", "mode", "samples/s",
             "vs ideal", "step", "exposed", "emb_fwd", "mlp_fwd", "mlp_bwd", "emb_bwd",
             "starved_s", "GPU_GB");
@@ -248,9 +374,11 @@ static void print_json(const bench_row *rows, int n, const bench_ctx *b, FILE *f
         if (rows[i].mode == RAP_MODE_IDEAL && rows[i].ran)
             ideal = rows[i].samples_per_s;
     char x[32];
+    static const char *const place[] = {"batch", "owner", "search"};
     fprintf(f, "{\"plan\":\"%s\",\"batch\":%lld,\"device\":\"%s\",\"steps\":%lld,\"warmup\":%lld,"
-            "\"modes\":[", b->s->plan, (long long)b->mc.batch, b->dev == RAP_GPU ? "gpu" : "cpu",
-            (long long)b->s->steps, (long long)b->s->warmup);
+            "\"ranks\":%d,\"placement\":\"%s\",\"modes\":[", b->s->plan, (long long)b->mc.batch,
+            b->dev == RAP_GPU ? "gpu" : "cpu", (long long)b->s->steps, (long long)b->s->warmup,
+            b->ranks, place[b->s->placement % 3]);
     for (int i = 0; i < n; i++) {
         const bench_row *r = &rows[i];
         fprintf(f, "%s\n{\"mode\":\"%s\"", i ? "," : "", rap_mode_name(r->mode));
@@ -264,8 +392,10 @@ static void print_json(const bench_row *rows, int n, const bench_ctx *b, FILE *f
         fprintf(f, ",\"exposed_ms\":%s", rap_json_num(r->exposed_ms, x));
         static const char *const ph[4] = {"emb_forward_ms", "mlp_forward_ms", "mlp_backward_ms",
                                           "emb_backward_ms"};
+        if (b->hybrid) /* one call per step: its phases are not timed apart */
+            fprintf(f, ",\"hybrid_step_ms\":%s", rap_json_num(r->phase_ms[0], x));
         for (int p = 0; p < 4; p++)
-            fprintf(f, ",\"%s\":%s", ph[p], rap_json_num(r->phase_ms[p], x));
+            fprintf(f, ",\"%s\":%s", ph[p], rap_json_num(b->hybrid ? NAN : r->phase_ms[p], x));
         fprintf(f, ",\"starved_s\":%s", rap_json_num(r->starved_s, x));
         fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s}", (long long)r->samples,
                 rap_json_num(r->gpu_gb, x));
@@ -276,7 +406,39 @@ static void print_json(const bench_row *rows, int n, const bench_ctx *b, FILE *f
 int cmd_bench(int argc, char **argv)
 {
     cli_settings s;
-    cli_parse("bench", CMD_BENCH, argc, argv, &s);
+    bool mpi = rap_dist_detect(NULL);
+    char **args = cli_mpi_args(&argc, argv);
+    if (!args)
+        return 1;
+    cli_parse("bench", CMD_BENCH, argc, args, &s);
+    if (args != argv)
+        free(args);
+    /* ranks: under mpirun one per process; --gpus N: N threads */
+    rap_comm *world = NULL, **comms = NULL;
+    int n_ranks = 1, rank = 0;
+    bool gpus = rap_opts_given(cli_options, cli_n_options, "gpus");
+    if (mpi && gpus) {
+        fprintf(stderr, "rap bench: --gpus under mpirun: each process is one rank; leave --gpus "
+                "out\n");
+        return 2;
+    }
+    if (mpi) {
+        rap_status ms = rap_comm_mpi_init(&world);
+        if (ms != RAP_OK)
+            return cli_fail("bench", ms);
+        if (s.comm_timeout > 0)
+            rap_comm_set_timeout(world, s.comm_timeout);
+        n_ranks = rap_comm_size(world);
+        rank = rap_comm_rank(world);
+    } else if (gpus) {
+        n_ranks = (int)s.gpus;
+        comms = rap_calloc(sizeof(rap_comm *) * (size_t)n_ranks, "bench ranks");
+        rap_status cs = comms ? rap_comm_threads_create(n_ranks, comms) : RAP_ERR_NOMEM;
+        if (cs != RAP_OK)
+            return cli_fail("bench", cs);
+        for (int r = 0; r < n_ranks && s.comm_timeout > 0; r++)
+            rap_comm_set_timeout(comms[r], s.comm_timeout);
+    }
     if (s.mps_start) { /* before any CUDA call */
         rap_status ms = rap_mps_daemon_start();
         if (ms != RAP_OK)
@@ -378,14 +540,36 @@ int cmd_bench(int argc, char **argv)
         r->mode = modes[i];
         if (!b.shard && !rap_mode_available(modes[i], b.dev, r->skipped, sizeof r->skipped))
             continue;
-        rap_info("bench: mode %s", rap_mode_name(modes[i]));
-        rap_status ms = run_mode(&b, modes[i], r);
+        if ((world || comms) && modes[i] == RAP_MODE_MPS) {
+            snprintf(r->skipped, sizeof r->skipped, "not with ranks (its server serves one "
+                     "trainer)");
+            continue;
+        }
+        rap_info("bench: mode %s%s", rap_mode_name(modes[i]), world || comms ? " (ranks)" : "");
+        rap_status ms;
+        if (comms)
+            ms = run_mode_threads(&b, modes[i], r, comms, n_ranks);
+        else if (world) {
+            int gpu = -1;
+            if (b.dev == RAP_GPU) {
+                const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+                int have = 0;
+                rap_rt_device_count(&have);
+                gpu = (lr ? atoi(lr) : rank) % (have > 0 ? have : 1);
+            }
+            ms = run_mode(&b, modes[i], r, world, gpu);
+        } else
+            ms = run_mode(&b, modes[i], r, NULL, -1);
         if (ms != RAP_OK) {
             snprintf(r->skipped, sizeof r->skipped, "failed: %s", rap_last_error());
             rap_warn("bench: mode %s failed: %s", rap_mode_name(modes[i]), rap_last_error());
         }
     }
-    if (s.json)
+    b.ranks = n_ranks;
+    b.hybrid = world || comms;
+    if (rank != 0)
+        ; /* rank 0 reports for the job */
+    else if (s.json)
         print_json(rows, n_modes, &b, stdout);
     else
         print_table(rows, n_modes, &b, stdout);
@@ -398,10 +582,18 @@ out:
         rap_schedule_free(sched);
         rap_fusion_free(&fus);
         rap_plan_free(plan);
+        for (int r = 0; comms && r < n_ranks; r++)
+            rap_comm_free(comms[r]);
+        rap_free(comms);
         if (st != RAP_OK) {
             rap_fail(st, "%s", msg);
-            return cli_fail("bench", st);
+            int code = cli_fail("bench", st);
+            if (world)
+                rap_comm_abort(world, code);
+            rap_comm_free(world);
+            return code;
         }
+        rap_comm_free(world);
     }
     return 0;
 }

@@ -271,21 +271,10 @@ static rap_status run(cli_settings *s, train_job *j, rap_comm *world, rap_train_
 int cmd_train(int argc, char **argv)
 {
     cli_settings s;
-    /* under mpirun, ranks other than 0 print errors only */
-    const char *env_rank = getenv("OMPI_COMM_WORLD_RANK");
-    if (!env_rank)
-        env_rank = getenv("PMI_RANK");
     bool mpi = rap_dist_detect(NULL);
-    char **args = argv;
-    char quiet[] = "--quiet";
-    if (mpi && env_rank && atoi(env_rank) > 0) {
-        args = calloc((size_t)argc + 2, sizeof(char *));
-        if (!args)
-            return 1;
-        for (int i = 0; i < argc; i++)
-            args[i] = argv[i];
-        args[argc++] = quiet;
-    }
+    char **args = cli_mpi_args(&argc, argv); /* ranks > 0: errors only */
+    if (!args)
+        return 1;
     cli_parse("train", CMD_TRAIN, argc, args, &s);
     if (args != argv)
         free(args);

@@ -1,6 +1,7 @@
 /* settings.c -- THE option table of the rap command. Usage text, parsing,
  * bounds and the printout of resolved settings all come from it. */
 #include "cli/cli.h"
+#include "dist/comm.h"
 #include "model/model.h"
 
 #include <stddef.h>
@@ -112,6 +113,23 @@ int cli_fail(const char *cmd_name, rap_status st)
     const char *msg = rap_last_error();
     fprintf(stderr, "rap %s: %s\n", cmd_name, msg[0] ? msg : rap_status_name(st));
     return st == RAP_ERR_INTERRUPTED ? 130 : 1;
+}
+
+char **cli_mpi_args(int *argc, char **argv)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r)
+        r = getenv("PMI_RANK");
+    if (!rap_dist_detect(NULL) || !r || atoi(r) == 0)
+        return argv;
+    static char quiet[] = "--quiet";
+    char **a = calloc((size_t)*argc + 2, sizeof(char *));
+    if (!a)
+        return NULL;
+    for (int i = 0; i < *argc; i++)
+        a[i] = argv[i];
+    a[(*argc)++] = quiet;
+    return a;
 }
 
 static bool given(const char *name) { return rap_opts_given(cli_options, cli_n_options, name); }
