@@ -1,0 +1,497 @@
+/* test_dist_train.c -- rap train on several ranks (docs/DIST.md,
+ * docs/TRAINING.md "Several ranks"): the built rap binary under
+ * `mpirun -np R` (CPU model, MPI collectives) and with `--gpus N --device
+ * cpu` (ranks as threads), on small generated data and a small plan:
+ *   - R = 2, 3, 4 (and threads) == R = 1 with the same global batch (SGD):
+ *     every step's loss and the final weights, to float tolerance;
+ *   - every row trained exactly once across the ranks (the final line's
+ *     per-rank counts against rap_hybrid_rows), evaluation == R = 1;
+ *   - sharded checkpoints: round trip, resume on another R (2 -> 3, 3 -> 1,
+ *     plain -> 2) == uninterrupted; a missing or corrupt shard file named;
+ *   - a rank that hangs or dies: the others stop (timeout message, non-zero
+ *     exit) within a short --comm-timeout, no hang;
+ *   - GPU: --gpus 1 (the NCCL path with one rank) == the plain GPU path.
+ * Every command runs under `timeout`, so a hang fails the test instead of
+ * stopping the suite. */
+#include "test.h"
+
+#include "core/core.h"
+#include "dist/comm.h"
+#include "dist/hybrid.h"
+#include "run/checkpoint.h"
+
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define ROWS 3000   /* generated rows: 46 batches of 64 and one of 56 */
+#define B 64
+#define STEPS 20
+
+/* The small plan: 3 dense, 5 sparse columns (tables of 300, 200, 1000, 50,
+ * 700 rows); every other raw column dropped. */
+static const char *k_plan =
+    "df[\"int_0\"] = (df[\"int_0\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_1\"] = (df[\"int_1\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_4\"] = (df[\"int_4\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"].fill_null(0), 0, 300)\n"
+    "df[\"cat_1\"] = functional.sigrid_hash(df[\"cat_1\"].fill_null(0), 0, 200)\n"
+    "df[\"cat_2\"] = functional.sigrid_hash(df[\"cat_2\"].fill_null(0), 0, 1000)\n"
+    "df[\"cat_3\"] = functional.sigrid_hash(df[\"cat_3\"].fill_null(0), 0, 50)\n"
+    "df[\"cat_4\"] = functional.sigrid_hash(df[\"cat_4\"].fill_null(0), 0, 700)\n";
+
+static char g_data[512], g_plan[512];
+
+/* Generated rows and the plan file, once. */
+static bool setup(rap_test_ctx *t)
+{
+    if (g_data[0])
+        return true;
+    rap_test_path(g_plan, sizeof g_plan, "dist_small.plan");
+    FILE *f = fopen(g_plan, "w");
+    if (!f)
+        return false;
+    fputs(k_plan, f);
+    for (int i = 0; i < 13; i++)
+        if (i != 0 && i != 1 && i != 4)
+            fprintf(f, "del df[\"int_%d\"]\n", i);
+    for (int i = 5; i < 26; i++)
+        fprintf(f, "del df[\"cat_%d\"]\n", i);
+    fclose(f);
+    char data[512];
+    rap_test_path(data, sizeof data, "dist_rows.tsv");
+    rap_gen_config g;
+    memset(&g, 0, sizeof g);
+    g.rows = ROWS;
+    g.seed = 5;
+    g.out = data;
+    if (rap_gen_cardinalities("kaggle", g.card) != RAP_OK)
+        return false;
+    rap_gen_result r;
+    if (rap_gen_write(&g, &r) != RAP_OK) {
+        rap_test_fail(t, __FILE__, __LINE__, "rap gen: %s", rap_last_error());
+        return false;
+    }
+    snprintf(g_data, sizeof g_data, "%s", data);
+    return true;
+}
+
+/* Runs a shell command (under `timeout 90`), its output into out. Returns
+ * the exit status (124: timed out), -1 when it did not exit. */
+static int sh(const char *cmd, char *out, size_t n)
+{
+    static int k;
+    char log[512], full[8192];
+    snprintf(log, sizeof log, "%s/dist_cmd_%d.log", rap_test_tmpdir(), k++);
+    snprintf(full, sizeof full, "timeout 90 %s >%s 2>&1 </dev/null", cmd, log);
+    int st = system(full);
+    FILE *f = fopen(log, "rb");
+    size_t got = f ? fread(out, 1, n - 1, f) : 0;
+    out[got] = 0;
+    if (f)
+        fclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Why MPI tests cannot run here, or NULL. */
+static const char *no_mpi(void)
+{
+    if (!rap_comm_have_mpi())
+        return "rap was built without MPI (no mpicc/OpenMPI headers)";
+    if (system("mpirun --version >/dev/null 2>&1") != 0)
+        return "mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)";
+    return NULL;
+}
+
+/* `rap train` of the small model on R ranks: R 0 = the plain path (no
+ * comm), R > 0 under mpirun -np R, R < 0 as -R threads (--gpus -R). */
+static int train_env(int R, const char *env, const char *extra, char *out, size_t n)
+{
+    char cmd[4096], launcher[512] = "";
+    if (R > 0)
+        snprintf(launcher, sizeof launcher,
+                 "mpirun --allow-run-as-root --oversubscribe -np %d %s%s ", R, env ? "-x " : "",
+                 env ? env : "");
+    else if (env)
+        snprintf(launcher, sizeof launcher, "env %s ", env);
+    snprintf(cmd, sizeof cmd,
+             "%s%s train --device cpu --plan %s --data %s --batch %d --optimizer sgd --lr 0.05 "
+             "--emb-dim 8 --mlp-bot 16-8 --mlp-top 16-1 --threads 1 --log-every 1 --quiet %s%s",
+             launcher, rap_test_bin(), g_plan, g_data, B, R < 0 ? "--gpus " : "", "");
+    size_t l = strlen(cmd);
+    if (R < 0)
+        snprintf(cmd + l, sizeof cmd - l, "%d ", -R);
+    l = strlen(cmd);
+    snprintf(cmd + l, sizeof cmd - l, " %s", extra);
+    return sh(cmd, out, n);
+}
+
+static int train(int R, const char *extra, char *out, size_t n)
+{
+    return train_env(R, NULL, extra, out, n);
+}
+
+/* The losses of the step lines of a metrics file, in order. */
+static int read_losses(const char *path, double *loss, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        if (!strstr(line, "\"event\":\"step\""))
+            continue;
+        const char *p = strstr(line, "\"loss\":");
+        if (p)
+            loss[n++] = atof(p + 7);
+    }
+    fclose(f);
+    return n;
+}
+
+/* The value of "key": in the last line of a metrics file (a number). */
+static bool final_value(const char *path, const char *key, double *v)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[4096], last[4096] = "";
+    while (fgets(line, sizeof line, f))
+        snprintf(last, sizeof last, "%s", line);
+    fclose(f);
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *p = strstr(last, k);
+    if (!p)
+        return false;
+    *v = atof(p + strlen(k));
+    return true;
+}
+
+/* The "rank_samples":[..] list of the final line. */
+static int final_ranks(const char *path, int64_t *v, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[4096], last[4096] = "";
+    while (fgets(line, sizeof line, f))
+        snprintf(last, sizeof last, "%s", line);
+    fclose(f);
+    const char *p = strstr(last, "\"rank_samples\":[");
+    if (!p)
+        return -1;
+    p += 16;
+    int n = 0;
+    while (*p && *p != ']' && n < max) {
+        char *e;
+        v[n++] = strtoll(p, &e, 10);
+        p = *e == ',' ? e + 1 : e;
+    }
+    return n;
+}
+
+static bool close_to(double a, double b, double tol) { return fabs(a - b) <= tol * (1 + fabs(b)); }
+
+/* Same tensors (names, sizes) and values within tol (relative + absolute),
+ * a checkpoint a (plain or sharded: gathered first) against plain b. The
+ * largest difference goes to *worst. */
+static bool same_weights(const char *a, const char *b, double tol, double *worst, char *why,
+                         size_t wn)
+{
+    char ga[600];
+    snprintf(ga, sizeof ga, "%s.gathered", a);
+    *worst = 0;
+    if (rap_ckpt_gather(a, ga, true) != RAP_OK) {
+        snprintf(why, wn, "gather %s: %s", a, rap_last_error());
+        return false;
+    }
+    rap_ckpt *x = NULL, *y = NULL;
+    bool ok = rap_ckpt_open(ga, &x) == RAP_OK && rap_ckpt_open(b, &y) == RAP_OK;
+    if (!ok)
+        snprintf(why, wn, "open: %s", rap_last_error());
+    if (ok && x->n != y->n) {
+        snprintf(why, wn, "%d tensors in %s, %d in %s", x->n, a, y->n, b);
+        ok = false;
+    }
+    for (int i = 0; ok && i < y->n; i++) {
+        int j = rap_ckpt_find(x, y->t[i].name);
+        size_t bytes = (size_t)(y->t[i].end - y->t[i].begin);
+        if (j < 0 || (size_t)(x->t[j].end - x->t[j].begin) != bytes) {
+            snprintf(why, wn, "tensor %s missing or of another size in %s", y->t[i].name, a);
+            ok = false;
+            break;
+        }
+        float *p = malloc(bytes + 4), *q = malloc(bytes + 4);
+        ok = p && q && rap_ckpt_read(x, j, p) == RAP_OK && rap_ckpt_read(y, i, q) == RAP_OK;
+        for (size_t e = 0; ok && e < bytes / 4; e++) {
+            double d = fabs((double)p[e] - (double)q[e]);
+            if (d > *worst)
+                *worst = d;
+            if (d > tol * (1 + fabs((double)q[e]))) {
+                snprintf(why, wn, "%s[%zu]: %.9g in %s, %.9g in %s", y->t[i].name, e, p[e], a,
+                         q[e], b);
+                ok = false;
+            }
+        }
+        free(p);
+        free(q);
+    }
+    rap_ckpt_close(x);
+    rap_ckpt_close(y);
+    return ok;
+}
+
+#define OUT 65536
+
+RAP_TEST(dist_train_matches_one_rank)
+{
+    if (!setup(t))
+        return;
+    const char *why = no_mpi();
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    char ref[512], refm[512], args[2048];
+    rap_test_path(ref, sizeof ref, "dist_ref.st");
+    rap_test_path(refm, sizeof refm, "dist_ref.jsonl");
+    snprintf(args, sizeof args, "--steps %d --eval-fraction 0 --save %s --metrics %s", STEPS, ref,
+             refm);
+    int rc = train(0, args, out, OUT);
+    CHECK_MSG(rc == 0, "R=1: %s", out);
+    double l1[STEPS + 4];
+    REQUIRE(read_losses(refm, l1, STEPS + 4) == STEPS);
+    /* mpirun -np 2, 3, 4; then 2 and 3 ranks as threads */
+    const int runs[] = {2, 3, 4, -2, -3};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        int R = runs[k];
+        if (R > 0 && why)
+            continue;
+        char ck[512], m[512];
+        snprintf(args, sizeof args, "dist_r%d.st", R);
+        rap_test_path(ck, sizeof ck, args);
+        snprintf(args, sizeof args, "dist_r%d.jsonl", R);
+        rap_test_path(m, sizeof m, args);
+        snprintf(args, sizeof args, "--steps %d --eval-fraction 0 --save %s --metrics %s", STEPS,
+                 ck, m);
+        rc = train(R, args, out, OUT);
+        CHECK_MSG(rc == 0, "R=%d: exit %d: %s", R, rc, out);
+        if (rc != 0)
+            continue;
+        double lr[STEPS + 4];
+        int n = read_losses(m, lr, STEPS + 4);
+        CHECK_MSG(n == STEPS, "R=%d: %d step lines", R, n);
+        for (int s = 0; s < n && s < STEPS; s++)
+            CHECK_MSG(close_to(lr[s], l1[s], 1e-5), "R=%d step %d: loss %.9g, one rank %.9g", R,
+                      s + 1, lr[s], l1[s]);
+        double worst;
+        char msg[512] = "";
+        CHECK_MSG(same_weights(ck, ref, 1e-4, &worst, msg, sizeof msg), "R=%d: %s", R, msg);
+        printf("    R=%d (%s): losses within 1e-5 of one rank's, weights within %.2g\n",
+               R < 0 ? -R : R, R < 0 ? "threads" : "mpirun", worst);
+        /* R > 1: a sharded checkpoint (manifest + one file per rank) */
+        char shard[600];
+        snprintf(shard, sizeof shard, "%s.rank%d", ck, (R < 0 ? -R : R) - 1);
+        CHECK_MSG(access(shard, R_OK) == 0, "R=%d: no %s", R, shard);
+    }
+    if (why)
+        printf("    mpirun runs skipped: %s\n", why);
+    free(out);
+}
+
+RAP_TEST(dist_train_rows_once)
+{
+    if (!setup(t))
+        return;
+    const char *why = no_mpi();
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    /* one epoch, 10% held out and evaluated: every training row once */
+    char m1[512], args[2048];
+    rap_test_path(m1, sizeof m1, "dist_once_1.jsonl");
+    snprintf(args, sizeof args, "--epochs 1 --eval-fraction 0.1 --metrics %s", m1);
+    int rc = train(0, args, out, OUT);
+    REQUIRE(rc == 0);
+    double n1 = 0, auc1 = 0, ll1 = 0;
+    REQUIRE(final_value(m1, "samples_trained", &n1));
+    REQUIRE(final_value(m1, "auc", &auc1) && final_value(m1, "logloss", &ll1));
+    CHECK(n1 > 0.8 * ROWS && n1 < ROWS);
+    const int runs[] = {3, -4};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        int R = runs[k], nr = R < 0 ? -R : R;
+        if (R > 0 && why)
+            continue;
+        char m[512];
+        snprintf(args, sizeof args, "dist_once_%d.jsonl", R);
+        rap_test_path(m, sizeof m, args);
+        snprintf(args, sizeof args, "--epochs 1 --eval-fraction 0.1 --metrics %s", m);
+        rc = train(R, args, out, OUT);
+        CHECK_MSG(rc == 0, "R=%d: %s", R, out);
+        if (rc != 0)
+            continue;
+        double n = 0, auc = 0, ll = 0;
+        CHECK(final_value(m, "samples_trained", &n) && n == n1);
+        int64_t per[8];
+        int got = final_ranks(m, per, 8);
+        CHECK_MSG(got == nr, "R=%d: rank_samples has %d entries", R, got);
+        /* the global batches: B rows each, the last the rest; rank r's
+         * share of each as rap_hybrid_rows says */
+        int64_t want[8] = {0}, sum = 0;
+        for (int64_t left = (int64_t)n1; left > 0; left -= B) {
+            int64_t rows = left < B ? left : B;
+            for (int r = 0; r < nr; r++) {
+                int64_t r0, cnt;
+                rap_hybrid_rows(rows, nr, r, &r0, &cnt);
+                want[r] += cnt;
+            }
+        }
+        for (int r = 0; r < got && r < nr; r++) {
+            CHECK_MSG(per[r] == want[r], "R=%d rank %d trained %lld rows, its shares are %lld", R,
+                      r, (long long)per[r], (long long)want[r]);
+            sum += per[r];
+        }
+        CHECK_MSG(sum == (int64_t)n1, "R=%d: the ranks trained %lld rows, one rank %.0f", R,
+                  (long long)sum, n1);
+        CHECK(final_value(m, "auc", &auc) && close_to(auc, auc1, 1e-4));
+        CHECK(final_value(m, "logloss", &ll) && close_to(ll, ll1, 1e-4));
+        CHECK_MSG(strstr(out, "ERROR") == NULL, "%s", out);
+    }
+    free(out);
+}
+
+RAP_TEST(dist_checkpoint_resharding)
+{
+    if (!setup(t))
+        return;
+    const char *why = no_mpi();
+    if (why)
+        SKIP(why);
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    /* Adagrad: the optimizer state is re-sharded too */
+    const char *opt = "--optimizer adagrad --lr 0.02 --eval-fraction 0";
+    char full[512], args[2048];
+    rap_test_path(full, sizeof full, "dist_ck_full.st");
+    snprintf(args, sizeof args, "%s --steps %d --save %s", opt, STEPS, full);
+    REQUIRE(train(0, args, out, OUT) == 0);
+    /* from R1 ranks for STEPS/2 steps, then R2 ranks to STEPS (0: plain) */
+    const int pairs[][2] = {{2, 3}, {3, 0}, {0, 2}, {2, 2}};
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+        int r1 = pairs[k][0], r2 = pairs[k][1];
+        char half[512], end[512];
+        snprintf(args, sizeof args, "dist_ck_%d_%d_half.st", r1, r2);
+        rap_test_path(half, sizeof half, args);
+        snprintf(args, sizeof args, "dist_ck_%d_%d_end.st", r1, r2);
+        rap_test_path(end, sizeof end, args);
+        snprintf(args, sizeof args, "%s --steps %d --save %s", opt, STEPS / 2, half);
+        int rc = train(r1, args, out, OUT);
+        CHECK_MSG(rc == 0, "%d ranks, first half: %s", r1, out);
+        snprintf(args, sizeof args, "%s --steps %d --resume %s --save %s", opt, STEPS, half, end);
+        rc = train(r2, args, out, OUT);
+        CHECK_MSG(rc == 0, "%d -> %d ranks: %s", r1, r2, out);
+        if (rc != 0)
+            continue;
+        double worst;
+        char msg[512] = "";
+        CHECK_MSG(same_weights(end, full, 1e-4, &worst, msg, sizeof msg), "%d -> %d ranks: %s",
+                  r1, r2, msg);
+        printf("    %d -> %d ranks: weights and Adagrad state within %.2g of the uninterrupted "
+               "run\n", r1 ? r1 : 1, r2 ? r2 : 1, worst);
+    }
+    /* damaged shard files are named */
+    char half[512], bad[600];
+    rap_test_path(half, sizeof half, "dist_ck_2_3_half.st");
+    snprintf(bad, sizeof bad, "%s.rank1", half);
+    char moved[620];
+    snprintf(moved, sizeof moved, "%s.away", bad);
+    REQUIRE(rename(bad, moved) == 0);
+    snprintf(args, sizeof args, "%s --steps %d --resume %s", opt, STEPS, half);
+    int rc = train(2, args, out, OUT);
+    CHECK_MSG(rc != 0 && strstr(out, "rank1") && strstr(out, "cannot open"),
+              "missing shard: exit %d: %s", rc, out);
+    REQUIRE(rename(moved, bad) == 0);
+    FILE *f = fopen(bad, "r+b");
+    REQUIRE(f);
+    fseek(f, -5, SEEK_END);
+    int ch = fgetc(f);
+    fseek(f, -5, SEEK_END);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+    rc = train(3, args, out, OUT);
+    CHECK_MSG(rc != 0 && strstr(out, "rank1") && strstr(out, "CRC"), "corrupt shard: exit %d: %s",
+              rc, out);
+    free(out);
+}
+
+RAP_TEST(dist_rank_dies_others_stop)
+{
+    if (!setup(t))
+        return;
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    const char *why = no_mpi();
+    /* threads: rank 1 leaves after step 3; the others time out */
+    double t0 = rap_now();
+    int rc = train_env(-3, "RAP_TEST_RANK_HANG=1:3", "--steps 50 --eval-fraction 0 "
+                       "--comm-timeout 2", out, OUT);
+    double dt = rap_now() - t0;
+    CHECK_MSG(rc != 0 && rc != 124, "threads, a rank stops: exit %d: %s", rc, out);
+    CHECK_MSG(strstr(out, "did not complete within 2") != NULL, "threads: %s", out);
+    CHECK_MSG(dt < 30, "threads: %.1f s", dt);
+    printf("    threads, a rank stops: the others stopped after %.1f s\n", dt);
+    if (why) {
+        free(out);
+        SKIP(why);
+    }
+    /* mpirun: rank 1 hangs after step 3: the others time out, say so, and
+     * MPI_Abort ends the job */
+    t0 = rap_now();
+    rc = train_env(3, "RAP_TEST_RANK_HANG=1:3", "--steps 50 --eval-fraction 0 --comm-timeout 2",
+                   out, OUT);
+    dt = rap_now() - t0;
+    CHECK_MSG(rc != 0 && rc != 124, "mpirun, a rank hangs: exit %d", rc);
+    CHECK_MSG(strstr(out, "did not complete within 2") != NULL &&
+                  strstr(out, "a rank died or hangs") != NULL, "mpirun, hang: %s", out);
+    CHECK_MSG(dt < 30, "mpirun, hang: %.1f s", dt);
+    printf("    a rank hangs: the others stopped after %.1f s (--comm-timeout 2)\n", dt);
+    /* rank 1 dies after step 3 */
+    t0 = rap_now();
+    rc = train_env(3, "RAP_TEST_RANK_EXIT=1:3", "--steps 50 --eval-fraction 0 --comm-timeout 2",
+                   out, OUT);
+    dt = rap_now() - t0;
+    CHECK_MSG(rc != 0 && rc != 124, "mpirun, a rank dies: exit %d: %s", rc, out);
+    CHECK_MSG(dt < 30, "mpirun, a rank dies: %.1f s", dt);
+    printf("    a rank dies: the job ended after %.1f s, exit %d\n", dt, rc);
+    free(out);
+}
+
+RAP_TEST(dist_gpus1_matches_plain_gpu)
+{
+    REQUIRE_GPU();
+    if (!rap_comm_have_nccl())
+        SKIP("rap was built without NCCL");
+    if (!setup(t))
+        return;
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    rap_test_env env;
+    rap_test_tune_off(&env);
+    char a[512], b[512], cmd[4096];
+    rap_test_path(a, sizeof a, "dist_gpu_plain.st");
+    rap_test_path(b, sizeof b, "dist_gpu_gpus1.st");
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s train --device gpu --plan %s --data %s --batch %d --optimizer sgd --lr 0.05 "
+                 "--steps %d --eval-fraction 0 --mode sequential --quiet --save %s%s",
+                 rap_test_bin(), g_plan, g_data, B, STEPS, k ? b : a, k ? " --gpus 1" : "");
+        int rc = sh(cmd, out, OUT);
+        CHECK_MSG(rc == 0, "%s: %s", k ? "--gpus 1" : "plain", out);
+    }
+    double worst;
+    char msg[512] = "";
+    CHECK_MSG(same_weights(b, a, 1e-5, &worst, msg, sizeof msg), "%s", msg);
+    printf("    --gpus 1 vs plain GPU: largest difference %.3g (%s)\n", worst,
+           rap_test_same_checkpoints(a, b, NULL) ? "bit for bit" : "not bit for bit");
+    rap_test_tune_restore(&env);
+    free(out);
+}
