@@ -602,7 +602,10 @@ static bool close_to(float a, float b)
     return fabsf(a - b) <= 2e-5f + 2e-4f * fabsf(b);
 }
 
-static void hyb_run(rap_test_ctx *t, int R, rap_optimizer opt, int64_t budget)
+/* R thread ranks vs one unsharded model over HSTEPS steps; the last
+ * global batch has last_n rows (< Bg: a short batch; < R: ranks with no
+ * rows). */
+static void hyb_run(rap_test_ctx *t, int R, rap_optimizer opt, int64_t budget, int64_t last_n)
 {
     hyb_case *hc = calloc(1, sizeof *hc);
     rap_model_config *g = &hc->g;
@@ -624,8 +627,7 @@ static void hyb_run(rap_test_ctx *t, int R, rap_optimizer opt, int64_t budget)
     g->seed = 7;
     uint64_t seed = 99 + (uint64_t)R;
     for (int s = 0; s < HSTEPS; s++) {
-        /* The last batch is short (every rank keeps rows). */
-        int64_t n = s == HSTEPS - 1 ? hc->Bg - 3 : hc->Bg;
+        int64_t n = s == HSTEPS - 1 ? last_n : hc->Bg;
         hc->n[s] = n;
         hc->dense[s] = malloc(sizeof(float) * (size_t)(n * g->n_dense));
         hc->label[s] = malloc(sizeof(float) * (size_t)n);
@@ -749,18 +751,158 @@ static const int64_t HBUDGET[HMAXR + 1] = {0, 0, 2600, 1800, 1300};
 RAP_TEST(dist_hybrid_sgd)
 {
     for (int R = 2; R <= HMAXR; R++)
-        hyb_run(t, R, RAP_SGD, HBUDGET[R]);
+        hyb_run(t, R, RAP_SGD, HBUDGET[R], 10);
 }
 
 RAP_TEST(dist_hybrid_adagrad)
 {
     for (int R = 2; R <= HMAXR; R++)
-        hyb_run(t, R, RAP_ADAGRAD, HBUDGET[R]);
+        hyb_run(t, R, RAP_ADAGRAD, HBUDGET[R], 10);
 }
 
 RAP_TEST(dist_hybrid_tablewise)
 {
     /* No budget: whole tables only; R = 1 over the threads backend too. */
     for (int R = 1; R <= HMAXR; R++)
-        hyb_run(t, R, RAP_SGD, 0);
+        hyb_run(t, R, RAP_SGD, 0, 13);
+}
+
+RAP_TEST(dist_hybrid_empty_ranks)
+{
+    /* A last batch of R - 1 rows: rank R-1 trains no row of it (zero
+     * gradients into the all-reduce), yet its tables are updated. The
+     * model must accept emb_forward, dense_apply, emb_backward with no MLP
+     * phases between (model.h, rap_model_dense_apply): probe that first. */
+    {
+        rap_model_config g, mc;
+        rap_model_config_defaults(&g);
+        g.n_tables = 1;
+        g.table_rows[0] = 4;
+        g.n_dense = 2;
+        g.emb_dim = 4;
+        g.n_bot = 1, g.bot[0] = 4;
+        g.n_top = 1, g.top[0] = 1;
+        g.batch = 2;
+        g.threads = 1;
+        int64_t rows[1] = {4};
+        rap_shard_map map;
+        rap_model_shard sh;
+        REQUIRE_OK(rap_shard_plan(rows, 1, 4, 2, 0, NULL, &map));
+        REQUIRE_OK(rap_hybrid_model_config(&g, &map, 0, 1, &sh, &mc));
+        rap_model *m = NULL;
+        REQUIRE_OK(rap_model_create(&mc, RAP_CPU, &m));
+        int64_t off[2] = {0, 1}, ids[1] = {2};
+        rap_model_batch b;
+        memset(&b, 0, sizeof b);
+        b.rows = 1;
+        b.off[0] = off;
+        b.ids[0] = ids;
+        rap_model_shard_bufs bufs;
+        rap_status st = rap_model_emb_forward(m, &b);
+        if (st == RAP_OK)
+            st = rap_model_shard_buffers(m, &bufs);
+        if (st == RAP_OK) {
+            memset(bufs.demb_out, 0, sizeof(float) * 4);
+            memset(bufs.grads, 0, sizeof(float) * bufs.n_grads);
+            st = rap_model_dense_apply(m);
+        }
+        if (st == RAP_OK)
+            st = rap_model_emb_backward(m, &b);
+        char why[300];
+        snprintf(why, sizeof why, "%s", rap_last_error());
+        rap_model_free(m);
+        rap_shard_map_free(&map);
+        if (st != RAP_OK)
+            SKIP("the CPU model refuses a rank with no rows of a short batch "
+                 "(emb_forward, dense_apply, emb_backward): %s", why);
+    }
+    for (int R = 2; R <= HMAXR; R++)
+        hyb_run(t, R, R % 2 ? RAP_ADAGRAD : RAP_SGD, HBUDGET[R], R - 1);
+}
+
+/* ------------------------------------------------------------ mpi */
+
+/* Children run by dist_mpi under mpirun (skipped otherwise). */
+RAP_TEST(mpichild_comm)
+{
+    int n = 0;
+    if (!rap_dist_detect(&n))
+        SKIP("not under mpirun (dist_mpi runs it)");
+    rap_comm *c = NULL;
+    REQUIRE_OK(rap_comm_mpi_init(&c));
+    CHECK(rap_comm_kind_of(c) == RAP_COMM_MPI && rap_comm_size(c) == n);
+    rank_ctx x = {0};
+    x.rank = rap_comm_rank(c);
+    x.R = rap_comm_size(c);
+    x.c = c;
+    CHECK_OK(all_ops(&x));
+    CHECK_MSG(x.bad == 0, "mpi rank %d: %d wrong values", x.rank, x.bad);
+    rap_comm_free(c);
+}
+
+RAP_TEST(mpichild_timeout)
+{
+    if (!rap_dist_detect(NULL))
+        SKIP("not under mpirun (dist_mpi runs it)");
+    rap_comm *c = NULL;
+    REQUIRE_OK(rap_comm_mpi_init(&c));
+    rap_comm_set_timeout(c, 1);
+    if (rap_comm_rank(c) == 1) {
+        sleep(20); /* hangs: never joins; MPI_Abort of rank 0 ends it */
+        return;
+    }
+    float v = 1;
+    rap_status st = rap_comm_allreduce(c, &v, 1, RAP_COMM_F32, "stuck");
+    fprintf(stderr, "child: %s: %s\n", rap_status_name(st), rap_last_error());
+    fflush(stderr);
+    rap_comm_abort(c, 3);
+}
+
+static int run_mpi(const char *test, int np, char *out, size_t cap, double *secs)
+{
+    char exe[1024];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0)
+        return -1;
+    exe[k] = 0;
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd,
+             "timeout 60 mpirun --allow-run-as-root --oversubscribe -np %d %s %s 2>&1", np, exe,
+             test);
+    double t0 = rap_now();
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    int rc = pclose(f);
+    *secs = rap_now() - t0;
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+RAP_TEST(dist_mpi)
+{
+    if (!rap_comm_have_mpi())
+        SKIP("rap was built without MPI");
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        SKIP("mpirun is not installed");
+    if (rap_dist_detect(NULL))
+        SKIP("already under mpirun");
+    static char out[65536];
+    double secs = 0;
+    for (int np = 2; np <= 3; np++) {
+        int rc = run_mpi("mpichild_comm", np, out, sizeof out, &secs);
+        int done = 0;
+        for (const char *p = out; (p = strstr(p, "1 passed, 0 failed, 0 skipped")); p++)
+            done++;
+        CHECK_MSG(rc == 0 && done == np, "mpirun -np %d: exit %d, %d ranks passed:\n%s", np, rc,
+                  done, out);
+    }
+    int rc = run_mpi("mpichild_timeout", 2, out, sizeof out, &secs);
+    CHECK_MSG(rc != 0 && rc != 124, "timeout child: exit %d:\n%s", rc, out);
+    CHECK_MSG(strstr(out, "rank 0: collective stuck did not complete within 1 s (a rank died "
+                          "or hangs)") != NULL,
+              "timeout child:\n%s", out);
+    CHECK_MSG(secs < 15, "timeout child took %.1f s", secs);
+    printf("    mpirun -np 2: a rank hangs, the other stops after %.1f s (timeout 1 s)\n", secs);
 }

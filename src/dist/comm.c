@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -80,9 +81,22 @@ typedef struct rap_threads_shared {
     int arrived;
     uint64_t gen;
     bool broken;
+    bool timed_out;            /* broken by a rank's timeout (else an abort) */
+    char why[200];             /* the first failure, for the others' messages */
     int refs;
     th_slot *slot;             /* (R) */
 } th_shared;
+
+/* The error of a rank that finds the shared state broken (mutex held). */
+static rap_status th_broken_error(rap_comm *c, const char *name, bool was_waiting)
+{
+    th_shared *s = c->sh;
+    c->broken = true;
+    if (was_waiting && s->timed_out) /* it waited as long: the same diagnosis */
+        return rap_comm_timeout_error(c, name);
+    return rap_fail(RAP_ERR_IO, "rank %d: collective %s: the communicator is broken (%s)", c->rank,
+                    name, s->why[0] ? s->why : "an earlier collective failed");
+}
 
 /* Waits until all R ranks arrived (or the deadline, or broken). */
 static rap_status th_barrier(rap_comm *c, const char *name)
@@ -99,8 +113,9 @@ static rap_status th_barrier(rap_comm *c, const char *name)
     }
     pthread_mutex_lock(&s->mu);
     if (s->broken) {
+        rap_status st = th_broken_error(c, name, false);
         pthread_mutex_unlock(&s->mu);
-        return rap_comm_broken_error(c, name);
+        return st;
     }
     uint64_t gen = s->gen;
     if (++s->arrived == s->R) {
@@ -114,14 +129,18 @@ static rap_status th_barrier(rap_comm *c, const char *name)
         int e = pthread_cond_timedwait(&s->cv, &s->mu, &dl);
         if (e == ETIMEDOUT && s->gen == gen && !s->broken) {
             s->broken = true; /* the others fail at once from now on */
+            s->timed_out = true;
+            snprintf(s->why, sizeof s->why,
+                     "rank %d: collective %s did not complete within %g s (a rank died or hangs)",
+                     c->rank, name, c->timeout);
             pthread_cond_broadcast(&s->cv);
             pthread_mutex_unlock(&s->mu);
             return rap_comm_timeout_error(c, name);
         }
     }
-    bool ok = s->gen != gen;
+    rap_status st = s->gen != gen ? RAP_OK : th_broken_error(c, name, true);
     pthread_mutex_unlock(&s->mu);
-    return ok ? RAP_OK : rap_comm_broken_error(c, name);
+    return st;
 }
 
 rap_status rap_comm_threads_create(int R, rap_comm **comms)
@@ -347,6 +366,8 @@ void rap_comm_abort(rap_comm *c, int code)
     switch (c->kind) {
     case RAP_COMM_THREADS:
         pthread_mutex_lock(&c->sh->mu);
+        if (!c->sh->broken)
+            snprintf(c->sh->why, sizeof c->sh->why, "rank %d aborted", c->rank);
         c->sh->broken = true;
         pthread_cond_broadcast(&c->sh->cv);
         pthread_mutex_unlock(&c->sh->mu);
