@@ -325,6 +325,58 @@ static rap_status sim_create(sim *s, const placement *p, const rap_model_config 
     return RAP_OK;
 }
 
+/* emb_forward of every rank on b, then the all-to-all: e (bg, T, D) =
+ * sum of the partials, every rank's rows of it into its emb. e and eo
+ * (scratch) hold BG x T x D floats. */
+static rap_status sim_forward(sim *s, const gbatch *b, const mbatches *mb, float *e, float *eo)
+{
+    const placement *p = &s->p;
+    const int R = p->R, D = 4, TD = NT * D;
+    const int64_t bg = b->rows;
+    memset(e, 0, sizeof(float) * (size_t)(BG * TD));
+    for (int q = 0; q < R; q++) {
+        RAP_TRY(rap_model_emb_forward(s->m[q], &mb->glob[q]));
+        RAP_TRY(rap_model_sync(s->m[q]));
+        const int tl = p->n[q];
+        if (!tl)
+            continue;
+        if (!copy_rows(s->dev, eo, tl * D, s->buf[q].emb_out, tl * D, bg, tl * D))
+            return rap_fail(RAP_ERR_INTERNAL, "test exchange: reading emb_out of rank %d", q);
+        for (int k = 0; k < tl; k++) {
+            if (s->flaw == FLAW_PARTIAL && p->row0[q][k] > 0)
+                continue;
+            int t = p->table[q][k];
+            for (int64_t g = 0; g < bg; g++)
+                for (int d = 0; d < D; d++)
+                    e[g * TD + t * D + d] += eo[(g * tl + k) * D + d];
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        int64_t lo, n;
+        row_share(bg, R, r, &lo, &n);
+        if (!copy_rows(s->dev, s->buf[r].emb, s->buf[r].emb_ld, e + lo * TD, TD, n, TD))
+            return rap_fail(RAP_ERR_INTERNAL, "test exchange: writing emb of rank %d", r);
+    }
+    return RAP_OK;
+}
+
+/* Logits (b->rows) of the ranks' predict on their rows after sim_forward. */
+static rap_status sim_predict(sim *s, const gbatch *b, const mbatches *mb, float *logits)
+{
+    const int TD = NT * 4;
+    float *eo = malloc(sizeof(float) * (size_t)(BG * TD));
+    float *e = malloc(sizeof(float) * (size_t)(BG * TD));
+    rap_status st = eo && e ? sim_forward(s, b, mb, e, eo) : RAP_ERR_NOMEM;
+    for (int r = 0; r < s->p.R && st == RAP_OK; r++) {
+        int64_t lo, n;
+        row_share(b->rows, s->p.R, r, &lo, &n);
+        st = rap_model_predict(s->m[r], &mb->loc[r], logits + lo);
+    }
+    free(eo);
+    free(e);
+    return st;
+}
+
 /* One training step of all ranks on global batch b; *loss = sum of the
  * ranks' losses. The exchange in host memory, as src/dist would do it. */
 static rap_status sim_step(sim *s, const gbatch *b, const mbatches *mb, double *loss)
@@ -338,35 +390,12 @@ static rap_status sim_step(sim *s, const gbatch *b, const mbatches *mb, double *
     rap_status st = RAP_ERR_NOMEM;
     if (!eo || !e)
         goto done;
-    st = RAP_ERR_INTERNAL;
-    /* forward of the local tables, then the exchange: e = sum of partials */
-    memset(e, 0, sizeof(float) * (size_t)(BG * TD));
-    for (int q = 0; q < R; q++) {
-        if ((st = rap_model_emb_forward(s->m[q], &mb->glob[q])) != RAP_OK)
-            goto done;
-        if ((st = rap_model_sync(s->m[q])) != RAP_OK)
-            goto done;
-        st = RAP_ERR_INTERNAL;
-        const int tl = p->n[q];
-        if (!tl)
-            continue;
-        if (!copy_rows(s->dev, eo, tl * D, s->buf[q].emb_out, tl * D, bg, tl * D))
-            goto done;
-        for (int k = 0; k < tl; k++) {
-            if (s->flaw == FLAW_PARTIAL && p->row0[q][k] > 0)
-                continue;
-            int t = p->table[q][k];
-            for (int64_t g = 0; g < bg; g++)
-                for (int d = 0; d < D; d++)
-                    e[g * TD + t * D + d] += eo[(g * tl + k) * D + d];
-        }
-    }
+    if ((st = sim_forward(s, b, mb, e, eo)) != RAP_OK)
+        goto done;
     *loss = 0;
     for (int r = 0; r < R; r++) {
         int64_t lo, n;
         row_share(bg, R, r, &lo, &n);
-        if (!copy_rows(s->dev, s->buf[r].emb, s->buf[r].emb_ld, e + lo * TD, TD, n, TD))
-            goto done;
         if ((st = rap_model_set_loss_rows(s->m[r], s->flaw == FLAW_LOSS_MEAN ? n : bg)) !=
             RAP_OK)
             goto done;
@@ -592,6 +621,23 @@ static int run_case(rap_test_ctx *t, int which, rap_optimizer opt, rap_device de
     bad += compare_sim(t, report, &s, u, NULL, atol, rtol);
     if (cmp_cpu)
         bad += compare_sim(t, report, &s, NULL, &sc, atol, rtol);
+    /* predict: emb_forward, exchange, then the MLPs of every rank */
+    gbatch *gb = malloc(sizeof *gb);
+    mbatches mb;
+    if (gb) {
+        float lg[BG], lu[BG];
+        gbatch_make(gb, &p, BG, 99);
+        st = mbatches_make(&mb, &a, gb, &p) ? sim_predict(&s, gb, &mb, lg) : RAP_ERR_INTERNAL;
+        if (st == RAP_OK)
+            st = rap_model_predict(u, &mb.whole, lu);
+        if (st != RAP_OK) {
+            rap_test_fail(t, __FILE__, __LINE__, "predict: %s", rap_last_error());
+            bad++;
+        } else {
+            bad += count_diff(t, report, "logits", lg, lu, BG, atol, rtol);
+        }
+        free(gb);
+    }
 out:
     sim_free(&s);
     sim_free(&sc);

@@ -18,7 +18,8 @@
  * Training phases (the co-running runtime launches preprocessing beside
  * each): rap_model_emb_forward, rap_model_mlp_forward (bottom MLP,
  * interaction, top MLP, loss), rap_model_mlp_backward (and the dense
- * optimizer update), rap_model_emb_backward (aggregates duplicate ids and
+ * optimizer update; a sharded model leaves it to rap_model_dense_apply),
+ * rap_model_emb_backward (aggregates duplicate ids and
  * applies the optimizer to the touched rows: no dense gradient table).
  * On the GPU the phases are asynchronous on the model's stream, allocate
  * nothing and never synchronise with the host.
@@ -127,7 +128,11 @@ typedef struct {
  *   sum over ranks is the gradient of the global batch.
  * - GPU: emb is z + D (slots 1..T of the interaction input (B, F, D),
  *   emb_ld = F*D) and demb is the interaction's gradient buffer (demb_ld =
- *   T*D): no copy between the exchange and the MLPs.
+ *   T*D): no copy between the exchange and the MLPs. The phases run on the
+ *   model's stream (c->stream when given): the caller orders its reads of
+ *   emb_out / demb / grads after the phase that wrote them, and its writes
+ *   of emb / grads / demb_out before the phase that reads them (same
+ *   stream, events, or rap_model_sync).
  * - predict(b_loc) of a sharded model runs only the MLPs: it reads emb as
  *   the caller filled it (emb_forward(b_glob) and the exchange first) and
  *   leaves any step in flight broken (the CPU refuses its remaining
