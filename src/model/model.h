@@ -111,9 +111,11 @@ typedef struct {
  * - TL may be 0 (a rank holding no table): emb_out and demb_out are NULL
  *   and the two emb phases only check the batch's row count.
  * - Order: emb_forward, mlp_forward, mlp_backward, dense_apply and
- *   emb_backward (dense_apply and emb_backward in either order; the CPU
- *   checks the order of the four phases). rap_model_train_step is refused
- *   (the step is src/dist's).
+ *   emb_backward (dense_apply and emb_backward in either order). The CPU
+ *   checks: mlp_forward after emb_forward, mlp_backward after mlp_forward
+ *   (same b_loc), emb_backward after emb_forward (same b_glob rows; the
+ *   MLP phases may be skipped: see dense_apply). rap_model_train_step is
+ *   refused (the step is src/dist's).
  * - mlp_forward: loss = sum over the b_loc rows / loss_rows, and
  *   d loss / d logit = (sigmoid - y) / loss_rows; rap_model_last_loss gives
  *   that partial, so the sum over ranks is the global mean.

@@ -310,18 +310,25 @@ rap_status rap_cpu_model_emb_forward(rap_model *m, const rap_model_batch *b)
     return RAP_OK;
 }
 
-/* Phase `want` done on this batch (rows compared: b_glob's for the emb
- * phases, b_loc's for the MLP phases of a sharded model; the sharded
- * mlp_forward, first on b_loc, only needs emb_forward done). */
+/* Phase `want` done on this batch. Sharded: mlp_forward (want 1, the
+ * first call on b_loc) needs emb_forward done; mlp_backward (2) needs
+ * mlp_forward on b_loc; emb_backward (3) needs emb_forward on b_glob only
+ * (a rank with no rows of a short global batch skips the MLP phases). */
 static rap_status phase_check(rap_cpu_state *st, const rap_model_batch *b, int want,
                               const char *what, const char *before)
 {
-    bool emb = want == 3; /* emb_backward */
-    int64_t rows = st->sharded && emb ? st->emb_rows : st->rows;
-    bool rows_ok = (st->sharded && want == 1) || rows == b->rows;
-    if (st->phase != want || !rows_ok)
+    bool ok;
+    if (!st->sharded)
+        ok = st->phase == want && st->rows == b->rows;
+    else if (want == 1)
+        ok = st->phase == 1;
+    else if (want == 2)
+        ok = st->phase == 2 && st->rows == b->rows;
+    else
+        ok = st->phase >= 1 && st->emb_rows == b->rows;
+    if (!ok)
         return rap_fail(RAP_ERR_ARG, "CPU model: %s called without %s on this batch first", what,
-                        before);
+                        st->sharded && want == 3 ? "emb_forward" : before);
     return RAP_OK;
 }
 

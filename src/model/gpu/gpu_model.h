@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 /* Capacity of the embedding backward: on average at most this many ids per
- * bag over a batch of B rows (total ids of a batch <= B * T * this). A batch
+ * bag over a batch of EB rows (total ids of a batch <= EB * TE * this). A batch
  * with more ids is reported by rap_model_sync / rap_model_last_loss
  * (RAP_ERR_ARG) and only the first P ids update the tables. */
 #define RAP_GPU_IDS_PER_BAG 1
