@@ -906,3 +906,176 @@ RAP_TEST(dist_mpi)
     CHECK_MSG(secs < 15, "timeout child took %.1f s", secs);
     printf("    mpirun -np 2: a rank hangs, the other stops after %.1f s (timeout 1 s)\n", secs);
 }
+
+/* ------------------------------------------------------------ GPU */
+
+#ifdef RAP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+static void *dev_copy(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 8) != cudaSuccess)
+        return NULL;
+    if (host && bytes)
+        cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+#endif
+
+RAP_TEST(dist_gpu_kernels)
+{
+    REQUIRE_GPU();
+#ifdef RAP_HAVE_CUDA
+    /* Filter, scatter and gather on the GPU == their CPU references, bit
+     * for bit, on random data (the planner's parts of a split table). */
+    uint64_t seed = 5;
+    int64_t n = 1000, rows_t = 997, row0 = 300, rows = 400;
+    int64_t *off = malloc(sizeof(int64_t) * (size_t)(n + 1)), *ids = malloc(sizeof(int64_t) * 5000);
+    off[0] = 7; /* offsets need not start at 0 */
+    for (int64_t i = 0; i < n; i++) {
+        int len = (int)(rap_splitmix64(&seed) % 5);
+        for (int j = 0; j < len; j++)
+            ids[off[i] + j] = (int64_t)(rap_splitmix64(&seed) % (uint64_t)rows_t);
+        off[i + 1] = off[i] + len;
+    }
+    int64_t *ro = malloc(sizeof(int64_t) * (size_t)(n + 1)), *ri = malloc(sizeof(int64_t) * 5000);
+    int64_t kept = rap_hybrid_filter_cpu(off, ids, n, row0, rows, ro, ri);
+    int64_t *d_off = dev_copy(off, sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *d_ids = dev_copy(ids, sizeof(int64_t) * 5000);
+    int64_t *d_ro = dev_copy(NULL, sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *d_ri = dev_copy(NULL, sizeof(int64_t) * 5000);
+    size_t sb = rap_hybrid_filter_gpu_scratch(n);
+    void *d_scr = dev_copy(NULL, sb);
+    REQUIRE(d_off && d_ids && d_ro && d_ri && d_scr);
+    CHECK_OK(rap_hybrid_filter_gpu(d_off, d_ids, n, row0, rows, d_ro, d_ri, 5000, d_scr, sb, NULL));
+    int64_t *go = malloc(sizeof(int64_t) * (size_t)(n + 1)), *gi = malloc(sizeof(int64_t) * 5000);
+    cudaMemcpy(go, d_ro, sizeof(int64_t) * (size_t)(n + 1), cudaMemcpyDeviceToHost);
+    cudaMemcpy(gi, d_ri, sizeof(int64_t) * 5000, cudaMemcpyDeviceToHost);
+    CHECK(memcmp(go, ro, sizeof(int64_t) * (size_t)(n + 1)) == 0);
+    CHECK(memcmp(gi, ri, sizeof(int64_t) * (size_t)kept) == 0);
+
+    /* Exchange kernels: 3 ranks, tables split by a budget. */
+    int64_t trows[4] = {100, 40, 30, 20};
+    int D = 8;
+    rap_shard_map map;
+    REQUIRE_OK(rap_shard_plan(trows, 4, D, 3, 2200, NULL, &map)); /* splits t0, t2, t3 */
+    int P = map.n_parts, T = 4;
+    int64_t cum[4] = {0}, pcum[16], ptl[16], ploc[16];
+    int ptab[16];
+    for (int s = 0; s < 3; s++)
+        cum[s + 1] = cum[s] + map.shard[s].n_local;
+    for (int p = 0; p < P; p++) {
+        ptab[p] = map.shard[map.part[p].rank].table[map.part[p].local];
+        pcum[p] = cum[map.part[p].rank];
+        ptl[p] = map.shard[map.part[p].rank].n_local;
+        ploc[p] = map.part[p].local;
+    }
+    rap_hybrid_parts pa = {map.part0, ptab, pcum, ptl, ploc};
+    rap_hybrid_parts pd = {dev_copy(map.part0, sizeof(int) * 5), dev_copy(ptab, sizeof(int) * 16),
+                           dev_copy(pcum, 8 * 16), dev_copy(ptl, 8 * 16), dev_copy(ploc, 8 * 16)};
+    int64_t nr = 37, ld = T * D + 8;
+    size_t nx = (size_t)(nr * cum[3] * D);
+    float *recv = malloc(sizeof(float) * nx), *emb = malloc(sizeof(float) * (size_t)(nr * ld));
+    float *gemb = malloc(sizeof(float) * (size_t)(nr * ld));
+    for (size_t i = 0; i < nx; i++)
+        recv[i] = (float)(rap_splitmix64(&seed) % 100000) / 7777.0f - 6.0f;
+    for (int64_t i = 0; i < nr * ld; i++)
+        emb[i] = gemb[i] = -3;
+    float *d_recv = dev_copy(recv, sizeof(float) * nx);
+    float *d_emb = dev_copy(emb, sizeof(float) * (size_t)(nr * ld));
+    rap_hybrid_scatter_cpu(recv, nr, T, D, &pa, emb, ld);
+    CHECK_OK(rap_hybrid_scatter_gpu(d_recv, nr, T, D, &pd, d_emb, ld, NULL));
+    cudaMemcpy(gemb, d_emb, sizeof(float) * (size_t)(nr * ld), cudaMemcpyDeviceToHost);
+    CHECK(memcmp(gemb, emb, sizeof(float) * (size_t)(nr * ld)) == 0);
+    float *send = malloc(sizeof(float) * nx), *gsend = malloc(sizeof(float) * nx);
+    float *d_send = dev_copy(NULL, sizeof(float) * nx);
+    rap_hybrid_gather_cpu(emb, ld, nr, P, D, &pa, send);
+    CHECK_OK(rap_hybrid_gather_gpu(d_emb, ld, nr, P, D, &pd, d_send, NULL));
+    cudaMemcpy(gsend, d_send, sizeof(float) * nx, cudaMemcpyDeviceToHost);
+    CHECK(memcmp(gsend, send, sizeof(float) * nx) == 0);
+    void *frees[] = {d_off, d_ids, d_ro, d_ri, d_scr, (void *)pd.part0, (void *)pd.table,
+                     (void *)pd.cum, (void *)pd.tl, (void *)pd.local, d_recv, d_emb, d_send};
+    for (size_t i = 0; i < sizeof frees / sizeof frees[0]; i++)
+        cudaFree(frees[i]);
+    free(off), free(ids), free(ro), free(ri), free(go), free(gi);
+    free(recv), free(emb), free(gemb), free(send), free(gsend);
+    rap_shard_map_free(&map);
+#endif
+}
+
+#ifdef RAP_HAVE_CUDA
+/* One rank per GPU over a threads host comm: a NCCL comm each, every
+ * device collective checked against known values. */
+static rap_status nccl_rank(rank_ctx *x)
+{
+    rap_comm *n = NULL;
+    RAP_TRY(rap_comm_nccl_create(x->c, x->rank, NULL, &n));
+    rap_status st = RAP_OK;
+    int R = x->R, me = x->rank;
+    float h[64], *d = NULL;
+    if (cudaMalloc((void **)&d, sizeof(float) * 128) != cudaSuccess) {
+        rap_comm_free(n);
+        return rap_fail(RAP_ERR_CUDA, "cudaMalloc");
+    }
+    /* allreduce */
+    for (int i = 0; i < 16; i++)
+        h[i] = (float)(me + 1) * (float)i;
+    cudaMemcpy(d, h, sizeof(float) * 16, cudaMemcpyHostToDevice);
+    st = rap_comm_allreduce(n, d, 16, RAP_COMM_F32, "nccl allreduce");
+    if (st == RAP_OK)
+        st = rap_comm_wait(n, NULL, "nccl allreduce");
+    cudaMemcpy(h, d, sizeof(float) * 16, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < 16; i++)
+        x->bad += h[i] != (float)(R * (R + 1) / 2) * (float)i;
+    /* alltoallv: 2 elements to each rank, value 100 * from + to */
+    int64_t sc[8], sd[8], rc[8], rd[8];
+    for (int p = 0; p < R; p++) {
+        sc[p] = rc[p] = 2;
+        sd[p] = rd[p] = 2 * p;
+        h[2 * p] = h[2 * p + 1] = (float)(100 * me + p);
+    }
+    cudaMemcpy(d, h, sizeof(float) * 2 * (size_t)R, cudaMemcpyHostToDevice);
+    if (st == RAP_OK)
+        st = rap_comm_alltoallv(n, d, sc, sd, d + 64, rc, rd, "nccl alltoallv");
+    if (st == RAP_OK)
+        st = rap_comm_wait(n, NULL, "nccl alltoallv");
+    cudaMemcpy(h, d + 64, sizeof(float) * 2 * (size_t)R, cudaMemcpyDeviceToHost);
+    for (int p = 0; p < R; p++)
+        x->bad += h[2 * p] != (float)(100 * p + me) || h[2 * p + 1] != (float)(100 * p + me);
+    /* broadcast from the last rank, and a host allreduce through the host comm */
+    h[0] = (float)me;
+    cudaMemcpy(d, h, sizeof(float), cudaMemcpyHostToDevice);
+    if (st == RAP_OK)
+        st = rap_comm_broadcast(n, d, 1, RAP_COMM_F32, R - 1, "nccl bcast");
+    if (st == RAP_OK)
+        st = rap_comm_wait(n, NULL, "nccl bcast");
+    cudaMemcpy(h, d, sizeof(float), cudaMemcpyDeviceToHost);
+    x->bad += h[0] != (float)(R - 1);
+    double loss = 0.5;
+    if (st == RAP_OK)
+        st = rap_comm_allreduce_host(n, &loss, 1, RAP_COMM_F64, "host allreduce");
+    x->bad += loss != 0.5 * R;
+    cudaFree(d);
+    rap_comm_free(n);
+    return st;
+}
+#endif
+
+RAP_TEST(dist_nccl_comm)
+{
+    REQUIRE_GPU();
+    if (!rap_comm_have_nccl())
+        SKIP("rap was built without NCCL");
+#ifdef RAP_HAVE_CUDA
+    int ngpu = 0;
+    cudaGetDeviceCount(&ngpu);
+    int R = ngpu < 4 ? ngpu : 4;
+    rank_ctx x[8];
+    if (!run_ranks(t, R, 60, nccl_rank, NULL, x))
+        return;
+    for (int r = 0; r < R; r++)
+        CHECK_MSG(x[r].bad == 0, "R = %d rank %d: %d wrong values", R, r, x[r].bad);
+    printf("    %d GPU rank(s): NCCL allreduce, alltoallv, broadcast, host allreduce\n", R);
+#endif
+}
