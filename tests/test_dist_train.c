@@ -261,19 +261,20 @@ RAP_TEST(dist_train_matches_one_rank)
     CHECK_MSG(rc == 0, "R=1: %s", out);
     double l1[STEPS + 4];
     REQUIRE(read_losses(refm, l1, STEPS + 4) == STEPS);
-    /* mpirun -np 2, 3, 4; then 2 and 3 ranks as threads */
-    const int runs[] = {2, 3, 4, -2, -3};
+    /* mpirun -np 2, 3, 4 (and 2 in cpu mode); then 2 ranks as threads */
+    const int runs[] = {2, 3, 4, 2, -2};
+    const char *const mode[] = {"", "", "", "--mode cpu --cpu-workers 2", ""};
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
         int R = runs[k];
         if (R > 0 && why)
             continue;
         char ck[512], m[512];
-        snprintf(args, sizeof args, "dist_r%d.st", R);
+        snprintf(args, sizeof args, "dist_r%d_%zu.st", R, k);
         rap_test_path(ck, sizeof ck, args);
-        snprintf(args, sizeof args, "dist_r%d.jsonl", R);
+        snprintf(args, sizeof args, "dist_r%d_%zu.jsonl", R, k);
         rap_test_path(m, sizeof m, args);
-        snprintf(args, sizeof args, "--steps %d --eval-fraction 0 --save %s --metrics %s", STEPS,
-                 ck, m);
+        snprintf(args, sizeof args, "--steps %d --eval-fraction 0 --save %s --metrics %s %s",
+                 STEPS, ck, m, mode[k]);
         rc = train(R, args, out, OUT);
         CHECK_MSG(rc == 0, "R=%d: exit %d: %s", R, rc, out);
         if (rc != 0)
@@ -287,8 +288,9 @@ RAP_TEST(dist_train_matches_one_rank)
         double worst;
         char msg[512] = "";
         CHECK_MSG(same_weights(ck, ref, 1e-4, &worst, msg, sizeof msg), "R=%d: %s", R, msg);
-        printf("    R=%d (%s): losses within 1e-5 of one rank's, weights within %.2g\n",
-               R < 0 ? -R : R, R < 0 ? "threads" : "mpirun", worst);
+        printf("    R=%d (%s%s%s): losses within 1e-5 of one rank's, weights within %.2g\n",
+               R < 0 ? -R : R, R < 0 ? "threads" : "mpirun", mode[k][0] ? " " : "", mode[k],
+               worst);
         /* R > 1: a sharded checkpoint (manifest + one file per rank) */
         char shard[600];
         snprintf(shard, sizeof shard, "%s.rank%d", ck, (R < 0 ? -R : R) - 1);
@@ -465,6 +467,31 @@ RAP_TEST(dist_rank_dies_others_stop)
     free(out);
 }
 
+/* The hybrid path with one rank (--gpus 1, on the CPU: a threads comm of
+ * one) trains and evaluates exactly what the plain path does. */
+RAP_TEST(dist_gpus1_cpu_matches_plain)
+{
+    if (!setup(t))
+        return;
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    char a[512], b[512], ma[512], mb[512], args[2048];
+    rap_test_path(a, sizeof a, "dist_plain.st");
+    rap_test_path(b, sizeof b, "dist_gpus1.st");
+    rap_test_path(ma, sizeof ma, "dist_plain.jsonl");
+    rap_test_path(mb, sizeof mb, "dist_gpus1.jsonl");
+    snprintf(args, sizeof args, "--epochs 1 --eval-fraction 0.1 --save %s --metrics %s", a, ma);
+    REQUIRE(train(0, args, out, OUT) == 0);
+    snprintf(args, sizeof args, "--epochs 1 --eval-fraction 0.1 --save %s --metrics %s", b, mb);
+    int rc = train(-1, args, out, OUT);
+    CHECK_MSG(rc == 0, "--gpus 1: %s", out);
+    CHECK_MSG(rap_test_same_checkpoints(a, b, NULL), "--gpus 1 trained other weights");
+    double x = 0, y = 1, lx = 0, ly = 1;
+    CHECK(final_value(ma, "auc", &x) && final_value(mb, "auc", &y) && x == y);
+    CHECK(final_value(ma, "logloss", &lx) && final_value(mb, "logloss", &ly) && lx == ly);
+    free(out);
+}
+
 RAP_TEST(dist_gpus1_matches_plain_gpu)
 {
     REQUIRE_GPU();
@@ -478,20 +505,25 @@ RAP_TEST(dist_gpus1_matches_plain_gpu)
     rap_test_tune_off(&env);
     char a[512], b[512], cmd[4096];
     rap_test_path(a, sizeof a, "dist_gpu_plain.st");
-    rap_test_path(b, sizeof b, "dist_gpu_gpus1.st");
-    for (int k = 0; k < 2; k++) {
+    /* plain sequential, then --gpus 1 in sequential and rap mode */
+    static const char *const modes[] = {"sequential", "sequential", "rap"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(b, sizeof b, "%s/dist_gpu_gpus1_%s.st", rap_test_tmpdir(), modes[k]);
         snprintf(cmd, sizeof cmd,
                  "%s train --device gpu --plan %s --data %s --batch %d --optimizer sgd --lr 0.05 "
-                 "--steps %d --eval-fraction 0 --mode sequential --quiet --save %s%s",
-                 rap_test_bin(), g_plan, g_data, B, STEPS, k ? b : a, k ? " --gpus 1" : "");
+                 "--steps %d --eval-fraction 0 --mode %s --quiet --save %s%s",
+                 rap_test_bin(), g_plan, g_data, B, STEPS, modes[k], k ? b : a,
+                 k ? " --gpus 1" : "");
         int rc = sh(cmd, out, OUT);
         CHECK_MSG(rc == 0, "%s: %s", k ? "--gpus 1" : "plain", out);
+        if (k == 0 || rc != 0)
+            continue;
+        double worst;
+        char msg[512] = "";
+        CHECK_MSG(same_weights(b, a, 1e-5, &worst, msg, sizeof msg), "%s: %s", modes[k], msg);
+        printf("    --gpus 1 (%s) vs plain GPU: largest difference %.3g (%s)\n", modes[k], worst,
+               rap_test_same_checkpoints(a, b, NULL) ? "bit for bit" : "not bit for bit");
     }
-    double worst;
-    char msg[512] = "";
-    CHECK_MSG(same_weights(b, a, 1e-5, &worst, msg, sizeof msg), "%s", msg);
-    printf("    --gpus 1 vs plain GPU: largest difference %.3g (%s)\n", worst,
-           rap_test_same_checkpoints(a, b, NULL) ? "bit for bit" : "not bit for bit");
     rap_test_tune_restore(&env);
     free(out);
 }

@@ -316,7 +316,9 @@ static rap_status evaluate_dist(trainer *t, rap_eval_result *out)
  * result). */
 static rap_status evaluate(trainer *t, rap_eval_result *out)
 {
-    if (t->dist && t->R > 1)
+    /* with a comm, even of one rank: the whole model (rap_model_predict of a
+     * sharded model does not give the whole model's logits) */
+    if (t->dist)
         return evaluate_dist(t, out);
     return evaluate_model(t, t->model, out);
 }
