@@ -348,7 +348,7 @@ int cmd_train(int argc, char **argv)
     if (st != RAP_OK) {
         rap_fail(st, "%s", msg);
         int code = cli_fail("train", st);
-        if (world) { /* the other ranks may wait in a collective: end them all */
+        if (world && st != RAP_ERR_INTERRUPTED) { /* others may wait in a collective: end them */
             fflush(stderr);
             rap_comm_abort(world, code);
         }
