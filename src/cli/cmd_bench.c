@@ -83,6 +83,7 @@ typedef struct {
 typedef struct {
     rap_hybrid *h;
     int R, rank, n_dense;
+    bool model_loss;
 } bench_dist;
 
 static rap_status bench_train(void *ctx, const rap_model_batch *mb, double *loss)
@@ -96,6 +97,8 @@ static rap_status bench_train(void *ctx, const rap_model_batch *mb, double *loss
     loc.dense = mb->dense + r0 * d->n_dense;
     loc.label = mb->label + r0;
     RAP_TRY(rap_hybrid_step(d->h, mb, &loc));
+    if (d->model_loss) /* one GPU rank: the runtime reads the model's loss */
+        return RAP_OK;
     return rap_hybrid_loss(d->h, loss);
 }
 
@@ -178,6 +181,8 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         rc.train_fn = bench_train;
         rc.train_ctx = &dist;
         rc.batch_rows = b->mc.batch;
+        dist.model_loss = dist.R == 1 && b->dev == RAP_GPU; /* as train.c */
+        rc.train_fn_model_loss = dist.model_loss;
     }
     if (b->shard) { /* ideal from a shard (checked in main): no feed, cycle */
         rc.shard = b->data;

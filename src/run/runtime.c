@@ -939,7 +939,8 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
         for (int p = 1; p < 4; p++)
             RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
-        *e->h_loss = (float)loss; /* read back by ring_finish once EV_END has completed */
+        if (!rt->cfg.train_fn_model_loss)
+            *e->h_loss = (float)loss; /* read back by ring_finish once EV_END has completed */
     } else if (use_graph) { /* one span: the graph's phases cannot be told apart */
         RAP_TRY(rap_rt_record(e->ev[EV_P0], rt->train_s));
         int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, "step (graph)", "phase", s->info.seq,
@@ -965,7 +966,7 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
                 RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
         }
     }
-    if (!rt->cfg.train_fn)
+    if (!rt->cfg.train_fn || rt->cfg.train_fn_model_loss)
         RAP_TRY(rap_rt_d2h(e->h_loss, rt->loss_dev, sizeof(float), rt->train_s));
     RAP_TRY(rap_rt_record(e->ev[EV_END], rt->train_s));
     if (nx) {

@@ -171,6 +171,9 @@ typedef struct {
      * graph. NULL: the plain step, unchanged. */
     rap_status (*train_fn)(void *ctx, const rap_model_batch *mb, double *loss);
     void *train_ctx;
+    bool train_fn_model_loss;     /* GPU: train_fn's loss is not used; the model's own
+                                   * loss is read back asynchronously as without
+                                   * train_fn (one rank: it is the global loss) */
     int64_t batch_rows;           /* B of slots, executors and batches; 0 = the model's
                                    * batch (with train_fn: the global batch Bg) */
 } rap_runtime_config;

@@ -142,6 +142,7 @@ typedef struct {
     rap_hybrid *hyb;
     int64_t rank_samples;      /* rows this rank trained in this run */
     bool stopped;              /* the loop stopped on a stop request (every rank) */
+    bool model_loss;           /* one GPU rank: the runtime reads the model's loss */
     bool comm_failed;          /* the stop flag's collective failed: its error is set */
     int64_t exit_step;         /* test hook RAP_TEST_RANK_EXIT: _exit(1) after this step */
     int64_t hang_step;         /* test hook RAP_TEST_RANK_HANG: stop answering after it */
@@ -891,6 +892,8 @@ static rap_status dist_train(void *ctx, const rap_model_batch *mb, double *loss)
     loc.dense = mb->dense + r0 * t->mc.n_dense;
     loc.label = mb->label + r0;
     RAP_TRY(rap_hybrid_step(t->hyb, mb, &loc));
+    if (t->model_loss) /* one GPU rank: the runtime reads the model's loss, no wait */
+        return RAP_OK;
     return rap_hybrid_loss(t->hyb, loss);
 }
 
@@ -927,6 +930,10 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
         rc.train_fn = dist_train;
         rc.train_ctx = t;
         rc.batch_rows = t->mc.batch;
+        /* one rank on the GPU: its loss is the global one; read back
+         * asynchronously, as without ranks, instead of waiting each step */
+        t->model_loss = t->R == 1 && c->device == RAP_GPU;
+        rc.train_fn_model_loss = t->model_loss;
     }
     return rap_runtime_create(&rc, t->model, t->feed, &t->rt);
 }
