@@ -3,14 +3,15 @@
 # GPU machine of the device tool lacks (GLPK, XGBoost and their
 # dependencies: see ../shared/spec/device.md) into DIR, to carry along and
 # name in LD_LIBRARY_PATH there. The CUDA, C and OpenBLAS libraries are
-# there already and are left out.
+# there already and are left out, and so are NCCL and OpenMPI (installed
+# there; NCCL alone is 200 MB, over the carry limit).
 set -e
 bin=$1
 dir=$2
 mkdir -p "$dir"
 ldd "$bin" | awk '/=> \// { print $1, $3 }' | while read -r name path; do
   case "$name" in
-    linux-vdso*|libc.so*|libm.so*|ld-linux*|libstdc++*|libgcc_s*|libz.so*|libcublas*|libopenblas*|libpthread*|libdl.so*|librt.so*|libcudart*) ;;
+    linux-vdso*|libc.so*|libm.so*|ld-linux*|libstdc++*|libgcc_s*|libz.so*|libcublas*|libopenblas*|libpthread*|libdl.so*|librt.so*|libcudart*|libnccl*|libmpi*|libopen-pal*|libopen-rte*|libhwloc*|libevent*|libudev*) ;;
     *) cp -L "$path" "$dir/$name" ;;
   esac
 done
