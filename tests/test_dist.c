@@ -162,6 +162,32 @@ static rap_status all_ops(rank_ctx *x)
             x->bad += recv[rd[p] + j] != (float)(1000 * p + 100 * me + j);
     RAP_TRY(rap_comm_barrier(c, "test barrier"));
     RAP_TRY(rap_comm_wait(c, NULL, "test wait")); /* no-op on the host */
+    /* A large allreduce of values of mixed magnitudes (rounding depends on
+     * the order of the adds) gives the same bits on every rank: replicated
+     * MLPs stay identical. Sizes that take MPI's small and large paths. */
+    for (int big = 0; big < 2; big++) {
+        int64_t nb = big ? 300001 : 37;
+        float *v = rap_malloc(sizeof(float) * (size_t)nb, "test allreduce");
+        if (!v)
+            return RAP_ERR_NOMEM;
+        uint64_t seed = 1234 + (uint64_t)me;
+        for (int64_t i = 0; i < nb; i++) {
+            uint64_t z = rap_splitmix64(&seed);
+            v[i] = (float)(z % 100000) * (z & 1 ? 1e-7f : 1e3f) - 3.3f;
+        }
+        rap_status st = rap_comm_allreduce(c, v, nb, RAP_COMM_F32, "test big allreduce");
+        uint64_t h = 1469598103934665603ULL, all[8];
+        for (int64_t i = 0; st == RAP_OK && i < nb; i++) {
+            uint32_t b;
+            memcpy(&b, &v[i], 4);
+            h = (h ^ b) * 1099511628211ULL;
+        }
+        rap_free(v);
+        RAP_TRY(st);
+        RAP_TRY(rap_comm_allgather(c, &h, sizeof h, all, "test hashes"));
+        for (int p = 0; p < R; p++)
+            x->bad += all[p] != all[0];
+    }
     return RAP_OK;
 }
 

@@ -110,6 +110,10 @@ rap_status rap_comm_mpi_init(rap_comm **out)
         if (e != MPI_SUCCESS)
             return rap_fail(RAP_ERR_IO, "MPI_Init_thread failed (error %d)", e);
         g_we_initialised = true;
+        if (provided < MPI_THREAD_SERIALIZED)
+            rap_warn("MPI gives thread level %d, below MPI_THREAD_SERIALIZED: call rap's "
+                     "collectives from the thread that started MPI",
+                     provided);
     }
     rap_comm *c = rap_calloc(sizeof *c, "rap_comm");
     mpi_state *s = rap_calloc(sizeof *s, "mpi comm");
