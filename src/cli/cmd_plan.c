@@ -12,6 +12,7 @@
  * per rank (SCHEDULE.rank<r>) with its parts' schedules and fusions.
  */
 #include "cli/cli.h"
+#include "dist/shard.h"
 #include "plan/place.h"
 #include "plan/search.h"
 
@@ -80,7 +81,7 @@ static const rap_opt g_opts[] = {
     {"link-latency-us", RAP_OPT_DOUBLE, P, OFF(link_latency_us), "10", 0, 1e6, NULL, "US", "latency of one all-to-all"},
     {"grad-comm-capacity", RAP_OPT_DOUBLE, P, OFF(grad_comm_ms), "0.05", 0, 1e6, NULL, "MS", "with --gpus > 1 and no capacity file: the assumed grad_comm window capacity"},
     {"capacity-fraction", RAP_OPT_DOUBLE, P, OFF(cap_fraction), "-1", -1, 1e6, NULL, "F", "no capacity file: every window hides F x the whole plan's one-GPU predicted ms (for comparisons; -1: off)"},
-    {"owners", RAP_OPT_STRING, P, OFF(owners), "", 0, 0, NULL, "R,R,..", "with --gpus: the rank owning each table (the plan's sparse columns in order; default: table-wise, largest first onto the rank with the fewest rows)"},
+    {"owners", RAP_OPT_STRING, P, OFF(owners), "", 0, 0, NULL, "R,R,..", "with --gpus: the rank owning each table (the plan's sparse columns in order; default: the trainer's sharding, src/dist/shard.c)"},
     {"max-moves", RAP_OPT_INT, P, OFF(max_moves), "1000", 1, 1000000, NULL, "N", "placement search: moves at most"},
     {"quiet", RAP_OPT_BOOL, P | T, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
     {"verbose", RAP_OPT_BOOL, P | T, OFF(verbose), "false", 0, 0, NULL, NULL, "print solver messages"},
@@ -353,6 +354,36 @@ static void print_rank_windows(const rap_place_result *r)
     }
 }
 
+/* Table ownership as the trainer shards (src/dist/shard.c with the
+ * arguments rap train and rap bench pass: no budget, one lookup per
+ * table): owner[t] = the rank of table t's first part, holders[t] = every
+ * rank with a part of it. T = the plan's sparse columns. */
+static rap_status owners_as_trainer(const rap_plan *plan, int emb_dim, int R, int *owner,
+                                    uint64_t *holders, int max_t, int *n_tables)
+{
+    int64_t rows[1024];
+    int T = 0;
+    for (int c = 0; c < plan->n_cols; c++) {
+        const rap_node *n = &plan->nodes[plan->cols[c].node];
+        if (n->kind != RAP_SPARSE)
+            continue;
+        if (T >= max_t || T >= 1024)
+            return rap_fail(RAP_ERR_ARG, "placement: more than %d tables", max_t);
+        rows[T++] = n->bounded ? n->hi + 1 : 1;
+    }
+    rap_shard_map map;
+    RAP_TRY(rap_shard_plan(rows, T, emb_dim, R, 0, NULL, &map));
+    for (int t = 0; t < T; t++) {
+        owner[t] = map.part[map.part0[t]].rank;
+        holders[t] = 0;
+        for (int q = map.part0[t]; q < map.part0[t + 1]; q++)
+            holders[t] |= (uint64_t)1 << map.part[q].rank;
+    }
+    rap_shard_map_free(&map);
+    *n_tables = T;
+    return RAP_OK;
+}
+
 static int cmd_plan_gpus(const plan_settings *s)
 {
     const int R = (int)s->gpus;
@@ -373,6 +404,7 @@ static int cmd_plan_gpus(const plan_settings *s)
     rap_model_shape shape;
     rap_capacity *cap = rap_calloc(sizeof *cap * (size_t)R, "plan capacities");
     int owner[1024], T = 0;
+    uint64_t holders[1024];
     char capsrc[RAP_OPT_STR + 200], latency[RAP_OPT_STR + 64];
     rap_place_result res[3];
     memset(res, 0, sizeof res);
@@ -389,7 +421,7 @@ static int cmd_plan_gpus(const plan_settings *s)
     if (st == RAP_OK && pred && (s->gpu[0] || !cap[0].assumed))
         st = rap_predictor_check(pred, gpu);
     if (st == RAP_OK)
-        st = rap_place_owners_tablewise(plan, R, owner, 1024, &T);
+        st = owners_as_trainer(plan, (int)s->emb_dim, R, owner, holders, 1024, &T);
     if (st == RAP_OK && s->owners[0]) {
         char list[RAP_OPT_STR];
         snprintf(list, sizeof list, "%s", s->owners);
@@ -401,8 +433,10 @@ static int cmd_plan_gpus(const plan_settings *s)
             if (*end || v < 0 || v >= R || k >= T)
                 st = rap_fail(RAP_ERR_ARG, "--owners: entry %d \"%s\": expected a rank 0..%d for "
                               "each of the plan's %d tables", k, f, R - 1, T);
-            else
+            else {
                 owner[k] = (int)v;
+                holders[k] = (uint64_t)1 << v;
+            }
         }
         if (st == RAP_OK && k != T)
             st = rap_fail(RAP_ERR_ARG, "--owners: %d entries for the plan's %d tables", k, T);
@@ -415,6 +449,7 @@ static int cmd_plan_gpus(const plan_settings *s)
     cfg.batch = s->batch;
     cfg.shares = (int)s->row_shares;
     cfg.owner = owner;
+    cfg.holders = holders;
     cfg.cap = cap;
     cfg.pred = pred;
     cfg.link.gbytes_per_s = s->link_gbps;
@@ -442,8 +477,8 @@ static int cmd_plan_gpus(const plan_settings *s)
                     base_name(s->plan), (unsigned long long)rap_plan_hash(plan), R,
                     (long long)s->batch, (long long)s->batch * R, gpu, latency, capsrc,
                     s->link_gbps, s->link_latency_us,
-                    s->owners[0] ? "--owners" : "table-wise, largest first onto the rank with the "
-                                                "fewest rows (no budget)");
+                    s->owners[0] ? "--owners" : "rap_shard_plan as the trainer calls it (table-wise, "
+                                                "no budget)");
             for (int t = 0; t < T; t++)
                 fprintf(fp, "%s%d", t ? ", " : "", owner[t]);
             fprintf(fp, "],\n  \"written\": \"%s\",\n  \"placements\": [\n   ",
