@@ -441,6 +441,15 @@ RAP_TEST(dist_rank_dies_others_stop)
     CHECK_MSG(strstr(out, "did not complete within 2") != NULL, "threads: %s", out);
     CHECK_MSG(dt < 30, "threads: %.1f s", dt);
     printf("    threads, a rank stops: the others stopped after %.1f s\n", dt);
+    /* threads: a rank that fails breaks the comm: the others stop at once,
+     * whatever --comm-timeout */
+    t0 = rap_now();
+    rc = train_env(-3, "RAP_TEST_RANK_EXIT=2:2", "--steps 50 --eval-fraction 0 --comm-timeout 60",
+                   out, OUT);
+    dt = rap_now() - t0;
+    CHECK_MSG(rc != 0 && rc != 124, "threads, a rank fails: exit %d: %s", rc, out);
+    CHECK_MSG(dt < 20, "threads, a rank fails: %.1f s with --comm-timeout 60: %s", dt, out);
+    printf("    threads, a rank fails: the others stopped after %.1f s (--comm-timeout 60)\n", dt);
     if (why) {
         free(out);
         SKIP(why);

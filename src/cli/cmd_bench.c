@@ -298,6 +298,8 @@ static void *rank_main(void *p)
     rank_arg *a = p;
     a->st = run_mode(a->b, a->mode, &a->row, a->comm, a->gpu);
     snprintf(a->msg, sizeof a->msg, "%s", a->st == RAP_OK ? "" : rap_last_error());
+    if (a->st != RAP_OK) /* the others stop at their next collective */
+        rap_comm_abort(a->comm, 1);
     return NULL;
 }
 

@@ -172,6 +172,11 @@ static void *rank_main(void *arg)
     rank_job *r = arg;
     r->st = rap_train_run(&r->c, &r->res);
     snprintf(r->msg, sizeof r->msg, "%s", r->st == RAP_OK ? "" : rap_last_error());
+    /* a failed rank breaks the comm: the others stop at their next
+     * collective instead of waiting out its timeout (the test hook that
+     * plays a hung rank leaves it, so that the others time out) */
+    if (r->st != RAP_OK && r->st != RAP_ERR_INTERRUPTED && !getenv("RAP_TEST_RANK_HANG"))
+        rap_comm_abort(r->c.comm, 1);
     return NULL;
 }
 

@@ -742,6 +742,13 @@ static rap_status setup(trainer *t)
                         "computes in float32)");
     if (c->device != RAP_GPU && c->cuda_graph)
         return rap_fail(RAP_ERR_ARG, "--cuda-graph needs --device gpu");
+    if (t->dist && t->R > 1 && !strcmp(c->data, "-"))
+        return rap_fail(RAP_ERR_ARG, "--data -: with %d ranks every rank reads the input itself, "
+                        "and stdin reaches one of them: give a file", t->R);
+    if (t->dist && t->R > 1 && c->reader.follow)
+        return rap_fail(RAP_ERR_ARG, "--follow: with %d ranks every rank reads the input itself "
+                        "and they could see a growing file end at different rows: not supported",
+                        t->R);
     if (t->dist && c->cuda_graph)
         return rap_fail(RAP_ERR_ARG, "--cuda-graph: the hybrid-parallel step (ranks, --gpus) "
                         "exchanges data between ranks in every step and is not captured");
