@@ -899,6 +899,27 @@ static const phase_fn g_phases[4] = {rap_model_emb_forward, rap_model_mlp_forwar
 
 /* GPU: the four phases of slot s's batch on the training stream, timing
  * events in e; rap mode: nx's window slices released by the phase events. */
+/* The last of the four training windows with slices, or -1 when grad_comm
+ * or exposed have slices (the packing must then wait for the step's end) or
+ * no window has any. */
+static int last_training_window(const rap_runtime *rt)
+{
+    int n, last = -1;
+    if (!rt->sched)
+        return -1;
+    for (int w = RAP_WIN_GRAD_COMM; w < RAP_WIN_COUNT; w++) {
+        rap_schedule_window(rt->sched, (rap_window)w, &n);
+        if (n > 0)
+            return -1;
+    }
+    for (int w = 0; w < 4; w++) {
+        rap_schedule_window(rt->sched, (rap_window)w, &n);
+        if (n > 0)
+            last = w;
+    }
+    return last;
+}
+
 static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx)
 {
     rap_trace *tr = rt->cfg.trace;
@@ -953,18 +974,31 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
     } else {
         if (nx)
             RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
+        /* the packing goes right after the last training window that has
+         * slices when grad_comm and exposed have none: it then hides too */
+        int pack_after = nx ? last_training_window(rt) : -1;
         for (int p = 0; p < 4; p++) {
             RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
-            if (nx) {
-                RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_P0 + p]));
-                RAP_TRY(launch_window(rt, nx, (rap_window)p));
-            }
             int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, g_phase_names[p], "phase",
                                          s->info.seq, rt->train_s);
             RAP_TRY(g_phases[p](rt->model, &s->mb));
             if (sp >= 0)
                 RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
+            /* the phase's kernels are queued before the window's slices: the
+             * slices wait for the phase's start on the GPU either way, but
+             * when the host is just in time, training kernels must reach the
+             * GPU first (blocks are not pre-empted; bench/RESULTS.md) */
+            if (nx) {
+                RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_P0 + p]));
+                RAP_TRY(launch_window(rt, nx, (rap_window)p));
+                if (p == pack_after) {
+                    RAP_TRY(rap_input_make(nx->input, nx->prep, &nx->mb));
+                    RAP_TRY(rap_rt_record(nx->ev_ready, rt->prep_s));
+                }
+            }
         }
+        if (pack_after >= 0)
+            nx = NULL; /* packed already: nothing left for the end of the step */
     }
     if (!rt->cfg.train_fn || rt->cfg.train_fn_model_loss)
         RAP_TRY(rap_rt_d2h(e->h_loss, rt->loss_dev, sizeof(float), rt->train_s));
