@@ -275,6 +275,7 @@ typedef struct {
     int kernel;            /* -1: none */
     int d0, d1;
     int64_t r0, r1;
+    int copies;            /* the kernel slice this many times (>= 1 when kernel >= 0) */
 } corun;
 
 /* One training step; the co-run work (if any) starts with phase j->phase
@@ -292,7 +293,7 @@ static rap_status step(cprof *C, const corun *j, double ph[4], double *end)
     bool work = j && (j->probes > 0 || j->kernel >= 0);
     if (work) {
         RAP_TRY(rap_prof_wait(C->g, ps, EV_PHASE0 + j->phase));
-        if (j->kernel >= 0)
+        for (int c = 0; j->kernel >= 0 && c < j->copies; c++)
             RAP_TRY(rap_prep_run_kernel(C->prep, j->kernel, j->d0, j->d1, j->r0, j->r1, ps));
         RAP_TRY(rap_prof_probe(C->g, ps, j->probes));
         RAP_TRY(rap_prof_record(C->g, EV_PROBE_END, ps));
@@ -395,46 +396,47 @@ static rap_status standalone(cprof *C, const corun *j, int n, double *ms)
 static const char *const g_phase_names[4] = {"emb_forward", "mlp_forward", "mlp_backward",
                                              "emb_backward"};
 
-/* Median over reps of the end of the co-run work j (ms from its phase's
- * start). */
-static rap_status corun_end(cprof *C, const corun *j, double *end)
+/* Most copies of the job's kernel slice that fit beside its phase (no
+ * probes): doubling, then bisection, as max_probes. */
+static rap_status max_copies(cprof *C, corun j, int *best)
 {
-    double ph[4];
-    for (int i = 0; i < C->c->reps; i++)
-        RAP_TRY(step(C, j, ph, &C->e[i]));
-    *end = rap_prof_median(C->e, C->c->reps);
+    j.probes = 0;
+    bool ok = false;
+    int lo = 0, hi = -1;
+    for (int n = 1; n <= 4096; n *= 2) {
+        j.copies = n;
+        RAP_TRY(fits(C, &j, &ok));
+        if (!ok) {
+            hi = n;
+            break;
+        }
+        lo = n;
+    }
+    while (hi > 0 && hi - lo > 1) {
+        j.copies = (lo + hi) / 2;
+        RAP_TRY(fits(C, &j, &ok));
+        if (ok)
+            lo = j.copies;
+        else
+            hi = j.copies;
+    }
+    *best = lo;
     return RAP_OK;
 }
 
-/* The currency check (docs/PROFILE.md). Beside one phase, a base load of
- * n0 probes (half of what the phase hides) runs; its end time E0 is
- * measured, and with 8 more probes E1, so one more probe costs
- * slope = (E1 - E0) / 8 ms of co-run time. A kernel slice X launched
- * before the base load ends it at EX: X consumed (EX - E0) / slope probes'
- * worth of the window, i.e. consumed_ms = that x the standalone ms of one
- * probe. The currency holds if consumed_ms ~ X's standalone ms; the
- * thread-block measure if consumed_ms ~ a x X's blocks. One CSV line per
+/* The currency check (docs/PROFILE.md). Beside one phase of capacity C
+ * (ms of standalone probe work), for kernel slices of every type in the
+ * plan: m = the most copies of the slice that fit (same test as the
+ * capacity), its standalone ms L and its thread blocks N. If standalone
+ * latency is the right currency, m x L ~ C for every slice; if thread
+ * blocks were, m x N would be the constant instead. One CSV line per
  * slice: whole kernel, half and an eighth of the rows. */
 static rap_status currency(cprof *C, int phase, double cap_ms, int cap_probes)
 {
     FILE *out = C->c->currency_csv;
-    int n0 = cap_probes / 2 > 0 ? cap_probes / 2 : 0;
-    double probe_ms = 0, e0 = 0, e1 = 0;
-    RAP_TRY(standalone(C, NULL, 64, &probe_ms));
-    probe_ms /= 64;
-    corun base = {phase, n0, -1, 0, 0, 0, 0}, more = {phase, n0 + 8, -1, 0, 0, 0, 0};
-    RAP_TRY(corun_end(C, &base, &e0));
-    RAP_TRY(corun_end(C, &more, &e1));
-    double slope = (e1 - e0) / 8;
-    fprintf(out, "# currency check beside %s: capacity %.4f ms (%d probes); base load %d probes "
-                 "ends at %.4f ms, +8 probes at %.4f ms: %.5f ms co-run per probe, %.5f ms "
-                 "standalone per probe\n",
-            g_phase_names[phase], cap_ms, cap_probes, n0, e0, e1, slope, probe_ms);
-    fprintf(out, "type,descs,rows,standalone_ms,blocks,end_ms,consumed_ms\n");
-    if (!(slope > 0))
-        return rap_fail(RAP_ERR_INTERNAL, "profile capacity: currency check beside %s: more probes "
-                        "did not end later (%.4f -> %.4f ms); the phase is too short for it",
-                        g_phase_names[phase], e0, e1);
+    fprintf(out, "# currency check beside %s: capacity %.4f ms (%d probes of standalone work)\n",
+            g_phase_names[phase], cap_ms, cap_probes);
+    fprintf(out, "type,descs,rows,standalone_ms,blocks,fit_copies,copies_x_ms,copies_x_blocks\n");
     int64_t B = C->mb.rows;
     for (int k = 0; k < C->fus.n; k++) {
         const rap_kernel *kn = &C->fus.kernels[k];
@@ -442,17 +444,17 @@ static rap_status currency(cprof *C, int phase, double cap_ms, int cap_probes)
         rap_ktype_name(kn->op, kn->variant, type, sizeof type);
         const int64_t rows[3] = {B, B / 2, B / 8};
         for (int s = 0; s < 3; s++) {
-            corun j = {phase, n0, k, 0, kn->n, 0, rows[s] > 0 ? rows[s] : 1};
-            double l = 0, ex = 0;
+            corun j = {phase, 0, k, 0, kn->n, 0, rows[s] > 0 ? rows[s] : 1, 1};
+            double l = 0;
             RAP_TRY(standalone(C, &j, 0, &l));
             long long b0 = rap_prof_blocks_launched();
             RAP_TRY(rap_prep_run_kernel(C->prep, k, 0, kn->n, 0, j.r1, rap_prof_prep_stream(C->g)));
             long long blocks = rap_prof_blocks_launched() - b0;
             RAP_TRY(rap_prof_sync());
-            RAP_TRY(corun_end(C, &j, &ex));
-            double consumed = (ex - e0) / slope * probe_ms;
-            fprintf(out, "%s,%d,%lld,%.6f,%lld,%.6f,%.6f\n", type, kn->n, (long long)j.r1, l, blocks,
-                    ex, consumed);
+            int m = 0;
+            RAP_TRY(max_copies(C, j, &m));
+            fprintf(out, "%s,%d,%lld,%.6f,%lld,%d,%.6f,%lld\n", type, kn->n, (long long)j.r1, l,
+                    blocks, m, m * l, m * blocks);
             fflush(out);
         }
     }
@@ -538,7 +540,7 @@ rap_status rap_profile_capacity(const rap_prof_capacity_config *c, rap_capacity 
         if (st != RAP_OK)
             break;
         cap->standalone_ms[p] = rap_prof_median(v[p], reps);
-        corun j = {p, 0, -1, 0, 0, 0, 0};
+        corun j = {p, 0, -1, 0, 0, 0, 0, 0};
         int n = 0;
         st = max_probes(&C, j, &n);
         double ms = 0;
