@@ -566,3 +566,70 @@ RAP_TEST(place_row_split_table_holders)
         rap_place_result_free(&res[k]);
     rap_plan_free(p);
 }
+
+static bool same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    while (same) {
+        int x = fgetc(fa), y = fgetc(fb);
+        if (x != y)
+            same = false;
+        if (x == EOF || y == EOF)
+            break;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
+/* rap plan --gpus: one manifest per rank with its parts' files, the three
+ * placements in the report; --gpus 1 writes what plain rap plan writes. */
+RAP_TEST(place_cli_rap_plan_gpus)
+{
+    char buf[256];
+    const char *path = plan_path("plan0.plan", buf, sizeof buf);
+    if (!path)
+        SKIP("plans/ not found from the working directory");
+    char s[512], rep[512], args[2048], out[1 << 14], f[700];
+    rap_test_path(s, sizeof s, "placeS");
+    rap_test_path(rep, sizeof rep, "place_report.json");
+    snprintf(args, sizeof args, "plan --plan %s --gpus 4 --placement all --capacity-fraction 0.25 "
+             "--out %s --report %s", path, s, rep);
+    REQUIRE(rap_test_run_rap(args, out, sizeof out) == 0);
+    CHECK(strstr(out, "| search |") && strstr(out, "| owner | ") && strstr(out, "| batch | "));
+    for (int r = 0; r < 4; r++) {
+        snprintf(f, sizeof f, "%s.rank%d", s, r);
+        CHECK(file_has(f, "rap-placement 1"));
+        CHECK(file_has(f, "part 0 rows "));
+        snprintf(f, sizeof f, "%s.rank%d.0", s, r);
+        CHECK(access(f, R_OK) == 0);
+        snprintf(f, sizeof f, "%s.rank%d.0.fusion", s, r);
+        CHECK(file_has(f, "rap-fusion 1"));
+    }
+    CHECK(file_has(rep, "\"placement\": \"owner\""));
+    CHECK(file_has(rep, "\"placement\": \"batch\""));
+    CHECK(file_has(rep, "\"placement\": \"search\""));
+    CHECK(file_has(rep, "\"ownership\": \"rap_shard_plan"));
+    /* --gpus 1 == no --gpus: same schedule and fusion files */
+    char a[512], b[512], fa[700], fb[700];
+    rap_test_path(a, sizeof a, "place_one_a");
+    rap_test_path(b, sizeof b, "place_one_b");
+    snprintf(args, sizeof args, "plan --plan %s --fusion levels --out %s --quiet", path, a);
+    REQUIRE(rap_test_run_rap(args, out, sizeof out) == 0);
+    snprintf(args, sizeof args, "plan --plan %s --fusion levels --gpus 1 --out %s --quiet", path, b);
+    REQUIRE(rap_test_run_rap(args, out, sizeof out) == 0);
+    CHECK(same_file(a, b));
+    snprintf(fa, sizeof fa, "%s.fusion", a);
+    snprintf(fb, sizeof fb, "%s.fusion", b);
+    CHECK(same_file(fa, fb));
+    /* refusals: ILP fusion per part, owners of the wrong length */
+    snprintf(args, sizeof args, "plan --plan %s --gpus 2 --fusion ilp --out %s", path, s);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 2);
+    CHECK(strstr(out, "one-GPU only") != NULL);
+    snprintf(args, sizeof args, "plan --plan %s --gpus 2 --owners 0,1 --out %s", path, s);
+    CHECK(rap_test_run_rap(args, out, sizeof out) != 0);
+    CHECK(strstr(out, "2 entries for the plan's 27 tables") != NULL);
+}
