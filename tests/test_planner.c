@@ -281,7 +281,7 @@ RAP_TEST(planner_plan3_under_10s)
     rap_model_shape sh = {26, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0};
     rap_capacity cap;
     rap_capacity_assumed(&sh, "test", &cap);
-    rap_search_config sc = {NULL, &cap, 4096, 1};
+    rap_search_config sc = {NULL, &cap, 4096, 1, false};
     rap_schedule *s;
     rap_search_result sr;
     REQUIRE_OK(rap_schedule_search(p, &f, &sc, "plan3", &s, &sr));
@@ -384,7 +384,7 @@ RAP_TEST(planner_split_exact_and_windows_within_capacity)
     CHECK(largest_computed);
     for (int w = 0; w < RAP_CAP_WINDOWS; w++)
         cap.capacity_ms[w] = 0.75 * largest;
-    rap_search_config c = {NULL, &cap, B, 1};
+    rap_search_config c = {NULL, &cap, B, 1, false};
     rap_schedule *s;
     rap_search_result sr;
     REQUIRE_OK(rap_schedule_search(p, &f, &c, "split", &s, &sr));
@@ -410,6 +410,28 @@ RAP_TEST(planner_split_exact_and_windows_within_capacity)
     CHECK(row_pieces > 0);
     CHECK(computed_row_pieces > 0);
     CHECK(sr.load_ms[RAP_WIN_EXPOSED] > 0); /* the windows cannot hold it all */
+
+    /* the ablation (--no-split): whole kernels only, none over capacity, and
+     * the largest kernel (bigger than any window) exposed whole */
+    rap_search_config cw = c;
+    cw.no_split = true;
+    rap_schedule *sw;
+    rap_search_result srw;
+    REQUIRE_OK(rap_schedule_search(p, &f, &cw, "whole", &sw, &srw));
+    CHECK_OK(rap_schedule_validate(sw, p, &f, B));
+    CHECK(srw.n_split == 0 && srw.n_slices == f.n);
+    for (int w = 0; w < RAP_WIN_COUNT; w++) {
+        int n;
+        const rap_slice *sl = rap_schedule_window(sw, (rap_window)w, &n);
+        for (int q = 0; q < n; q++)
+            CHECK(sl[q].d0 == 0 && sl[q].d1 == f.kernels[sl[q].kernel].n && sl[q].r0 == 0 &&
+                  (sl[q].r1 == RAP_ROWS_END || sl[q].r1 >= B));
+        if (w < RAP_WIN_EXPOSED)
+            CHECK(srw.load_ms[w] <= cap.capacity_ms[w] + 1e-12);
+    }
+    CHECK(srw.load_ms[RAP_WIN_EXPOSED] >= largest - 1e-12);
+    CHECK(srw.total_exposed_ms >= sr.total_exposed_ms - 1e-12); /* splitting helps here */
+    rap_schedule_free(sw);
 
     /* run: whole vs the schedule's slices, on the CPU */
     rap_batch b;
@@ -590,7 +612,7 @@ RAP_TEST(planner_report_json)
     rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, 1000, 0};
     rap_capacity cap;
     rap_capacity_assumed(&sh, "test", &cap);
-    rap_search_config c = {NULL, &cap, 1000, 1};
+    rap_search_config c = {NULL, &cap, 1000, 1, false};
     rap_schedule *s;
     rap_search_result sr;
     REQUIRE_OK(rap_schedule_search(p, &f, &c, "r", &s, &sr));
@@ -775,7 +797,7 @@ RAP_TEST(planner_capacity_aware_variant)
     rap_capacity_assumed(&sh, "t", &cap);
     for (int w = 0; w < RAP_CAP_WINDOWS; w++)
         cap.capacity_ms[w] = caps[w];
-    rap_search_config sc = {NULL, &cap, 4096, 1};
+    rap_search_config sc = {NULL, &cap, 4096, 1, false};
     rap_schedule *s;
     rap_search_result sr;
     REQUIRE_OK(rap_schedule_search(p, &f, &sc, "c", &s, &sr));

@@ -49,6 +49,7 @@ typedef struct {
     double cap_fraction;     /* < 0: off */
     int64_t max_moves;
     char owners[RAP_OPT_STR];
+    bool split;
     bool quiet, verbose, help;
 } plan_settings;
 
@@ -65,7 +66,8 @@ static const rap_opt g_opts[] = {
     {"in", RAP_OPT_STRING, T, OFF(in), "", 0, 0, NULL, "CSV", "measured kernels (docs/PLANNER.md, \"Measurements CSV\")"},
     {"report", RAP_OPT_STRING, P, OFF(report), "", 0, 0, NULL, "FILE.json", "write the planning report (JSON)"},
     {"fusion-out", RAP_OPT_STRING, P, OFF(fusion_out), "", 0, 0, NULL, "FILE", "write the fusion the schedule runs (default: SCHEDULE.fusion; the runtime must load it)"},
-    {"fusion", RAP_OPT_ENUM, P, OFF(fusion), "ilp", 0, 0, "ilp|levels|ilp-capacity", NULL, "fusion: the integer program, greedy by levels, or the better (less exposed) of the ILP and its capacity-aware variant"},
+    {"fusion", RAP_OPT_ENUM, P, OFF(fusion), "ilp", 0, 0, "ilp|levels|ilp-capacity|none", NULL, "fusion: the integer program, greedy by levels, the better (less exposed) of the ILP and its capacity-aware variant, or none (one kernel per op: the ablation)"},
+    {"split", RAP_OPT_BOOL, P, OFF(split), "true", 0, 0, NULL, NULL, "split kernels that do not fit a window (--no-split: whole kernels only, the ablation)"},
     {"time-limit", RAP_OPT_DOUBLE, P, OFF(time_limit), "5", 0.1, 3600, NULL, "SEC", "fusion ILP time limit (the best solution so far is used after it)"},
     {"extra-stages", RAP_OPT_INT, P, OFF(extra_stages), "2", -1, 1000, NULL, "N", "ILP stages beyond the longest op chain (-1: one per op, exact but slow)"},
     {"gpu", RAP_OPT_STRING, P, OFF(gpu), "", 0, 0, NULL, "NAME", "GPU the plan is for (default: the capacity file's); files for another GPU are refused"},
@@ -184,10 +186,11 @@ int cmd_plan(int argc, char **argv)
     double t0 = rap_now();
     if (st == RAP_OK)
         st = rap_fuse_levels(plan, &greedy);
-    rap_search_config sc = {pred, &cap, s.batch, 1};
-    const char *method = s.fusion == 1 ? "levels" : "ilp";
+    rap_search_config sc = {pred, &cap, s.batch, 1, !s.split};
+    const bool use_ilp = s.fusion == 0 || s.fusion == 2;
+    const char *method = s.fusion == 1 ? "levels" : s.fusion == 3 ? "none" : "ilp";
     if (st == RAP_OK) {
-        if (s.fusion != 1) {
+        if (use_ilp) {
             rap_ilp_config ic = rap_ilp_defaults();
             ic.pred = pred;
             ic.batch = s.batch;
@@ -229,7 +232,7 @@ int cmd_plan(int argc, char **argv)
                 }
             }
         } else {
-            st = rap_fuse_levels(plan, &fus);
+            st = s.fusion == 3 ? rap_fuse_none(plan, &fus) : rap_fuse_levels(plan, &fus);
             if (st == RAP_OK)
                 st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
         }
@@ -254,7 +257,7 @@ int cmd_plan(int argc, char **argv)
                  s.capacity);
     if (st == RAP_OK && s.report[0]) {
         rap_report_info info = {base_name(s.plan), gpu, latency, capsrc,
-                                method, s.fusion != 1 ? &ilp : NULL,
+                                method, use_ilp ? &ilp : NULL,
                                 rap_fusion_predicted_ms(plan, &fus, pred, s.batch), greedy.n,
                                 rap_fusion_predicted_ms(plan, &greedy, pred, s.batch), s.batch};
         FILE *fp = fopen(s.report, "w");
@@ -271,7 +274,7 @@ int cmd_plan(int argc, char **argv)
                 (long long)s.batch, gpu);
         fprintf(stderr, "  latency: %s; capacity: %s\n", latency, capsrc);
         fprintf(stderr, "  fusion: %s, %d kernels (greedy levels: %d)", method, fus.n, greedy.n);
-        if (s.fusion != 1)
+        if (use_ilp)
             fprintf(stderr, ", ILP %s in %.2f s, gap %.2f%%", ilp.status, ilp.solve_s, 100 * ilp.gap);
         fprintf(stderr, "\n  schedule: %d slices (%d kernels split), planned in %.2f s -> %s (fusion: %s)\n",
                 sr.n_slices, sr.n_split, plan_s, s.out, fusion_path);

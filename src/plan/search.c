@@ -74,6 +74,16 @@ static rap_status place_kernel(search_state *ss, int k)
     int d = 0;
     int64_t r = 0;     /* rows of desc d already placed (row split in progress) */
     int row_win = 0;   /* window of the last row piece of desc d */
+    if (ss->c->no_split) { /* the ablation: whole kernels only */
+        int w0 = 0;
+        for (int j = 0; j < kn->n; j++)
+            w0 = min_window(ss, k, j) > w0 ? min_window(ss, k, j) : w0;
+        double ms = rap_slice_ms(ss->p, ss->f, pred, k, 0, kn->n, 0, B, B);
+        int w = w0;
+        while (w < RAP_WIN_EXPOSED && ss->left[w] < ms)
+            w++;
+        return place(ss, (rap_window)w, k, 0, kn->n, 0, B, ms);
+    }
     while (d < kn->n) {
         bool placed = false;
         int w0 = min_window(ss, k, d);

@@ -25,6 +25,8 @@ typedef struct {
     const rap_capacity *cap;    /* capacities of emb_forward .. grad_comm */
     int64_t batch;              /* B: rows of a batch; pieces tile [0, B) */
     int gpus;                   /* 1; see rap_place_zero_comm */
+    bool no_split;              /* ablation: kernels only whole (the earliest window
+                                 * where the whole kernel fits, else exposed) */
 } rap_search_config;
 
 typedef struct {
