@@ -708,6 +708,7 @@ static rap_status setup(trainer *t)
 {
     const rap_train_config *c = t->c;
     t->R = 1;
+    t->res->ranks = 1;
     if (c->comm) {
         t->dist = true;
         t->rank = rap_comm_rank(c->comm);
