@@ -534,7 +534,9 @@ typedef struct {
     bool done;            /* loss and record valid, not consumed */
     float *h_loss;        /* GPU: pinned (1) */
     double loss;
-    void *ev[EV_N];
+    void *ev[EV_N];      /* timing events */
+    void *sy[EV_N];      /* rap mode: the same boundaries for the preprocessing stream
+                          * to wait on (no timing) */
     rap_step_record rec;
 } ring_entry;
 
@@ -899,6 +901,15 @@ static const phase_fn g_phases[4] = {rap_model_emb_forward, rap_model_mlp_forwar
 
 /* GPU: the four phases of slot s's batch on the training stream, timing
  * events in e; rap mode: nx's window slices released by the phase events. */
+/* Whether window w of the schedule has slices. */
+static bool window_used(const rap_runtime *rt, rap_window w)
+{
+    int n = 0;
+    if (rt->sched)
+        rap_schedule_window(rt->sched, w, &n);
+    return n > 0;
+}
+
 /* The last of the four training windows with slices, or -1 when grad_comm
  * or exposed have slices (the packing must then wait for the step's end) or
  * no window has any. */
@@ -988,8 +999,10 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
              * slices wait for the phase's start on the GPU either way, but
              * when the host is just in time, training kernels must reach the
              * GPU first (blocks are not pre-empted; bench/RESULTS.md) */
-            if (nx) {
-                RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_P0 + p]));
+            if (nx && window_used(rt, (rap_window)p)) {
+                /* waits on a timing event slowed every phase (bench/RESULTS.md) */
+                RAP_TRY(rap_rt_record(e->sy[EV_P0 + p], rt->train_s));
+                RAP_TRY(rap_rt_wait(rt->prep_s, e->sy[EV_P0 + p]));
                 RAP_TRY(launch_window(rt, nx, (rap_window)p));
                 if (p == pack_after) {
                     RAP_TRY(rap_input_make(nx->input, nx->prep, &nx->mb));
@@ -1004,7 +1017,8 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
         RAP_TRY(rap_rt_d2h(e->h_loss, rt->loss_dev, sizeof(float), rt->train_s));
     RAP_TRY(rap_rt_record(e->ev[EV_END], rt->train_s));
     if (nx) {
-        RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_END]));
+        RAP_TRY(rap_rt_record(e->sy[EV_END], rt->train_s));
+        RAP_TRY(rap_rt_wait(rt->prep_s, e->sy[EV_END]));
         RAP_TRY(launch_window(rt, nx, RAP_WIN_GRAD_COMM));
         RAP_TRY(launch_window(rt, nx, RAP_WIN_EXPOSED));
         RAP_TRY(rap_input_make(nx->input, nx->prep, &nx->mb));
@@ -1808,9 +1822,9 @@ void rap_runtime_get_stats(rap_runtime *rt, rap_runtime_stats *st)
 static rap_status make_slot(rap_runtime *rt, rt_slot *s, void *exec_stream, void *pack_stream)
 {
     if (on_gpu(rt)) {
-        RAP_TRY(rap_rt_event_create(&s->ev_copied));
-        RAP_TRY(rap_rt_event_create(&s->ev_ready));
-        RAP_TRY(rap_rt_event_create(&s->ev_done));
+        RAP_TRY(rap_rt_sync_event_create(&s->ev_copied));
+        RAP_TRY(rap_rt_sync_event_create(&s->ev_ready));
+        RAP_TRY(rap_rt_sync_event_create(&s->ev_done));
     }
     if (rt->mode == RAP_MODE_MPS)
         return RAP_OK;
@@ -1882,7 +1896,10 @@ void rap_runtime_free(rap_runtime *rt)
     }
     for (int i = 0; i < RT_RING; i++)
         for (int k = 0; k < EV_N; k++)
+{
             rap_rt_event_free(rt->ring[i].ev[k]);
+            rap_rt_event_free(rt->ring[i].sy[k]);
+        }
     rap_rt_host_free(rt->h_losses);
     for (int i = 0; rt->graphs && i < rt->S; i++)
         rap_run_graph_free(rt->graphs[i]);
@@ -1944,7 +1961,10 @@ static rap_status create_inner(rap_runtime *rt)
         for (int i = 0; i < RT_RING; i++) {
             rt->ring[i].h_loss = rt->h_losses + i;
             for (int k = 0; k < EV_N; k++)
+{
                 RAP_TRY(rap_rt_event_create(&rt->ring[i].ev[k]));
+                RAP_TRY(rap_rt_sync_event_create(&rt->ring[i].sy[k]));
+            }
         }
         RAP_TRY(rap_rt_model_loss_ptr(rt->model, &rt->loss_dev));
         if (c->trace)

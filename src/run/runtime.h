@@ -248,6 +248,9 @@ void rap_runtime_free(rap_runtime *rt);
 rap_status rap_rt_stream_create(void **stream, bool highest);
 void rap_rt_stream_free(void *stream);
 rap_status rap_rt_event_create(void **ev);
+/* An event for ordering streams only (no timing: cheaper to record and to
+ * wait on; bench/RESULTS.md, "timing events"). */
+rap_status rap_rt_sync_event_create(void **ev);
 void rap_rt_event_free(void *ev);
 rap_status rap_rt_record(void *ev, void *stream);
 rap_status rap_rt_wait(void *stream, void *ev);

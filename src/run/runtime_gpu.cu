@@ -36,6 +36,14 @@ extern "C" rap_status rap_rt_event_create(void **ev)
     return RAP_OK;
 }
 
+extern "C" rap_status rap_rt_sync_event_create(void **ev)
+{
+    cudaEvent_t e;
+    RAP_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    *ev = (void *)e;
+    return RAP_OK;
+}
+
 extern "C" void rap_rt_event_free(void *ev)
 {
     if (ev)
@@ -169,6 +177,11 @@ rap_status rap_rt_stream_create(void **stream, bool highest)
 }
 void rap_rt_stream_free(void *stream) { (void)stream; }
 rap_status rap_rt_event_create(void **ev)
+{
+    *ev = NULL;
+    return NO_GPU;
+}
+rap_status rap_rt_sync_event_create(void **ev)
 {
     *ev = NULL;
     return NO_GPU;
