@@ -594,7 +594,7 @@ struct rap_runtime {
     int64_t trained;      /* steps trained (ring index) */
     int64_t loss_head;    /* next step whose loss next_loss returns */
     int64_t ring_head;    /* oldest step whose entry may still be in flight */
-    void **graphs;        /* (S) sequential + cuda_graph: the step captured per slot
+    void **graphs;        /* (S, 4) --cuda-graph: each phase captured per slot
                            * (a graph holds the slot's buffer addresses) */
     bool graph_failed;
     /* ideal */
@@ -931,6 +931,32 @@ static int last_training_window(const rap_runtime *rt)
     return last;
 }
 
+/* Phase p of a slot's step from its CUDA graph (--cuda-graph): captured at
+ * the slot's first full batch, then replayed (one launch instead of the
+ * phase's dozens: the host stays ahead of the GPU). A phase that cannot be
+ * captured runs directly, and graphs are off from then on (*use). */
+static rap_status phase_graph(rap_runtime *rt, int gi, int p, const rap_model_batch *mb, bool *use)
+{
+    if (!rt->graphs[gi]) {
+        rap_status st = rap_run_graph_begin(rt->train_s);
+        if (st == RAP_OK) {
+            rap_status s2 = g_phases[p](rt->model, mb);
+            st = rap_run_graph_end(rt->train_s, &rt->graphs[gi]);
+            if (s2 != RAP_OK)
+                st = s2;
+        }
+        if (st != RAP_OK) {
+            rap_warn("--cuda-graph: cannot capture the %s phase (%s); running without graphs",
+                     g_phase_names[p], rap_last_error());
+            rt->graphs[gi] = NULL;
+            rt->graph_failed = true;
+            *use = false;
+            return g_phases[p](rt->model, mb);
+        }
+    }
+    return rap_run_graph_launch(rt->graphs[gi], rt->train_s);
+}
+
 static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx)
 {
     rap_trace *tr = rt->cfg.trace;
@@ -940,22 +966,6 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             gi = i;
     bool use_graph = rt->graphs && !rt->graph_failed && s->mb.rows == rt->B && gi >= 0 &&
                      !rt->cfg.train_fn;
-    if (use_graph && !rt->graphs[gi]) {
-        rap_status st = rap_run_graph_begin(rt->train_s);
-        if (st == RAP_OK) {
-            rap_status s2 = rap_model_train_step(rt->model, &s->mb);
-            st = rap_run_graph_end(rt->train_s, &rt->graphs[gi]);
-            if (s2 != RAP_OK)
-                st = s2;
-        }
-        if (st != RAP_OK) {
-            rap_warn("--cuda-graph: cannot capture the training step (%s); running it without "
-                     "a graph", rap_last_error());
-            rt->graphs[gi] = NULL;
-            rt->graph_failed = true;
-            use_graph = false;
-        }
-    }
     if (rt->cfg.train_fn) { /* hybrid parallel: the next batch's slices first, then the step */
         if (nx) {
             RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
@@ -973,15 +983,6 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
         if (!rt->cfg.train_fn_model_loss)
             *e->h_loss = (float)loss; /* read back by ring_finish once EV_END has completed */
-    } else if (use_graph) { /* one span: the graph's phases cannot be told apart */
-        RAP_TRY(rap_rt_record(e->ev[EV_P0], rt->train_s));
-        int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, "step (graph)", "phase", s->info.seq,
-                                     rt->train_s);
-        RAP_TRY(rap_run_graph_launch(rt->graphs[gi], rt->train_s));
-        if (sp >= 0)
-            RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
-        for (int p = 1; p < 4; p++)
-            RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
     } else {
         if (nx)
             RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
@@ -992,7 +993,10 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
             int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, g_phase_names[p], "phase",
                                          s->info.seq, rt->train_s);
-            RAP_TRY(g_phases[p](rt->model, &s->mb));
+            if (use_graph)
+                RAP_TRY(phase_graph(rt, gi * 4 + p, p, &s->mb, &use_graph));
+            else
+                RAP_TRY(g_phases[p](rt->model, &s->mb));
             if (sp >= 0)
                 RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
             /* the phase's kernels are queued before the window's slices: the
@@ -1901,7 +1905,7 @@ void rap_runtime_free(rap_runtime *rt)
             rap_rt_event_free(rt->ring[i].sy[k]);
         }
     rap_rt_host_free(rt->h_losses);
-    for (int i = 0; rt->graphs && i < rt->S; i++)
+    for (int i = 0; rt->graphs && i < 4 * rt->S; i++)
         rap_run_graph_free(rt->graphs[i]);
     rap_free(rt->graphs);
     if (rt->own_streams) {
@@ -2033,8 +2037,8 @@ static rap_status create_inner(rap_runtime *rt)
         if (!rt->slots)
             return RAP_ERR_NOMEM;
     }
-    if (c->cuda_graph && rt->mode == RAP_MODE_SEQUENTIAL && on_gpu(rt)) {
-        rt->graphs = rap_calloc(sizeof(void *) * (size_t)rt->S, "graphs");
+    if (c->cuda_graph && on_gpu(rt) && rt->mode != RAP_MODE_MPS && rt->S <= 64) {
+        rt->graphs = rap_calloc(sizeof(void *) * 4 * (size_t)rt->S, "graphs");
         if (!rt->graphs)
             return RAP_ERR_NOMEM;
     }

@@ -143,7 +143,7 @@ typedef struct {
     int cpu_workers;              /* K, cpu mode; 0 = all cores */
     int prep_threads;             /* CPU executor threads (sequential on the CPU); 0 = all */
     int ideal_batches;            /* ideal: batches resident at once (0: 8) */
-    bool cuda_graph;              /* sequential on the GPU: replay the 4 phases as a graph */
+    bool cuda_graph;              /* GPU: each phase captured once per slot as a CUDA graph, replayed */
     rap_trace *trace;             /* optional */
     int64_t max_records;          /* per-step timing records kept (medians); 0 = sums only */
     /* mps mode: the server reads and preprocesses the input itself (every
