@@ -261,9 +261,10 @@ RAP_TEST(dist_train_matches_one_rank)
     CHECK_MSG(rc == 0, "R=1: %s", out);
     double l1[STEPS + 4];
     REQUIRE(read_losses(refm, l1, STEPS + 4) == STEPS);
-    /* mpirun -np 2, 3, 4 (and 2 in cpu mode); then 2 ranks as threads */
-    const int runs[] = {2, 3, 4, 2, -2};
-    const char *const mode[] = {"", "", "", "--mode cpu --cpu-workers 2", ""};
+    /* mpirun -np 2, 3, 4 (placement owner: each rank its columns), 2 in cpu
+     * mode, 3 with placement batch (every column); then 2 ranks as threads */
+    const int runs[] = {2, 3, 4, 2, 3, -2};
+    const char *const mode[] = {"", "", "", "--mode cpu --cpu-workers 2", "--placement batch", ""};
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
         int R = runs[k];
         if (R > 0 && why)

@@ -20,6 +20,7 @@
 #include "run/metrics.h"
 #include "run/mps.h"
 #include "run/runtime.h"
+#include "run/train.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -84,6 +85,10 @@ typedef struct {
     rap_hybrid *h;
     int R, rank, n_dense;
     bool model_loss;
+    rap_plan *part;            /* placement owner/search: the rank's columns (or NULL) */
+    rap_fusion part_fus;
+    int rtab[RAP_MAX_TABLES];  /* global table of the part's sparse columns */
+    int n_rtab;
 } bench_dist;
 
 static rap_status bench_train(void *ctx, const rap_model_batch *mb, double *loss)
@@ -96,7 +101,13 @@ static rap_status bench_train(void *ctx, const rap_model_batch *mb, double *loss
     loc.rows = nr;
     loc.dense = mb->dense + r0 * d->n_dense;
     loc.label = mb->label + r0;
-    RAP_TRY(rap_hybrid_step(d->h, mb, &loc));
+    if (d->part) {
+        rap_model_batch g;
+        rap_train_rank_batch(mb, d->rtab, d->n_rtab, &g);
+        RAP_TRY(rap_hybrid_step(d->h, &g, &loc));
+    } else {
+        RAP_TRY(rap_hybrid_step(d->h, mb, &loc));
+    }
     if (d->model_loss) /* one GPU rank: the runtime reads the model's loss */
         return RAP_OK;
     return rap_hybrid_loss(d->h, loss);
@@ -158,12 +169,17 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         }
         if ((st = rap_hybrid_create(m, &map, hc, &dist.h)) != RAP_OK)
             goto out;
+        /* as rap train: owner and search run the rank's columns only */
+        if (dist.R > 1 && s->placement != PLACE_BATCH && !b->shard && !b->sched &&
+            (st = rap_train_rank_plan(b->plan, &shard, s->fusion == FUSE_NONE, &dist.part,
+                                      &dist.part_fus, dist.rtab, &dist.n_rtab)) != RAP_OK)
+            goto out;
     }
     rap_runtime_config rc;
     memset(&rc, 0, sizeof rc);
     rc.mode = mode;
-    rc.plan = b->plan;
-    rc.fusion = b->fus;
+    rc.plan = dist.part ? dist.part : b->plan;
+    rc.fusion = dist.part ? &dist.part_fus : b->fus;
     rc.schedule = b->sched;
     rc.cpu_workers = (int)s->cpu_workers;
     rc.prep_threads = (int)s->threads;
@@ -271,6 +287,7 @@ out:
         rap_runtime_free(rt);
         rap_rowfeed_free(f, NULL);
         rap_hybrid_free(dist.h);
+        rap_train_rank_plan_free(dist.part, &dist.part_fus);
         rap_model_free(m);
         rap_comm_free(ncomm);
         rap_shard_map_free(&map);

@@ -1945,6 +1945,14 @@ static rap_status create_inner(rap_runtime *rt)
     rt->B = c->batch_rows > 0 ? c->batch_rows : mc->batch;
     rt->n_tables = mc->n_tables;
     rt->n_dense = mc->n_dense;
+    if (c->train_fn) { /* hybrid: the plan may be this rank's part (placement owner) */
+        int64_t *rows = rap_malloc(sizeof(int64_t) * RAP_MAX_TABLES, "runtime");
+        if (!rows)
+            return RAP_ERR_NOMEM;
+        rap_status st = rap_input_shape(rt->plan, &rt->n_dense, &rt->n_tables, rows);
+        rap_free(rows);
+        RAP_TRY(st);
+    }
     rt->max_bag = mc->max_bag > 0 ? mc->max_bag : 1;
     if (c->max_records > 0) {
         rt->st.records = rap_calloc(sizeof(rap_step_record) * (size_t)c->max_records, "step records");

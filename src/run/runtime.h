@@ -168,7 +168,9 @@ typedef struct {
      * model's four phases; train_fn trains this rank's share (rap_hybrid_step)
      * and returns the global mean loss (on the GPU it may wait for the step).
      * Timed as one span (phase_ms[0] holds the step, the others 0). No CUDA
-     * graph. NULL: the plain step, unchanged. */
+     * graph. The plan may then be a part of the model's (a rank's columns:
+     * mb holds its sparse columns only, in its frame order). NULL: the plain
+     * step, unchanged. */
     rap_status (*train_fn)(void *ctx, const rap_model_batch *mb, double *loss);
     void *train_ctx;
     bool train_fn_model_loss;     /* GPU: train_fn's loss is not used; the model's own

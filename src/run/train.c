@@ -144,6 +144,11 @@ typedef struct {
     bool stopped;              /* the loop stopped on a stop request (every rank) */
     bool model_loss;           /* one GPU rank: the runtime reads the model's loss */
     bool comm_failed;          /* the stop flag's collective failed: its error is set */
+    rap_plan *rplan;           /* placement owner: this rank's columns (every dense one,
+                                * the sparse ones of its tables); NULL = the plan */
+    rap_fusion rfus;           /* rplan fused */
+    int rtab[RAP_MAX_TABLES];  /* (sparse columns of rplan) their global table */
+    int n_rtab;
     int64_t exit_step;         /* test hook RAP_TEST_RANK_EXIT: _exit(1) after this step */
     int64_t hang_step;         /* test hook RAP_TEST_RANK_HANG: stop answering after it */
 } trainer;
@@ -704,6 +709,8 @@ static rap_status log_step(trainer *t, bool force)
                             rap_json_num(loss, a), rap_json_num(rate, b), t->t_train, starved);
 }
 
+static rap_status rank_plan(trainer *t);
+
 static rap_status setup(trainer *t)
 {
     const rap_train_config *c = t->c;
@@ -860,6 +867,17 @@ static rap_status setup(trainer *t)
             hc = t->ncomm;
         }
         RAP_TRY(rap_hybrid_create(t->model, &t->map, hc, &t->hyb));
+        /* placement owner (and search, which starts there): only this
+         * rank's columns; batch: every column (see docs/TRAINING.md) */
+        if (t->R > 1 && c->placement != 0 && !t->shard && !c->schedule &&
+            !(c->fusion_file && c->fusion_file[0]))
+            RAP_TRY(rank_plan(t));
+        if (t->rank == 0 && t->R > 1)
+            rap_info("placement %s: each rank preprocesses %s",
+                     c->placement == 0 ? "batch" : c->placement == 2 ? "search" : "owner",
+                     t->rplan ? "every dense column and the sparse columns of its own tables, "
+                                "over the whole global batch"
+                              : "every column of the whole global batch");
     }
 
     RAP_TRY(rap_batch_create(&t->eb, c->plan->schema, READ_ROWS, false));
@@ -886,6 +904,100 @@ static rap_status setup(trainer *t)
 
 static rap_status open_feed(trainer *t, int64_t passes);
 
+rap_status rap_train_rank_plan(const rap_plan *p, const rap_model_shard *sh, bool fuse_none,
+                               rap_plan **out, rap_fusion *fus, int *rtab, int *n_rtab)
+{
+    *out = NULL;
+    *n_rtab = 0;
+    int *keep = rap_malloc(sizeof(int) * (size_t)(p->n_cols + 1), "rank plan");
+    if (!keep)
+        return RAP_ERR_NOMEM;
+    int n = 0, sparse = 0;
+    for (int i = 0; i < p->n_cols; i++) {
+        bool is_sparse = p->nodes[p->cols[i].node].kind == RAP_SPARSE, mine = !is_sparse;
+        for (int k = 0; is_sparse && k < sh->n_local; k++)
+            mine |= sh->table[k] == sparse;
+        if (mine) {
+            keep[n++] = i;
+            if (is_sparse)
+                rtab[(*n_rtab)++] = sparse;
+        }
+        sparse += is_sparse;
+    }
+    if (*n_rtab == 0 || n == p->n_cols) { /* nothing to leave out */
+        rap_free(keep);
+        *n_rtab = 0;
+        return RAP_OK;
+    }
+    rap_plan *s = rap_malloc(sizeof *s, "rank plan");
+    if (!s) {
+        rap_free(keep);
+        return RAP_ERR_NOMEM;
+    }
+    *s = *p;
+    s->nodes = rap_malloc(sizeof *s->nodes * (size_t)p->n_nodes, "rank plan");
+    s->cols = rap_malloc(sizeof *s->cols * (size_t)(n + 1), "rank plan");
+    if (!s->nodes || !s->cols) {
+        rap_free(s->nodes);
+        rap_free(s->cols);
+        rap_free(s);
+        rap_free(keep);
+        return RAP_ERR_NOMEM;
+    }
+    memcpy(s->nodes, p->nodes, sizeof *s->nodes * (size_t)p->n_nodes);
+    s->cap_nodes = p->n_nodes;
+    for (int i = 0; i < n; i++)
+        s->cols[i] = p->cols[keep[i]];
+    s->n_cols = n;
+    s->cap_cols = n + 1;
+    rap_plan_finish(s);
+    rap_free(keep);
+    *out = s;
+    rap_status st = fuse_none ? rap_fuse_none(s, fus) : rap_fuse_levels(s, fus);
+    if (st != RAP_OK) {
+        rap_train_rank_plan_free(s, fus);
+        *out = NULL;
+    }
+    return st;
+}
+
+void rap_train_rank_plan_free(rap_plan *s, rap_fusion *fus)
+{
+    if (!s)
+        return;
+    rap_fusion_free(fus);
+    rap_free(s->nodes);
+    rap_free(s->cols);
+    rap_free(s);
+}
+
+static rap_status rank_plan(trainer *t)
+{
+    return rap_train_rank_plan(t->c->plan, &t->rshard, t->c->fuse_none, &t->rplan, &t->rfus,
+                               t->rtab, &t->n_rtab);
+}
+
+static void rank_plan_free(trainer *t)
+{
+    rap_train_rank_plan_free(t->rplan, &t->rfus);
+    t->rplan = NULL;
+}
+
+/* The whole batch's view for the hybrid step of a rank part's batch mb:
+ * its sparse column k is global table rtab[k]. */
+void rap_train_rank_batch(const rap_model_batch *mb, const int *rtab, int n_rtab,
+                          rap_model_batch *g)
+{
+    memset(g, 0, sizeof *g);
+    g->rows = mb->rows;
+    g->dense = mb->dense;
+    g->label = mb->label;
+    for (int k = 0; k < n_rtab; k++) {
+        g->off[rtab[k]] = mb->off[k];
+        g->ids[rtab[k]] = mb->ids[k];
+    }
+}
+
 /* The runtime's step with ranks: this rank's rows of the global batch mb
  * (dense, label) and the ids of every table over all its rows through the
  * hybrid step; the global mean loss back (a collective). */
@@ -899,7 +1011,13 @@ static rap_status dist_train(void *ctx, const rap_model_batch *mb, double *loss)
     loc.rows = nr;
     loc.dense = mb->dense + r0 * t->mc.n_dense;
     loc.label = mb->label + r0;
-    RAP_TRY(rap_hybrid_step(t->hyb, mb, &loc));
+    if (t->rplan) { /* the rank's columns: its sparse ones to their global tables */
+        rap_model_batch g;
+        rap_train_rank_batch(mb, t->rtab, t->n_rtab, &g);
+        RAP_TRY(rap_hybrid_step(t->hyb, &g, &loc));
+    } else {
+        RAP_TRY(rap_hybrid_step(t->hyb, mb, &loc));
+    }
     if (t->model_loss) /* one GPU rank: the runtime reads the model's loss, no wait */
         return RAP_OK;
     return rap_hybrid_loss(t->hyb, loss);
@@ -927,8 +1045,8 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
         RAP_TRY(open_feed(t, passes));
     }
     rc.mode = t->mode;
-    rc.plan = c->plan;
-    rc.fusion = &t->fus;
+    rc.plan = t->rplan ? t->rplan : c->plan;
+    rc.fusion = t->rplan ? &t->rfus : &t->fus;
     rc.schedule = c->schedule;
     rc.cpu_workers = c->cpu_workers;
     rc.prep_threads = c->reader.threads;
@@ -1035,6 +1153,7 @@ static void teardown(trainer *t)
     rap_batch_free(&t->eb);
     rap_hybrid_free(t->hyb);
     t->hyb = NULL;
+    rank_plan_free(t);
     rap_model_free(t->model);
     rap_comm_free(t->ncomm);
     t->ncomm = NULL;

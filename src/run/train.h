@@ -129,6 +129,21 @@ void rap_train_defaults(rap_train_config *c);
  * (RAP_ERR_INTERRUPTED, after saving when save is set). */
 rap_status rap_train_run(const rap_train_config *c, rap_train_result *res);
 
+/* Placement owner (docs/TRAINING.md "Several ranks"): the part of plan p a
+ * rank holding local tables sh runs: every dense and vector column, and
+ * the sparse columns of its tables (frame order kept), fused into *fus.
+ * rtab (RAP_MAX_TABLES) gets the global table of each of its sparse
+ * columns, *n_rtab their number. *out NULL (nothing to leave out, or no
+ * local table): run p. The part shares p's parameters: free it with
+ * rap_train_rank_plan_free only, before p. */
+rap_status rap_train_rank_plan(const rap_plan *p, const rap_model_shard *sh, bool fuse_none,
+                               rap_plan **out, rap_fusion *fus, int *rtab, int *n_rtab);
+void rap_train_rank_plan_free(rap_plan *part, rap_fusion *fus);
+/* g = the global-batch view of a rank part's model batch mb for
+ * rap_hybrid_step: mb's sparse column k at table rtab[k], the others NULL. */
+void rap_train_rank_batch(const rap_model_batch *mb, const int *rtab, int n_rtab,
+                          rap_model_batch *g);
+
 /* Hash of the plan as the model sees it: every column's name, kind and
  * op chain (ops and parameters), in frame order. Equal hashes, same
  * preprocessing. cols (may be NULL) gets "name:hash,..." (caller frees). */
