@@ -19,6 +19,7 @@
 #include "run/input.h"
 #include "run/metrics.h"
 #include "run/mps.h"
+#include "run/pack.h"
 #include "run/runtime.h"
 #include "run/train.h"
 
@@ -85,6 +86,10 @@ typedef struct {
     rap_hybrid *h;
     int R, rank, n_dense;
     bool model_loss;
+    float *loss_dev;           /* GPU, R > 1: the global loss, summed by NCCL (as train.c) */
+    rap_comm *ncomm;
+    rap_model *m;
+    void *stream;
     rap_plan *part;            /* placement owner/search: the rank's columns (or NULL) */
     rap_fusion part_fus;
     int rtab[RAP_MAX_TABLES];  /* global table of the part's sparse columns */
@@ -107,6 +112,15 @@ static rap_status bench_train(void *ctx, const rap_model_batch *mb, double *loss
         RAP_TRY(rap_hybrid_step(d->h, &g, &loc));
     } else {
         RAP_TRY(rap_hybrid_step(d->h, mb, &loc));
+    }
+    if (d->loss_dev) {
+        const float *part;
+        RAP_TRY(rap_rt_model_loss_ptr(d->m, &part));
+        if (nr > 0)
+            RAP_TRY(rap_rt_d2d(d->loss_dev, part, sizeof(float), d->stream));
+        else
+            RAP_TRY(rap_rt_zero(d->loss_dev, sizeof(float), d->stream));
+        return rap_comm_allreduce(d->ncomm, d->loss_dev, 1, RAP_COMM_F32, "loss allreduce");
     }
     if (d->model_loss) /* one GPU rank: the runtime reads the model's loss */
         return RAP_OK;
@@ -197,8 +211,17 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         rc.train_fn = bench_train;
         rc.train_ctx = &dist;
         rc.batch_rows = b->mc.batch;
-        dist.model_loss = dist.R == 1 && b->dev == RAP_GPU; /* as train.c */
+        dist.model_loss = b->dev == RAP_GPU; /* as train.c */
         rc.train_fn_model_loss = dist.model_loss;
+        if (dist.model_loss && dist.R > 1) {
+            if ((st = rap_run_dev_alloc((void **)&dist.loss_dev, 256, "the global loss")) !=
+                RAP_OK)
+                goto out;
+            dist.ncomm = ncomm;
+            dist.m = m;
+            dist.stream = stream;
+            rc.train_loss_dev = dist.loss_dev;
+        }
     }
     if (b->shard) { /* ideal from a shard (checked in main): no feed, cycle */
         rc.shard = b->data;
@@ -223,7 +246,8 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     rap_runtime_stats rs;
     while (trained < warm + steps) {
         if (trained == warm) {
-            if ((st = rap_runtime_sync(rt)) != RAP_OK)
+            if ((dist.h && (st = rap_hybrid_wait(dist.h)) != RAP_OK) ||
+                (st = rap_runtime_sync(rt)) != RAP_OK)
                 goto out;
             rap_runtime_get_stats(rt, &rs);
             pre0 = rs.preload_s;
@@ -244,7 +268,8 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         }
         trained += in.rows > 0;
     }
-    if ((st = rap_runtime_sync(rt)) != RAP_OK)
+    if ((dist.h && (st = rap_hybrid_wait(dist.h)) != RAP_OK) ||
+        (st = rap_runtime_sync(rt)) != RAP_OK)
         goto out;
     double wall = rap_now() - t0;
     rap_trace_set_enabled(tr, false);
@@ -288,6 +313,7 @@ out:
         rap_rowfeed_free(f, NULL);
         rap_hybrid_free(dist.h);
         rap_train_rank_plan_free(dist.part, &dist.part_fus);
+        rap_run_dev_free(dist.loss_dev);
         rap_model_free(m);
         rap_comm_free(ncomm);
         rap_shard_map_free(&map);

@@ -1979,6 +1979,8 @@ static rap_status create_inner(rap_runtime *rt)
             }
         }
         RAP_TRY(rap_rt_model_loss_ptr(rt->model, &rt->loss_dev));
+        if (c->train_fn && c->train_fn_model_loss && c->train_loss_dev)
+            rt->loss_dev = c->train_loss_dev;
         if (c->trace)
             RAP_TRY(rap_trace_gpu_origin(c->trace, rt->train_s));
     }

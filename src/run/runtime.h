@@ -174,8 +174,11 @@ typedef struct {
     rap_status (*train_fn)(void *ctx, const rap_model_batch *mb, double *loss);
     void *train_ctx;
     bool train_fn_model_loss;     /* GPU: train_fn's loss is not used; the model's own
-                                   * loss is read back asynchronously as without
-                                   * train_fn (one rank: it is the global loss) */
+                                   * loss (or train_loss_dev) is read back
+                                   * asynchronously as without train_fn */
+    const float *train_loss_dev;  /* with train_fn_model_loss: the device scalar holding
+                                   * the step's global loss once the step's work on
+                                   * the training stream is done; NULL = the model's */
     int64_t batch_rows;           /* B of slots, executors and batches; 0 = the model's
                                    * batch (with train_fn: the global batch Bg) */
 } rap_runtime_config;
@@ -271,6 +274,9 @@ void rap_rt_host_free(void *p);
 /* The model's device loss scalar (float, GPU model). */
 rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **loss_dev);
 rap_status rap_rt_mem_used(size_t *used);
+/* Device -> device copy, and zeroing, of n bytes, asynchronous on stream. */
+rap_status rap_rt_d2d(void *dst, const void *src, size_t n, void *stream);
+rap_status rap_rt_zero(void *dst, size_t n, void *stream);
 /* cudaSetDevice for the calling thread (--gpus: rank r's thread uses GPU r). */
 rap_status rap_rt_set_device(int device);
 /* GPUs visible (cudaGetDeviceCount). */

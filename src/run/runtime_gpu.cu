@@ -144,6 +144,18 @@ extern "C" rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **lo
     return RAP_OK;
 }
 
+extern "C" rap_status rap_rt_d2d(void *dst, const void *src, size_t n, void *stream)
+{
+    RAP_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_rt_zero(void *dst, size_t n, void *stream)
+{
+    RAP_CUDA_TRY(cudaMemsetAsync(dst, 0, n, (cudaStream_t)stream));
+    return RAP_OK;
+}
+
 extern "C" rap_status rap_rt_set_device(int device)
 {
     RAP_CUDA_TRY(cudaSetDevice(device));
@@ -256,6 +268,21 @@ rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **loss_dev)
 rap_status rap_rt_mem_used(size_t *used)
 {
     *used = 0;
+    return NO_GPU;
+}
+rap_status rap_rt_d2d(void *dst, const void *src, size_t n, void *stream)
+{
+    (void)dst;
+    (void)src;
+    (void)n;
+    (void)stream;
+    return NO_GPU;
+}
+rap_status rap_rt_zero(void *dst, size_t n, void *stream)
+{
+    (void)dst;
+    (void)n;
+    (void)stream;
     return NO_GPU;
 }
 rap_status rap_rt_set_device(int device)

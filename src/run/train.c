@@ -142,7 +142,8 @@ typedef struct {
     rap_hybrid *hyb;
     int64_t rank_samples;      /* rows this rank trained in this run */
     bool stopped;              /* the loop stopped on a stop request (every rank) */
-    bool model_loss;           /* one GPU rank: the runtime reads the model's loss */
+    bool model_loss;           /* GPU: the runtime reads the loss back asynchronously */
+    float *loss_dev;           /* GPU, R > 1: (1) the step's global loss, device */
     bool comm_failed;          /* the stop flag's collective failed: its error is set */
     rap_plan *rplan;           /* placement owner: this rank's columns (every dense one,
                                 * the sparse ones of its tables); NULL = the plan */
@@ -243,6 +244,7 @@ static rap_status evaluate_dist(trainer *t, rap_eval_result *out)
     int D = t->mc.emb_dim;
     memset(out, 0, sizeof *out);
     out->auc = out->logloss = out->accuracy = NAN;
+    RAP_TRY(rap_hybrid_wait(t->hyb));
     RAP_TRY(rap_model_sync(t->model));
     rap_model *whole = NULL;
     rap_status st = RAP_OK;
@@ -428,7 +430,9 @@ static rap_status save_sharded(trainer *t, const rap_meta *m)
     RAP_TRY(rap_comm_broadcast(c, &nonce, 1, RAP_COMM_I64, 0, "checkpoint id"));
     char id[64];
     snprintf(id, sizeof id, "%lld-%016llx", (long long)t->step, (unsigned long long)nonce);
-    rap_status st = rap_model_sync(t->model);
+    rap_status st = rap_hybrid_wait(t->hyb);
+    if (st == RAP_OK)
+        st = rap_model_sync(t->model);
     if (st == RAP_OK)
         st = rap_ckpt_save_shard(path, t->rank, t->R, id, t->model,
                                  t->mc.optimizer == RAP_ADAGRAD, m);
@@ -1018,6 +1022,15 @@ static rap_status dist_train(void *ctx, const rap_model_batch *mb, double *loss)
     } else {
         RAP_TRY(rap_hybrid_step(t->hyb, mb, &loc));
     }
+    if (t->loss_dev) { /* GPU ranks: the partial losses summed by NCCL on the stream */
+        const float *part;
+        RAP_TRY(rap_rt_model_loss_ptr(t->model, &part));
+        if (nr > 0)
+            RAP_TRY(rap_rt_d2d(t->loss_dev, part, sizeof(float), t->stream));
+        else
+            RAP_TRY(rap_rt_zero(t->loss_dev, sizeof(float), t->stream));
+        return rap_comm_allreduce(t->ncomm, t->loss_dev, 1, RAP_COMM_F32, "loss allreduce");
+    }
     if (t->model_loss) /* one GPU rank: the runtime reads the model's loss, no wait */
         return RAP_OK;
     return rap_hybrid_loss(t->hyb, loss);
@@ -1056,10 +1069,17 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
         rc.train_fn = dist_train;
         rc.train_ctx = t;
         rc.batch_rows = t->mc.batch;
-        /* one rank on the GPU: its loss is the global one; read back
-         * asynchronously, as without ranks, instead of waiting each step */
-        t->model_loss = t->R == 1 && c->device == RAP_GPU;
+        /* on the GPU the loss is read back asynchronously, as without
+         * ranks, instead of waiting for each step: one rank's is the global
+         * loss; with more, NCCL sums the partial losses into loss_dev on
+         * the training stream after each step (dist_train) */
+        t->model_loss = c->device == RAP_GPU;
         rc.train_fn_model_loss = t->model_loss;
+        if (t->model_loss && t->R > 1) {
+            if (!t->loss_dev)
+                RAP_TRY(rap_run_dev_alloc((void **)&t->loss_dev, 256, "the global loss"));
+            rc.train_loss_dev = t->loss_dev;
+        }
     }
     return rap_runtime_create(&rc, t->model, t->feed, &t->rt);
 }
@@ -1139,6 +1159,8 @@ static rap_status take_losses(trainer *t, bool wait)
  * evaluation). */
 static rap_status settle(trainer *t)
 {
+    if (t->hyb) /* bounded by the comm's timeout: a rank may have died */
+        RAP_TRY(rap_hybrid_wait(t->hyb));
     RAP_TRY(rap_runtime_sync(t->rt));
     return take_losses(t, true);
 }
@@ -1154,6 +1176,8 @@ static void teardown(trainer *t)
     rap_hybrid_free(t->hyb);
     t->hyb = NULL;
     rank_plan_free(t);
+    rap_run_dev_free(t->loss_dev);
+    t->loss_dev = NULL;
     rap_model_free(t->model);
     rap_comm_free(t->ncomm);
     t->ncomm = NULL;
