@@ -88,7 +88,9 @@ typedef struct {
      * when there is more than one rank. */
     struct rap_comm *comm;
     int gpu;                   /* with a comm on the GPU: this rank's device; -1 = current */
-    int placement;             /* --placement (docs/TRAINING.md: recorded, one data flow) */
+    int placement;             /* --placement: 0 batch (each rank the whole plan), 1 owner,
+                                * 2 search (each rank its part: rap_train_rank_plan);
+                                * docs/TRAINING.md "Several ranks" */
 } rap_train_config;
 
 typedef struct {
