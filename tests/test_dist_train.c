@@ -401,6 +401,28 @@ RAP_TEST(dist_checkpoint_resharding)
         printf("    %d -> %d ranks: weights and Adagrad state within %.2g of the uninterrupted "
                "run\n", r1 ? r1 : 1, r2 ? r2 : 1, worst);
     }
+    /* rap export of a sharded checkpoint: whole tables, no optimizer state */
+    {
+        char end[512], exp[600], cmd[2048];
+        rap_test_path(end, sizeof end, "dist_ck_2_3_end.st");
+        snprintf(exp, sizeof exp, "%s.export", end);
+        snprintf(cmd, sizeof cmd, "%s export --checkpoint %s --out %s --quiet", rap_test_bin(),
+                 end, exp);
+        CHECK_MSG(sh(cmd, out, OUT) == 0, "export: %s", out);
+        rap_ckpt *x = NULL;
+        CHECK_OK(rap_ckpt_open(exp, &x));
+        if (x) {
+            int k = rap_ckpt_find(x, "emb_l.2.weight");
+            CHECK(k >= 0 && x->t[k].shape[0] == 1000);
+            CHECK(rap_ckpt_find(x, "top_l.2.bias") >= 0);
+            CHECK(rap_ckpt_find(x, "optimizer.emb_l.2.weight.sum") < 0);
+            CHECK(x->n == 5 + 4 + 4 && !rap_ckpt_is_manifest(x));
+            const char *ct = rap_meta_get(&x->meta, "contents");
+            CHECK(ct && !strcmp(ct, "weights"));
+            CHECK_OK(rap_ckpt_verify(x));
+        }
+        rap_ckpt_close(x);
+    }
     /* damaged shard files are named */
     char half[512], bad[600];
     rap_test_path(half, sizeof half, "dist_ck_2_3_half.st");
