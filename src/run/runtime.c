@@ -597,6 +597,8 @@ struct rap_runtime {
     void **graphs;        /* (S, 4) --cuda-graph: each phase captured per slot
                            * (a graph holds the slot's buffer addresses) */
     bool graph_failed;
+    rap_row_batch *deferred; /* rap mode: the next batch, copied once emb_forward is
+                              * queued (the copy slowed the memory-bound lookups) */
     /* ideal */
     int ideal_count, ideal_at;
     /* mps */
@@ -984,7 +986,7 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
         if (!rt->cfg.train_fn_model_loss)
             *e->h_loss = (float)loss; /* read back by ring_finish once EV_END has completed */
     } else {
-        if (nx)
+        if (nx && !rt->deferred)
             RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
         /* the packing goes right after the last training window that has
          * slices when grad_comm and exposed have none: it then hides too */
@@ -999,6 +1001,14 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
                 RAP_TRY(g_phases[p](rt->model, &s->mb));
             if (sp >= 0)
                 RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
+            if (p == 0 && rt->deferred) { /* the next batch's copy, after the lookups */
+                rap_row_batch *b = rt->deferred;
+                rt->deferred = NULL;
+                RAP_TRY(rap_rt_record(e->sy[EV_P1], rt->train_s));
+                RAP_TRY(rap_rt_wait(rt->copy_s, e->sy[EV_P1]));
+                RAP_TRY(load_slot(rt, nx, b));
+                RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
+            }
             /* the phase's kernels are queued before the window's slices: the
              * slices wait for the phase's start on the GPU either way, but
              * when the host is just in time, training kernels must reach the
@@ -1305,13 +1315,24 @@ static rap_status step_pipelined(rap_runtime *rt, rap_step_info *info)
     } else {
         rap_row_batch *b;
         RAP_TRY(fetch(rt, &b));
-        if (b) {
+        /* rap mode without emb_forward slices: the copy waits for the lookups
+         * (phases_gpu); cur's step then takes nx as the batch to come */
+        bool defer = b && rt->mode == RAP_MODE_RAP && !rt->cfg.train_fn &&
+                     !window_used(rt, RAP_WIN_EMB_FORWARD);
+        if (defer) {
+            rt->deferred = b;
+        } else if (b) {
             RAP_TRY(load_slot(rt, nx, b));
             if (rt->mode == RAP_MODE_STREAM)
                 RAP_TRY(prep_whole(rt, nx, rt->prep_s, RAP_TRACK_PREP));
         }
     }
-    RAP_TRY(train_slot_gpu(rt, cur, nx->full ? nx : NULL));
+    rap_status tst = train_slot_gpu(rt, cur, nx->full || rt->deferred ? nx : NULL);
+    if (rt->deferred) { /* not reached: hand it back */
+        rap_rowfeed_release(rt->feed, rt->deferred);
+        rt->deferred = NULL;
+    }
+    RAP_TRY(tst);
     /* cpu mode: waiting for the workers is waiting for data */
     rt->st.starved_s += exposed_host;
     if (exposed_host > 1e-3)

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""bench/planner_table.py DIR [PLANS_DIR]: the tables of bench/RESULTS.md
+("planned schedules") from the JSON files bench/device_planner.sh writes
+(DIR/planP_B*.json) and the planner reports (PLANS_DIR/planP_B.report.json):
+every mode vs ideal, rap's speedups, the ablation, and predicted vs measured
+exposed latency per window (measured = rap's phase minus ideal's phase,
+the time the co-running work added; exposed = the time training waited)."""
+import json, os, sys
+
+d = sys.argv[1]
+pd = sys.argv[2] if len(sys.argv) > 2 else "plans/h200"
+PH = ["emb_forward", "mlp_forward", "mlp_backward", "emb_backward"]
+
+def load(f):
+    try:
+        return {m["mode"]: m for m in json.load(open(f))["modes"] if m.get("samples_per_s")}
+    except (OSError, ValueError, KeyError):
+        return {}
+
+rows, abl, win = [], [], []
+for plan in ["plan0", "plan1", "plan2", "plan3"]:
+    for b in [4096, 8192]:
+        m = load(f"{d}/{plan}_{b}.json")
+        if not m:
+            continue
+        ideal = m["ideal"]["samples_per_s"]
+        r = m.get("rap", {}).get("samples_per_s", 0)
+        ratio = {k: v["samples_per_s"] / ideal for k, v in m.items()}
+        rows.append(f"| {plan} | {b} | " + " | ".join(
+            f"{ratio[k]:.3f}" if k in ratio else "-" for k in
+            ["sequential", "stream", "mps", "cpu", "rap"]) + f" | {ideal/1e6:.2f} M | " +
+            " | ".join(f"{r / m[k]['samples_per_s']:.3f}" if k in m else "-" for k in
+                       ["sequential", "stream", "mps", "cpu"]) + " |")
+        a = [f"{ratio.get('rap', 0):.3f}"]
+        for v, mode in [("nofusion", "rap"), ("nosched", "stream"), ("nosplit", "rap")]:
+            mm = load(f"{d}/{plan}_{b}_{v}.json")
+            a.append(f"{mm[mode]['samples_per_s'] / mm['ideal']['samples_per_s']:.3f}"
+                     if mode in mm and "ideal" in mm else "-")
+        abl.append(f"| {plan} | {b} | " + " | ".join(a) + " |")
+        rep = f"{pd}/{plan}_{b}.report.json"
+        if os.path.exists(rep) and "rap" in m:
+            w = {x["name"]: x for x in json.load(open(rep))["windows"]}
+            cells = []
+            for p in PH:
+                meas = m["rap"][p + "_ms"] - m["ideal"][p + "_ms"]
+                cells.append(f"{w[p]['load_ms']:.3f} / {w[p]['exposed_ms']:.3f} / {meas:+.3f}")
+            cells.append(f"{w['exposed']['exposed_ms']:.3f} / {m['rap']['exposed_ms']:.3f}")
+            step = m["rap"]["step_ms"] - m["ideal"]["step_ms"]
+            win.append(f"| {plan} | {b} | " + " | ".join(cells) + f" | {step:+.3f} |")
+
+print("| plan | batch | sequential | stream | mps | cpu | **rap** | ideal samples/s | rap vs sequential | vs stream | vs mps | vs cpu |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("\n".join(rows))
+print("\nAblation (throughput / ideal of the same invocation):\n")
+print("| plan | batch | rap | without fusion | without the schedule (stream, planned fusion) | without the split |")
+print("|---|---:|---:|---:|---:|---:|")
+print("\n".join(abl))
+print("\nPredicted vs measured, per window (ms per step; training windows: predicted load / predicted exposed / measured slowdown of the phase vs ideal; exposed window: predicted / measured):\n")
+print("| plan | batch | " + " | ".join(PH) + " | exposed | step vs ideal |")
+print("|---|---:|" + "---|" * 5 + "---:|")
+print("\n".join(win))
