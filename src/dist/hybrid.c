@@ -42,7 +42,7 @@ struct rap_hybrid {
     rap_model_batch bg;               /* b_glob of the local tables */
     bool had_rows;                    /* last step had local rows (loss valid) */
     /* GPU: one step in flight. */
-    void *ev[2];
+    void *ev[3];
     int64_t steps;
 };
 
@@ -164,7 +164,7 @@ void rap_hybrid_free(rap_hybrid *h)
     h_free(h, h->recv);
     h_free(h, h->send);
     h_free(h, h->d_block);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (h->ev[i])
             rap_hybrid_event_free(h->ev[i]);
     rap_free(h->cum);
@@ -289,7 +289,7 @@ rap_status rap_hybrid_create(rap_model *m, const rap_shard_map *map, rap_comm *c
         h->pa_dev = (rap_hybrid_parts){dpart0, dtab, dcum, dtl, dloc};
         h->scratch_bytes = rap_hybrid_filter_gpu_scratch(h->Bg);
         h->scratch = h_alloc(h, h->scratch_bytes, "hybrid filter scratch", &st);
-        for (int i = 0; i < 2 && st == RAP_OK; i++)
+        for (int i = 0; i < 3 && st == RAP_OK; i++)
             st = rap_hybrid_event_create(&h->ev[i]);
         if (st != RAP_OK)
             goto fail;
@@ -401,23 +401,32 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
     RAP_TRY(build_glob(h, glob));
     RAP_TRY(rap_model_emb_forward(h->m, &h->bg));
     set_counts(h, n, nr);
-    RAP_TRY(rap_comm_alltoallv(h->c, h->bufs.emb_out, h->fs_count, h->fs_displ, h->recv,
-                               h->fr_count, h->fr_displ, "emb alltoall"));
+    /* One rank: the exchanges are the identity (emb_out already has the
+     * layout the scatter reads, demb_out the one the gather writes), the
+     * all-reduce too: skip them rather than copy 2 x (B, T, D) floats. */
+    const bool one = h->R == 1;
+    const float *src = h->bufs.emb_out;
+    if (!one) {
+        RAP_TRY(rap_comm_alltoallv(h->c, h->bufs.emb_out, h->fs_count, h->fs_displ, h->recv,
+                                   h->fr_count, h->fr_displ, "emb alltoall"));
+        src = h->recv;
+    }
     if (nr > 0) {
         if (gpu)
-            RAP_TRY(rap_hybrid_scatter_gpu(h->recv, nr, h->T, h->D, &h->pa_dev, h->bufs.emb,
+            RAP_TRY(rap_hybrid_scatter_gpu(src, nr, h->T, h->D, &h->pa_dev, h->bufs.emb,
                                            h->bufs.emb_ld, mc->stream));
         else
-            rap_hybrid_scatter_cpu(h->recv, nr, h->T, h->D, &h->pa_host, h->bufs.emb,
+            rap_hybrid_scatter_cpu(src, nr, h->T, h->D, &h->pa_host, h->bufs.emb,
                                    h->bufs.emb_ld);
         RAP_TRY(rap_model_mlp_forward(h->m, loc));
         RAP_TRY(rap_model_mlp_backward(h->m, loc));
+        float *dst = one ? h->bufs.demb_out : h->send;
         if (gpu)
             RAP_TRY(rap_hybrid_gather_gpu(h->bufs.demb, h->bufs.demb_ld, nr, h->P, h->D,
-                                          &h->pa_dev, h->send, mc->stream));
+                                          &h->pa_dev, dst, mc->stream));
         else
             rap_hybrid_gather_cpu(h->bufs.demb, h->bufs.demb_ld, nr, h->P, h->D, &h->pa_host,
-                                  h->send);
+                                  dst);
     } else if (gpu) {
         RAP_TRY(rap_hybrid_dev_zero(h->bufs.grads, sizeof(float) * h->bufs.n_grads, mc->stream));
     } else {
@@ -425,6 +434,7 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
     }
     h->had_rows = nr > 0;
     /* Dense gradients and the embedding gradients move together. */
+    if (!one) {
     RAP_TRY(rap_comm_group_begin(h->c));
     rap_status st = rap_comm_allreduce(h->c, h->bufs.grads, (int64_t)h->bufs.n_grads,
                                        RAP_COMM_F32, "dense grads allreduce");
@@ -434,13 +444,16 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
     rap_status st2 = rap_comm_group_end(h->c, "dense grads + emb grads");
     RAP_TRY(st);
     RAP_TRY(st2);
+    }
     RAP_TRY(rap_model_dense_apply(h->m));
     RAP_TRY(rap_model_emb_backward(h->m, &h->bg));
     if (gpu) {
-        /* At most one step in flight: wait for the previous one. */
-        RAP_TRY(rap_hybrid_event_record(h->ev[h->steps & 1], mc->stream));
-        if (h->steps > 0)
-            RAP_TRY(rap_comm_wait(h->c, h->ev[(h->steps - 1) & 1], "previous step"));
+        /* At most two steps in flight: wait for the one before the previous
+         * (waiting for the previous one left the GPU idle while the host
+         * queued the next step). */
+        RAP_TRY(rap_hybrid_event_record(h->ev[h->steps % 3], mc->stream));
+        if (h->steps > 1)
+            RAP_TRY(rap_comm_wait(h->c, h->ev[(h->steps - 2) % 3], "step before the previous"));
     }
     h->steps++;
     return RAP_OK;
