@@ -97,6 +97,15 @@ extern const int cli_n_options;
 /* Parses options for one subcommand; prints the error or the usage and
  * exits on failure or --help. Prints the resolved settings unless quiet. */
 void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_settings *s);
+/* A subcommand with an option table of its own (rap plan, predictor,
+ * profile): fills s from the table's defaults and argv; prints the error
+ * and exits 2 on a bad option, prints the usage and exits 0 when the
+ * bool at help_off in s is set. */
+void cli_parse_own(const char *name, const rap_opt *opts, int n, unsigned cmd, int argc,
+                   char **argv, void *s, size_t help_off);
+/* The `small` model preset for a table with emb-dim, mlp-bot and mlp-top
+ * options: the ones not given on the command line get 16, 64-16, 64-32-1. */
+void cli_small_model(const rap_opt *opts, int n, int64_t *emb_dim, char *mlp_bot, char *mlp_top);
 /* Prints "rap CMD: message" from rap_last_error() and returns exit code 1. */
 int cli_fail(const char *cmd_name, rap_status st);
 

@@ -96,27 +96,9 @@ static const int g_n_opts = (int)(sizeof g_opts / sizeof g_opts[0]);
 static void parse(const char *name, unsigned cmd, int argc, char **argv, plan_settings *s)
 {
     memset(s, 0, sizeof *s);
-    rap_status st = rap_opts_defaults(g_opts, g_n_opts, cmd, s);
-    if (st == RAP_OK)
-        st = rap_opts_parse(g_opts, g_n_opts, cmd, argc, argv, s);
-    if (st != RAP_OK) {
-        fprintf(stderr, "rap %s: %s\nusage: rap %s [options]   (rap %s --help lists them)\n", name,
-                rap_last_error(), name, name);
-        exit(2);
-    }
-    if (s->help) {
-        printf("usage: rap %s [options]\n", name);
-        rap_opts_usage(g_opts, g_n_opts, cmd, stdout);
-        exit(0);
-    }
-    if (cmd == PCMD_PLAN && s->model == MODEL_SMALL) {
-        if (!rap_opts_given(g_opts, g_n_opts, "emb-dim"))
-            s->emb_dim = 16;
-        if (!rap_opts_given(g_opts, g_n_opts, "mlp-bot"))
-            snprintf(s->mlp_bot, sizeof s->mlp_bot, "64-16");
-        if (!rap_opts_given(g_opts, g_n_opts, "mlp-top"))
-            snprintf(s->mlp_top, sizeof s->mlp_top, "64-32-1");
-    }
+    cli_parse_own(name, g_opts, g_n_opts, cmd, argc, argv, s, offsetof(plan_settings, help));
+    if (cmd == PCMD_PLAN && s->model == MODEL_SMALL)
+        cli_small_model(g_opts, g_n_opts, &s->emb_dim, s->mlp_bot, s->mlp_top);
     rap_log_set_level(s->quiet ? 1 : s->verbose ? 3 : 2);
 }
 

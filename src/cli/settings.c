@@ -179,6 +179,34 @@ rap_status cli_parse_widths(const char *opt, const char *spec, int *w, int max, 
     return RAP_OK;
 }
 
+void cli_parse_own(const char *name, const rap_opt *opts, int n, unsigned cmd, int argc,
+                   char **argv, void *s, size_t help_off)
+{
+    rap_status st = rap_opts_defaults(opts, n, cmd, s);
+    if (st == RAP_OK)
+        st = rap_opts_parse(opts, n, cmd, argc, argv, s);
+    if (st != RAP_OK) {
+        fprintf(stderr, "rap %s: %s\nusage: rap %s [options]   (rap %s --help lists them)\n", name,
+                rap_last_error(), name, name);
+        exit(2);
+    }
+    if (*((const bool *)((const char *)s + help_off))) {
+        printf("usage: rap %s [options]\n", name);
+        rap_opts_usage(opts, n, cmd, stdout);
+        exit(0);
+    }
+}
+
+void cli_small_model(const rap_opt *opts, int n, int64_t *emb_dim, char *mlp_bot, char *mlp_top)
+{
+    if (!rap_opts_given(opts, n, "emb-dim"))
+        *emb_dim = 16;
+    if (!rap_opts_given(opts, n, "mlp-bot"))
+        snprintf(mlp_bot, RAP_OPT_STR, "64-16");
+    if (!rap_opts_given(opts, n, "mlp-top"))
+        snprintf(mlp_top, RAP_OPT_STR, "64-32-1");
+}
+
 void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_settings *s)
 {
     memset(s, 0, sizeof *s);
