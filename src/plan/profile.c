@@ -81,11 +81,10 @@ static uint64_t next_rand(uint64_t *s)
 }
 
 /* Times descs [d0, d1) of kernel k over rows [r0, r1): median of reps. */
-static rap_status time_slice(kprof *K, rap_prep *prep, const rap_kernel *kn, int k, int d0, int d1,
-                             int64_t r0, int64_t r1, double *ms)
+static rap_status time_slice(kprof *K, rap_prep *prep, int k, int d0, int d1, int64_t r0, int64_t r1,
+                             double *ms)
 {
     void *st = rap_prof_train_stream(K->g);
-    (void)kn;
     for (int i = 0; i < K->c->reps; i++) {
         RAP_TRY(rap_prof_spin(K->g, st, 20));
         if (r0 > 0) /* computed kernels need their r0 == 0 piece first; harmless otherwise */
@@ -105,7 +104,7 @@ static rap_status measure(kprof *K, const rap_plan *p, rap_prep *prep, const rap
                           int d0, int d1, int64_t r0, int64_t r1, int64_t N)
 {
     double ms = 0;
-    RAP_TRY(time_slice(K, prep, kn, k, d0, d1, r0, r1, &ms));
+    RAP_TRY(time_slice(K, prep, k, d0, d1, r0, r1, &ms));
     rap_kfeat f;
     bool computed = p->nodes[kn->nodes[d0]].off == RAP_OFF_COMPUTED;
     /* batch_rows: the rows a computed kernel's r0 == 0 piece scans; 0 for a
@@ -261,7 +260,7 @@ typedef struct {
     rap_model_batch mb;
     rap_prep *prep;        /* the plan's kernels (currency check) */
     rap_fusion fus;
-    double *a, *b, *e;     /* (reps) scratch */
+    double *a, *e;         /* (reps) scratch */
     double *r0, *r1;       /* (reps) scratch */
 } cprof;
 
@@ -350,17 +349,12 @@ static rap_status fits(cprof *C, const corun *j, bool *ok)
     return RAP_OK;
 }
 
-/* Most probes that fit beside the phase with the job's kernel (if any). */
+/* Most probes that fit beside the phase j.phase (no kernel). */
 static rap_status max_probes(cprof *C, corun j, int *best)
 {
-    *best = -1;
     j.probes = 0;
+    j.kernel = -1;
     bool ok = false;
-    if (j.kernel >= 0) {
-        RAP_TRY(fits(C, &j, &ok));
-        if (!ok)
-            return RAP_OK; /* the kernel alone does not fit */
-    }
     int lo = 0, hi = -1; /* lo fits, hi does not */
     for (int n = 1; n <= 8192; n *= 2) {
         j.probes = n;
@@ -484,13 +478,14 @@ rap_status rap_profile_capacity(const rap_prof_capacity_config *c, rap_capacity 
     rap_model_config mc = c->model;
     const int64_t B = mc.batch;
     C.a = rap_malloc(sizeof(double) * (size_t)c->reps, "profiler timings");
-    C.b = rap_malloc(sizeof(double) * (size_t)c->reps, "profiler timings");
     C.e = rap_malloc(sizeof(double) * (size_t)c->reps, "profiler timings");
     C.r0 = rap_malloc(sizeof(double) * (size_t)c->reps, "profiler timings");
     C.r1 = rap_malloc(sizeof(double) * (size_t)c->reps, "profiler timings");
     rap_batch raw = {0};
     rap_input *in = NULL;
-    rap_status st = C.a && C.b && C.e && C.r0 && C.r1 ? RAP_OK : rap_fail(RAP_ERR_NOMEM, "profile capacity: out of memory");
+    rap_status st = C.a && C.e && C.r0 && C.r1
+                        ? RAP_OK
+                        : rap_fail(RAP_ERR_NOMEM, "profile capacity: out of memory");
     if (st == RAP_OK)
         st = rap_prof_gpu_create(EV_N, &C.g);
     if (st == RAP_OK)
@@ -579,7 +574,6 @@ rap_status rap_profile_capacity(const rap_prof_capacity_config *c, rap_capacity 
     rap_batch_free(&raw);
     rap_prof_gpu_free(C.g);
     rap_free(C.a);
-    rap_free(C.b);
     rap_free(C.e);
     rap_free(C.r0);
     rap_free(C.r1);
