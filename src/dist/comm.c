@@ -196,9 +196,9 @@ static void th_release(rap_comm *c)
     c->sh = NULL;
 }
 
-static rap_status th_alltoallv(rap_comm *c, const float *send, const int64_t *scount,
-                               const int64_t *sdispl, float *recv, const int64_t *rcount,
-                               const int64_t *rdispl, const char *name)
+static rap_status th_alltoallv(rap_comm *c, const void *send, const int64_t *scount,
+                               const int64_t *sdispl, void *recv, const int64_t *rcount,
+                               const int64_t *rdispl, size_t esize, const char *name)
 {
     th_shared *s = c->sh;
     int me = c->rank;
@@ -215,8 +215,9 @@ static rap_status th_alltoallv(rap_comm *c, const float *send, const int64_t *sc
             continue;
         }
         if (rcount[p] > 0)
-            memcpy(recv + rdispl[p], (const float *)sp->send + sp->sdispl[me],
-                   (size_t)rcount[p] * sizeof(float));
+            memcpy((char *)recv + (size_t)rdispl[p] * esize,
+                   (const char *)sp->send + (size_t)sp->sdispl[me] * esize,
+                   (size_t)rcount[p] * esize);
     }
     int64_t sent = bad >= 0 ? s->slot[bad].scount[me] : 0;
     RAP_TRY(th_barrier(c, name));
@@ -403,11 +404,36 @@ rap_status rap_comm_alltoallv(rap_comm *c, const float *send, const int64_t *sco
             memmove(recv + rdispl[0], send + sdispl[0], (size_t)scount[0] * sizeof(float));
         return RAP_OK;
     case RAP_COMM_THREADS:
-        return th_alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, name);
+        return th_alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, sizeof(float), name);
     case RAP_COMM_MPI:
         return rap_mpi_alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, name);
     case RAP_COMM_NCCL:
         return rap_nccl_alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, name);
+    }
+    return RAP_ERR_INTERNAL;
+}
+
+rap_status rap_comm_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
+                                   const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                   const int64_t *rdispl, rap_comm_type type, const char *name)
+{
+    RAP_TRY(pre(c, name));
+    size_t es = rap_comm_type_size(type);
+    switch (c->kind) {
+    case RAP_COMM_SELF:
+        if (scount[0] != rcount[0])
+            return rap_fail(RAP_ERR_ARG, "collective %s: sends %lld elements, receives %lld",
+                            name, (long long)scount[0], (long long)rcount[0]);
+        if (scount[0] > 0)
+            memmove((char *)recv + (size_t)rdispl[0] * es,
+                    (const char *)send + (size_t)sdispl[0] * es, (size_t)scount[0] * es);
+        return RAP_OK;
+    case RAP_COMM_THREADS:
+        return th_alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, es, name);
+    case RAP_COMM_MPI:
+        return rap_mpi_alltoallv_type(c, send, scount, sdispl, recv, rcount, rdispl, type, name);
+    case RAP_COMM_NCCL:
+        return rap_nccl_alltoallv_type(c, send, scount, sdispl, recv, rcount, rdispl, type, name);
     }
     return RAP_ERR_INTERNAL;
 }

@@ -122,6 +122,12 @@ rap_status rap_comm_alltoallv(rap_comm *c, const float *send, const int64_t *sco
                               const int64_t *sdispl, float *recv, const int64_t *rcount,
                               const int64_t *rdispl, const char *name);
 
+/* The same for elements of `type` (int64 ids, doubles or floats): counts and
+ * displacements in elements of that type; the bits are moved as they are. */
+rap_status rap_comm_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
+                                   const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                   const int64_t *rdispl, rap_comm_type type, const char *name);
+
 /* In-place sum over the ranks of buf (n elements of type), the same sum
  * (bit for bit) on every rank. */
 rap_status rap_comm_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,

@@ -37,6 +37,9 @@ size_t rap_comm_type_size(rap_comm_type t);
 rap_status rap_mpi_alltoallv(rap_comm *c, const float *send, const int64_t *scount,
                              const int64_t *sdispl, float *recv, const int64_t *rcount,
                              const int64_t *rdispl, const char *name);
+rap_status rap_mpi_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
+                                  const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                  const int64_t *rdispl, rap_comm_type type, const char *name);
 rap_status rap_mpi_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
                              const char *name);
 rap_status rap_mpi_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type, int root,
@@ -53,6 +56,9 @@ rap_status rap_nccl_create(rap_comm *host, int device, void *stream, rap_comm **
 rap_status rap_nccl_alltoallv(rap_comm *c, const float *send, const int64_t *scount,
                               const int64_t *sdispl, float *recv, const int64_t *rcount,
                               const int64_t *rdispl, const char *name);
+rap_status rap_nccl_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
+                                   const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                   const int64_t *rdispl, rap_comm_type type, const char *name);
 rap_status rap_nccl_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
                               const char *name);
 rap_status rap_nccl_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type, int root,

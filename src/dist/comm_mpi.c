@@ -180,6 +180,14 @@ rap_status rap_mpi_alltoallv(rap_comm *c, const float *send, const int64_t *scou
                              const int64_t *sdispl, float *recv, const int64_t *rcount,
                              const int64_t *rdispl, const char *name)
 {
+    return rap_mpi_alltoallv_type(c, send, scount, sdispl, recv, rcount, rdispl, RAP_COMM_F32,
+                                  name);
+}
+
+rap_status rap_mpi_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
+                                  const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                  const int64_t *rdispl, rap_comm_type type, const char *name)
+{
     mpi_state *s = c->be;
     int slot = 0, R = c->size;
     RAP_TRY(mpi_slot(c, name, &slot));
@@ -190,7 +198,7 @@ rap_status rap_mpi_alltoallv(rap_comm *c, const float *send, const int64_t *scou
         RAP_TRY(to_int(rcount[p], &rc[p], name));
         RAP_TRY(to_int(rdispl[p], &rd[p], name));
     }
-    int e = MPI_Ialltoallv(send, sc, sd, MPI_FLOAT, recv, rc, rd, MPI_FLOAT, s->comm,
+    int e = MPI_Ialltoallv(send, sc, sd, mpi_type(type), recv, rc, rd, mpi_type(type), s->comm,
                            &s->req[slot]);
     return mpi_started(c, e, "MPI_Ialltoallv", name);
 }
@@ -257,6 +265,10 @@ rap_status rap_comm_mpi_init(rap_comm **out)
 rap_status rap_mpi_alltoallv(rap_comm *c, const float *send, const int64_t *scount,
                              const int64_t *sdispl, float *recv, const int64_t *rcount,
                              const int64_t *rdispl, const char *name) { NO_MPI; }
+rap_status rap_mpi_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
+                                  const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                  const int64_t *rdispl, rap_comm_type type, const char *name)
+{ NO_MPI; }
 rap_status rap_mpi_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
                              const char *name) { NO_MPI; }
 rap_status rap_mpi_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type, int root,

@@ -157,19 +157,31 @@ extern "C" rap_status rap_nccl_alltoallv(rap_comm *c, const float *send, const i
                                          const int64_t *rcount, const int64_t *rdispl,
                                          const char *name)
 {
+    return rap_nccl_alltoallv_type(c, send, scount, sdispl, recv, rcount, rdispl, RAP_COMM_F32,
+                                   name);
+}
+
+extern "C" rap_status rap_nccl_alltoallv_type(rap_comm *c, const void *send,
+                                              const int64_t *scount, const int64_t *sdispl,
+                                              void *recv, const int64_t *rcount,
+                                              const int64_t *rdispl, rap_comm_type type,
+                                              const char *name)
+{
     nccl_state *s = (nccl_state *)c->be;
+    size_t es = rap_comm_type_size(type);
+    ncclDataType_t nt = nccl_type(type);
     if (!c->in_group)
         RAP_TRY(nccl_settle(c, ncclGroupStart(), "ncclGroupStart", name));
     for (int p = 0; p < c->size; p++) {
         if (scount[p] > 0) {
-            ncclResult_t e = ncclSend(send + sdispl[p], (size_t)scount[p], ncclFloat32, p, s->comm,
-                                      s->stream);
+            ncclResult_t e = ncclSend((const char *)send + (size_t)sdispl[p] * es,
+                                      (size_t)scount[p], nt, p, s->comm, s->stream);
             if (e != ncclSuccess && e != ncclInProgress)
                 return nccl_fail(c, e, "ncclSend", name);
         }
         if (rcount[p] > 0) {
-            ncclResult_t e = ncclRecv(recv + rdispl[p], (size_t)rcount[p], ncclFloat32, p, s->comm,
-                                      s->stream);
+            ncclResult_t e = ncclRecv((char *)recv + (size_t)rdispl[p] * es, (size_t)rcount[p],
+                                      nt, p, s->comm, s->stream);
             if (e != ncclSuccess && e != ncclInProgress)
                 return nccl_fail(c, e, "ncclRecv", name);
         }
@@ -261,6 +273,10 @@ rap_status rap_nccl_create(rap_comm *host, int device, void *stream, rap_comm **
 rap_status rap_nccl_alltoallv(rap_comm *c, const float *send, const int64_t *scount,
                               const int64_t *sdispl, float *recv, const int64_t *rcount,
                               const int64_t *rdispl, const char *name) { NO_NCCL; }
+rap_status rap_nccl_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
+                                   const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                   const int64_t *rdispl, rap_comm_type type, const char *name)
+{ NO_NCCL; }
 rap_status rap_nccl_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
                               const char *name) { NO_NCCL; }
 rap_status rap_nccl_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type, int root,
