@@ -20,6 +20,7 @@
 #include "dist/shard.h"
 #include "run/checkpoint.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,5 +194,327 @@ RAP_TEST(dist_batch_alltoallv_mpi)
         CHECK_MSG(rc == 0 && done == np, "mpirun -np %d: exit %d, %d ranks passed:\n%s", np, rc,
                   done, out);
     }
+    free(out);
+}
+
+/* ------------------------------------------------------------ rap train --placement batch */
+
+#define ROWS 3000 /* one epoch: 46 global batches of 64 rows and one of 56 */
+#define B 64
+#define NT 5
+
+static const int64_t k_rows[NT] = {300, 200, 1000, 50, 700};
+
+/* 3 dense, 5 sparse columns (tables of k_rows); fill_null makes every row
+ * hold exactly one id of every table. */
+static const char *k_plan =
+    "df[\"int_0\"] = (df[\"int_0\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_1\"] = (df[\"int_1\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_4\"] = (df[\"int_4\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"].fill_null(0), 0, 300)\n"
+    "df[\"cat_1\"] = functional.sigrid_hash(df[\"cat_1\"].fill_null(0), 0, 200)\n"
+    "df[\"cat_2\"] = functional.sigrid_hash(df[\"cat_2\"].fill_null(0), 0, 1000)\n"
+    "df[\"cat_3\"] = functional.sigrid_hash(df[\"cat_3\"].fill_null(0), 0, 50)\n"
+    "df[\"cat_4\"] = functional.sigrid_hash(df[\"cat_4\"].fill_null(0), 0, 700)\n";
+
+static char g_data[512], g_plan[512];
+
+static bool setup(rap_test_ctx *t)
+{
+    if (g_data[0])
+        return true;
+    rap_test_path(g_plan, sizeof g_plan, "dist_batch.plan");
+    FILE *f = fopen(g_plan, "w");
+    if (!f)
+        return false;
+    fputs(k_plan, f);
+    for (int i = 0; i < 13; i++)
+        if (i != 0 && i != 1 && i != 4)
+            fprintf(f, "del df[\"int_%d\"]\n", i);
+    for (int i = 5; i < 26; i++)
+        fprintf(f, "del df[\"cat_%d\"]\n", i);
+    fclose(f);
+    char data[512];
+    rap_test_path(data, sizeof data, "dist_batch_rows.tsv");
+    rap_gen_config g;
+    memset(&g, 0, sizeof g);
+    g.rows = ROWS;
+    g.seed = 7;
+    g.out = data;
+    if (rap_gen_cardinalities("kaggle", g.card) != RAP_OK)
+        return false;
+    rap_gen_result r;
+    if (rap_gen_write(&g, &r) != RAP_OK) {
+        rap_test_fail(t, __FILE__, __LINE__, "rap gen: %s", rap_last_error());
+        return false;
+    }
+    snprintf(g_data, sizeof g_data, "%s", data);
+    return true;
+}
+
+/* `rap train` of the small model: R 0 = the plain path, R > 0 under
+ * mpirun -np R, R < 0 as -R threads (--gpus -R). One epoch, SGD. */
+static int train(int R, const char *extra, char *out, size_t n)
+{
+    char cmd[4096], launcher[256] = "", gpus[32] = "";
+    if (R > 0)
+        snprintf(launcher, sizeof launcher, "mpirun --allow-run-as-root --oversubscribe -np %d ",
+                 R);
+    if (R < 0)
+        snprintf(gpus, sizeof gpus, "--gpus %d", -R);
+    snprintf(cmd, sizeof cmd,
+             "%s%s train --device cpu --plan %s --data %s --batch %d --optimizer sgd --lr 0.05 "
+             "--emb-dim 8 --mlp-bot 16-8 --mlp-top 16-1 --threads 1 --log-every 1 --epochs 1 "
+             "--eval-fraction 0 %s %s",
+             launcher, rap_test_bin(), g_plan, g_data, B, gpus, extra);
+    return sh(cmd, out, n);
+}
+
+/* The losses of the step lines of a metrics file, in order. */
+static int read_losses(const char *path, double *loss, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        if (!strstr(line, "\"event\":\"step\""))
+            continue;
+        const char *p = strstr(line, "\"loss\":");
+        if (p)
+            loss[n++] = atof(p + 7);
+    }
+    fclose(f);
+    return n;
+}
+
+/* The last line of a metrics file. */
+static bool last_line(const char *path, char *last, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[4096];
+    last[0] = 0;
+    while (fgets(line, sizeof line, f))
+        snprintf(last, n, "%s", line);
+    fclose(f);
+    return last[0] != 0;
+}
+
+/* "key":N of a line, or -1. */
+static int64_t num(const char *line, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *p = strstr(line, k);
+    return p ? strtoll(p + strlen(k), NULL, 10) : -1;
+}
+
+/* "key":[a,b,..] of a line into v; the count, or -1. */
+static int list(const char *line, const char *key, int64_t *v, int max)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":[", key);
+    const char *p = strstr(line, k);
+    if (!p)
+        return -1;
+    p += strlen(k);
+    int n = 0;
+    while (*p && *p != ']' && n < max) {
+        char *e;
+        v[n++] = strtoll(p, &e, 10);
+        p = *e == ',' ? e + 1 : e;
+    }
+    return n;
+}
+
+static bool close_to(double a, double b, double tol) { return fabs(a - b) <= tol * (1 + fabs(b)); }
+
+/* Same tensors and values within tol: checkpoint a (sharded: gathered
+ * first) against plain b; the largest difference in *worst. */
+static bool same_weights(const char *a, const char *b, double tol, double *worst, char *why,
+                         size_t wn)
+{
+    char ga[600];
+    snprintf(ga, sizeof ga, "%s.gathered", a);
+    *worst = 0;
+    if (rap_ckpt_gather(a, ga, false) != RAP_OK) {
+        snprintf(why, wn, "gather %s: %s", a, rap_last_error());
+        return false;
+    }
+    rap_ckpt *x = NULL, *y = NULL;
+    bool ok = rap_ckpt_open(ga, &x) == RAP_OK && rap_ckpt_open(b, &y) == RAP_OK;
+    if (!ok)
+        snprintf(why, wn, "open: %s", rap_last_error());
+    for (int i = 0; ok && i < y->n; i++) {
+        int j = rap_ckpt_find(x, y->t[i].name);
+        size_t bytes = (size_t)(y->t[i].end - y->t[i].begin);
+        if (j < 0 || (size_t)(x->t[j].end - x->t[j].begin) != bytes) {
+            snprintf(why, wn, "tensor %s missing or of another size in %s", y->t[i].name, a);
+            ok = false;
+            break;
+        }
+        float *p = malloc(bytes + 4), *q = malloc(bytes + 4);
+        ok = p && q && rap_ckpt_read(x, j, p) == RAP_OK && rap_ckpt_read(y, i, q) == RAP_OK;
+        for (size_t e = 0; ok && e < bytes / 4; e++) {
+            double d = fabs((double)p[e] - (double)q[e]);
+            if (d > *worst)
+                *worst = d;
+            if (d > tol * (1 + fabs((double)q[e]))) {
+                snprintf(why, wn, "%s[%zu]: %.9g in %s, %.9g in %s", y->t[i].name, e, p[e], a,
+                         q[e], b);
+                ok = false;
+            }
+        }
+        free(p);
+        free(q);
+    }
+    rap_ckpt_close(x);
+    rap_ckpt_close(y);
+    return ok;
+}
+
+/* What placement batch must move in one epoch on nr ranks, from the shard
+ * map the trainer makes and the row shares alone: every rank s sends each
+ * other rank p, for each table p holds, its share's offsets and ids (one id
+ * a row here): 16 bytes a row. sent[s] per rank; returns the sum. */
+static int64_t expected_bytes(int nr, int64_t rows, int64_t *sent)
+{
+    rap_shard_map map;
+    memset(&map, 0, sizeof map);
+    if (rap_shard_plan(k_rows, NT, 8, nr, 0, NULL, &map) != RAP_OK)
+        return -1;
+    int held[8] = {0}; /* tables rank p holds */
+    for (int tb = 0; tb < NT; tb++) {
+        bool seen[8] = {false};
+        for (int q = map.part0[tb]; q < map.part0[tb + 1]; q++)
+            if (!seen[map.part[q].rank]) {
+                seen[map.part[q].rank] = true;
+                held[map.part[q].rank]++;
+            }
+    }
+    rap_shard_map_free(&map);
+    int64_t all = 0;
+    for (int s = 0; s < nr; s++)
+        sent[s] = 0;
+    for (int64_t left = rows; left > 0; left -= B) {
+        int64_t n = left < B ? left : B;
+        for (int s = 0; s < nr; s++) {
+            int64_t r0, cnt, others = 0;
+            rap_hybrid_rows(n, nr, s, &r0, &cnt);
+            for (int p = 0; p < nr; p++)
+                others += p == s ? 0 : held[p];
+            sent[s] += 16 * cnt * others;
+        }
+    }
+    for (int s = 0; s < nr; s++)
+        all += sent[s];
+    return all;
+}
+
+RAP_TEST(dist_batch_matches_one_rank)
+{
+    if (!setup(t))
+        return;
+    const char *why = no_mpi();
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    char ref[512], refm[512], args[2048], last[4096];
+    rap_test_path(ref, sizeof ref, "dist_batch_ref.st");
+    rap_test_path(refm, sizeof refm, "dist_batch_ref.jsonl");
+    snprintf(args, sizeof args, "--save %s --metrics %s --quiet", ref, refm);
+    int rc0 = train(0, args, out, OUT);
+    CHECK_MSG(rc0 == 0, "one rank: exit %d: %s", rc0, out);
+    if (rc0 != 0) {
+        free(out);
+        return;
+    }
+    enum { MAXS = 64 };
+    double l1[MAXS];
+    int steps = read_losses(refm, l1, MAXS);
+    REQUIRE(steps == ROWS / B + 1);
+    REQUIRE(last_line(refm, last, sizeof last));
+    int64_t rows = num(last, "samples_trained");
+    REQUIRE(rows == ROWS);
+    /* mpirun -np 2 and 3, 2 in cpu mode; 2 and 3 threads (3 in cpu mode);
+     * then owner on 3 threads and 2 under mpirun: unchanged, nothing moved */
+    const int runs[] = {2, 3, 2, -2, -3, -3, -3, 2};
+    const char *const extra[] = {"--placement batch", "--placement batch",
+                                 "--placement batch --mode cpu --cpu-workers 2",
+                                 "--placement batch", "--placement batch",
+                                 "--placement batch --mode cpu --cpu-workers 2",
+                                 "--placement owner", "--placement owner"};
+    int done = 0;
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        int R = runs[k], nr = R < 0 ? -R : R;
+        bool batch = strstr(extra[k], "batch") != NULL;
+        if (R > 0 && why)
+            continue;
+        char ck[512], m[512];
+        snprintf(args, sizeof args, "dist_batch_%zu.st", k);
+        rap_test_path(ck, sizeof ck, args);
+        snprintf(args, sizeof args, "dist_batch_%zu.jsonl", k);
+        rap_test_path(m, sizeof m, args);
+        snprintf(args, sizeof args, "--save %s --metrics %s %s", ck, m, extra[k]);
+        int rc = train(R, args, out, OUT);
+        CHECK_MSG(rc == 0, "%d ranks, %s: exit %d: %s", R, extra[k], rc, out);
+        if (rc != 0)
+            continue;
+        /* the data path ran as named */
+        CHECK_MSG(strstr(out, batch ? "over its own rows of the global batch, then sends each "
+                                      "table's ids"
+                                    : "the sparse columns of its own tables") != NULL,
+                  "%d ranks, %s: %s", R, extra[k], out);
+        double lr[MAXS];
+        int n = read_losses(m, lr, MAXS);
+        CHECK_MSG(n == steps, "%d ranks, %s: %d step lines, one rank %d", R, extra[k], n, steps);
+        int off = 0;
+        for (int s = 0; s < n && s < steps; s++)
+            off += !close_to(lr[s], l1[s], 1e-5);
+        CHECK_MSG(off == 0, "%d ranks, %s: %d of %d steps' losses differ from one rank's (step 1: "
+                  "%.9g vs %.9g)", R, extra[k], off, n, lr[0], l1[0]);
+        double worst;
+        char msg[512] = "";
+        CHECK_MSG(same_weights(ck, ref, 1e-4, &worst, msg, sizeof msg), "%d ranks, %s: %s", R,
+                  extra[k], msg);
+        /* every row once: each rank its shares */
+        CHECK(last_line(m, last, sizeof last));
+        CHECK_MSG(num(last, "samples_trained") == rows && num(last, "ranks_samples") == rows,
+                  "%d ranks: %s", R, last);
+        int64_t per[8], sent[8], want[8] = {0}, want_sent[8];
+        CHECK_MSG(list(last, "rank_samples", per, 8) == nr, "%d ranks: %s", R, last);
+        for (int64_t left = rows; left > 0; left -= B)
+            for (int r = 0; r < nr; r++) {
+                int64_t r0, cnt;
+                rap_hybrid_rows(left < B ? left : B, nr, r, &r0, &cnt);
+                want[r] += cnt;
+            }
+        for (int r = 0; r < nr; r++)
+            CHECK_MSG(per[r] == want[r], "%d ranks: rank %d trained %lld rows, its shares %lld",
+                      R, r, (long long)per[r], (long long)want[r]);
+        /* bytes moved: as computed here from the shard map and the shares;
+         * owner moves none */
+        int64_t moved = num(last, "bytes_moved");
+        int64_t expect = batch ? expected_bytes(nr, rows, want_sent) : 0;
+        if (!batch)
+            for (int r = 0; r < nr; r++)
+                want_sent[r] = 0;
+        CHECK_MSG(moved == expect && (!batch || moved > 0),
+                  "%d ranks, %s: bytes_moved %lld, expected %lld", R, extra[k], (long long)moved,
+                  (long long)expect);
+        CHECK_MSG(list(last, "rank_bytes_sent", sent, 8) == nr, "%d ranks: %s", R, last);
+        for (int r = 0; r < nr; r++)
+            CHECK_MSG(sent[r] == want_sent[r], "%d ranks, %s: rank %d sent %lld bytes, expected "
+                      "%lld", R, extra[k], r, (long long)sent[r], (long long)want_sent[r]);
+        printf("    %d ranks (%s, %s): %d losses within 1e-5, weights within %.2g; %lld bytes "
+               "of ids moved (%.0f per step)\n", nr, R < 0 ? "threads" : "mpirun", extra[k], n,
+               worst, (long long)moved, (double)moved / n);
+        done++;
+    }
+    CHECK(done >= 5);
+    if (why)
+        printf("    mpirun runs skipped: %s\n", why);
     free(out);
 }

@@ -5,6 +5,7 @@
 #include "core/core.h"
 #include "data/reader_internal.h"
 #include "data/shard.h"
+#include "dist/hybrid.h"
 #include "prep/exec_internal.h"
 #include "run/input.h"
 #include "run/mps.h"
@@ -546,6 +547,7 @@ typedef struct cpu_job {
     rap_prep *prep;
     rap_input *input;
     void *stage;          /* pinned, layout of struct rap_runtime's blk_* (GPU model) */
+    rap_batch share;      /* row share (placement batch): this rank's rows of the batch */
     rap_model_batch mb;   /* host pointers */
     rap_step_info info;
     int64_t seq;
@@ -559,6 +561,7 @@ typedef struct {
     rap_prep *prep;
     rap_input *input;
     void *dev_block;      /* cpu mode on the GPU: model batch (blk_* layout) */
+    rap_batch share;      /* row share (placement batch): this rank's rows of the batch */
     rap_model_batch mb;
     rap_row_batch *rb;    /* feed batch whose copy may be in flight */
     cpu_job *job;         /* cpu mode: job whose copy may be in flight */
@@ -849,13 +852,27 @@ static rap_status launch_window(rap_runtime *rt, rt_slot *s, rap_window w)
     return RAP_OK;
 }
 
+/* The raw rows the executor loads of feed batch b: b itself, or with a
+ * row share (placement batch) this rank's rows of it, copied into share. */
+static const rap_batch *share_rows(const rap_runtime *rt, const rap_batch *b, rap_batch *share)
+{
+    if (rt->cfg.row_share_ranks <= 1)
+        return b;
+    int64_t r0, n;
+    rap_hybrid_rows(b->rows, rt->cfg.row_share_ranks, rt->cfg.row_share_rank, &r0, &n);
+    share->rows = 0;
+    rap_batch_append(share, b, r0, n);
+    share->first_row = b->first_row + r0;
+    return share;
+}
+
 /* Copies feed batch b into slot s's executor (GPU: on the copy stream after
  * the slot's last training step; b is released once the copy is done). */
 static rap_status load_slot(rap_runtime *rt, rt_slot *s, rap_row_batch *b)
 {
     info_of(&s->info, b);
     if (!on_gpu(rt)) {
-        rap_status st = rap_prep_load(s->prep, &b->batch);
+        rap_status st = rap_prep_load(s->prep, share_rows(rt, &b->batch, &s->share));
         rap_rowfeed_release(rt->feed, b);
         RAP_TRY(st);
         s->full = true;
@@ -1161,7 +1178,7 @@ static void *worker_main(void *arg)
                 rap_rowfeed_release(rt->feed, b);
             } else {
                 double t0 = rap_trace_host_begin(rt->cfg.trace, "prep batch");
-                st = rap_prep_load(j->prep, &b->batch);
+                st = rap_prep_load(j->prep, share_rows(rt, &b->batch, &j->share));
                 rap_rowfeed_release(rt->feed, b);
                 if (st == RAP_OK)
                     st = rap_prep_run(j->prep);
@@ -1873,6 +1890,8 @@ static rap_status make_slot(rap_runtime *rt, rt_slot *s, void *exec_stream, void
     pc.threads = rt->cfg.prep_threads;
     pc.stream = exec_stream;
     RAP_TRY(rap_prep_create(rt->plan, rt->fus, &pc, &s->prep));
+    if (rt->cfg.row_share_ranks > 1)
+        RAP_TRY(rap_batch_create(&s->share, rt->plan->schema, rt->B, false));
     return rap_input_create(rt->plan, rt->dev, rt->B, pack_stream, &s->input);
 }
 
@@ -1908,6 +1927,7 @@ void rap_runtime_free(rap_runtime *rt)
             rap_rowfeed_release(rt->feed, s->rb);
         rap_input_free(s->input);
         rap_prep_free(s->prep);
+        rap_batch_free(&s->share);
         if (s->dev_block)
             rap_run_dev_free(s->dev_block);
         rap_rt_event_free(s->ev_copied);
@@ -1918,6 +1938,7 @@ void rap_runtime_free(rap_runtime *rt)
         rap_input_free(rt->jobs[i].input);
         rap_prep_free(rt->jobs[i].prep);
         rap_rt_host_free(rt->jobs[i].stage);
+        rap_batch_free(&rt->jobs[i].share);
     }
     for (int i = 0; i < RT_RING; i++)
         for (int k = 0; k < EV_N; k++)
@@ -1975,6 +1996,14 @@ static rap_status create_inner(rap_runtime *rt)
         RAP_TRY(st);
     }
     rt->max_bag = mc->max_bag > 0 ? mc->max_bag : 1;
+    if (c->row_share_ranks > 1 &&
+        (!c->train_fn || on_gpu(rt) || c->row_share_rank < 0 ||
+         c->row_share_rank >= c->row_share_ranks ||
+         (rt->mode != RAP_MODE_SEQUENTIAL && rt->mode != RAP_MODE_CPU)))
+        return rap_fail(RAP_ERR_ARG, "runtime: a row share (rank %d of %d) needs train_fn, the "
+                        "CPU model and mode sequential or cpu (not %s on the %s)",
+                        c->row_share_rank, c->row_share_ranks, rap_mode_name(rt->mode),
+                        on_gpu(rt) ? "GPU" : "CPU");
     if (c->max_records > 0) {
         rt->st.records = rap_calloc(sizeof(rap_step_record) * (size_t)c->max_records, "step records");
         if (!rt->st.records)
@@ -2093,6 +2122,8 @@ static rap_status create_inner(rap_runtime *rt)
             pc.threads = 1;
             RAP_TRY(rap_prep_create(rt->plan, rt->fus, &pc, &j->prep));
             RAP_TRY(rap_input_create(rt->plan, RAP_CPU, rt->B, NULL, &j->input));
+            if (c->row_share_ranks > 1)
+                RAP_TRY(rap_batch_create(&j->share, rt->plan->schema, rt->B, false));
             if (on_gpu(rt))
                 RAP_TRY(rap_rt_host_alloc(&j->stage, rt->blk_bytes));
         }

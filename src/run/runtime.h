@@ -181,6 +181,13 @@ typedef struct {
                                    * the training stream is done; NULL = the model's */
     int64_t batch_rows;           /* B of slots, executors and batches; 0 = the model's
                                    * batch (with train_fn: the global batch Bg) */
+    /* hybrid parallel, placement batch (train.c): with row_share_ranks R > 1
+     * the executor preprocesses only rows rap_hybrid_rows(n, R,
+     * row_share_rank) of each feed batch of n rows (copied into a raw batch
+     * of the slot's, or of the cpu job's); the mb given to train_fn holds
+     * those rows only (info.rows stays n). CPU model, sequential and cpu
+     * modes only. 0 or 1: every row, as before. */
+    int row_share_ranks, row_share_rank;
 } rap_runtime_config;
 
 /* What one call of rap_runtime_step did. */

@@ -150,6 +150,20 @@ typedef struct {
     rap_fusion rfus;           /* rplan fused */
     int rtab[RAP_MAX_TABLES];  /* (sparse columns of rplan) their global table */
     int n_rtab;
+    /* placement batch on CPU ranks (xb_*): this rank preprocesses every
+     * column over its row share; each table's ids go to its holders */
+    bool xb;
+    bool *xb_holds;            /* (R, T) rank p holds (a part of) table t */
+    int xb_tab[RAP_MAX_TABLES]; /* tables this rank holds, ascending */
+    int xb_ntab;
+    int64_t xb_K;              /* ids per row at most (the model's max_bag) */
+    int64_t *xb_hdr;           /* (R, 1+T) each rank's share rows, then its ids per table */
+    int64_t *xb_send, *xb_recv; /* the id exchange's buffers */
+    int64_t *xb_cnt;           /* (4, R) send counts, displacements, receive counts, displs */
+    int64_t *xb_off, *xb_ids;  /* (ntab, Bg+1) and (ntab, Bg*K): the global batch's ids of
+                                * this rank's tables */
+    int64_t bytes_moved;       /* preprocessed bytes sent between ranks, all ranks */
+    int64_t rank_bytes_sent;   /* ... sent by this rank */
     int64_t exit_step;         /* test hook RAP_TEST_RANK_EXIT: _exit(1) after this step */
     int64_t hang_step;         /* test hook RAP_TEST_RANK_HANG: stop answering after it */
 } trainer;
@@ -714,6 +728,7 @@ static rap_status log_step(trainer *t, bool force)
 }
 
 static rap_status rank_plan(trainer *t);
+static rap_status xb_setup(trainer *t);
 
 static rap_status setup(trainer *t)
 {
@@ -876,11 +891,18 @@ static rap_status setup(trainer *t)
         if (t->R > 1 && c->placement != 0 && !t->shard && !c->schedule &&
             !(c->fusion_file && c->fusion_file[0]))
             RAP_TRY(rank_plan(t));
+        /* placement batch: each rank its row share, ids exchanged (CPU
+         * ranks in sequential or cpu mode; else the whole batch, as before) */
+        if (t->R > 1 && c->placement == 0 && !t->shard && c->device == RAP_CPU &&
+            (t->mode == RAP_MODE_SEQUENTIAL || t->mode == RAP_MODE_CPU))
+            RAP_TRY(xb_setup(t));
         if (t->rank == 0 && t->R > 1)
             rap_info("placement %s: each rank preprocesses %s",
                      c->placement == 0 ? "batch" : c->placement == 2 ? "search" : "owner",
                      t->rplan ? "every dense column and the sparse columns of its own tables, "
                                 "over the whole global batch"
+                     : t->xb  ? "every column over its own rows of the global batch, then "
+                                "sends each table's ids to the table's holders"
                               : "every column of the whole global batch");
     }
 
@@ -1002,6 +1024,163 @@ void rap_train_rank_batch(const rap_model_batch *mb, const int *rtab, int n_rtab
     }
 }
 
+/* ------------------------------------------------------------ placement batch */
+
+/* Buffers of the id exchange, sized for the largest share
+ * (ceil(Bg / R) rows) and K ids a row. */
+static rap_status xb_setup(trainer *t)
+{
+    int R = t->R, T = t->mc.n_tables;
+    int64_t Bg = t->mc.batch, sm = (Bg + R - 1) / R;
+    t->xb_K = t->mc.max_bag > 0 ? t->mc.max_bag : 1;
+    t->xb_holds = rap_calloc(sizeof(bool) * (size_t)(R * T), "id exchange");
+    if (!t->xb_holds)
+        return RAP_ERR_NOMEM;
+    int64_t pairs = 0; /* (rank, table held) */
+    for (int tb = 0; tb < T; tb++)
+        for (int p = t->map.part0[tb]; p < t->map.part0[tb + 1]; p++)
+            t->xb_holds[t->map.part[p].rank * T + tb] = true;
+    t->xb_ntab = 0;
+    for (int tb = 0; tb < T; tb++) {
+        for (int r = 0; r < R; r++)
+            pairs += t->xb_holds[r * T + tb];
+        if (t->xb_holds[t->rank * T + tb])
+            t->xb_tab[t->xb_ntab++] = tb;
+    }
+    int64_t per = sm * (1 + t->xb_K); /* a share's offsets and ids of one table */
+    int nt = t->xb_ntab > 0 ? t->xb_ntab : 1;
+    t->xb_hdr = rap_malloc(sizeof(int64_t) * (size_t)((R + 1) * (1 + T)), "id exchange");
+    t->xb_cnt = rap_malloc(sizeof(int64_t) * (size_t)(4 * R), "id exchange");
+    t->xb_send = rap_malloc(sizeof(int64_t) * (size_t)(pairs * per + 1), "id exchange (send)");
+    t->xb_recv = rap_malloc(sizeof(int64_t) * (size_t)(R * nt * per), "id exchange (receive)");
+    t->xb_off = rap_malloc(sizeof(int64_t) * (size_t)(nt * (Bg + 1)), "global offsets");
+    t->xb_ids = rap_malloc(sizeof(int64_t) * (size_t)(nt * Bg * t->xb_K), "global ids");
+    if (!t->xb_hdr || !t->xb_cnt || !t->xb_send || !t->xb_recv || !t->xb_off || !t->xb_ids)
+        return RAP_ERR_NOMEM;
+    t->xb = true;
+    return RAP_OK;
+}
+
+static void xb_free(trainer *t)
+{
+    rap_free(t->xb_holds);
+    rap_free(t->xb_hdr);
+    rap_free(t->xb_cnt);
+    rap_free(t->xb_send);
+    rap_free(t->xb_recv);
+    rap_free(t->xb_off);
+    rap_free(t->xb_ids);
+    t->xb_holds = NULL;
+    t->xb_hdr = t->xb_cnt = t->xb_send = t->xb_recv = t->xb_off = t->xb_ids = NULL;
+    t->xb = false;
+}
+
+/* Bytes a step moves between ranks (every rank computes the same from the
+ * header): source s sends each other holder p of table t its share's
+ * offsets and ids, 8 bytes each. */
+static int64_t xb_step_bytes(const trainer *t, int64_t *sent_by_me)
+{
+    int R = t->R, T = t->mc.n_tables;
+    int64_t all = 0;
+    *sent_by_me = 0;
+    for (int src = 0; src < R; src++) {
+        const int64_t *h = t->xb_hdr + src * (1 + T);
+        for (int p = 0; p < R; p++)
+            for (int tb = 0; p != src && tb < T; tb++)
+                if (t->xb_holds[p * T + tb]) {
+                    all += 8 * (h[0] + h[1 + tb]);
+                    if (src == t->rank)
+                        *sent_by_me += 8 * (h[0] + h[1 + tb]);
+                }
+    }
+    return all;
+}
+
+/* Placement batch: mb holds this rank's share of the global batch (every
+ * column). Two rounds: every rank's share rows and ids per table
+ * (allgather), then the offsets and ids of each table to its holders
+ * (all-to-all of int64); g gets the global batch's ids of this rank's
+ * tables in global row order (shares in rank order), the others NULL. */
+static rap_status xb_exchange(trainer *t, const rap_model_batch *mb, rap_model_batch *g)
+{
+    rap_comm *c = t->c->comm;
+    int R = t->R, T = t->mc.n_tables, me = t->rank;
+    int64_t nr = mb->rows, *mine = t->xb_hdr + R * (1 + T);
+    mine[0] = nr;
+    for (int tb = 0; tb < T; tb++)
+        mine[1 + tb] = mb->off[tb][nr] - mb->off[tb][0];
+    RAP_TRY(rap_comm_allgather(c, mine, sizeof(int64_t) * (size_t)(1 + T), t->xb_hdr,
+                               "id exchange counts"));
+    int64_t n = 0;
+    for (int s = 0; s < R; s++)
+        n += t->xb_hdr[s * (1 + T)];
+    for (int s = 0; s < R; s++) {
+        int64_t r0, cnt;
+        rap_hybrid_rows(n, R, s, &r0, &cnt);
+        if (n > t->mc.batch || t->xb_hdr[s * (1 + T)] != cnt)
+            return rap_fail(RAP_ERR_INTERNAL, "id exchange: rank %d preprocessed %lld rows of a "
+                            "global batch of %lld, its share is %lld", s,
+                            (long long)t->xb_hdr[s * (1 + T)], (long long)n, (long long)cnt);
+        for (int tb = 0; tb < T; tb++)
+            if (t->xb_hdr[s * (1 + T) + 1 + tb] > cnt * t->xb_K)
+                return rap_fail(RAP_ERR_DATA, "id exchange: rank %d has %lld ids of table %d "
+                                "in %lld rows (at most %lld a row)", s,
+                                (long long)t->xb_hdr[s * (1 + T) + 1 + tb], tb, (long long)cnt,
+                                (long long)t->xb_K);
+    }
+    int64_t *sc = t->xb_cnt, *sd = sc + R, *rc = sd + R, *rd = rc + R, at = 0;
+    for (int p = 0; p < R; p++) { /* to p: its tables' offsets (rebased) and ids */
+        sd[p] = at;
+        for (int tb = 0; tb < T; tb++) {
+            if (!t->xb_holds[p * T + tb])
+                continue;
+            const int64_t *off = mb->off[tb];
+            for (int64_t i = 0; i < nr; i++)
+                t->xb_send[at++] = off[i + 1] - off[0];
+            memcpy(t->xb_send + at, mb->ids[tb] + off[0], sizeof(int64_t) * (size_t)mine[1 + tb]);
+            at += mine[1 + tb];
+        }
+        sc[p] = at - sd[p];
+    }
+    at = 0;
+    for (int s = 0; s < R; s++) {
+        const int64_t *h = t->xb_hdr + s * (1 + T);
+        rd[s] = at;
+        for (int k = 0; k < t->xb_ntab; k++)
+            at += h[0] + h[1 + t->xb_tab[k]];
+        rc[s] = at - rd[s];
+    }
+    RAP_TRY(rap_comm_alltoallv_type(c, t->xb_send, sc, sd, t->xb_recv, rc, rd, RAP_COMM_I64,
+                                    "id exchange"));
+    /* assemble: shares in rank order are the global rows in order */
+    memset(g, 0, sizeof *g);
+    g->rows = n;
+    int64_t Bg = t->mc.batch;
+    for (int k = 0; k < t->xb_ntab; k++) {
+        int64_t *goff = t->xb_off + k * (Bg + 1), *gids = t->xb_ids + k * Bg * t->xb_K;
+        int64_t row = 0, base = 0;
+        goff[0] = 0;
+        for (int s = 0; s < R; s++) {
+            const int64_t *h = t->xb_hdr + s * (1 + T), *blk = t->xb_recv + rd[s];
+            for (int q = 0; q < k; q++) /* the earlier tables of the block */
+                blk += h[0] + h[1 + t->xb_tab[q]];
+            int64_t ns = h[1 + t->xb_tab[k]];
+            for (int64_t i = 0; i < h[0]; i++)
+                goff[row + i + 1] = base + blk[i];
+            memcpy(gids + base, blk + h[0], sizeof(int64_t) * (size_t)ns);
+            row += h[0];
+            base += ns;
+        }
+        g->off[t->xb_tab[k]] = goff;
+        g->ids[t->xb_tab[k]] = gids;
+    }
+    (void)me;
+    int64_t sent = 0;
+    t->bytes_moved += xb_step_bytes(t, &sent);
+    t->rank_bytes_sent += sent;
+    return RAP_OK;
+}
+
 /* The runtime's step with ranks: this rank's rows of the global batch mb
  * (dense, label) and the ids of every table over all its rows through the
  * hybrid step; the global mean loss back (a collective). */
@@ -1009,9 +1188,18 @@ static rap_status dist_train(void *ctx, const rap_model_batch *mb, double *loss)
 {
     trainer *t = ctx;
     int64_t r0, nr;
-    rap_hybrid_rows(mb->rows, t->R, t->rank, &r0, &nr);
     rap_model_batch loc;
     memset(&loc, 0, sizeof loc);
+    if (t->xb) { /* placement batch: mb is this rank's share; the ids exchanged */
+        rap_model_batch g;
+        RAP_TRY(xb_exchange(t, mb, &g));
+        loc.rows = mb->rows;
+        loc.dense = mb->dense;
+        loc.label = mb->label;
+        RAP_TRY(rap_hybrid_step(t->hyb, &g, &loc));
+        return rap_hybrid_loss(t->hyb, loss);
+    }
+    rap_hybrid_rows(mb->rows, t->R, t->rank, &r0, &nr);
     loc.rows = nr;
     loc.dense = mb->dense + r0 * t->mc.n_dense;
     loc.label = mb->label + r0;
@@ -1069,6 +1257,10 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
         rc.train_fn = dist_train;
         rc.train_ctx = t;
         rc.batch_rows = t->mc.batch;
+        if (t->xb) { /* placement batch: the executor preprocesses this rank's rows */
+            rc.row_share_ranks = t->R;
+            rc.row_share_rank = t->rank;
+        }
         /* on the GPU the loss is read back asynchronously, as without
          * ranks, instead of waiting for each step: one rank's is the global
          * loss; with more, NCCL sums the partial losses into loss_dev on
@@ -1176,6 +1368,7 @@ static void teardown(trainer *t)
     rap_hybrid_free(t->hyb);
     t->hyb = NULL;
     rank_plan_free(t);
+    xb_free(t);
     rap_run_dev_free(t->loss_dev);
     t->loss_dev = NULL;
     rap_model_free(t->model);
@@ -1322,8 +1515,8 @@ static rap_status loop(trainer *t)
 static rap_status gather_samples(trainer *t, char **list)
 {
     rap_train_result *res = t->res;
-    int64_t *all = rap_calloc(sizeof(int64_t) * (size_t)t->R, "accounting");
-    size_t cap = 96 + 24 * (size_t)t->R, at = 0;
+    int64_t *all = rap_calloc(sizeof(int64_t) * (size_t)(2 * t->R), "accounting");
+    size_t cap = 160 + 48 * (size_t)t->R, at = 0;
     char *s = rap_malloc(cap, "accounting");
     rap_status st = all && s ? RAP_OK : RAP_ERR_NOMEM;
     if (st == RAP_OK)
@@ -1336,11 +1529,35 @@ static rap_status gather_samples(trainer *t, char **list)
             res->ranks_samples += all[r];
             at += (size_t)snprintf(s + at, cap - at, "%s%lld", r ? "," : "", (long long)all[r]);
         }
-        snprintf(s + at, cap - at, "], \"ranks_samples\":%lld", (long long)res->ranks_samples);
+        at += (size_t)snprintf(s + at, cap - at, "], \"ranks_samples\":%lld",
+                               (long long)res->ranks_samples);
         if (res->ranks_samples != res->samples)
             st = rap_fail(RAP_ERR_INTERNAL, "row accounting: the ranks trained %lld rows in all, "
                           "the global batches held %lld", (long long)res->ranks_samples,
                           (long long)res->samples);
+    }
+    /* preprocessed bytes moved (placement batch): every rank computed the
+     * job's total from the exchanged counts; the ranks' own sends must add
+     * up to it */
+    if (st == RAP_OK)
+        st = rap_comm_allgather(t->c->comm, &t->rank_bytes_sent, sizeof(int64_t), all + t->R,
+                                "byte accounting");
+    if (st == RAP_OK) {
+        int64_t sum = 0;
+        res->bytes_moved = t->bytes_moved;
+        res->rank_bytes_sent = t->rank_bytes_sent;
+        at += (size_t)snprintf(s + at, cap - at, ", \"bytes_moved\":%lld, \"rank_bytes_sent\":[",
+                               (long long)t->bytes_moved);
+        for (int r = 0; r < t->R; r++) {
+            sum += all[t->R + r];
+            at += (size_t)snprintf(s + at, cap - at, "%s%lld", r ? "," : "",
+                                   (long long)all[t->R + r]);
+        }
+        snprintf(s + at, cap - at, "]");
+        if (sum != t->bytes_moved)
+            st = rap_fail(RAP_ERR_INTERNAL, "byte accounting: the ranks sent %lld bytes of "
+                          "preprocessed ids in all, the exchanged counts say %lld",
+                          (long long)sum, (long long)t->bytes_moved);
     }
     rap_free(all);
     if (st != RAP_OK) {

@@ -88,9 +88,11 @@ typedef struct {
      * when there is more than one rank. */
     struct rap_comm *comm;
     int gpu;                   /* with a comm on the GPU: this rank's device; -1 = current */
-    int placement;             /* --placement: 0 batch (each rank the whole plan), 1 owner,
-                                * 2 search (each rank its part: rap_train_rank_plan);
-                                * docs/TRAINING.md "Several ranks" */
+    int placement;             /* --placement: 0 batch (CPU ranks: each rank every column
+                                * over its row share, then each table's ids sent to its
+                                * holders; GPU ranks: the whole plan on every rank),
+                                * 1 owner, 2 search (each rank its part:
+                                * rap_train_rank_plan); docs/TRAINING.md "Several ranks" */
 } rap_train_config;
 
 typedef struct {
@@ -117,6 +119,10 @@ typedef struct {
     int rank, ranks;           /* 0, 1 without a comm */
     int64_t rank_samples;      /* rows of this run this rank trained (its shares) */
     int64_t ranks_samples;     /* sum of rank_samples over the ranks (== samples) */
+    /* placement batch (CPU ranks): bytes of preprocessed ids (offsets and
+     * ids, 8 bytes each) sent between ranks in this run: all ranks together
+     * (every rank computes it), and by this rank; 0 with other placements */
+    int64_t bytes_moved, rank_bytes_sent;
 } rap_train_result;
 
 /* Fills the defaults: one epoch, eval fraction 0.1, log every 5 s, the
