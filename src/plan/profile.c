@@ -180,15 +180,16 @@ rap_status rap_profile_kernels(const rap_prof_kernels_config *c, FILE *csv, int6
     K.c = c;
     K.csv = csv;
     K.rng = c->seed;
-    RAP_TRY(rap_prof_gpu_name(K.gpu, sizeof K.gpu));
-    for (char *q = K.gpu; *q; q++)
-        if (*q == ',')
-            *q = ' ';
     K.tmp = rap_malloc(sizeof(double) * (size_t)c->reps, "profiler timings");
     if (!K.tmp)
         return rap_fail(RAP_ERR_NOMEM, "profile kernels: out of memory");
     rap_batch raw = {0};
-    rap_status st = rap_prof_gpu_create(4, &K.g);
+    rap_status st = rap_prof_gpu_create(4, &K.g); /* first: refuses clearly without a GPU */
+    if (st == RAP_OK)
+        st = rap_prof_gpu_name(K.gpu, sizeof K.gpu);
+    for (char *q = K.gpu; *q; q++) /* the CSV's separator */
+        if (*q == ',')
+            *q = ' ';
     if (st == RAP_OK) {
         rap_info("profile kernels: generating %lld rows", (long long)maxN);
         st = raw_rows(maxN, c->seed, &raw);

@@ -87,6 +87,9 @@ static __global__ void init_kernel(float *a, size_t n)
 extern "C" rap_status rap_prof_gpu_create(int n_events, rap_prof_gpu **out)
 {
     *out = NULL;
+    char why[256];
+    if (!rap_gpu_available(why, sizeof why))
+        return rap_fail(RAP_ERR_NO_GPU, "the profilers need a GPU, but %s", why);
     rap_prof_gpu *g = (rap_prof_gpu *)calloc(1, sizeof *g);
     if (!g)
         return rap_fail(RAP_ERR_NOMEM, "profiler: out of host memory");
