@@ -254,7 +254,7 @@ static bool setup(rap_test_ctx *t)
 
 /* `rap train` of the small model: R 0 = the plain path, R > 0 under
  * mpirun -np R, R < 0 as -R threads (--gpus -R). One epoch, SGD. */
-static int train(int R, const char *extra, char *out, size_t n)
+static int train_b(int R, int64_t batch, const char *extra, char *out, size_t n)
 {
     char cmd[4096], launcher[256] = "", gpus[32] = "";
     if (R > 0)
@@ -263,11 +263,16 @@ static int train(int R, const char *extra, char *out, size_t n)
     if (R < 0)
         snprintf(gpus, sizeof gpus, "--gpus %d", -R);
     snprintf(cmd, sizeof cmd,
-             "%s%s train --device cpu --plan %s --data %s --batch %d --optimizer sgd --lr 0.05 "
+             "%s%s train --device cpu --plan %s --data %s --batch %lld --optimizer sgd --lr 0.05 "
              "--emb-dim 8 --mlp-bot 16-8 --mlp-top 16-1 --threads 1 --log-every 1 --epochs 1 "
              "--eval-fraction 0 %s %s",
-             launcher, rap_test_bin(), g_plan, g_data, B, gpus, extra);
+             launcher, rap_test_bin(), g_plan, g_data, (long long)batch, gpus, extra);
     return sh(cmd, out, n);
+}
+
+static int train(int R, const char *extra, char *out, size_t n)
+{
+    return train_b(R, B, extra, out, n);
 }
 
 /* The losses of the step lines of a metrics file, in order. */
@@ -380,7 +385,7 @@ static bool same_weights(const char *a, const char *b, double tol, double *worst
  * map the trainer makes and the row shares alone: every rank s sends each
  * other rank p, for each table p holds, its share's offsets and ids (one id
  * a row here): 16 bytes a row. sent[s] per rank; returns the sum. */
-static int64_t expected_bytes(int nr, int64_t rows, int64_t *sent)
+static int64_t expected_bytes(int nr, int64_t rows, int64_t batch, int64_t *sent)
 {
     rap_shard_map map;
     memset(&map, 0, sizeof map);
@@ -399,8 +404,8 @@ static int64_t expected_bytes(int nr, int64_t rows, int64_t *sent)
     int64_t all = 0;
     for (int s = 0; s < nr; s++)
         sent[s] = 0;
-    for (int64_t left = rows; left > 0; left -= B) {
-        int64_t n = left < B ? left : B;
+    for (int64_t left = rows; left > 0; left -= batch) {
+        int64_t n = left < batch ? left : batch;
         for (int s = 0; s < nr; s++) {
             int64_t r0, cnt, others = 0;
             rap_hybrid_rows(n, nr, s, &r0, &cnt);
@@ -497,7 +502,7 @@ RAP_TEST(dist_batch_matches_one_rank)
         /* bytes moved: as computed here from the shard map and the shares;
          * owner moves none */
         int64_t moved = num(last, "bytes_moved");
-        int64_t expect = batch ? expected_bytes(nr, rows, want_sent) : 0;
+        int64_t expect = batch ? expected_bytes(nr, rows, B, want_sent) : 0;
         if (!batch)
             for (int r = 0; r < nr; r++)
                 want_sent[r] = 0;
@@ -516,5 +521,53 @@ RAP_TEST(dist_batch_matches_one_rank)
     CHECK(done >= 5);
     if (why)
         printf("    mpirun runs skipped: %s\n", why);
+    free(out);
+}
+
+/* Edge cases of the exchange on thread ranks: a last global batch of 3
+ * rows on 4 ranks (rank 3 has no row of it: it sends nothing and receives
+ * the others' ids), and 6 ranks for 5 tables (one rank holds no table: it
+ * only sends). Both == one rank; bytes as computed. */
+RAP_TEST(dist_batch_edges)
+{
+    if (!setup(t))
+        return;
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    const int64_t batch[] = {999, B}; /* 3000 = 3 x 999 + 3 */
+    const int ranks[] = {4, 6};
+    for (int k = 0; k < 2; k++) {
+        char m1[512], m[512], args[1024], last[4096];
+        snprintf(args, sizeof args, "dist_batch_edge1_%d.jsonl", k);
+        rap_test_path(m1, sizeof m1, args);
+        snprintf(args, sizeof args, "dist_batch_edge_%d.jsonl", k);
+        rap_test_path(m, sizeof m, args);
+        snprintf(args, sizeof args, "--metrics %s --quiet", m1);
+        int rc = train_b(0, batch[k], args, out, OUT);
+        CHECK_MSG(rc == 0, "one rank, batch %lld: %s", (long long)batch[k], out);
+        snprintf(args, sizeof args, "--metrics %s --quiet --placement batch", m);
+        int rc2 = train_b(-ranks[k], batch[k], args, out, OUT);
+        CHECK_MSG(rc2 == 0, "%d ranks, batch %lld: %s", ranks[k], (long long)batch[k], out);
+        if (rc || rc2)
+            continue;
+        double l1[64], lr[64];
+        int n1 = read_losses(m1, l1, 64), n = read_losses(m, lr, 64);
+        CHECK_MSG(n1 > 0 && n == n1, "%d ranks: %d steps, one rank %d", ranks[k], n, n1);
+        for (int s = 0; s < n && s < n1; s++)
+            CHECK_MSG(close_to(lr[s], l1[s], 1e-5), "%d ranks step %d: loss %.9g, one rank %.9g",
+                      ranks[k], s + 1, lr[s], l1[s]);
+        int64_t sent[8], want[8];
+        CHECK(last_line(m, last, sizeof last));
+        int64_t expect = expected_bytes(ranks[k], ROWS, batch[k], want);
+        CHECK_MSG(num(last, "bytes_moved") == expect && expect > 0, "%d ranks: bytes %lld, "
+                  "expected %lld", ranks[k], (long long)num(last, "bytes_moved"),
+                  (long long)expect);
+        CHECK(list(last, "rank_bytes_sent", sent, 8) == ranks[k]);
+        for (int r = 0; r < ranks[k]; r++)
+            CHECK_MSG(sent[r] == want[r], "%d ranks: rank %d sent %lld, expected %lld", ranks[k],
+                      r, (long long)sent[r], (long long)want[r]);
+        printf("    %d ranks, batch %lld: %d losses within 1e-5 of one rank's, %lld bytes moved\n",
+               ranks[k], (long long)batch[k], n, (long long)expect);
+    }
     free(out);
 }

@@ -1104,7 +1104,7 @@ static int64_t xb_step_bytes(const trainer *t, int64_t *sent_by_me)
 static rap_status xb_exchange(trainer *t, const rap_model_batch *mb, rap_model_batch *g)
 {
     rap_comm *c = t->c->comm;
-    int R = t->R, T = t->mc.n_tables, me = t->rank;
+    int R = t->R, T = t->mc.n_tables;
     int64_t nr = mb->rows, *mine = t->xb_hdr + R * (1 + T);
     mine[0] = nr;
     for (int tb = 0; tb < T; tb++)
@@ -1174,7 +1174,6 @@ static rap_status xb_exchange(trainer *t, const rap_model_batch *mb, rap_model_b
         g->off[t->xb_tab[k]] = goff;
         g->ids[t->xb_tab[k]] = gids;
     }
-    (void)me;
     int64_t sent = 0;
     t->bytes_moved += xb_step_bytes(t, &sent);
     t->rank_bytes_sent += sent;
