@@ -262,7 +262,7 @@ RAP_TEST(dist_train_matches_one_rank)
     double l1[STEPS + 4];
     REQUIRE(read_losses(refm, l1, STEPS + 4) == STEPS);
     /* mpirun -np 2, 3, 4 (placement owner: each rank its columns), 2 in cpu
-     * mode, 3 with placement batch (every column); then 2 ranks as threads */
+     * mode, 3 with placement batch (row shares, ids exchanged); then 2 ranks as threads */
     const int runs[] = {2, 3, 4, 2, 3, -2};
     const char *const mode[] = {"", "", "", "--mode cpu --cpu-workers 2", "--placement batch", ""};
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {

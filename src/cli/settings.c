@@ -86,7 +86,7 @@ const rap_opt cli_options[] = {
     {"trace-steps", RAP_OPT_INT, TB, OFF(trace_steps), "4", 1, 1000, NULL, "N", "steps in the --trace timeline"},
     /* ranks (docs/DIST.md, docs/TRAINING.md "Several ranks") */
     {"gpus", RAP_OPT_INT, TB, OFF(gpus), "1", 1, 1024, NULL, "N", "ranks in this process, one GPU each (threads, NCCL; with --device cpu CPU ranks over shared memory); given, even as 1, it runs the hybrid-parallel path. Under mpirun leave it out: one rank per process"},
-    {"placement", RAP_OPT_ENUM, TB, OFF(placement), "owner", 0, 0, "batch|owner|search", NULL, "with ranks: which rank preprocesses which feature. The runtime: owner and search = each rank its dense columns and its tables' sparse columns, batch = every column; always over the whole global batch, nothing exchanged (docs/TRAINING.md)"},
+    {"placement", RAP_OPT_ENUM, TB, OFF(placement), "owner", 0, 0, "batch|owner|search", NULL, "with ranks: which rank preprocesses which feature. owner and search: each rank its dense columns and its tables' sparse columns over the global batch, nothing exchanged; batch: each rank every column over its own rows, then the ids go to the tables' holders (CPU ranks; GPU ranks preprocess the whole batch) (docs/TRAINING.md)"},
     {"comm-timeout", RAP_OPT_DOUBLE, TB, OFF(comm_timeout), "0", 0, 1e6, NULL, "S", "with ranks: seconds a collective may wait for the other ranks before the run stops naming it (0: RAP_COMM_TIMEOUT_S, else 60)"},
     {"json", RAP_OPT_BOOL, BE, OFF(json), "false", 0, 0, NULL, NULL, "print the results as JSON on stdout instead of a table"},
     {"mps-start", RAP_OPT_BOOL, TB, OFF(mps_start), "false", 0, 0, NULL, NULL, "mps mode: start an MPS daemon for this run (else the GPU is time-shared unless one runs)"},
