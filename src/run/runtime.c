@@ -1010,6 +1010,13 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
         int pack_after = nx ? last_training_window(rt) : -1;
         for (int p = 0; p < 4; p++) {
             RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
+            /* where phase p starts, for the preprocessing stream: recorded
+             * before the phase's kernels (recording it after them released
+             * the window's slices only when the phase had ended: one window
+             * late, bench/RESULTS.md) */
+            bool win = nx && window_used(rt, (rap_window)p);
+            if (win)
+                RAP_TRY(rap_rt_record(e->sy[EV_P0 + p], rt->train_s));
             int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, g_phase_names[p], "phase",
                                          s->info.seq, rt->train_s);
             if (use_graph)
@@ -1021,8 +1028,8 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             if (p == 0 && rt->deferred) { /* the next batch's copy, after the lookups */
                 rap_row_batch *b = rt->deferred;
                 rt->deferred = NULL;
-                RAP_TRY(rap_rt_record(e->sy[EV_P1], rt->train_s));
-                RAP_TRY(rap_rt_wait(rt->copy_s, e->sy[EV_P1]));
+                RAP_TRY(rap_rt_record(e->sy[EV_END], rt->train_s)); /* emb_forward's end */
+                RAP_TRY(rap_rt_wait(rt->copy_s, e->sy[EV_END]));
                 RAP_TRY(load_slot(rt, nx, b));
                 RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
             }
@@ -1030,9 +1037,7 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
              * slices wait for the phase's start on the GPU either way, but
              * when the host is just in time, training kernels must reach the
              * GPU first (blocks are not pre-empted; bench/RESULTS.md) */
-            if (nx && window_used(rt, (rap_window)p)) {
-                /* waits on a timing event slowed every phase (bench/RESULTS.md) */
-                RAP_TRY(rap_rt_record(e->sy[EV_P0 + p], rt->train_s));
+            if (win) {
                 RAP_TRY(rap_rt_wait(rt->prep_s, e->sy[EV_P0 + p]));
                 RAP_TRY(launch_window(rt, nx, (rap_window)p));
                 if (p == pack_after) {
