@@ -832,3 +832,109 @@ RAP_TEST(rt_cli_bench)
         }
     }
 }
+
+/* ---- GPU: a window's slices run beside their phase */
+
+/* Trace spans of one name prefix ("cat" and args.n), in file order. */
+typedef struct {
+    double ts, dur;
+    long long n;
+} span_t;
+
+static int read_spans(const char *buf, const char *name_prefix, const char *cat, span_t *out,
+                      int max)
+{
+    int k = 0;
+    char key[128];
+    snprintf(key, sizeof key, "{\"name\":\"%s", name_prefix);
+    for (const char *p = buf; k < max && (p = strstr(p, key)); p++) {
+        const char *end = strchr(p, '}');
+        const char *c = strstr(p, "\"cat\":\"");
+        const char *ts = strstr(p, "\"ts\":");
+        const char *dur = strstr(p, "\"dur\":");
+        const char *n = strstr(p, "\"n\":");
+        if (!end || !c || !ts || !dur || !n || c > end || ts > end || dur > end)
+            continue;
+        if (strncmp(c + 7, cat, strlen(cat)) != 0)
+            continue;
+        out[k].ts = atof(ts + 5);
+        out[k].dur = atof(dur + 6);
+        out[k].n = atoll(n + 4);
+        k++;
+    }
+    return k;
+}
+
+/* Every kernel in the mlp_forward window: in the trace, the first slice of
+ * batch i+1 starts before step i's mlp_forward ends (a slice released by
+ * the phase's end instead of its start -- the bug fixed after f69d18a --
+ * starts only after it). A model with a wide top MLP keeps the phase long. */
+RAP_TEST(rt_gpu_slices_beside_their_phase)
+{
+    REQUIRE_GPU();
+    char data[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("gpu_window.tsv", 20000, 0, data, sizeof data, &bad));
+    rap_plan *plan;
+    REQUIRE_OK(parse_plan(&plan));
+    rap_fusion fus;
+    REQUIRE_OK(rap_fuse_levels(plan, &fus));
+    rap_schedule *s;
+    REQUIRE_OK(rap_schedule_create(plan, &fus, "<test mlp_forward>", &s));
+    for (int k = 0; k < fus.n; k++)
+        REQUIRE_OK(rap_schedule_add(s, RAP_WIN_MLP_FORWARD, k, 0, fus.kernels[k].n, 0,
+                                    RAP_ROWS_END, -1));
+    rap_trace_config tc = {0};
+    rap_trace *tr;
+    REQUIRE_OK(rap_trace_create(&tc, &tr));
+    rap_train_config c;
+    rap_train_result r;
+    small_config(&c, plan, data);
+    c.device = RAP_GPU;
+    c.mode = RAP_MODE_RAP;
+    c.schedule = s;
+    c.model.batch = 2048;
+    c.model.emb_dim = 16;
+    c.model.bot[1] = 16;
+    c.model.n_top = 3;
+    c.model.top[0] = 2048;
+    c.model.top[1] = 2048;
+    c.model.top[2] = 1;
+    c.eval_fraction = 0;
+    c.steps = 8;
+    c.trace = tr;
+    c.trace_steps = 6;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    char path[512];
+    rap_test_path(path, sizeof path, "trace_window.json");
+    REQUIRE_OK(rap_trace_write(tr, path));
+    static char buf[1 << 20];
+    FILE *f = fopen(path, "r");
+    REQUIRE(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    span_t ph[64], sl[512];
+    int nph = read_spans(buf, "mlp_forward", "phase", ph, 64);
+    int nsl = read_spans(buf, "k", "prep", sl, 512);
+    int steps = 0, beside = 0;
+    for (int i = 0; i < nph; i++) {
+        double first = -1;
+        for (int j = 0; j < nsl; j++) /* batch ph[i].n + 1's first slice */
+            if (sl[j].n == ph[i].n + 1 && (first < 0 || sl[j].ts < first))
+                first = sl[j].ts;
+        if (first < 0)
+            continue;
+        steps++;
+        beside += first >= ph[i].ts && first < ph[i].ts + ph[i].dur;
+        printf("    step %lld: mlp_forward [%.1f, %.1f] us, first slice of the next batch at %.1f\n",
+               ph[i].n, ph[i].ts, ph[i].ts + ph[i].dur, first);
+    }
+    CHECK_MSG(steps >= 3, "%d traced steps with slices (%d phase spans, %d slices)", steps, nph, nsl);
+    CHECK_MSG(beside >= steps - 1, "slices started beside mlp_forward in %d of %d steps", beside,
+              steps);
+    rap_trace_free(tr);
+    rap_schedule_free(s);
+    rap_fusion_free(&fus);
+    rap_plan_free(plan);
+}
