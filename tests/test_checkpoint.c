@@ -4,6 +4,8 @@
 #include "test.h"
 
 #include "core/core.h"
+#include "dist/hybrid.h"
+#include "dist/shard.h"
 #include "model/model.h"
 #include "run/checkpoint.h"
 
@@ -11,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A tiny CPU model: 4 dense, tables of 10, 20, 5 rows, dim 4. */
-static rap_status tiny_model(int emb_dim, uint64_t seed, rap_optimizer opt, rap_model **m)
+/* A tiny model's config: 4 dense, tables of 10, 20, 5 rows, dim emb_dim. */
+static void tiny_config(int emb_dim, uint64_t seed, rap_optimizer opt, rap_model_config *out)
 {
     rap_model_config c;
     rap_model_config_defaults(&c);
@@ -33,6 +35,14 @@ static rap_status tiny_model(int emb_dim, uint64_t seed, rap_optimizer opt, rap_
     c.lr = 0.05f;
     c.seed = seed;
     c.threads = 1;
+    *out = c;
+}
+
+/* That model on the CPU. */
+static rap_status tiny_model(int emb_dim, uint64_t seed, rap_optimizer opt, rap_model **m)
+{
+    rap_model_config c;
+    tiny_config(emb_dim, seed, opt, &c);
     return rap_model_create(&c, RAP_CPU, m);
 }
 
@@ -330,4 +340,69 @@ RAP_TEST(ckpt_export_weights_only)
     CHECK(access(out2, F_OK) != 0);
     rap_model_free(a);
     rap_model_free(b);
+}
+
+/* A sharded checkpoint written by two CPU ranks (rap_ckpt_save_shard +
+ * rap_ckpt_save_manifest, as train.c does) gathers into the whole model;
+ * with rank 0's shard file missing, gather and export fail naming it
+ * (they used to read the missing file's tensor count: a NULL dereference). */
+RAP_TEST(ckpt_sharded_gather_and_missing_rank0)
+{
+    rap_model_config g;
+    tiny_config(4, 1, RAP_SGD, &g);
+    rap_shard_map map;
+    REQUIRE_OK(rap_shard_plan(g.table_rows, g.n_tables, g.emb_dim, 2, 0, NULL, &map));
+    char path[512], gathered[512], exported[512];
+    path_in_tmp(path, sizeof path, "sharded.safetensors");
+    path_in_tmp(gathered, sizeof gathered, "sharded_gathered.safetensors");
+    path_in_tmp(exported, sizeof exported, "sharded_exported.safetensors");
+    rap_meta meta = {0};
+    REQUIRE_OK(rap_meta_set(&meta, "step", "0"));
+    rap_model *m[2] = {NULL, NULL};
+    char *tables[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        rap_model_shard sh;
+        rap_model_config mc;
+        REQUIRE_OK(rap_hybrid_model_config(&g, &map, r, g.batch, &sh, &mc));
+        REQUIRE_OK(rap_model_create(&mc, RAP_CPU, &m[r]));
+        REQUIRE_OK(rap_ckpt_save_shard(path, r, 2, "test-1", m[r], false, &meta));
+        tables[r] = rap_ckpt_table_list(m[r]);
+        REQUIRE(tables[r]);
+    }
+    REQUIRE_OK(rap_ckpt_save_manifest(path, 2, "test-1", (const char *const *)tables, &meta));
+    /* gathered: the whole model (a sharded model starts from the whole
+     * model's rows, so the same seed gives the same bits) */
+    rap_model *whole = NULL, *back = NULL;
+    REQUIRE_OK(tiny_model(4, 1, RAP_SGD, &whole));
+    REQUIRE_OK(tiny_model(4, 7, RAP_SGD, &back));
+    CHECK_OK(rap_ckpt_gather(path, gathered, false));
+    rap_ckpt *c = NULL;
+    CHECK_OK(rap_ckpt_open(gathered, &c));
+    if (c) {
+        CHECK(!rap_ckpt_is_manifest(c) && c->n == rap_model_n_tensors(whole));
+        CHECK_OK(rap_ckpt_load_model(c, back, false));
+        CHECK(same_model(whole, back, false));
+    }
+    rap_ckpt_close(c);
+    /* rank 0's file missing: an error naming it, nothing written */
+    char rank0[600], away[620];
+    snprintf(rank0, sizeof rank0, "%s.rank0", path);
+    snprintf(away, sizeof away, "%s.away", rank0);
+    REQUIRE(rename(rank0, away) == 0);
+    CHECK(unlink(gathered) == 0);
+    CHECK(rap_ckpt_gather(path, gathered, false) == RAP_ERR_IO);
+    CHECK_MSG(strstr(rap_last_error(), "rank 0") && strstr(rap_last_error(), "cannot open"), "%s",
+              rap_last_error());
+    CHECK(access(gathered, F_OK) != 0);
+    CHECK(rap_ckpt_export(path, exported, NULL) == RAP_ERR_IO);
+    CHECK_MSG(strstr(rap_last_error(), "rank 0"), "%s", rap_last_error());
+    CHECK(access(exported, F_OK) != 0);
+    for (int r = 0; r < 2; r++) {
+        rap_model_free(m[r]);
+        rap_free(tables[r]);
+    }
+    rap_model_free(whole);
+    rap_model_free(back);
+    rap_meta_free(&meta);
+    rap_shard_map_free(&map);
 }

@@ -1329,7 +1329,11 @@ static rap_status gather_write(rap_ckpt *c, const char *out, bool state, const c
 {
     ck_set set;
     rap_status st = set_open(c, &set);
-    int cap = 2 * (set.n ? set.s[0].c->n : 0) + 16;
+    if (st != RAP_OK) { /* set.s[0].c may be NULL (rank 0's file did not open) */
+        set_free(&set);
+        return st;
+    }
+    int cap = 2 * set.s[0].c->n + 16;
     int tmax = -1;
     for (int s = 0; st == RAP_OK && s < set.n; s++)
         for (int k = 0; k < set.s[s].n; k++)
