@@ -10,10 +10,12 @@
 #include "dist/shard.h"
 #include "model/model.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ threads harness */
@@ -281,6 +283,15 @@ RAP_TEST(dist_comm_threads_timeout)
     }
 }
 
+/* Rank 1 of a threads comm joining a barrier 50 ms late. */
+static void *late_barrier(void *arg)
+{
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+    rap_comm_barrier(arg, "barrier");
+    return NULL;
+}
+
 RAP_TEST(dist_comm_timeout_setting)
 {
     char *old = getenv("RAP_COMM_TIMEOUT_S") ? strdup(getenv("RAP_COMM_TIMEOUT_S")) : NULL;
@@ -298,6 +309,29 @@ RAP_TEST(dist_comm_timeout_setting)
     rap_comm_free(c);
     setenv("RAP_COMM_TIMEOUT_S", "soon", 1);
     CHECK(rap_comm_default_timeout() == 60);
+    /* no infinite or huge deadline (the threads barrier converts it to
+     * whole seconds: inf or 1e300 were undefined behaviour there) */
+    setenv("RAP_COMM_TIMEOUT_S", "inf", 1);
+    CHECK(rap_comm_default_timeout() == 60);
+    setenv("RAP_COMM_TIMEOUT_S", "1e300", 1);
+    CHECK(rap_comm_default_timeout() == 60);
+    unsetenv("RAP_COMM_TIMEOUT_S");
+    rap_comm *th[2] = {NULL, NULL};
+    REQUIRE_OK(rap_comm_threads_create(2, th));
+    for (int r = 0; r < 2; r++) {
+        rap_comm_set_timeout(th[r], INFINITY);
+        CHECK(rap_comm_timeout(th[r]) == RAP_COMM_MAX_TIMEOUT_S);
+        rap_comm_set_timeout(th[r], NAN); /* ignored */
+        CHECK(rap_comm_timeout(th[r]) == RAP_COMM_MAX_TIMEOUT_S);
+    }
+    /* a barrier that rank 1 reaches late: rank 0 waits (an infinite
+     * timeout used to make its deadline INT64_MIN seconds: at once) */
+    pthread_t late;
+    REQUIRE(pthread_create(&late, NULL, late_barrier, th[1]) == 0);
+    CHECK_OK(rap_comm_barrier(th[0], "barrier"));
+    pthread_join(late, NULL);
+    for (int r = 0; r < 2; r++)
+        rap_comm_free(th[r]);
     if (old)
         setenv("RAP_COMM_TIMEOUT_S", old, 1), free(old);
     else

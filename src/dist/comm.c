@@ -30,9 +30,10 @@ double rap_comm_default_timeout(void)
     if (e && *e) {
         char *end = NULL;
         double v = strtod(e, &end);
-        if (end && *end == 0 && v > 0)
+        if (end && *end == 0 && v > 0 && v <= RAP_COMM_MAX_TIMEOUT_S)
             return v;
-        rap_warn("RAP_COMM_TIMEOUT_S=%s is not a positive number of seconds: using 60", e);
+        rap_warn("RAP_COMM_TIMEOUT_S=%s is not a number of seconds in (0, %g]: using 60", e,
+                 RAP_COMM_MAX_TIMEOUT_S);
     }
     return 60.0;
 }
@@ -355,8 +356,8 @@ const char *rap_comm_kind_name(rap_comm_kind k)
 
 void rap_comm_set_timeout(rap_comm *c, double seconds)
 {
-    if (seconds > 0)
-        c->timeout = seconds;
+    if (seconds > 0) /* NaN fails this too */
+        c->timeout = seconds < RAP_COMM_MAX_TIMEOUT_S ? seconds : RAP_COMM_MAX_TIMEOUT_S;
 }
 
 void rap_comm_abort(rap_comm *c, int code)

@@ -99,10 +99,17 @@ rap_comm *rap_comm_host(rap_comm *c);
 /* True once a collective failed or timed out. */
 bool rap_comm_broken(const rap_comm *c);
 
-/* Timeout of every collective of this rank's comm, in seconds (> 0). */
+/* The longest timeout, in seconds (a deadline stays a finite time). */
+#define RAP_COMM_MAX_TIMEOUT_S 1e6
+
+/* Timeout of every collective of this rank's comm, in seconds: values
+ * <= 0 (and NaN) are ignored, larger ones than RAP_COMM_MAX_TIMEOUT_S
+ * clamped to it. */
 void rap_comm_set_timeout(rap_comm *c, double seconds);
 double rap_comm_timeout(const rap_comm *c);
-/* The default for new comms: RAP_COMM_TIMEOUT_S, else 60. */
+/* The default for new comms: RAP_COMM_TIMEOUT_S when it is a number of
+ * seconds in (0, RAP_COMM_MAX_TIMEOUT_S], else 60 (with a warning when it
+ * is set but not such a number). */
 double rap_comm_default_timeout(void);
 
 /* Ends every process of the job after a failure: MPI_Abort(code) for mpi
