@@ -435,15 +435,15 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
     h->had_rows = nr > 0;
     /* Dense gradients and the embedding gradients move together. */
     if (!one) {
-    RAP_TRY(rap_comm_group_begin(h->c));
-    rap_status st = rap_comm_allreduce(h->c, h->bufs.grads, (int64_t)h->bufs.n_grads,
-                                       RAP_COMM_F32, "dense grads allreduce");
-    if (st == RAP_OK)
-        st = rap_comm_alltoallv(h->c, h->send, h->fr_count, h->fr_displ, h->bufs.demb_out,
-                                h->fs_count, h->fs_displ, "emb grad alltoall");
-    rap_status st2 = rap_comm_group_end(h->c, "dense grads + emb grads");
-    RAP_TRY(st);
-    RAP_TRY(st2);
+        RAP_TRY(rap_comm_group_begin(h->c));
+        rap_status st = rap_comm_allreduce(h->c, h->bufs.grads, (int64_t)h->bufs.n_grads,
+                                           RAP_COMM_F32, "dense grads allreduce");
+        if (st == RAP_OK)
+            st = rap_comm_alltoallv(h->c, h->send, h->fr_count, h->fr_displ, h->bufs.demb_out,
+                                    h->fs_count, h->fs_displ, "emb grad alltoall");
+        rap_status st2 = rap_comm_group_end(h->c, "dense grads + emb grads");
+        RAP_TRY(st);
+        RAP_TRY(st2);
     }
     RAP_TRY(rap_model_dense_apply(h->m));
     RAP_TRY(rap_model_emb_backward(h->m, &h->bg));

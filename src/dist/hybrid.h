@@ -18,8 +18,8 @@
  * The result equals one unsharded model trained on the whole global batch,
  * to float rounding. Every buffer is allocated by rap_hybrid_create; the
  * step allocates nothing. On the GPU (nccl comm) the step is asynchronous
- * on the model's stream with at most one step in flight: each step waits
- * (with the comm's timeout) for the previous one.
+ * on the model's stream with at most two steps in flight: each step waits
+ * (with the comm's timeout) for the one before the previous one.
  *
  * Usage (rank r of R, comm c, global model config g, shard map from
  * rap_shard_plan):

@@ -1946,8 +1946,7 @@ void rap_runtime_free(rap_runtime *rt)
         rap_batch_free(&rt->jobs[i].share);
     }
     for (int i = 0; i < RT_RING; i++)
-        for (int k = 0; k < EV_N; k++)
-{
+        for (int k = 0; k < EV_N; k++) {
             rap_rt_event_free(rt->ring[i].ev[k]);
             rap_rt_event_free(rt->ring[i].sy[k]);
         }
@@ -2027,8 +2026,7 @@ static rap_status create_inner(rap_runtime *rt)
         RAP_TRY(rap_rt_host_alloc((void **)&rt->h_losses, sizeof(float) * RT_RING));
         for (int i = 0; i < RT_RING; i++) {
             rt->ring[i].h_loss = rt->h_losses + i;
-            for (int k = 0; k < EV_N; k++)
-{
+            for (int k = 0; k < EV_N; k++) {
                 RAP_TRY(rap_rt_event_create(&rt->ring[i].ev[k]));
                 RAP_TRY(rap_rt_sync_event_create(&rt->ring[i].sy[k]));
             }
