@@ -153,11 +153,12 @@ void rap_hybrid_free(rap_hybrid *h)
 {
     if (!h)
         return;
-    if (h->f_off)
-        for (int k = 0; k < h->TL; k++) {
+    for (int k = 0; k < h->TL; k++) { /* either array may be missing (out of memory) */
+        if (h->f_off)
             h_free(h, h->f_off[k]);
+        if (h->f_ids)
             h_free(h, h->f_ids[k]);
-        }
+    }
     rap_free(h->f_off);
     rap_free(h->f_ids);
     h_free(h, h->scratch);

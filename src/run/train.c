@@ -282,20 +282,29 @@ static rap_status evaluate_dist(trainer *t, rap_eval_result *out)
         rap_model_free(whole);
         return RAP_ERR_NOMEM;
     }
-    for (int tb = 0; st == RAP_OK && tb < t->mc.n_tables; tb++) {
-        for (int p = map->part0[tb]; st == RAP_OK && p < map->part0[tb + 1]; p++) {
+    /* Every rank runs every broadcast, in order, whatever failed here (a
+     * rank that left the loop early would meet the others' broadcasts with
+     * its next collective); a local failure is reported after the loop by
+     * the "evaluation done" all-reduce. Only a failed collective (the comm
+     * is then broken on every rank) ends the loop. */
+    rap_status cs = RAP_OK;
+    for (int tb = 0; cs == RAP_OK && tb < t->mc.n_tables; tb++) {
+        for (int p = map->part0[tb]; cs == RAP_OK && p < map->part0[tb + 1]; p++) {
             const rap_shard_part *pt = &map->part[p];
             float *dst = full + pt->row0 * D;
-            if (pt->rank == t->rank)
+            if (pt->rank == t->rank && st == RAP_OK)
                 st = rap_model_get(t->model, pt->local, dst);
-            if (st == RAP_OK)
-                st = rap_comm_broadcast(c, dst, pt->rows * D, RAP_COMM_F32, pt->rank,
-                                        "evaluation tables");
+            cs = rap_comm_broadcast(c, dst, pt->rows * D, RAP_COMM_F32, pt->rank,
+                                    "evaluation tables");
         }
-        if (st == RAP_OK && whole)
+        if (cs == RAP_OK && st == RAP_OK && whole)
             st = rap_model_set(whole, tb, full);
     }
     rap_free(full);
+    if (cs != RAP_OK) {
+        rap_model_free(whole);
+        return cs;
+    }
     /* the MLPs (every rank holds the same): rank 0's */
     int nl = rap_model_n_tensors(t->model), nw = whole ? rap_model_n_tensors(whole) : 0;
     int tl = t->rshard.n_local;
@@ -324,13 +333,14 @@ static rap_status evaluate_dist(trainer *t, rap_eval_result *out)
         rap_comm_set_timeout(c, 3600);
     snprintf(msg, sizeof msg, "%s", rap_last_error());
     bad = st != RAP_OK;
-    rap_status cs = rap_comm_allreduce_host(c, &bad, 1, RAP_COMM_I64, "evaluation done");
+    cs = rap_comm_allreduce_host(c, &bad, 1, RAP_COMM_I64, "evaluation done");
     rap_comm_set_timeout(c, to);
     if (st != RAP_OK)
         return rap_fail(st, "%s", msg);
     RAP_TRY(cs);
     if (bad)
-        return rap_fail(RAP_ERR_INTERNAL, "evaluation failed on rank 0 (its message says why)");
+        return rap_fail(RAP_ERR_INTERNAL, "evaluation failed on %lld other rank(s) (their "
+                        "messages say why)", (long long)bad);
     return RAP_OK;
 }
 
