@@ -365,6 +365,8 @@ static rap_status run_mode_threads(const bench_ctx *b, rap_mode mode, bench_row 
         else
             started++;
     }
+    if (st != RAP_OK && started > 0) /* the started ranks would wait for it: stop them */
+        rap_comm_abort(comms[0], 1);
     for (int r = 0; r < started; r++)
         pthread_join(tid[r], NULL);
     if (st == RAP_OK) {

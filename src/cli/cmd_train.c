@@ -227,6 +227,8 @@ static rap_status run_threads(const cli_settings *s, const rap_train_config *c, 
         else
             started++;
     }
+    if (st != RAP_OK && started > 0) /* the started ranks would wait for it: stop them */
+        rap_comm_abort(comms[0], 1);
     for (int r = 0; r < started; r++)
         pthread_join(tid[r], NULL);
     if (st == RAP_OK && started == n) {
