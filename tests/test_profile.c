@@ -29,6 +29,12 @@ RAP_TEST(profile_cli_refuses_without_gpu)
     char out[4096];
     CHECK(rap_test_run_rap("profile kernels --target 3", out, sizeof out) == 1);
     CHECK(strstr(out, "need a GPU") != NULL);
+    /* --out: no CSV left behind when nothing was measured */
+    char csv[512], args[1024];
+    rap_test_path(csv, sizeof csv, "prof_refused.csv");
+    snprintf(args, sizeof args, "profile kernels --target 3 --out %s", csv);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
+    CHECK_MSG(access(csv, F_OK) != 0, "%s exists after the refusal", csv);
     CHECK(rap_test_run_rap("profile capacity --model small --batch 256", out, sizeof out) == 1);
     CHECK(strstr(out, "need a GPU") != NULL);
     CHECK(rap_test_run_rap("profile", out, sizeof out) == 2);

@@ -108,8 +108,12 @@ static int profile_kernels(int argc, char **argv)
                                      (int)s.reps, s.target, (uint64_t)s.seed, s.flush};
         st = rap_profile_kernels(&c, out, &n);
     }
-    if (out && out != stdout && fclose(out) != 0 && st == RAP_OK)
+    const bool own = out && out != stdout;
+    if (own && fclose(out) != 0 && st == RAP_OK)
         st = rap_fail(RAP_ERR_IO, "writing %s failed", s.out);
+    if (own && st != RAP_OK && n == 0) /* nothing measured: no file (a later failure keeps
+                                        * the lines measured) */
+        remove(s.out);
     for (int i = 0; i < np; i++)
         rap_plan_free(plans[i]);
     if (st != RAP_OK)
