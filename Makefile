@@ -34,8 +34,8 @@ ifneq ($(strip $(MPI_LIBS)),)
   LDLIBS += $(MPI_LIBS)
 endif
 ifeq ($(SAN),1)
-  CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
-  LDFLAGS += -fsanitize=address,undefined
+  CFLAGS += -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer
+  LDFLAGS += -fsanitize=address,undefined,float-cast-overflow
 endif
 
 ifeq ($(CUDA),1)
