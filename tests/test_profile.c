@@ -116,3 +116,18 @@ RAP_TEST(profile_capacity_gpu)
     remove(path);
     remove(cur);
 }
+
+/* Lists longer than the table holds are refused, not cut short. */
+RAP_TEST(profile_cli_list_limits)
+{
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
+    char args[2048], out[4096];
+    int at = snprintf(args, sizeof args, "profile kernels --batches ");
+    for (int i = 0; i < 65; i++)
+        at += snprintf(args + at, sizeof args - (size_t)at, "%s%d", i ? "," : "", 100 + i);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
+    CHECK(strstr(out, "--batches: expected 1 to 64") != NULL);
+    CHECK(rap_test_run_rap("profile kernels --plans ,", out, sizeof out) == 1);
+    CHECK(strstr(out, "--plans: expected 1 to 64") != NULL);
+}

@@ -72,13 +72,16 @@ static void parse(const char *name, unsigned cmd, int argc, char **argv, prof_se
 
 #define MAX_LIST 64
 
-/* Splits "a,b,c" in place into at most max items. */
+/* Splits "a,b,c" in place into items; -1 when there are more than max. */
 static int split_list(char *s, char **items, int max)
 {
     int n = 0;
-    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ","))
-        if (*tok)
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ","))
+        if (*tok) {
+            if (n == max)
+                return -1;
             items[n++] = tok;
+        }
     return n;
 }
 
@@ -91,6 +94,9 @@ static int profile_kernels(int argc, char **argv)
     rap_plan *plans[MAX_LIST] = {0};
     int64_t batches[MAX_LIST];
     rap_status st = RAP_OK;
+    if (np < 1 || nb < 1)
+        st = rap_fail(RAP_ERR_ARG, "--%s: expected 1 to %d comma-separated items",
+                      np < 1 ? "plans" : "batches", MAX_LIST);
     for (int i = 0; i < nb && st == RAP_OK; i++) {
         char *end = NULL;
         batches[i] = strtoll(bs[i], &end, 10);

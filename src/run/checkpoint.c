@@ -1069,6 +1069,9 @@ static rap_status src_tables(ck_src *src, const char *list, const char *what)
             int t, used = 0;
             if (sscanf(c->t[i].name, "emb_l.%d.weight%n", &t, &used) == 1 &&
                 c->t[i].name[used] == 0 && c->t[i].ndim == 2) {
+                if (t < 0 || t >= RAP_MAX_TABLES)
+                    return rap_fail(RAP_ERR_DATA, "%s: tensor %s: table index out of range "
+                                    "(0..%d)", c->path, c->t[i].name, RAP_MAX_TABLES - 1);
                 src->table[src->n] = t;
                 src->row0[src->n] = 0;
                 src->rows[src->n++] = c->t[i].shape[0];
@@ -1080,7 +1083,7 @@ static rap_status src_tables(ck_src *src, const char *list, const char *what)
         int t, used = 0;
         long long r0, nr;
         if (src->n >= cap || sscanf(p, "%d:%lld:%lld%n", &t, &r0, &nr, &used) != 3 || t < 0 ||
-            r0 < 0 || nr < 1)
+            t >= RAP_MAX_TABLES || r0 < 0 || nr < 1)
             return rap_fail(RAP_ERR_DATA, "%s: corrupt shard_tables metadata \"%s\" (%s)", c->path,
                             list, what);
         char name[64];
