@@ -42,6 +42,26 @@ bool rap_test_same_checkpoints(const char *a, const char *b, int *n_tensors);
 /* GPU runs compared bit for bit turn the GEMM tuning off: it picks
  * algorithms by timing at model creation (docs/TRAINING.md). tune_off sets
  * RAP_GPU_TUNE=0, tune_restore puts the previous value back. */
+/* The distributed tests' kit (test_dist_train.c, test_dist_batch.c):
+ * rap_test_sh runs a shell command under `timeout 90` (its output into
+ * out; the exit status, 124 timed out, -1 not exited); rap_test_no_mpi says
+ * why MPI tests cannot run here, or NULL; rap_test_dist_inputs writes the
+ * small plan (3 dense, 5 sparse columns: tables of 300, 200, 1000, 50, 700
+ * rows) and 3,000 generated rows (seed) once per tag, paths into plan and
+ * data (n bytes each); rap_test_read_losses reads the step losses of a
+ * metrics file (their count, -1 no file); rap_test_close_weights compares
+ * checkpoint a (gathered first: plain or sharded; with its optimizer state
+ * when state) against plain b: the same tensors, values within tol
+ * (relative + absolute), the largest difference into *worst, why not into
+ * why. */
+int rap_test_sh(const char *cmd, char *out, size_t n);
+const char *rap_test_no_mpi(void);
+bool rap_test_dist_inputs(rap_test_ctx *t, uint64_t seed, const char *tag, char *plan, char *data,
+                          size_t n);
+int rap_test_read_losses(const char *path, double *loss, int max);
+bool rap_test_close_weights(const char *a, const char *b, bool state, double tol, double *worst,
+                            char *why, size_t wn);
+
 typedef struct {
     bool had;
     char val[128];

@@ -137,34 +137,7 @@ RAP_TEST(mpichild_alltoallv_type)
 
 /* ------------------------------------------------------------ harness */
 
-/* Runs a shell command (under `timeout 90`), its output into out. Returns
- * the exit status (124: timed out), -1 when it did not exit. */
-static int sh(const char *cmd, char *out, size_t n)
-{
-    static int k;
-    char log[512], full[8192];
-    snprintf(log, sizeof log, "%s/dist_batch_cmd_%d.log", rap_test_tmpdir(), k++);
-    snprintf(full, sizeof full, "timeout 90 %s >%s 2>&1 </dev/null", cmd, log);
-    int st = system(full);
-    FILE *f = fopen(log, "rb");
-    size_t got = f ? fread(out, 1, n - 1, f) : 0;
-    out[got] = 0;
-    if (f)
-        fclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
-/* Why MPI runs cannot happen here, or NULL. */
-static const char *no_mpi(void)
-{
-    if (!rap_comm_have_mpi())
-        return "rap was built without MPI (no mpicc/OpenMPI headers)";
-    if (system("mpirun --version >/dev/null 2>&1") != 0)
-        return "mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)";
-    if (rap_dist_detect(NULL))
-        return "already under mpirun";
-    return NULL;
-}
 
 #define OUT 65536
 
@@ -179,7 +152,7 @@ static const char *self_exe(void)
 
 RAP_TEST(dist_batch_alltoallv_mpi)
 {
-    const char *why = no_mpi();
+    const char *why = rap_test_no_mpi();
     if (why)
         SKIP("%s", why);
     char *out = malloc(OUT), cmd[2048];
@@ -187,7 +160,7 @@ RAP_TEST(dist_batch_alltoallv_mpi)
     for (int np = 2; np <= 3; np++) {
         snprintf(cmd, sizeof cmd, "mpirun --allow-run-as-root --oversubscribe -np %d %s "
                  "mpichild_alltoallv_type", np, self_exe());
-        int rc = sh(cmd, out, OUT);
+        int rc = rap_test_sh(cmd, out, OUT);
         int done = 0;
         for (const char *p = out; (p = strstr(p, "1 passed, 0 failed, 0 skipped")); p++)
             done++;
@@ -205,51 +178,17 @@ RAP_TEST(dist_batch_alltoallv_mpi)
 
 static const int64_t k_rows[NT] = {300, 200, 1000, 50, 700};
 
-/* 3 dense, 5 sparse columns (tables of k_rows); fill_null makes every row
- * hold exactly one id of every table. */
-static const char *k_plan =
-    "df[\"int_0\"] = (df[\"int_0\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
-    "df[\"int_1\"] = (df[\"int_1\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
-    "df[\"int_4\"] = (df[\"int_4\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
-    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"].fill_null(0), 0, 300)\n"
-    "df[\"cat_1\"] = functional.sigrid_hash(df[\"cat_1\"].fill_null(0), 0, 200)\n"
-    "df[\"cat_2\"] = functional.sigrid_hash(df[\"cat_2\"].fill_null(0), 0, 1000)\n"
-    "df[\"cat_3\"] = functional.sigrid_hash(df[\"cat_3\"].fill_null(0), 0, 50)\n"
-    "df[\"cat_4\"] = functional.sigrid_hash(df[\"cat_4\"].fill_null(0), 0, 700)\n";
-
 static char g_data[512], g_plan[512];
 
+/* The small plan and its generated rows, once. */
 static bool setup(rap_test_ctx *t)
 {
     if (g_data[0])
         return true;
-    rap_test_path(g_plan, sizeof g_plan, "dist_batch.plan");
-    FILE *f = fopen(g_plan, "w");
-    if (!f)
-        return false;
-    fputs(k_plan, f);
-    for (int i = 0; i < 13; i++)
-        if (i != 0 && i != 1 && i != 4)
-            fprintf(f, "del df[\"int_%d\"]\n", i);
-    for (int i = 5; i < 26; i++)
-        fprintf(f, "del df[\"cat_%d\"]\n", i);
-    fclose(f);
-    char data[512];
-    rap_test_path(data, sizeof data, "dist_batch_rows.tsv");
-    rap_gen_config g;
-    memset(&g, 0, sizeof g);
-    g.rows = ROWS;
-    g.seed = 7;
-    g.out = data;
-    if (rap_gen_cardinalities("kaggle", g.card) != RAP_OK)
-        return false;
-    rap_gen_result r;
-    if (rap_gen_write(&g, &r) != RAP_OK) {
-        rap_test_fail(t, __FILE__, __LINE__, "rap gen: %s", rap_last_error());
-        return false;
-    }
-    snprintf(g_data, sizeof g_data, "%s", data);
-    return true;
+    if (rap_test_dist_inputs(t, 7, "dist_batch", g_plan, g_data, sizeof g_data))
+        return true;
+    g_data[0] = 0;
+    return false;
 }
 
 /* `rap train` of the small model: R 0 = the plain path, R > 0 under
@@ -267,7 +206,7 @@ static int train_b(int R, int64_t batch, const char *extra, char *out, size_t n)
              "--emb-dim 8 --mlp-bot 16-8 --mlp-top 16-1 --threads 1 --log-every 1 --epochs 1 "
              "--eval-fraction 0 %s %s",
              launcher, rap_test_bin(), g_plan, g_data, (long long)batch, gpus, extra);
-    return sh(cmd, out, n);
+    return rap_test_sh(cmd, out, n);
 }
 
 static int train(int R, const char *extra, char *out, size_t n)
@@ -275,24 +214,6 @@ static int train(int R, const char *extra, char *out, size_t n)
     return train_b(R, B, extra, out, n);
 }
 
-/* The losses of the step lines of a metrics file, in order. */
-static int read_losses(const char *path, double *loss, int max)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    char line[4096];
-    int n = 0;
-    while (fgets(line, sizeof line, f) && n < max) {
-        if (!strstr(line, "\"event\":\"step\""))
-            continue;
-        const char *p = strstr(line, "\"loss\":");
-        if (p)
-            loss[n++] = atof(p + 7);
-    }
-    fclose(f);
-    return n;
-}
 
 /* The last line of a metrics file. */
 static bool last_line(const char *path, char *last, size_t n)
@@ -337,49 +258,6 @@ static int list(const char *line, const char *key, int64_t *v, int max)
 
 static bool close_to(double a, double b, double tol) { return fabs(a - b) <= tol * (1 + fabs(b)); }
 
-/* Same tensors and values within tol: checkpoint a (sharded: gathered
- * first) against plain b; the largest difference in *worst. */
-static bool same_weights(const char *a, const char *b, double tol, double *worst, char *why,
-                         size_t wn)
-{
-    char ga[600];
-    snprintf(ga, sizeof ga, "%s.gathered", a);
-    *worst = 0;
-    if (rap_ckpt_gather(a, ga, false) != RAP_OK) {
-        snprintf(why, wn, "gather %s: %s", a, rap_last_error());
-        return false;
-    }
-    rap_ckpt *x = NULL, *y = NULL;
-    bool ok = rap_ckpt_open(ga, &x) == RAP_OK && rap_ckpt_open(b, &y) == RAP_OK;
-    if (!ok)
-        snprintf(why, wn, "open: %s", rap_last_error());
-    for (int i = 0; ok && i < y->n; i++) {
-        int j = rap_ckpt_find(x, y->t[i].name);
-        size_t bytes = (size_t)(y->t[i].end - y->t[i].begin);
-        if (j < 0 || (size_t)(x->t[j].end - x->t[j].begin) != bytes) {
-            snprintf(why, wn, "tensor %s missing or of another size in %s", y->t[i].name, a);
-            ok = false;
-            break;
-        }
-        float *p = malloc(bytes + 4), *q = malloc(bytes + 4);
-        ok = p && q && rap_ckpt_read(x, j, p) == RAP_OK && rap_ckpt_read(y, i, q) == RAP_OK;
-        for (size_t e = 0; ok && e < bytes / 4; e++) {
-            double d = fabs((double)p[e] - (double)q[e]);
-            if (d > *worst)
-                *worst = d;
-            if (d > tol * (1 + fabs((double)q[e]))) {
-                snprintf(why, wn, "%s[%zu]: %.9g in %s, %.9g in %s", y->t[i].name, e, p[e], a,
-                         q[e], b);
-                ok = false;
-            }
-        }
-        free(p);
-        free(q);
-    }
-    rap_ckpt_close(x);
-    rap_ckpt_close(y);
-    return ok;
-}
 
 /* What placement batch must move in one epoch on nr ranks, from the shard
  * map the trainer makes and the row shares alone: every rank s sends each
@@ -423,7 +301,7 @@ RAP_TEST(dist_batch_matches_one_rank)
 {
     if (!setup(t))
         return;
-    const char *why = no_mpi();
+    const char *why = rap_test_no_mpi();
     char *out = malloc(OUT);
     REQUIRE(out);
     char ref[512], refm[512], args[2048], last[4096];
@@ -438,7 +316,7 @@ RAP_TEST(dist_batch_matches_one_rank)
     }
     enum { MAXS = 64 };
     double l1[MAXS];
-    int steps = read_losses(refm, l1, MAXS);
+    int steps = rap_test_read_losses(refm, l1, MAXS);
     REQUIRE(steps == ROWS / B + 1);
     REQUIRE(last_line(refm, last, sizeof last));
     int64_t rows = num(last, "samples_trained");
@@ -473,7 +351,7 @@ RAP_TEST(dist_batch_matches_one_rank)
                                     : "the sparse columns of its own tables") != NULL,
                   "%d ranks, %s: %s", R, extra[k], out);
         double lr[MAXS];
-        int n = read_losses(m, lr, MAXS);
+        int n = rap_test_read_losses(m, lr, MAXS);
         CHECK_MSG(n == steps, "%d ranks, %s: %d step lines, one rank %d", R, extra[k], n, steps);
         int off = 0;
         for (int s = 0; s < n && s < steps; s++)
@@ -482,7 +360,8 @@ RAP_TEST(dist_batch_matches_one_rank)
                   "%.9g vs %.9g)", R, extra[k], off, n, lr[0], l1[0]);
         double worst;
         char msg[512] = "";
-        CHECK_MSG(same_weights(ck, ref, 1e-4, &worst, msg, sizeof msg), "%d ranks, %s: %s", R,
+        CHECK_MSG(rap_test_close_weights(ck, ref, false, 1e-4, &worst, msg, sizeof msg),
+                  "%d ranks, %s: %s", R,
                   extra[k], msg);
         /* every row once: each rank its shares */
         CHECK(last_line(m, last, sizeof last));
@@ -551,7 +430,7 @@ RAP_TEST(dist_batch_edges)
         if (rc || rc2)
             continue;
         double l1[64], lr[64];
-        int n1 = read_losses(m1, l1, 64), n = read_losses(m, lr, 64);
+        int n1 = rap_test_read_losses(m1, l1, 64), n = rap_test_read_losses(m, lr, 64);
         CHECK_MSG(n1 > 0 && n == n1, "%d ranks: %d steps, one rank %d", ranks[k], n, n1);
         for (int s = 0; s < n && s < n1; s++)
             CHECK_MSG(close_to(lr[s], l1[s], 1e-5), "%d ranks step %d: loss %.9g, one rank %.9g",

@@ -28,80 +28,20 @@
 #define B 64
 #define STEPS 20
 
-/* The small plan: 3 dense, 5 sparse columns (tables of 300, 200, 1000, 50,
- * 700 rows); every other raw column dropped. */
-static const char *k_plan =
-    "df[\"int_0\"] = (df[\"int_0\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
-    "df[\"int_1\"] = (df[\"int_1\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
-    "df[\"int_4\"] = (df[\"int_4\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
-    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"].fill_null(0), 0, 300)\n"
-    "df[\"cat_1\"] = functional.sigrid_hash(df[\"cat_1\"].fill_null(0), 0, 200)\n"
-    "df[\"cat_2\"] = functional.sigrid_hash(df[\"cat_2\"].fill_null(0), 0, 1000)\n"
-    "df[\"cat_3\"] = functional.sigrid_hash(df[\"cat_3\"].fill_null(0), 0, 50)\n"
-    "df[\"cat_4\"] = functional.sigrid_hash(df[\"cat_4\"].fill_null(0), 0, 700)\n";
-
 static char g_data[512], g_plan[512];
 
-/* Generated rows and the plan file, once. */
+/* The small plan and its generated rows, once. */
 static bool setup(rap_test_ctx *t)
 {
     if (g_data[0])
         return true;
-    rap_test_path(g_plan, sizeof g_plan, "dist_small.plan");
-    FILE *f = fopen(g_plan, "w");
-    if (!f)
-        return false;
-    fputs(k_plan, f);
-    for (int i = 0; i < 13; i++)
-        if (i != 0 && i != 1 && i != 4)
-            fprintf(f, "del df[\"int_%d\"]\n", i);
-    for (int i = 5; i < 26; i++)
-        fprintf(f, "del df[\"cat_%d\"]\n", i);
-    fclose(f);
-    char data[512];
-    rap_test_path(data, sizeof data, "dist_rows.tsv");
-    rap_gen_config g;
-    memset(&g, 0, sizeof g);
-    g.rows = ROWS;
-    g.seed = 5;
-    g.out = data;
-    if (rap_gen_cardinalities("kaggle", g.card) != RAP_OK)
-        return false;
-    rap_gen_result r;
-    if (rap_gen_write(&g, &r) != RAP_OK) {
-        rap_test_fail(t, __FILE__, __LINE__, "rap gen: %s", rap_last_error());
-        return false;
-    }
-    snprintf(g_data, sizeof g_data, "%s", data);
-    return true;
+    if (rap_test_dist_inputs(t, 5, "dist_small", g_plan, g_data, sizeof g_data))
+        return true;
+    g_data[0] = 0;
+    return false;
 }
 
-/* Runs a shell command (under `timeout 90`), its output into out. Returns
- * the exit status (124: timed out), -1 when it did not exit. */
-static int sh(const char *cmd, char *out, size_t n)
-{
-    static int k;
-    char log[512], full[8192];
-    snprintf(log, sizeof log, "%s/dist_cmd_%d.log", rap_test_tmpdir(), k++);
-    snprintf(full, sizeof full, "timeout 90 %s >%s 2>&1 </dev/null", cmd, log);
-    int st = system(full);
-    FILE *f = fopen(log, "rb");
-    size_t got = f ? fread(out, 1, n - 1, f) : 0;
-    out[got] = 0;
-    if (f)
-        fclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
-/* Why MPI tests cannot run here, or NULL. */
-static const char *no_mpi(void)
-{
-    if (!rap_comm_have_mpi())
-        return "rap was built without MPI (no mpicc/OpenMPI headers)";
-    if (system("mpirun --version >/dev/null 2>&1") != 0)
-        return "mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)";
-    return NULL;
-}
 
 /* `rap train` of the small model on R ranks: R 0 = the plain path (no
  * comm), R > 0 under mpirun -np R, R < 0 as -R threads (--gpus -R). */
@@ -123,7 +63,7 @@ static int train_env(int R, const char *env, const char *extra, char *out, size_
         snprintf(cmd + l, sizeof cmd - l, "%d ", -R);
     l = strlen(cmd);
     snprintf(cmd + l, sizeof cmd - l, " %s", extra);
-    return sh(cmd, out, n);
+    return rap_test_sh(cmd, out, n);
 }
 
 static int train(int R, const char *extra, char *out, size_t n)
@@ -131,24 +71,6 @@ static int train(int R, const char *extra, char *out, size_t n)
     return train_env(R, NULL, extra, out, n);
 }
 
-/* The losses of the step lines of a metrics file, in order. */
-static int read_losses(const char *path, double *loss, int max)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    char line[4096];
-    int n = 0;
-    while (fgets(line, sizeof line, f) && n < max) {
-        if (!strstr(line, "\"event\":\"step\""))
-            continue;
-        const char *p = strstr(line, "\"loss\":");
-        if (p)
-            loss[n++] = atof(p + 7);
-    }
-    fclose(f);
-    return n;
-}
 
 /* The value of "key": in the last line of a metrics file (a number). */
 static bool final_value(const char *path, const char *key, double *v)
@@ -194,54 +116,6 @@ static int final_ranks(const char *path, int64_t *v, int max)
 
 static bool close_to(double a, double b, double tol) { return fabs(a - b) <= tol * (1 + fabs(b)); }
 
-/* Same tensors (names, sizes) and values within tol (relative + absolute),
- * a checkpoint a (plain or sharded: gathered first) against plain b. The
- * largest difference goes to *worst. */
-static bool same_weights(const char *a, const char *b, double tol, double *worst, char *why,
-                         size_t wn)
-{
-    char ga[600];
-    snprintf(ga, sizeof ga, "%s.gathered", a);
-    *worst = 0;
-    if (rap_ckpt_gather(a, ga, true) != RAP_OK) {
-        snprintf(why, wn, "gather %s: %s", a, rap_last_error());
-        return false;
-    }
-    rap_ckpt *x = NULL, *y = NULL;
-    bool ok = rap_ckpt_open(ga, &x) == RAP_OK && rap_ckpt_open(b, &y) == RAP_OK;
-    if (!ok)
-        snprintf(why, wn, "open: %s", rap_last_error());
-    if (ok && x->n != y->n) {
-        snprintf(why, wn, "%d tensors in %s, %d in %s", x->n, a, y->n, b);
-        ok = false;
-    }
-    for (int i = 0; ok && i < y->n; i++) {
-        int j = rap_ckpt_find(x, y->t[i].name);
-        size_t bytes = (size_t)(y->t[i].end - y->t[i].begin);
-        if (j < 0 || (size_t)(x->t[j].end - x->t[j].begin) != bytes) {
-            snprintf(why, wn, "tensor %s missing or of another size in %s", y->t[i].name, a);
-            ok = false;
-            break;
-        }
-        float *p = malloc(bytes + 4), *q = malloc(bytes + 4);
-        ok = p && q && rap_ckpt_read(x, j, p) == RAP_OK && rap_ckpt_read(y, i, q) == RAP_OK;
-        for (size_t e = 0; ok && e < bytes / 4; e++) {
-            double d = fabs((double)p[e] - (double)q[e]);
-            if (d > *worst)
-                *worst = d;
-            if (d > tol * (1 + fabs((double)q[e]))) {
-                snprintf(why, wn, "%s[%zu]: %.9g in %s, %.9g in %s", y->t[i].name, e, p[e], a,
-                         q[e], b);
-                ok = false;
-            }
-        }
-        free(p);
-        free(q);
-    }
-    rap_ckpt_close(x);
-    rap_ckpt_close(y);
-    return ok;
-}
 
 #define OUT 65536
 
@@ -249,7 +123,7 @@ RAP_TEST(dist_train_matches_one_rank)
 {
     if (!setup(t))
         return;
-    const char *why = no_mpi();
+    const char *why = rap_test_no_mpi();
     char *out = malloc(OUT);
     REQUIRE(out);
     char ref[512], refm[512], args[2048];
@@ -260,7 +134,7 @@ RAP_TEST(dist_train_matches_one_rank)
     int rc = train(0, args, out, OUT);
     CHECK_MSG(rc == 0, "R=1: %s", out);
     double l1[STEPS + 4];
-    REQUIRE(read_losses(refm, l1, STEPS + 4) == STEPS);
+    REQUIRE(rap_test_read_losses(refm, l1, STEPS + 4) == STEPS);
     /* mpirun -np 2, 3, 4 (placement owner: each rank its columns), 2 in cpu
      * mode, 3 with placement batch (row shares, ids exchanged); then 2 ranks as threads */
     const int runs[] = {2, 3, 4, 2, 3, -2};
@@ -281,14 +155,15 @@ RAP_TEST(dist_train_matches_one_rank)
         if (rc != 0)
             continue;
         double lr[STEPS + 4];
-        int n = read_losses(m, lr, STEPS + 4);
+        int n = rap_test_read_losses(m, lr, STEPS + 4);
         CHECK_MSG(n == STEPS, "R=%d: %d step lines", R, n);
         for (int s = 0; s < n && s < STEPS; s++)
             CHECK_MSG(close_to(lr[s], l1[s], 1e-5), "R=%d step %d: loss %.9g, one rank %.9g", R,
                       s + 1, lr[s], l1[s]);
         double worst;
         char msg[512] = "";
-        CHECK_MSG(same_weights(ck, ref, 1e-4, &worst, msg, sizeof msg), "R=%d: %s", R, msg);
+        CHECK_MSG(rap_test_close_weights(ck, ref, true, 1e-4, &worst, msg, sizeof msg),
+                  "R=%d: %s", R, msg);
         printf("    R=%d (%s%s%s): losses within 1e-5 of one rank's, weights within %.2g\n",
                R < 0 ? -R : R, R < 0 ? "threads" : "mpirun", mode[k][0] ? " " : "", mode[k],
                worst);
@@ -306,7 +181,7 @@ RAP_TEST(dist_train_rows_once)
 {
     if (!setup(t))
         return;
-    const char *why = no_mpi();
+    const char *why = rap_test_no_mpi();
     char *out = malloc(OUT);
     REQUIRE(out);
     /* one epoch, 10% held out and evaluated: every training row once */
@@ -366,7 +241,7 @@ RAP_TEST(dist_checkpoint_resharding)
 {
     if (!setup(t))
         return;
-    const char *why = no_mpi();
+    const char *why = rap_test_no_mpi();
     if (why)
         SKIP(why);
     char *out = malloc(OUT);
@@ -396,7 +271,8 @@ RAP_TEST(dist_checkpoint_resharding)
             continue;
         double worst;
         char msg[512] = "";
-        CHECK_MSG(same_weights(end, full, 1e-4, &worst, msg, sizeof msg), "%d -> %d ranks: %s",
+        CHECK_MSG(rap_test_close_weights(end, full, true, 1e-4, &worst, msg, sizeof msg),
+                  "%d -> %d ranks: %s",
                   r1, r2, msg);
         printf("    %d -> %d ranks: weights and Adagrad state within %.2g of the uninterrupted "
                "run\n", r1 ? r1 : 1, r2 ? r2 : 1, worst);
@@ -408,7 +284,7 @@ RAP_TEST(dist_checkpoint_resharding)
         snprintf(exp, sizeof exp, "%s.export", end);
         snprintf(cmd, sizeof cmd, "%s export --checkpoint %s --out %s --quiet", rap_test_bin(),
                  end, exp);
-        CHECK_MSG(sh(cmd, out, OUT) == 0, "export: %s", out);
+        CHECK_MSG(rap_test_sh(cmd, out, OUT) == 0, "export: %s", out);
         rap_ckpt *x = NULL;
         CHECK_OK(rap_ckpt_open(exp, &x));
         if (x) {
@@ -454,7 +330,7 @@ RAP_TEST(dist_rank_dies_others_stop)
         return;
     char *out = malloc(OUT);
     REQUIRE(out);
-    const char *why = no_mpi();
+    const char *why = rap_test_no_mpi();
     /* threads: rank 1 leaves after step 3; the others time out */
     double t0 = rap_now();
     int rc = train_env(-3, "RAP_TEST_RANK_HANG=1:3", "--steps 50 --eval-fraction 0 "
@@ -546,13 +422,14 @@ RAP_TEST(dist_gpus1_matches_plain_gpu)
                  "--steps %d --eval-fraction 0 --mode %s --quiet --save %s%s",
                  rap_test_bin(), g_plan, g_data, B, STEPS, modes[k], k ? b : a,
                  k ? " --gpus 1" : "");
-        int rc = sh(cmd, out, OUT);
+        int rc = rap_test_sh(cmd, out, OUT);
         CHECK_MSG(rc == 0, "%s: %s", k ? "--gpus 1" : "plain", out);
         if (k == 0 || rc != 0)
             continue;
         double worst;
         char msg[512] = "";
-        CHECK_MSG(same_weights(b, a, 1e-5, &worst, msg, sizeof msg), "%s: %s", modes[k], msg);
+        CHECK_MSG(rap_test_close_weights(b, a, true, 1e-5, &worst, msg, sizeof msg),
+                  "%s: %s", modes[k], msg);
         printf("    --gpus 1 (%s) vs plain GPU: largest difference %.3g (%s)\n", modes[k], worst,
                rap_test_same_checkpoints(a, b, NULL) ? "bit for bit" : "not bit for bit");
     }

@@ -2,7 +2,10 @@
  * the test program, scratch paths, checkpoint comparison, GEMM tuning off. */
 #include "test.h"
 
+#include "dist/comm.h"
 #include "run/checkpoint.h"
+
+#include <math.h>
 
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -80,4 +83,139 @@ void rap_test_tune_restore(const rap_test_env *e)
         setenv("RAP_GPU_TUNE", e->val, 1);
     else
         unsetenv("RAP_GPU_TUNE");
+}
+
+/* ------------------------------------------------------------ distributed tests' kit */
+
+int rap_test_sh(const char *cmd, char *out, size_t n)
+{
+    static int k;
+    char log[512], full[8192];
+    snprintf(log, sizeof log, "%s/sh_cmd_%d.log", rap_test_tmpdir(), k++);
+    snprintf(full, sizeof full, "timeout 90 %s >%s 2>&1 </dev/null", cmd, log);
+    int st = system(full);
+    FILE *f = fopen(log, "rb");
+    size_t got = f ? fread(out, 1, n - 1, f) : 0;
+    out[got] = 0;
+    if (f)
+        fclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+const char *rap_test_no_mpi(void)
+{
+    if (rap_dist_detect(NULL))
+        return "already under mpirun";
+    if (!rap_comm_have_mpi())
+        return "rap was built without MPI (no mpicc/OpenMPI headers)";
+    if (system("mpirun --version >/dev/null 2>&1") != 0)
+        return "mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)";
+    return NULL;
+}
+
+static const char *const k_dist_plan =
+    "df[\"int_0\"] = (df[\"int_0\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_1\"] = (df[\"int_1\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_4\"] = (df[\"int_4\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"].fill_null(0), 0, 300)\n"
+    "df[\"cat_1\"] = functional.sigrid_hash(df[\"cat_1\"].fill_null(0), 0, 200)\n"
+    "df[\"cat_2\"] = functional.sigrid_hash(df[\"cat_2\"].fill_null(0), 0, 1000)\n"
+    "df[\"cat_3\"] = functional.sigrid_hash(df[\"cat_3\"].fill_null(0), 0, 50)\n"
+    "df[\"cat_4\"] = functional.sigrid_hash(df[\"cat_4\"].fill_null(0), 0, 700)\n";
+
+bool rap_test_dist_inputs(rap_test_ctx *t, uint64_t seed, const char *tag, char *plan, char *data,
+                          size_t n)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s.plan", tag);
+    rap_test_path(plan, n, name);
+    FILE *f = fopen(plan, "w");
+    if (!f)
+        return false;
+    fputs(k_dist_plan, f);
+    for (int i = 0; i < 13; i++)
+        if (i != 0 && i != 1 && i != 4)
+            fprintf(f, "del df[\"int_%d\"]\n", i);
+    for (int i = 5; i < 26; i++)
+        fprintf(f, "del df[\"cat_%d\"]\n", i);
+    fclose(f);
+    snprintf(name, sizeof name, "%s_rows.tsv", tag);
+    rap_test_path(data, n, name);
+    rap_gen_config g;
+    memset(&g, 0, sizeof g);
+    g.rows = 3000;
+    g.seed = seed;
+    g.out = data;
+    if (rap_gen_cardinalities("kaggle", g.card) != RAP_OK)
+        return false;
+    rap_gen_result r;
+    if (rap_gen_write(&g, &r) != RAP_OK) {
+        rap_test_fail(t, __FILE__, __LINE__, "rap gen: %s", rap_last_error());
+        return false;
+    }
+    return true;
+}
+
+int rap_test_read_losses(const char *path, double *loss, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        if (!strstr(line, "\"event\":\"step\""))
+            continue;
+        const char *p = strstr(line, "\"loss\":");
+        if (p)
+            loss[n++] = atof(p + 7);
+    }
+    fclose(f);
+    return n;
+}
+
+bool rap_test_close_weights(const char *a, const char *b, bool state, double tol, double *worst,
+                            char *why, size_t wn)
+{
+    char ga[600];
+    snprintf(ga, sizeof ga, "%s.gathered", a);
+    *worst = 0;
+    if (rap_ckpt_gather(a, ga, state) != RAP_OK) {
+        snprintf(why, wn, "gather %s: %s", a, rap_last_error());
+        return false;
+    }
+    rap_ckpt *x = NULL, *y = NULL;
+    bool ok = rap_ckpt_open(ga, &x) == RAP_OK && rap_ckpt_open(b, &y) == RAP_OK;
+    if (!ok)
+        snprintf(why, wn, "open: %s", rap_last_error());
+    if (ok && x->n != y->n) {
+        snprintf(why, wn, "%d tensors in %s, %d in %s", x->n, a, y->n, b);
+        ok = false;
+    }
+    for (int i = 0; ok && i < y->n; i++) {
+        int j = rap_ckpt_find(x, y->t[i].name);
+        size_t bytes = (size_t)(y->t[i].end - y->t[i].begin);
+        if (j < 0 || (size_t)(x->t[j].end - x->t[j].begin) != bytes) {
+            snprintf(why, wn, "tensor %s missing or of another size in %s", y->t[i].name, a);
+            ok = false;
+            break;
+        }
+        float *p = malloc(bytes + 4), *q = malloc(bytes + 4);
+        ok = p && q && rap_ckpt_read(x, j, p) == RAP_OK && rap_ckpt_read(y, i, q) == RAP_OK;
+        for (size_t e = 0; ok && e < bytes / 4; e++) {
+            double d = fabs((double)p[e] - (double)q[e]);
+            if (d > *worst)
+                *worst = d;
+            if (d > tol * (1 + fabs((double)q[e]))) {
+                snprintf(why, wn, "%s[%zu]: %.9g in %s, %.9g in %s", y->t[i].name, e, p[e], a,
+                         q[e], b);
+                ok = false;
+            }
+        }
+        free(p);
+        free(q);
+    }
+    rap_ckpt_close(x);
+    rap_ckpt_close(y);
+    return ok;
 }
