@@ -7,7 +7,10 @@
 #             embedding dim 64: dim 128 does not fit one H200), plus the
 #             currency check; everything packed into $OUT/profile.tgz
 #   bench     rap bench, every mode, with the planned schedules of
-#             plans/h200/ (and the ablation schedules), into $OUT/bench.tgz
+#             plans/h200/ (and the ablation schedules unless ABLATION=0),
+#             into $OUT/bench.tgz
+#   multi     bench/multi on MULTI_GPUS (default 2) GPUs, plans MPLANS
+#             (plan0,plan1), batches MBATCHES (4096,8192), into $OUT/multi.tgz
 #
 # Results land in $OUT (or ./out); logs are summarised on stdout.
 set -u -o pipefail
@@ -30,7 +33,7 @@ model_of() {
 if has tests; then
   echo "== rap_tests ${TESTS:-(all)}"
   start=$(date +%s)
-  timeout 400 "$B/rap_tests" ${TESTS:-} > "$W/tests.log" 2>&1; echo "exit $? after $(( $(date +%s) - start )) s"
+  timeout ${TTIMEOUT:-400} "$B/rap_tests" ${TESTS:-} > "$W/tests.log" 2>&1; echo "exit $? after $(( $(date +%s) - start )) s"
   grep -E "FAIL|^    " "$W/tests.log" | head -30; tail -1 "$W/tests.log"; cp "$W/tests.log" "$OUT/tests.log"
 fi
 
@@ -101,6 +104,7 @@ if has bench; then
     timeout 150 "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \
       --warmup 34 $G --schedule "$S.schedule" --json --quiet > "$W/bench/${plan}_$b.json" 2> "$W/bench/${plan}_$b.err"
     echo "exit $?"; tail -2 "$W/bench/${plan}_$b.err"
+    [ "${ABLATION:-1}" = 0 ] && continue
     for v in nofusion nosplit; do
       [ -f "${S}_$v.schedule" ] || continue
       echo "== rap bench $plan $b: rap without ${v#no}"
@@ -116,4 +120,14 @@ if has bench; then
     echo "exit $?"
   done; done
   [ -d "$W/h200" ] && tar czf "$OUT/bench.tgz" -C "$W" bench h200 || tar czf "$OUT/bench.tgz" -C "$W" bench
+fi
+
+if has multi; then
+  echo "== bench/multi on ${MULTI_GPUS:-2} GPUs"
+  start=$(date +%s)
+  MODEL_plan1="--emb-dim 64 --mlp-bot 512-256-64" PLANS=${MPLANS:-plan0,plan1} \
+    BATCHES=${MBATCHES:-4096,8192} STEPS=${MSTEPS:-50} WARMUP=${MWARMUP:-10} RAP=$B/rap TIMEOUT=120 \
+    bash bench/multi "$W/multi" ${MULTI_GPUS:-2} > "$W/multi.log" 2>&1
+  echo "exit $? after $(( $(date +%s) - start )) s"; tail -40 "$W/multi.log"
+  tar czf "$OUT/multi.tgz" -C "$W" multi multi.log
 fi

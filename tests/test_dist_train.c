@@ -10,7 +10,8 @@
  *     plain -> 2) == uninterrupted; a missing or corrupt shard file named;
  *   - a rank that hangs or dies: the others stop (timeout message, non-zero
  *     exit) within a short --comm-timeout, no hang;
- *   - GPU: --gpus 1 (the NCCL path with one rank) == the plain GPU path.
+ *   - GPU: --gpus 1 (the NCCL path with one rank) == the plain GPU path;
+ *     with two GPUs, --gpus 2 and mpirun -np 2 == one GPU over 100 steps.
  * Every command runs under `timeout`, so a hang fails the test instead of
  * stopping the suite. */
 #include "test.h"
@@ -19,6 +20,7 @@
 #include "dist/comm.h"
 #include "dist/hybrid.h"
 #include "run/checkpoint.h"
+#include "run/runtime.h"
 
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -432,6 +434,78 @@ RAP_TEST(dist_gpus1_matches_plain_gpu)
                   "%s: %s", modes[k], msg);
         printf("    --gpus 1 (%s) vs plain GPU: largest difference %.3g (%s)\n", modes[k], worst,
                rap_test_same_checkpoints(a, b, NULL) ? "bit for bit" : "not bit for bit");
+    }
+    rap_test_tune_restore(&env);
+    free(out);
+}
+
+/* Two GPUs (issue #7's correctness run): the plain one-GPU path against
+ * --gpus 2 (sequential and rap mode) and mpirun -np 2, same global batch,
+ * 100 steps (the data's 47 batches repeat): every step's loss and the final
+ * weights to float tolerance. The ranks sum their gradients with NCCL in
+ * another order than one GPU's reduction: not bit for bit. */
+RAP_TEST(dist_gpus2_matches_one_gpu)
+{
+    REQUIRE_GPU();
+    if (!rap_comm_have_nccl())
+        SKIP("rap was built without NCCL");
+    int have = 0;
+    if (rap_rt_device_count(&have) != RAP_OK || have < 2)
+        SKIP("needs two GPUs; this machine has %d", have);
+    if (!setup(t))
+        return;
+    enum { N = 100 };
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    rap_test_env env;
+    rap_test_tune_off(&env);
+    const char *why = rap_test_no_mpi();
+    static const char *const name[] = {"one GPU", "--gpus 2 sequential", "--gpus 2 rap",
+                                       "mpirun -np 2 rap"};
+    static const char *const pre[] = {"", "", "", "mpirun --allow-run-as-root -np 2 "};
+    static const char *const post[] = {"--mode sequential", "--gpus 2 --mode sequential",
+                                       "--gpus 2 --mode rap", "--mode rap"};
+    char ck[4][512], m[4][512], cmd[4096];
+    double ref[N + 4];
+    for (int k = 0; k < 4; k++) {
+        if (k == 3 && why) {
+            printf("    mpirun run skipped: %s\n", why);
+            continue;
+        }
+        snprintf(cmd, sizeof cmd, "dist_g2_%d.st", k);
+        rap_test_path(ck[k], sizeof ck[k], cmd);
+        snprintf(cmd, sizeof cmd, "dist_g2_%d.jsonl", k);
+        rap_test_path(m[k], sizeof m[k], cmd);
+        snprintf(cmd, sizeof cmd,
+                 "%s%s train --device gpu --plan %s --data %s --batch %d --optimizer sgd "
+                 "--lr 0.05 --steps %d --eval-fraction 0 --log-every 1 --quiet --save %s "
+                 "--metrics %s %s",
+                 pre[k], rap_test_bin(), g_plan, g_data, B, N, ck[k], m[k], post[k]);
+        int rc = rap_test_sh(cmd, out, OUT);
+        CHECK_MSG(rc == 0, "%s: exit %d: %s", name[k], rc, out);
+        if (rc != 0) {
+            if (k == 0)
+                break;
+            continue;
+        }
+        double l[N + 4];
+        int n = rap_test_read_losses(m[k], k ? l : ref, N + 4);
+        CHECK_MSG(n == N, "%s: %d step lines, expected %d", name[k], n, N);
+        if (k == 0 || n != N)
+            continue;
+        double wl = 0;
+        for (int s = 0; s < N; s++) {
+            double d = fabs(l[s] - ref[s]) / (1 + fabs(ref[s]));
+            wl = d > wl ? d : wl;
+            CHECK_MSG(close_to(l[s], ref[s], 1e-4), "%s step %d: loss %.9g, one GPU %.9g",
+                      name[k], s + 1, l[s], ref[s]);
+        }
+        double worst;
+        char msg[512] = "";
+        CHECK_MSG(rap_test_close_weights(ck[k], ck[0], true, 1e-3, &worst, msg, sizeof msg),
+                  "%s: %s", name[k], msg);
+        printf("    %s vs one GPU, %d steps: losses within %.2g, weights within %.2g\n",
+               name[k], N, wl, worst);
     }
     rap_test_tune_restore(&env);
     free(out);
