@@ -884,7 +884,7 @@ RAP_TEST(rt_gpu_slices_beside_their_phase)
     for (int k = 0; k < fus.n; k++)
         REQUIRE_OK(rap_schedule_add(s, RAP_WIN_MLP_FORWARD, k, 0, fus.kernels[k].n, 0,
                                     RAP_ROWS_END, -1));
-    rap_trace_config tc = {0};
+    rap_trace_config tc = {.max_gpu_spans = 4096};
     rap_trace *tr;
     REQUIRE_OK(rap_trace_create(&tc, &tr));
     rap_train_config c;

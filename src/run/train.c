@@ -702,8 +702,17 @@ static double fraction_done(trainer *t)
     return f > 1 ? 1 : f;
 }
 
+static rap_status take_losses(trainer *t, bool wait);
+
+/* A step line: the mean loss of exactly the steps since the last line. On
+ * the GPU the losses come back asynchronously, so the line waits for the
+ * queued steps' losses first (one drain per line: with --log-every 1 every
+ * step is synchronous, the default time-based lines cost one drain a
+ * --log-interval). */
 static rap_status log_step(trainer *t, bool force)
 {
+    if (t->rt)
+        RAP_TRY(take_losses(t, true));
     double loss = t->loss_n ? t->loss_sum / (double)t->loss_n : NAN;
     if (t->loss_n)
         t->res->loss = loss;
