@@ -443,7 +443,11 @@ RAP_TEST(dist_gpus1_matches_plain_gpu)
  * --gpus 2 (sequential and rap mode) and mpirun -np 2, same global batch,
  * 100 steps (the data's 47 batches repeat): every step's loss and the final
  * weights to float tolerance. The ranks sum their gradients with NCCL in
- * another order than one GPU's reduction: not bit for bit. */
+ * another order than one GPU's reduction: not bit for bit, and the rounding
+ * differences grow with the steps (H200, 8f10c15: losses within 1e-4 up to
+ * step 83, 3.7e-4 relative by step 99, weights within 1.4e-3), hence 1e-3
+ * relative here (the CPU tests: 1e-5 over 20 steps). A wrong gradient or a
+ * row trained twice moves the loss by far more. */
 RAP_TEST(dist_gpus2_matches_one_gpu)
 {
     REQUIRE_GPU();
@@ -497,7 +501,7 @@ RAP_TEST(dist_gpus2_matches_one_gpu)
         for (int s = 0; s < N; s++) {
             double d = fabs(l[s] - ref[s]) / (1 + fabs(ref[s]));
             wl = d > wl ? d : wl;
-            CHECK_MSG(close_to(l[s], ref[s], 1e-4), "%s step %d: loss %.9g, one GPU %.9g",
+            CHECK_MSG(close_to(l[s], ref[s], 1e-3), "%s step %d: loss %.9g, one GPU %.9g",
                       name[k], s + 1, l[s], ref[s]);
         }
         double worst;
