@@ -593,7 +593,29 @@ typedef struct {
     /* Results of the ranks: loss of each step; weights after each step. */
     double loss[HMAXR][HSTEPS];
     float *w[HMAXR][HSTEPS];     /* every tensor of the rank, one after another */
+    /* The phase hooks each rank saw (begin = 2p, end = 2p + 1), and its
+     * communication accounting at the end with what it should be. */
+    int hook[HMAXR][HSTEPS * 2 * RAP_HYB_PHASES + 1];
+    int n_hook[HMAXR];
+    rap_hybrid_comm comm[HMAXR];
+    int64_t want_bytes[HMAXR];
 } hyb_case;
+
+typedef struct {
+    hyb_case *hc;
+    int rank;
+} hyb_hook_ctx;
+
+static rap_status hyb_hook(hyb_hook_ctx *x, int code)
+{
+    hyb_case *hc = x->hc;
+    int *n = &hc->n_hook[x->rank];
+    if (*n < HSTEPS * 2 * RAP_HYB_PHASES + 1)
+        hc->hook[x->rank][(*n)++] = code;
+    return RAP_OK;
+}
+static rap_status hyb_hook_begin(void *c, rap_hybrid_phase p) { return hyb_hook(c, 2 * (int)p); }
+static rap_status hyb_hook_end(void *c, rap_hybrid_phase p) { return hyb_hook(c, 2 * (int)p + 1); }
 
 static size_t tensors_floats(const rap_model *m)
 {
@@ -635,7 +657,31 @@ static rap_status hyb_rank(rank_ctx *x)
     RAP_TRY(rap_model_create(&mc, RAP_CPU, &m));
     rap_status st = rap_hybrid_create(m, &hc->map, x->c, &h);
     size_t nw = tensors_floats(m);
+    hyb_hook_ctx hx = {hc, x->rank};
+    rap_hybrid_hooks hk = {hyb_hook_begin, hyb_hook_end, &hx};
+    if (st == RAP_OK)
+        rap_hybrid_set_hooks(h, &hk);
+    rap_model_shard_bufs bufs;
+    if (st == RAP_OK)
+        st = rap_model_shard_buffers(m, &bufs);
+    int64_t tls = 0; /* local tables of all ranks */
+    for (int q = 0; q < x->R; q++)
+        tls += hc->map.shard[q].n_local;
+    int64_t TL = hc->map.shard[x->rank].n_local, D = hc->g.emb_dim;
+    hc->want_bytes[x->rank] = 0;
     for (int s = 0; st == RAP_OK && s < HSTEPS; s++) {
+        if (x->R > 1) { /* forward: others' rows of my tables; reverse: my rows of theirs */
+            int64_t r0, nr, other = 0;
+            for (int q = 0; q < x->R; q++) {
+                rap_hybrid_rows(hc->n[s], x->R, q, &r0, &nr);
+                if (q != x->rank)
+                    other += nr;
+            }
+            rap_hybrid_rows(hc->n[s], x->R, x->rank, &r0, &nr);
+            hc->want_bytes[x->rank] +=
+                4 * D * (other * TL + nr * (tls - TL)) +
+                (int64_t)(2.0 * (x->R - 1) / x->R * 4 * (double)bufs.n_grads);
+        }
         rap_model_batch glob, loc;
         hyb_batch(hc, s, &glob);
         int64_t row0, nr;
@@ -652,6 +698,8 @@ static rap_status hyb_rank(rank_ctx *x)
             st = get_all(m, hc->w[x->rank][s]);
         }
     }
+    if (h)
+        rap_hybrid_comm_get(h, &hc->comm[x->rank]);
     rap_hybrid_free(h);
     rap_model_free(m);
     return st;
@@ -721,6 +769,25 @@ static void hyb_run(rap_test_ctx *t, int R, rap_optimizer opt, int64_t budget, i
     rank_ctx x[8];
     if (!run_ranks(t, R, 20, hyb_rank, hc, x))
         goto out;
+    /* every phase's hooks, in order, every step, on every rank (also
+     * without rows); the communication counted */
+    for (int r = 0; r < R; r++) {
+        CHECK_MSG(hc->n_hook[r] == HSTEPS * 2 * RAP_HYB_PHASES, "R = %d rank %d: %d hook calls",
+                  R, r, hc->n_hook[r]);
+        for (int k = 0; k < hc->n_hook[r] && k < HSTEPS * 2 * RAP_HYB_PHASES; k++)
+            if (hc->hook[r][k] != k % (2 * RAP_HYB_PHASES)) {
+                CHECK_MSG(false, "R = %d rank %d: hook call %d is %d, expected %d", R, r, k,
+                          hc->hook[r][k], k % (2 * RAP_HYB_PHASES));
+                break;
+            }
+        CHECK_MSG(hc->comm[r].steps == HSTEPS, "R = %d rank %d: %lld steps counted", R, r,
+                  (long long)hc->comm[r].steps);
+        CHECK_MSG(hc->comm[r].bytes_sent == hc->want_bytes[r],
+                  "R = %d rank %d: %lld bytes sent counted, expected %lld", R, r,
+                  (long long)hc->comm[r].bytes_sent, (long long)hc->want_bytes[r]);
+        CHECK(hc->comm[r].a2a_ms >= 0 && hc->comm[r].grad_ms >= 0);
+        CHECK(R > 1 || (hc->comm[r].a2a_ms == 0 && hc->comm[r].grad_ms == 0));
+    }
 
     /* The reference: one unsharded model, batch Bg. */
     rap_model *ref = NULL;

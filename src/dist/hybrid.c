@@ -41,9 +41,17 @@ struct rap_hybrid {
     int64_t *fs_count, *fs_displ, *fr_count, *fr_displ;
     rap_model_batch bg;               /* b_glob of the local tables */
     bool had_rows;                    /* last step had local rows (loss valid) */
-    /* GPU: one step in flight. */
+    /* GPU: at most two steps in flight (ev[step % 3] after each). */
     void *ev[3];
     int64_t steps;
+    /* Phase hooks (rap_hybrid_set_hooks), and the communication timing:
+     * GPU: tm[step % 3][4] = all-to-all begin, end, gradients begin, end;
+     * steps before `timed` are summed in comm. */
+    rap_hybrid_hooks hooks;
+    bool has_hooks;
+    void *tm[3][4];
+    int64_t timed;
+    rap_hybrid_comm comm;
 };
 
 void rap_hybrid_rows(int64_t n, int R, int r, int64_t *row0, int64_t *rows)
@@ -165,9 +173,13 @@ void rap_hybrid_free(rap_hybrid *h)
     h_free(h, h->recv);
     h_free(h, h->send);
     h_free(h, h->d_block);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         if (h->ev[i])
             rap_hybrid_event_free(h->ev[i]);
+        for (int k = 0; k < 4; k++)
+            if (h->tm[i][k])
+                rap_hybrid_event_free(h->tm[i][k]);
+    }
     rap_free(h->cum);
     rap_free(h->h_part0);
     rap_free(h->h_table);
@@ -290,8 +302,11 @@ rap_status rap_hybrid_create(rap_model *m, const rap_shard_map *map, rap_comm *c
         h->pa_dev = (rap_hybrid_parts){dpart0, dtab, dcum, dtl, dloc};
         h->scratch_bytes = rap_hybrid_filter_gpu_scratch(h->Bg);
         h->scratch = h_alloc(h, h->scratch_bytes, "hybrid filter scratch", &st);
-        for (int i = 0; i < 3 && st == RAP_OK; i++)
+        for (int i = 0; i < 3 && st == RAP_OK; i++) {
             st = rap_hybrid_event_create(&h->ev[i]);
+            for (int k = 0; k < 4 && st == RAP_OK && R > 1; k++)
+                st = rap_hybrid_timer_create(&h->tm[i][k]);
+        }
         if (st != RAP_OK)
             goto fail;
     }
@@ -378,6 +393,70 @@ static void set_counts(rap_hybrid *h, int64_t n, int64_t nr)
     }
 }
 
+void rap_hybrid_set_hooks(rap_hybrid *h, const rap_hybrid_hooks *hooks)
+{
+    h->has_hooks = hooks != NULL;
+    if (hooks)
+        h->hooks = *hooks;
+}
+
+static rap_status hook_begin(rap_hybrid *h, rap_hybrid_phase p)
+{
+    return h->has_hooks && h->hooks.begin ? h->hooks.begin(h->hooks.ctx, p) : RAP_OK;
+}
+
+static rap_status hook_end(rap_hybrid *h, rap_hybrid_phase p)
+{
+    return h->has_hooks && h->hooks.end ? h->hooks.end(h->hooks.ctx, p) : RAP_OK;
+}
+
+/* A communication mark k (0 all-to-all begin .. 3 gradients end) of this
+ * step: a timing event on the GPU, the host clock on the CPU (summed at
+ * once: the CPU collectives are synchronous). */
+static rap_status comm_mark(rap_hybrid *h, int k, double *host)
+{
+    if (h->R == 1)
+        return RAP_OK;
+    if (h->dev == RAP_GPU)
+        return rap_hybrid_event_record(h->tm[h->steps % 3][k], rap_model_config_of(h->m)->stream);
+    if (k % 2 == 0) {
+        *host = rap_now();
+    } else {
+        double ms = (rap_now() - *host) * 1e3;
+        if (k == 1)
+            h->comm.a2a_ms += ms;
+        else
+            h->comm.grad_ms += ms;
+    }
+    return RAP_OK;
+}
+
+/* GPU: sums the timing events of steps [timed, upto) (all done). */
+static rap_status comm_collect(rap_hybrid *h, int64_t upto)
+{
+    for (; h->timed < upto; h->timed++) {
+        if (h->dev != RAP_GPU || h->R == 1)
+            continue;
+        void **t = h->tm[h->timed % 3];
+        double a = 0, g = 0;
+        RAP_TRY(rap_hybrid_elapsed(t[0], t[1], &a));
+        RAP_TRY(rap_hybrid_elapsed(t[2], t[3], &g));
+        h->comm.a2a_ms += a;
+        h->comm.grad_ms += g;
+    }
+    return RAP_OK;
+}
+
+void rap_hybrid_comm_get(const rap_hybrid *h, rap_hybrid_comm *out)
+{
+    *out = h->comm;
+}
+
+void rap_hybrid_comm_reset(rap_hybrid *h)
+{
+    memset(&h->comm, 0, sizeof h->comm);
+}
+
 rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
                            const rap_model_batch *loc)
 {
@@ -394,11 +473,13 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
                         (long long)loc->rows);
     const rap_model_config *mc = rap_model_config_of(h->m);
     bool gpu = h->dev == RAP_GPU;
+    double host = 0;
     /* A short global batch divides the loss by its own rows. */
     if (n != h->loss_rows) {
         RAP_TRY(rap_model_set_loss_rows(h->m, n));
         h->loss_rows = n;
     }
+    RAP_TRY(hook_begin(h, RAP_HYB_EMB_FORWARD));
     RAP_TRY(build_glob(h, glob));
     RAP_TRY(rap_model_emb_forward(h->m, &h->bg));
     set_counts(h, n, nr);
@@ -408,18 +489,29 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
     const bool one = h->R == 1;
     const float *src = h->bufs.emb_out;
     if (!one) {
+        RAP_TRY(comm_mark(h, 0, &host));
         RAP_TRY(rap_comm_alltoallv(h->c, h->bufs.emb_out, h->fs_count, h->fs_displ, h->recv,
                                    h->fr_count, h->fr_displ, "emb alltoall"));
+        RAP_TRY(comm_mark(h, 1, &host));
         src = h->recv;
+        for (int p = 0; p < h->R; p++) /* forward and reverse, floats */
+            if (p != h->r)
+                h->comm.bytes_sent += (int64_t)sizeof(float) * (h->fs_count[p] + h->fr_count[p]);
+        h->comm.bytes_sent +=
+            (int64_t)(2.0 * (h->R - 1) / h->R * sizeof(float) * (double)h->bufs.n_grads);
     }
-    if (nr > 0) {
-        if (gpu)
-            RAP_TRY(rap_hybrid_scatter_gpu(src, nr, h->T, h->D, &h->pa_dev, h->bufs.emb,
-                                           h->bufs.emb_ld, mc->stream));
-        else
-            rap_hybrid_scatter_cpu(src, nr, h->T, h->D, &h->pa_host, h->bufs.emb,
-                                   h->bufs.emb_ld);
+    if (nr > 0 && gpu)
+        RAP_TRY(rap_hybrid_scatter_gpu(src, nr, h->T, h->D, &h->pa_dev, h->bufs.emb,
+                                       h->bufs.emb_ld, mc->stream));
+    else if (nr > 0)
+        rap_hybrid_scatter_cpu(src, nr, h->T, h->D, &h->pa_host, h->bufs.emb, h->bufs.emb_ld);
+    RAP_TRY(hook_end(h, RAP_HYB_EMB_FORWARD));
+    RAP_TRY(hook_begin(h, RAP_HYB_MLP_FORWARD));
+    if (nr > 0)
         RAP_TRY(rap_model_mlp_forward(h->m, loc));
+    RAP_TRY(hook_end(h, RAP_HYB_MLP_FORWARD));
+    RAP_TRY(hook_begin(h, RAP_HYB_MLP_BACKWARD));
+    if (nr > 0) {
         RAP_TRY(rap_model_mlp_backward(h->m, loc));
         float *dst = one ? h->bufs.demb_out : h->send;
         if (gpu)
@@ -433,9 +525,12 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
     } else {
         memset(h->bufs.grads, 0, sizeof(float) * h->bufs.n_grads);
     }
+    RAP_TRY(hook_end(h, RAP_HYB_MLP_BACKWARD));
     h->had_rows = nr > 0;
     /* Dense gradients and the embedding gradients move together. */
+    RAP_TRY(hook_begin(h, RAP_HYB_GRAD_COMM));
     if (!one) {
+        RAP_TRY(comm_mark(h, 2, &host));
         RAP_TRY(rap_comm_group_begin(h->c));
         rap_status st = rap_comm_allreduce(h->c, h->bufs.grads, (int64_t)h->bufs.n_grads,
                                            RAP_COMM_F32, "dense grads allreduce");
@@ -445,18 +540,27 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
         rap_status st2 = rap_comm_group_end(h->c, "dense grads + emb grads");
         RAP_TRY(st);
         RAP_TRY(st2);
+        RAP_TRY(comm_mark(h, 3, &host));
     }
+    RAP_TRY(hook_end(h, RAP_HYB_GRAD_COMM));
+    RAP_TRY(hook_begin(h, RAP_HYB_EMB_BACKWARD));
     RAP_TRY(rap_model_dense_apply(h->m));
     RAP_TRY(rap_model_emb_backward(h->m, &h->bg));
+    RAP_TRY(hook_end(h, RAP_HYB_EMB_BACKWARD));
+    h->comm.steps++;
     if (gpu) {
         /* At most two steps in flight: wait for the one before the previous
          * (waiting for the previous one left the GPU idle while the host
          * queued the next step). */
         RAP_TRY(rap_hybrid_event_record(h->ev[h->steps % 3], mc->stream));
-        if (h->steps > 1)
+        if (h->steps > 1) {
             RAP_TRY(rap_comm_wait(h->c, h->ev[(h->steps - 2) % 3], "step before the previous"));
+            RAP_TRY(comm_collect(h, h->steps - 1));
+        }
     }
     h->steps++;
+    if (!gpu)
+        h->timed = h->steps;
     return RAP_OK;
 }
 
@@ -464,7 +568,8 @@ rap_status rap_hybrid_wait(rap_hybrid *h)
 {
     if (h->dev != RAP_GPU)
         return RAP_OK;
-    return rap_comm_wait(h->c, NULL, "step");
+    RAP_TRY(rap_comm_wait(h->c, NULL, "step"));
+    return comm_collect(h, h->steps);
 }
 
 rap_status rap_hybrid_loss(rap_hybrid *h, double *loss)

@@ -81,6 +81,47 @@ rap_status rap_hybrid_loss(rap_hybrid *h, double *loss);
  * done. No-op for host comms. */
 rap_status rap_hybrid_wait(rap_hybrid *h);
 
+/* The phases of one step, in the order rap_hybrid_step queues them. */
+typedef enum {
+    RAP_HYB_EMB_FORWARD = 0, /* filter, lookups, all-to-all, scatter */
+    RAP_HYB_MLP_FORWARD,
+    RAP_HYB_MLP_BACKWARD,    /* with the gather of the embedding gradients */
+    RAP_HYB_GRAD_COMM,       /* dense all-reduce + reverse all-to-all, one group */
+    RAP_HYB_EMB_BACKWARD,    /* dense apply, the lookups' backward */
+    RAP_HYB_PHASES
+} rap_hybrid_phase;
+
+/* Called by the steps at each phase's boundaries (on every rank, for every
+ * phase, even one without work on this rank): begin right before the
+ * phase's first kernel or collective is queued on the model's stream, end
+ * right after its last. The runtime uses them to release its preprocessing
+ * windows beside the phases (docs/RUNTIME.md). A hook's error stops the
+ * step. */
+typedef struct {
+    rap_status (*begin)(void *ctx, rap_hybrid_phase p);
+    rap_status (*end)(void *ctx, rap_hybrid_phase p);
+    void *ctx;
+} rap_hybrid_hooks;
+
+/* Hooks for the following steps (copied; NULL: none). */
+void rap_hybrid_set_hooks(rap_hybrid *h, const rap_hybrid_hooks *hooks);
+
+/* Communication of the steps since the last reset, summed: the forward
+ * all-to-all and the gradients' exchange (dense all-reduce + reverse
+ * all-to-all, one NCCL group, timed together), ms; bytes this rank sent to
+ * other ranks in those collectives (the all-reduce counted as its ring's
+ * 2(R-1)/R of the gradients); steps timed. GPU: CUDA events read once a
+ * step is known done (so up to two steps lag until rap_hybrid_wait); CPU:
+ * the host clock. One rank: nothing to time (zeros, steps counted). */
+typedef struct {
+    double a2a_ms, grad_ms;
+    int64_t bytes_sent;
+    int64_t steps;
+} rap_hybrid_comm;
+
+void rap_hybrid_comm_get(const rap_hybrid *h, rap_hybrid_comm *out);
+void rap_hybrid_comm_reset(rap_hybrid *h);
+
 /* Kept ids of a row-range table and their new offsets (CPU reference of
  * the GPU filter): for rows i < n, ids of off[i]..off[i+1] in
  * [row0, row0 + rows), minus row0, into out_ids; out_off (n+1). Returns the

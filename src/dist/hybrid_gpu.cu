@@ -195,6 +195,22 @@ extern "C" rap_status rap_hybrid_event_record(void *ev, void *stream)
     return RAP_OK;
 }
 
+extern "C" rap_status rap_hybrid_timer_create(void **ev)
+{
+    cudaEvent_t e;
+    RAP_CUDA_TRY(cudaEventCreate(&e));
+    *ev = (void *)e;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_hybrid_elapsed(void *a, void *b, double *ms)
+{
+    float f = 0;
+    RAP_CUDA_TRY(cudaEventElapsedTime(&f, (cudaEvent_t)a, (cudaEvent_t)b));
+    *ms = f;
+    return RAP_OK;
+}
+
 #else /* no CUDA: the launchers refuse */
 
 #define NO_GPU return rap_fail(RAP_ERR_NO_GPU, "hybrid step on the GPU: built without CUDA")
@@ -223,5 +239,15 @@ rap_status rap_hybrid_event_create(void **ev)
 }
 void rap_hybrid_event_free(void *ev) {}
 rap_status rap_hybrid_event_record(void *ev, void *stream) { NO_GPU; }
+rap_status rap_hybrid_timer_create(void **ev)
+{
+    *ev = NULL;
+    NO_GPU;
+}
+rap_status rap_hybrid_elapsed(void *a, void *b, double *ms)
+{
+    *ms = 0;
+    NO_GPU;
+}
 
 #endif

@@ -63,6 +63,9 @@ rap_status rap_hybrid_dev_zero(void *p, size_t bytes, void *stream);
 rap_status rap_hybrid_event_create(void **ev);
 void rap_hybrid_event_free(void *ev);
 rap_status rap_hybrid_event_record(void *ev, void *stream);
+/* A timing event (elapsed readable), and the ms from a to b (both done). */
+rap_status rap_hybrid_timer_create(void **ev);
+rap_status rap_hybrid_elapsed(void *a, void *b, double *ms);
 
 #ifdef __cplusplus
 }

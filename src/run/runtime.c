@@ -523,7 +523,10 @@ void rap_rowfeed_get_stats(rap_rowfeed *f, rap_rowfeed_stats *st)
  * the step before it). */
 #define RT_GPU_WAIT_S 120.0
 
-enum { EV_W0 = 0, EV_W1, EV_P0, EV_P1, EV_P2, EV_P3, EV_END, EV_N };
+/* Event boundaries of a step: the wait for its batch (W0, W1), the four
+ * phases (P0..P3, END) and, in the hooked hybrid step, the gradients'
+ * exchange (GC: from mlp_backward's end to emb_backward's start = P3). */
+enum { EV_W0 = 0, EV_W1, EV_P0, EV_P1, EV_P2, EV_P3, EV_END, EV_GC, EV_N };
 
 static const char *const g_phase_names[4] = {"emb_forward", "mlp_forward", "mlp_backward",
                                              "emb_backward"};
@@ -538,6 +541,7 @@ typedef struct {
     void *ev[EV_N];      /* timing events */
     void *sy[EV_N];      /* rap mode: the same boundaries for the preprocessing stream
                           * to wait on (no timing) */
+    bool gc;             /* EV_GC recorded (hooked hybrid step) */
     rap_step_record rec;
 } ring_entry;
 
@@ -716,6 +720,7 @@ static void record_step(rap_runtime *rt, const rap_step_record *r)
     rap_runtime_stats *s = &rt->st;
     for (int p = 0; p < 4; p++)
         s->phase_ms[p] += r->phase_ms[p];
+    s->grad_comm_ms += r->grad_comm_ms;
     s->exposed_ms += r->exposed_ms;
     s->step_ms += r->step_ms;
     if (s->records && s->n_records < rt->cfg.max_records)
@@ -730,7 +735,10 @@ static rap_status ring_finish(rap_runtime *rt, ring_entry *e)
     memset(&r, 0, sizeof r);
     RAP_TRY(rap_rt_elapsed(e->ev[EV_W0], e->ev[EV_W1], &r.exposed_ms));
     for (int p = 0; p < 4; p++)
-        RAP_TRY(rap_rt_elapsed(e->ev[EV_P0 + p], e->ev[EV_P0 + p + 1], &r.phase_ms[p]));
+        RAP_TRY(rap_rt_elapsed(e->ev[EV_P0 + p], e->ev[p == 2 && e->gc ? EV_GC : EV_P0 + p + 1],
+                               &r.phase_ms[p]));
+    if (e->gc)
+        RAP_TRY(rap_rt_elapsed(e->ev[EV_GC], e->ev[EV_P3], &r.grad_comm_ms));
     RAP_TRY(rap_rt_elapsed(e->ev[EV_W0], e->ev[EV_END], &r.step_ms));
     e->rec = r;
     e->loss = (double)*e->h_loss;
@@ -929,25 +937,96 @@ static bool window_used(const rap_runtime *rt, rap_window w)
     return n > 0;
 }
 
-/* The last of the four training windows with slices, or -1 when grad_comm
- * or exposed have slices (the packing must then wait for the step's end) or
- * no window has any. */
-static int last_training_window(const rap_runtime *rt)
+/* The window after whose slices the next batch is packed: the last window
+ * with slices in the order the step runs them (the four phases; with the
+ * hooked hybrid step grad_comm between mlp_backward and emb_backward), or
+ * -1 when a window after the step has slices (exposed; grad_comm without
+ * the hooked step: the packing waits for the step's end) or none has. */
+static const rap_window g_hyb_win[RAP_HYB_PHASES] = {
+    RAP_WIN_EMB_FORWARD, RAP_WIN_MLP_FORWARD, RAP_WIN_MLP_BACKWARD, RAP_WIN_GRAD_COMM,
+    RAP_WIN_EMB_BACKWARD};
+static const int g_hyb_ev[RAP_HYB_PHASES] = {EV_P0, EV_P1, EV_P2, EV_GC, EV_P3};
+static const char *const g_hyb_names[RAP_HYB_PHASES] = {"emb_forward", "mlp_forward",
+                                                        "mlp_backward", "grad_comm",
+                                                        "emb_backward"};
+
+static int pack_window(const rap_runtime *rt, bool hooked)
 {
-    int n, last = -1;
-    if (!rt->sched)
+    if (!rt->sched || window_used(rt, RAP_WIN_EXPOSED) ||
+        (!hooked && window_used(rt, RAP_WIN_GRAD_COMM)))
         return -1;
-    for (int w = RAP_WIN_GRAD_COMM; w < RAP_WIN_COUNT; w++) {
-        rap_schedule_window(rt->sched, (rap_window)w, &n);
-        if (n > 0)
-            return -1;
-    }
-    for (int w = 0; w < 4; w++) {
-        rap_schedule_window(rt->sched, (rap_window)w, &n);
-        if (n > 0)
-            last = w;
+    int last = -1;
+    for (int k = 0; k < (hooked ? RAP_HYB_PHASES : 4); k++) {
+        rap_window w = hooked ? g_hyb_win[k] : (rap_window)k;
+        if (window_used(rt, w))
+            last = (int)w;
     }
     return last;
+}
+
+/* One step's phases as they are queued: timing and sync events, trace
+ * spans and, in rap mode, the next batch's slices beside each phase. */
+typedef struct {
+    rap_runtime *rt;
+    rt_slot *s;          /* the batch trained */
+    ring_entry *e;
+    rt_slot *nx;         /* the next batch (its slices run beside), or NULL */
+    int pack_after;      /* pack_window(), for nx */
+    int span;            /* trace span of the phase queued, -1 none */
+} step_q;
+
+static rap_status q_begin(step_q *q, rap_window w, int ev, const char *name)
+{
+    rap_runtime *rt = q->rt;
+    RAP_TRY(rap_rt_record(q->e->ev[ev], rt->train_s));
+    /* where the phase starts, for the preprocessing stream: recorded before
+     * the phase's kernels (recording it after them released the window's
+     * slices only when the phase had ended: one window late,
+     * bench/RESULTS.md) */
+    if (q->nx && window_used(rt, w))
+        RAP_TRY(rap_rt_record(q->e->sy[ev], rt->train_s));
+    q->span = rap_trace_gpu_begin(rt->cfg.trace, RAP_TRACK_TRAIN, name, "phase", q->s->info.seq,
+                                  rt->train_s);
+    return RAP_OK;
+}
+
+static rap_status q_end(step_q *q, rap_window w, int ev)
+{
+    rap_runtime *rt = q->rt;
+    if (q->span >= 0)
+        RAP_TRY(rap_trace_gpu_end(rt->cfg.trace, q->span, rt->train_s));
+    q->span = -1;
+    if (w == RAP_WIN_EMB_FORWARD && rt->deferred) { /* the next batch's copy, after the lookups */
+        rap_row_batch *b = rt->deferred;
+        rt->deferred = NULL;
+        RAP_TRY(rap_rt_record(q->e->sy[EV_END], rt->train_s)); /* emb_forward's end */
+        RAP_TRY(rap_rt_wait(rt->copy_s, q->e->sy[EV_END]));
+        RAP_TRY(load_slot(rt, q->nx, b));
+        RAP_TRY(rap_rt_wait(rt->prep_s, q->nx->ev_copied));
+    }
+    /* the phase's kernels are queued before the window's slices: the slices
+     * wait for the phase's start on the GPU either way, but when the host
+     * is just in time, training kernels must reach the GPU first (blocks
+     * are not pre-empted; bench/RESULTS.md) */
+    if (q->nx && window_used(rt, w)) {
+        RAP_TRY(rap_rt_wait(rt->prep_s, q->e->sy[ev]));
+        RAP_TRY(launch_window(rt, q->nx, w));
+        if ((int)w == q->pack_after) {
+            RAP_TRY(rap_input_make(q->nx->input, q->nx->prep, &q->nx->mb));
+            RAP_TRY(rap_rt_record(q->nx->ev_ready, rt->prep_s));
+        }
+    }
+    return RAP_OK;
+}
+
+static rap_status hyb_begin(void *ctx, rap_hybrid_phase p)
+{
+    return q_begin(ctx, g_hyb_win[p], g_hyb_ev[p], g_hyb_names[p]);
+}
+
+static rap_status hyb_end(void *ctx, rap_hybrid_phase p)
+{
+    return q_end(ctx, g_hyb_win[p], g_hyb_ev[p]);
 }
 
 /* Phase p of a slot's step from its CUDA graph (--cuda-graph): captured at
@@ -985,7 +1064,10 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             gi = i;
     bool use_graph = rt->graphs && !rt->graph_failed && s->mb.rows == rt->B && gi >= 0 &&
                      !rt->cfg.train_fn;
-    if (rt->cfg.train_fn) { /* hybrid parallel: the next batch's slices first, then the step */
+    bool hooked = rt->cfg.train_fn && rt->cfg.hybrid;
+    step_q q = {rt, s, e, nx, nx ? pack_window(rt, hooked) : -1, -1};
+    e->gc = hooked;
+    if (rt->cfg.train_fn && !hooked) { /* one span: the next batch's slices first, then the step */
         if (nx) {
             RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
             for (int p = 0; p < 4; p++)
@@ -1002,51 +1084,31 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
         if (!rt->cfg.train_fn_model_loss)
             *e->h_loss = (float)loss; /* read back by ring_finish once EV_END has completed */
+    } else if (hooked) { /* the hybrid step calls q_begin/q_end at its phases */
+        if (nx && !rt->deferred)
+            RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
+        rap_hybrid_hooks hk = {hyb_begin, hyb_end, &q};
+        rap_hybrid_set_hooks(rt->cfg.hybrid, &hk);
+        double loss = 0;
+        rap_status st = rt->cfg.train_fn(rt->cfg.train_ctx, &s->mb, &loss);
+        rap_hybrid_set_hooks(rt->cfg.hybrid, NULL);
+        RAP_TRY(st);
+        if (!rt->cfg.train_fn_model_loss)
+            *e->h_loss = (float)loss;
+        if (q.pack_after >= 0)
+            nx = NULL; /* packed already: nothing left for the end of the step */
     } else {
         if (nx && !rt->deferred)
             RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
-        /* the packing goes right after the last training window that has
-         * slices when grad_comm and exposed have none: it then hides too */
-        int pack_after = nx ? last_training_window(rt) : -1;
         for (int p = 0; p < 4; p++) {
-            RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
-            /* where phase p starts, for the preprocessing stream: recorded
-             * before the phase's kernels (recording it after them released
-             * the window's slices only when the phase had ended: one window
-             * late, bench/RESULTS.md) */
-            bool win = nx && window_used(rt, (rap_window)p);
-            if (win)
-                RAP_TRY(rap_rt_record(e->sy[EV_P0 + p], rt->train_s));
-            int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, g_phase_names[p], "phase",
-                                         s->info.seq, rt->train_s);
+            RAP_TRY(q_begin(&q, (rap_window)p, EV_P0 + p, g_phase_names[p]));
             if (use_graph)
                 RAP_TRY(phase_graph(rt, gi * 4 + p, p, &s->mb, &use_graph));
             else
                 RAP_TRY(g_phases[p](rt->model, &s->mb));
-            if (sp >= 0)
-                RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
-            if (p == 0 && rt->deferred) { /* the next batch's copy, after the lookups */
-                rap_row_batch *b = rt->deferred;
-                rt->deferred = NULL;
-                RAP_TRY(rap_rt_record(e->sy[EV_END], rt->train_s)); /* emb_forward's end */
-                RAP_TRY(rap_rt_wait(rt->copy_s, e->sy[EV_END]));
-                RAP_TRY(load_slot(rt, nx, b));
-                RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
-            }
-            /* the phase's kernels are queued before the window's slices: the
-             * slices wait for the phase's start on the GPU either way, but
-             * when the host is just in time, training kernels must reach the
-             * GPU first (blocks are not pre-empted; bench/RESULTS.md) */
-            if (win) {
-                RAP_TRY(rap_rt_wait(rt->prep_s, e->sy[EV_P0 + p]));
-                RAP_TRY(launch_window(rt, nx, (rap_window)p));
-                if (p == pack_after) {
-                    RAP_TRY(rap_input_make(nx->input, nx->prep, &nx->mb));
-                    RAP_TRY(rap_rt_record(nx->ev_ready, rt->prep_s));
-                }
-            }
+            RAP_TRY(q_end(&q, (rap_window)p, EV_P0 + p));
         }
-        if (pack_after >= 0)
+        if (q.pack_after >= 0)
             nx = NULL; /* packed already: nothing left for the end of the step */
     }
     if (!rt->cfg.train_fn || rt->cfg.train_fn_model_loss)
@@ -1055,7 +1117,8 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
     if (nx) {
         RAP_TRY(rap_rt_record(e->sy[EV_END], rt->train_s));
         RAP_TRY(rap_rt_wait(rt->prep_s, e->sy[EV_END]));
-        RAP_TRY(launch_window(rt, nx, RAP_WIN_GRAD_COMM));
+        if (!hooked)
+            RAP_TRY(launch_window(rt, nx, RAP_WIN_GRAD_COMM));
         RAP_TRY(launch_window(rt, nx, RAP_WIN_EXPOSED));
         RAP_TRY(rap_input_make(nx->input, nx->prep, &nx->mb));
         RAP_TRY(rap_rt_record(nx->ev_ready, rt->prep_s));
@@ -1339,7 +1402,7 @@ static rap_status step_pipelined(rap_runtime *rt, rap_step_info *info)
         RAP_TRY(fetch(rt, &b));
         /* rap mode without emb_forward slices: the copy waits for the lookups
          * (phases_gpu); cur's step then takes nx as the batch to come */
-        bool defer = b && rt->mode == RAP_MODE_RAP && !rt->cfg.train_fn &&
+        bool defer = b && rt->mode == RAP_MODE_RAP && (!rt->cfg.train_fn || rt->cfg.hybrid) &&
                      !window_used(rt, RAP_WIN_EMB_FORWARD);
         if (defer) {
             rt->deferred = b;

@@ -37,6 +37,7 @@
 #ifndef RAP_RUN_RUNTIME_H
 #define RAP_RUN_RUNTIME_H
 
+#include "dist/hybrid.h"
 #include "model/model.h"
 #include "rap.h"
 #include "run/schedule.h"
@@ -167,12 +168,17 @@ typedef struct {
      * preprocessed global batch mb to train_fn instead of running the
      * model's four phases; train_fn trains this rank's share (rap_hybrid_step)
      * and returns the global mean loss (on the GPU it may wait for the step).
-     * Timed as one span (phase_ms[0] holds the step, the others 0). No CUDA
-     * graph. The plan may then be a part of the model's (a rank's columns:
+     * With `hybrid` (the rap_hybrid train_fn steps), the runtime hooks its
+     * phase boundaries (rap_hybrid_set_hooks): each phase is timed, and in
+     * rap mode each window's slices are released beside its phase, the
+     * grad_comm window beside the gradients' exchange. Without it the step
+     * is timed as one span (phase_ms[0]) and every slice is launched before
+     * it. No CUDA graph. The plan may then be a part of the model's (a rank's columns:
      * mb holds its sparse columns only, in its frame order). NULL: the plain
      * step, unchanged. */
     rap_status (*train_fn)(void *ctx, const rap_model_batch *mb, double *loss);
     void *train_ctx;
+    rap_hybrid *hybrid;           /* the step train_fn runs (hooked), or NULL */
     bool train_fn_model_loss;     /* GPU: train_fn's loss is not used; the model's own
                                    * loss (or train_loss_dev) is read back
                                    * asynchronously as without train_fn */
@@ -202,6 +208,8 @@ typedef struct {
 /* Per-step timing (milliseconds, GPU events or host clock on the CPU). */
 typedef struct {
     float phase_ms[4];            /* emb_forward, mlp_forward, mlp_backward, emb_backward */
+    float grad_comm_ms;           /* hooked hybrid step: the gradients' exchange (between
+                                   * mlp_backward and emb_backward); else 0 */
     float exposed_ms;             /* training waited for its batch (sequential: its prep) */
     float step_ms;                /* wait + phases */
 } rap_step_record;
@@ -214,6 +222,7 @@ typedef struct {
     double starved_s;             /* host seconds waiting for the feed (data-bound time) */
     int64_t starved_steps;        /* steps that waited more than 1 ms for data */
     double phase_ms[4];           /* sums over timed steps */
+    double grad_comm_ms;
     double exposed_ms, step_ms;
     int64_t timed_steps;
     rap_step_record *records;     /* (n_records) the first max_records steps */

@@ -1274,6 +1274,7 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
     if (t->dist) {
         rc.train_fn = dist_train;
         rc.train_ctx = t;
+        rc.hybrid = t->hyb; /* its phases timed, the windows beside them */
         rc.batch_rows = t->mc.batch;
         if (t->xb) { /* placement batch: the executor preprocesses this rank's rows */
             rc.row_share_ranks = t->R;
