@@ -500,7 +500,9 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
         h->comm.bytes_sent +=
             (int64_t)(2.0 * (h->R - 1) / h->R * sizeof(float) * (double)h->bufs.n_grads);
     }
-    if (nr > 0 && gpu)
+    if (h->bufs.direct)
+        ; /* one rank, every table whole: the lookups wrote emb in place */
+    else if (nr > 0 && gpu)
         RAP_TRY(rap_hybrid_scatter_gpu(src, nr, h->T, h->D, &h->pa_dev, h->bufs.emb,
                                        h->bufs.emb_ld, mc->stream));
     else if (nr > 0)
@@ -514,7 +516,9 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
     if (nr > 0) {
         RAP_TRY(rap_model_mlp_backward(h->m, loc));
         float *dst = one ? h->bufs.demb_out : h->send;
-        if (gpu)
+        if (h->bufs.direct)
+            ; /* emb_backward reads demb in place */
+        else if (gpu)
             RAP_TRY(rap_hybrid_gather_gpu(h->bufs.demb, h->bufs.demb_ld, nr, h->P, h->D,
                                           &h->pa_dev, dst, mc->stream));
         else

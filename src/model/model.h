@@ -159,6 +159,10 @@ typedef struct {
     int64_t emb_ld, demb_ld;
     float *grads;      /* (n_grads) dense gradients, one layout on every rank */
     size_t n_grads;
+    bool direct;       /* GPU, one rank holding every table whole: emb_forward
+                        * writes emb and emb_backward reads demb in place
+                        * (emb_out, demb_out NULL): nothing to exchange,
+                        * scatter or gather */
 } rap_model_shard_bufs;
 
 

@@ -444,6 +444,7 @@ void rap_cpu_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
     out->demb_ld = td;
     out->grads = st->grads;
     out->n_grads = m->n_mlp_params;
+    out->direct = false;
 }
 
 static rap_status emb_backward_core(rap_model *m, const rap_model_batch *b, const float *demb)

@@ -46,6 +46,13 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
     g->TE = rap_model_emb_tables(c);
     g->EB = rap_model_emb_batch(c);
     g->sharded = c->shard != NULL;
+    /* one rank holding every table whole, in order, over its own batch:
+     * the lookups write the interaction input in place as unsharded (no
+     * scatter and gather between the phases, rap_model_shard_bufs.direct) */
+    g->direct = g->sharded && g->TE == c->n_tables && g->EB == c->batch;
+    for (int k = 0; g->direct && k < g->TE; k++)
+        g->direct = c->shard->table[k] == k && c->shard->row0[k] == 0 &&
+                    c->shard->rows[k] == c->table_rows[k];
     g->D = c->emb_dim;
     g->F = c->n_tables + 1;
     g->ND = c->n_dense;
@@ -205,7 +212,7 @@ static size_t plan(rap_gpu *g, char *base)
     TAKE(g->head, float *, sizeof(float) * (size_t)g->nchunks * (size_t)g->D);
     TAKE(g->tail, float *, sizeof(float) * (size_t)g->nchunks * (size_t)g->D);
     TAKE(g->sort_tmp, void *, g->sort_bytes);
-    if (g->sharded && g->TE > 0) {
+    if (g->sharded && !g->direct && g->TE > 0) {
         const size_t ex = sizeof(float) * (size_t)g->EB * (size_t)g->TE * (size_t)g->D;
         TAKE(g->emb_out, float *, ex);
         TAKE(g->demb_out, float *, ex);
@@ -498,7 +505,7 @@ extern "C" rap_status rap_gpu_model_emb_forward(rap_model *m, const rap_model_ba
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     RAP_TRY(check_batch(g, b, g->EB, false, "GPU emb_forward"));
-    if (g->sharded)
+    if (g->sharded && !g->direct)
         return g->TE ? rap_gpu_emb_forward(g, b, 0, g->TE, g->emb_out, (int64_t)g->TE * g->D, 0)
                      : RAP_OK;
     return rap_gpu_emb_forward(g, b, 0, g->T, g->z, (int64_t)g->F * g->D, 1);
@@ -540,7 +547,7 @@ extern "C" rap_status rap_gpu_model_emb_backward(rap_model *m, const rap_model_b
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     RAP_TRY(check_batch(g, b, g->EB, false, "GPU emb_backward"));
-    if (g->sharded)
+    if (g->sharded && !g->direct)
         return g->TE ? rap_gpu_emb_backward(g, b, g->demb_out, (int64_t)g->TE * g->D, 0, &m->cfg)
                      : RAP_OK;
     return rap_gpu_emb_backward(g, b, g->de, (int64_t)g->T * g->D, 0, &m->cfg);
@@ -659,6 +666,7 @@ extern "C" void rap_gpu_model_shard_buffers(rap_model *m, rap_model_shard_bufs *
     out->demb_ld = (int64_t)g->T * g->D;
     out->grads = g->grads;
     out->n_grads = (size_t)g->segs.n_pad;
+    out->direct = g->direct;
 }
 
 #else /* no CUDA: the GPU model is unavailable */

@@ -162,6 +162,8 @@ typedef struct rap_gpu {
     int T, D, F, ND, top_in;
     int TE;             /* tables held: T, or a shard's TL (may be 0) */
     int64_t EB;         /* rows of the embedding phases: B, or a shard's Bg */
+    bool direct;        /* sharded, but every table whole over its own batch (one
+                         * rank): the embedding phases work in place as unsharded */
     bool sharded;
     uint64_t total_rows;
     int key_bits;
