@@ -8,9 +8,13 @@
 #             currency check; everything packed into $OUT/profile.tgz
 #   bench     rap bench, every mode, with the planned schedules of
 #             plans/h200/ (and the ablation schedules unless ABLATION=0),
-#             into $OUT/bench.tgz
+#             into $OUT/bench.tgz; each invocation runs its mode list
+#             REPEAT (default 3) times (rap bench --repeat): every number
+#             the median of the runs, vs_ideal the median of the per-run
+#             ratios; the timeouts grow with REPEAT
 #   multi     bench/multi on MULTI_GPUS (default 2) GPUs, plans MPLANS
 #             (plan0,plan1), batches MBATCHES (4096,8192), into $OUT/multi.tgz
+#             (REPEAT, default 3, passed on: rap bench --repeat)
 #
 # Results land in $OUT (or ./out); logs are summarised on stdout.
 set -u -o pipefail
@@ -96,26 +100,27 @@ if has bench; then
   # is given; 34 warm-up steps so that ideal's 32 slots capture theirs before
   # timing starts
   G=${GRAPH---cuda-graph}
+  REP=${REPEAT:-3}
   # schedules: plans/h200/<plan>_<batch>[_<variant>].schedule (+ .fusion)
   for plan in ${PLANS:-plan0 plan1 plan2 plan3}; do for b in ${BATCHES:-4096 8192}; do
     S=${SCHED_DIR:-plans/h200}/${plan}_$b
     [ -f "$S.schedule" ] || { echo "no $S.schedule"; continue; }
     echo "== rap bench $plan $b: every mode, planned schedule"
-    timeout 150 "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \
-      --warmup 34 $G --schedule "$S.schedule" --json --quiet > "$W/bench/${plan}_$b.json" 2> "$W/bench/${plan}_$b.err"
+    timeout $((150 * REP)) "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \
+      --warmup 34 --repeat $REP $G --schedule "$S.schedule" --json --quiet > "$W/bench/${plan}_$b.json" 2> "$W/bench/${plan}_$b.err"
     echo "exit $?"; tail -2 "$W/bench/${plan}_$b.err"
     [ "${ABLATION:-1}" = 0 ] && continue
     for v in nofusion nosplit; do
       [ -f "${S}_$v.schedule" ] || continue
       echo "== rap bench $plan $b: rap without ${v#no}"
-      timeout 100 "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \
-        --warmup 34 $G --schedule "${S}_$v.schedule" --modes ideal,rap --json --quiet \
+      timeout $((100 * REP)) "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \
+        --warmup 34 --repeat $REP $G --schedule "${S}_$v.schedule" --modes ideal,rap --json --quiet \
         > "$W/bench/${plan}_${b}_$v.json" 2> "$W/bench/${plan}_${b}_$v.err"
       echo "exit $?"
     done
     echo "== rap bench $plan $b: rap without the schedule (planned fusion, launched when ready = stream)"
-    timeout 100 "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \
-      --warmup 34 $G --schedule "$S.schedule" --modes ideal,stream --json --quiet \
+    timeout $((100 * REP)) "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \
+      --warmup 34 --repeat $REP $G --schedule "$S.schedule" --modes ideal,stream --json --quiet \
       > "$W/bench/${plan}_${b}_nosched.json" 2> "$W/bench/${plan}_${b}_nosched.err"
     echo "exit $?"
   done; done
@@ -126,7 +131,8 @@ if has multi; then
   echo "== bench/multi on ${MULTI_GPUS:-2} GPUs"
   start=$(date +%s)
   MODEL_plan1="--emb-dim 64 --mlp-bot 512-256-64" PLANS=${MPLANS:-plan0,plan1} \
-    BATCHES=${MBATCHES:-4096,8192} STEPS=${MSTEPS:-50} WARMUP=${MWARMUP:-10} RAP=$B/rap TIMEOUT=120 \
+    BATCHES=${MBATCHES:-4096,8192} STEPS=${MSTEPS:-50} WARMUP=${MWARMUP:-10} RAP=$B/rap \
+    REPEAT=${REPEAT:-3} TIMEOUT=$((120 * ${REPEAT:-3})) \
     bash bench/multi "$W/multi" ${MULTI_GPUS:-2} > "$W/multi.log" 2>&1
   echo "exit $? after $(( $(date +%s) - start )) s"; tail -40 "$W/multi.log"
   tar czf "$OUT/multi.tgz" -C "$W" multi multi.log

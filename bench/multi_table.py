@@ -11,9 +11,13 @@ Reads the runs bench/multi left in RAWDIR:
 
 and writes one markdown file (throughput table, placement table, the goal
 of issue #7) and one JSON file with every row. Fields read from `rap bench
---json`: modes[].mode, samples_per_s, vs_ideal (recomputed from the ideal
-row of the same plan, batch and GPU count when absent: bench/multi runs
-ideal once, with the first placement), exposed_ms, and, when the trainer reports them,
+--json`: modes[].mode, samples_per_s, vs_ideal (taken from the JSON
+whenever present: with `rap bench --repeat R` the median over the R runs of
+the ratio to the same run's ideal, not the ratio of the medians; recomputed
+from the ideal row of the same plan, batch and GPU count only when absent
+or null: bench/multi runs ideal once, with the first placement), exposed_ms,
+samples_per_s_runs and vs_ideal_runs (--repeat's runs, copied into the JSON
+rows when present), and, when the trainer reports them,
 all_to_all_ms, all_reduce_ms, bytes_moved (per iteration; "n/a" when
 absent). Pure standard library; no GPU needed (tests/test_multi_table.sh
 runs it on fake inputs).
@@ -71,6 +75,9 @@ def mode_rows(doc):
             "all_reduce_ms": m.get("all_reduce_ms"),
             "bytes_moved": m.get("bytes_moved"),
         }
+        for k in ("samples_per_s_runs", "vs_ideal_runs"):
+            if k in m:
+                rows[name][k] = m[k]
     return rows
 
 

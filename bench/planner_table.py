@@ -4,8 +4,15 @@
 (DIR/planP_B*.json) and the planner reports (PLANS_DIR/planP_B.report.json):
 every mode vs ideal, rap's speedups, the ablation, and predicted vs measured
 exposed latency per window (measured = rap's phase minus ideal's phase,
-the time the co-running work added; exposed = the time training waited)."""
-import json, os, sys
+the time the co-running work added; exposed = the time training waited).
+
+Ratios are taken as `rap bench` measured them: a mode's ratio to ideal is
+the JSON's "vs_ideal" (with --repeat R, the median over the R runs of the
+ratio within each run), computed from samples_per_s only when the field is
+missing or null; a ratio between two modes (rap vs sequential, ...) is the
+median over the runs of the per-run ratios when both carry
+"samples_per_s_runs" of the same length, else the ratio of samples_per_s."""
+import json, os, statistics, sys
 
 d = sys.argv[1]
 pd = sys.argv[2] if len(sys.argv) > 2 else "plans/h200"
@@ -17,6 +24,20 @@ def load(f):
     except (OSError, ValueError, KeyError):
         return {}
 
+def vs_ideal(m, k):
+    """mode k's ratio to ideal in one file's modes m: the JSON's, else computed"""
+    v = m[k].get("vs_ideal")
+    if v is None and "ideal" in m:
+        v = m[k]["samples_per_s"] / m["ideal"]["samples_per_s"]
+    return v
+
+def pair(a, b):
+    """a's samples/s over b's: the median of the per-run ratios when both have the runs"""
+    ra, rb = a.get("samples_per_s_runs"), b.get("samples_per_s_runs")
+    if ra and rb and len(ra) == len(rb) and all(ra) and all(rb):
+        return statistics.median(x / y for x, y in zip(ra, rb))
+    return a["samples_per_s"] / b["samples_per_s"]
+
 rows, abl, win = [], [], []
 for plan in ["plan0", "plan1", "plan2", "plan3"]:
     for b in [4096, 8192]:
@@ -24,18 +45,16 @@ for plan in ["plan0", "plan1", "plan2", "plan3"]:
         if not m:
             continue
         ideal = m["ideal"]["samples_per_s"]
-        r = m.get("rap", {}).get("samples_per_s", 0)
-        ratio = {k: v["samples_per_s"] / ideal for k, v in m.items()}
+        ratio = {k: vs_ideal(m, k) for k in m}
         rows.append(f"| {plan} | {b} | " + " | ".join(
-            f"{ratio[k]:.3f}" if k in ratio else "-" for k in
+            f"{ratio[k]:.3f}" if ratio.get(k) is not None else "-" for k in
             ["sequential", "stream", "mps", "cpu", "rap"]) + f" | {ideal/1e6:.2f} M | " +
-            " | ".join(f"{r / m[k]['samples_per_s']:.3f}" if k in m else "-" for k in
+            " | ".join(f"{pair(m['rap'], m[k]):.3f}" if k in m and "rap" in m else "-" for k in
                        ["sequential", "stream", "mps", "cpu"]) + " |")
-        a = [f"{ratio.get('rap', 0):.3f}"]
+        a = [f"{ratio.get('rap') or 0:.3f}"]
         for v, mode in [("nofusion", "rap"), ("nosched", "stream"), ("nosplit", "rap")]:
             mm = load(f"{d}/{plan}_{b}_{v}.json")
-            a.append(f"{mm[mode]['samples_per_s'] / mm['ideal']['samples_per_s']:.3f}"
-                     if mode in mm and "ideal" in mm else "-")
+            a.append(f"{vs_ideal(mm, mode):.3f}" if mode in mm and "ideal" in mm else "-")
         abl.append(f"| {plan} | {b} | " + " | ".join(a) + " |")
         rep = f"{pd}/{plan}_{b}.report.json"
         if os.path.exists(rep) and "rap" in m:

@@ -77,6 +77,7 @@ typedef struct {
     int mode;                /* 0 auto, else 1 + rap_mode */
     char modes[RAP_OPT_STR];
     int64_t warmup;
+    int64_t repeat;          /* bench: runs of the mode list, medians reported */
     int64_t cpu_workers;
     char schedule[RAP_OPT_STR];
     char trace[RAP_OPT_STR];

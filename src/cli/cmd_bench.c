@@ -9,7 +9,25 @@
  * per-step GPU timings: the step, the exposed preprocessing (the training
  * stream waiting for its batch; sequential: the preprocessing itself), each
  * training phase; the seconds the trainer waited for data, and the GPU
- * memory in use. */
+ * memory in use.
+ *
+ * --repeat R: the whole mode list runs R times, interleaved (every mode
+ * once, then again), so that each run (repetition) has its own ideal and a
+ * slow phase of the machine hits every mode alike. Every run's row is kept;
+ * reported per mode: samples/s, the per-step medians (step, exposed, each
+ * phase) and starved_s are each the median over the R runs of that run's
+ * value; vs ideal is the median over the runs of (the mode's samples/s /
+ * the same run's ideal samples/s), reported only when ideal ran in every
+ * run (ideal's is then exactly 1); GPU_GB is the largest over the runs;
+ * samples (the same every run: --steps batches) is the first run's. A mode
+ * skipped or failed in any run (a failure after the measured steps too:
+ * --trace not written) is reported skipped with the first such run's
+ * reason. Every rank runs every mode of every run, whatever failed
+ * before (a rank that left the loop early would leave the others waiting).
+ * --trace is written by the last run only. R = 1 prints what it printed
+ * before --repeat existed, plus the keys "repeat", "samples_per_s_runs" and
+ * "vs_ideal_runs" in --json (and a mode whose --trace could not be written
+ * is now reported failed, not with its numbers beside the warning). */
 #include "cli/cli.h"
 #include "dist/comm.h"
 #include "dist/hybrid.h"
@@ -35,6 +53,7 @@ typedef struct {
     bool ran;
     char skipped[256];
     double samples_per_s;
+    double vs_ideal;         /* samples_per_s / ideal's (a run's, or the median ratio) */
     double step_ms, exposed_ms, phase_ms[4];
     double starved_s;
     int64_t steps, samples;
@@ -58,6 +77,80 @@ static double median(const rap_step_record *recs, int64_t n, size_t off, float *
     return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of the finite values among v[0..n) (tmp: n doubles); NaN if none.
+ * An even count gives the mean of the two middle values. */
+static double median_runs(const double *v, int n, double *tmp)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(v[i]))
+            tmp[k++] = v[i];
+    if (k == 0)
+        return NAN;
+    qsort(tmp, (size_t)k, sizeof(double), cmp_double);
+    return k % 2 ? tmp[k / 2] : 0.5 * (tmp[k / 2 - 1] + tmp[k / 2]);
+}
+
+/* One run's ratios: vs_ideal of each row of run[0..n) = its samples/s over
+ * the same run's ideal (the last ideal row that ran), NaN without one. */
+static void run_ratios(bench_row *run, int n)
+{
+    double ideal = 0;
+    for (int i = 0; i < n; i++)
+        if (run[i].mode == RAP_MODE_IDEAL && run[i].ran)
+            ideal = run[i].samples_per_s;
+    for (int i = 0; i < n; i++)
+        run[i].vs_ideal = run[i].ran && ideal > 0 ? run[i].samples_per_s / ideal : NAN;
+}
+
+/* The reported rows: out[i] from runs[r * n + i], r in [0, R) (see the
+ * header: medians over the runs, vs ideal only when ideal ran in every
+ * run). tmp: 2 * R doubles. */
+static void summarize(const bench_row *runs, int R, int n, bench_row *out, double *tmp)
+{
+    double *v = tmp, *t = tmp + R;
+    bool ideal_all = false;
+    for (int i = 0; i < n; i++) {
+        const bench_row *r0 = &runs[i];
+        bench_row *o = &out[i];
+        *o = *r0;
+        for (int r = 0; r < R && o->ran; r++)
+            if (!runs[r * n + i].ran) {
+                o->ran = false;
+                snprintf(o->skipped, sizeof o->skipped, "%s", runs[r * n + i].skipped);
+            }
+        if (!o->ran)
+            continue;
+#define MED(field)                                                                                 \
+    do {                                                                                           \
+        for (int r = 0; r < R; r++)                                                                \
+            v[r] = runs[r * n + i].field;                                                          \
+        o->field = median_runs(v, R, t);                                                           \
+    } while (0)
+        MED(samples_per_s);
+        MED(vs_ideal);
+        MED(step_ms);
+        MED(exposed_ms);
+        MED(starved_s);
+        for (int p = 0; p < 4; p++)
+            MED(phase_ms[p]);
+#undef MED
+        for (int r = 1; r < R; r++)
+            if (runs[r * n + i].gpu_gb > o->gpu_gb)
+                o->gpu_gb = runs[r * n + i].gpu_gb;
+        if (o->mode == RAP_MODE_IDEAL)
+            ideal_all = true;
+    }
+    for (int i = 0; i < n && !ideal_all; i++) /* ideal not in every run: no ratios */
+        out[i].vs_ideal = NAN;
+}
+
 /* "out.json" + "rap" -> "out.rap.json" */
 static void trace_name(const char *base, const char *mode, char *out, size_t n)
 {
@@ -79,6 +172,8 @@ typedef struct {
     bool shard;              /* data is a rap shard: ideal mode only */
     int ranks;               /* ranks of the job */
     bool hybrid;             /* ranks (mpirun or --gpus): the hybrid step */
+    int repeat;              /* runs of the mode list (--repeat) */
+    bool trace_run;          /* this run writes --trace (the last one) */
 } bench_ctx;
 
 /* With ranks: the hybrid step of one rank (the runtime's train_fn). */
@@ -165,7 +260,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
             goto out;
         mc.stream = stream;
     }
-    if (s->trace[0] && (!comm || dist.rank == 0)) {
+    if (s->trace[0] && b->trace_run && (!comm || dist.rank == 0)) {
         rap_trace_config tc = {0};
         tc.max_gpu_spans = b->dev == RAP_GPU ? 16384 : 0;
         if ((st = rap_trace_create(&tc, &tr)) != RAP_OK)
@@ -385,16 +480,17 @@ static rap_status run_mode_threads(const bench_ctx *b, rap_mode mode, bench_row 
     return st;
 }
 
+/* The table of the reported rows (summarize's). */
 static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *f)
 {
-    double ideal = 0;
-    for (int i = 0; i < n; i++)
-        if (rows[i].mode == RAP_MODE_IDEAL && rows[i].ran)
-            ideal = rows[i].samples_per_s;
-    fprintf(f, "rap bench: plan %s, batch %lld%s, %s, %lld steps per mode (medians per step, ms)%s\n",
+    char reps[96] = "";
+    if (b->repeat > 1)
+        snprintf(reps, sizeof reps, "; median of %d runs (vs ideal: of the per-run ratios)",
+                 b->repeat);
+    fprintf(f, "rap bench: plan %s, batch %lld%s, %s, %lld steps per mode (medians per step, ms)%s%s\n",
             b->plan->source, (long long)b->mc.batch, b->ranks > 1 ? " (global)" : "",
             b->dev == RAP_GPU ? "GPU" : "CPU", (long long)b->s->steps,
-            b->hybrid ? "; samples/s of the whole job" : "");
+            b->hybrid ? "; samples/s of the whole job" : "", reps);
     if (b->hybrid)
         fprintf(f, "ranks: %d, hybrid step: its time is in the emb_fwd column (the phases, the "
                 "all-to-all and the all-reduce are not timed apart)\n", b->ranks);
@@ -408,8 +504,8 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
             continue;
         }
         char ratio[32];
-        if (ideal > 0)
-            snprintf(ratio, sizeof ratio, "%.3f", r->samples_per_s / ideal);
+        if (isfinite(r->vs_ideal))
+            snprintf(ratio, sizeof ratio, "%.3f", r->vs_ideal);
         else
             snprintf(ratio, sizeof ratio, "-");
         fprintf(f, "%-11s %12.0f %8s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.2f\n",
@@ -419,18 +515,17 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
     }
 }
 
-static void print_json(const bench_row *rows, int n, const bench_ctx *b, FILE *f)
+/* The reported rows (summarize's) as one JSON object; runs: every run's
+ * rows (runs[r * n + i]) for the per-run arrays. */
+static void print_json(const bench_row *rows, const bench_row *runs, int n, const bench_ctx *b,
+                       FILE *f)
 {
-    double ideal = 0;
-    for (int i = 0; i < n; i++)
-        if (rows[i].mode == RAP_MODE_IDEAL && rows[i].ran)
-            ideal = rows[i].samples_per_s;
     char x[32];
     static const char *const place[] = {"batch", "owner", "search"};
     fprintf(f, "{\"plan\":\"%s\",\"batch\":%lld,\"device\":\"%s\",\"steps\":%lld,\"warmup\":%lld,"
-            "\"ranks\":%d,\"placement\":\"%s\",\"modes\":[", b->s->plan, (long long)b->mc.batch,
-            b->dev == RAP_GPU ? "gpu" : "cpu", (long long)b->s->steps, (long long)b->s->warmup,
-            b->ranks, place[b->s->placement % 3]);
+            "\"repeat\":%d,\"ranks\":%d,\"placement\":\"%s\",\"modes\":[", b->s->plan,
+            (long long)b->mc.batch, b->dev == RAP_GPU ? "gpu" : "cpu", (long long)b->s->steps,
+            (long long)b->s->warmup, b->repeat, b->ranks, place[b->s->placement % 3]);
     for (int i = 0; i < n; i++) {
         const bench_row *r = &rows[i];
         fprintf(f, "%s\n{\"mode\":\"%s\"", i ? "," : "", rap_mode_name(r->mode));
@@ -439,7 +534,7 @@ static void print_json(const bench_row *rows, int n, const bench_ctx *b, FILE *f
             continue;
         }
         fprintf(f, ",\"samples_per_s\":%s", rap_json_num(r->samples_per_s, x));
-        fprintf(f, ",\"vs_ideal\":%s", rap_json_num(ideal > 0 ? r->samples_per_s / ideal : NAN, x));
+        fprintf(f, ",\"vs_ideal\":%s", rap_json_num(r->vs_ideal, x));
         fprintf(f, ",\"step_ms\":%s", rap_json_num(r->step_ms, x));
         fprintf(f, ",\"exposed_ms\":%s", rap_json_num(r->exposed_ms, x));
         static const char *const ph[4] = {"emb_forward_ms", "mlp_forward_ms", "mlp_backward_ms",
@@ -449,8 +544,16 @@ static void print_json(const bench_row *rows, int n, const bench_ctx *b, FILE *f
         for (int p = 0; p < 4; p++)
             fprintf(f, ",\"%s\":%s", ph[p], rap_json_num(b->hybrid ? NAN : r->phase_ms[p], x));
         fprintf(f, ",\"starved_s\":%s", rap_json_num(r->starved_s, x));
-        fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s}", (long long)r->samples,
+        fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s", (long long)r->samples,
                 rap_json_num(r->gpu_gb, x));
+        fprintf(f, ",\"samples_per_s_runs\":[");
+        for (int k = 0; k < b->repeat; k++)
+            fprintf(f, "%s%s", k ? "," : "", rap_json_num(runs[k * n + i].samples_per_s, x));
+        fprintf(f, "],\"vs_ideal_runs\":[");
+        for (int k = 0; k < b->repeat; k++) /* null where the run had no ideal */
+            fprintf(f, "%s%s", k ? "," : "", rap_json_num(isfinite(r->vs_ideal) ?
+                                                          runs[k * n + i].vs_ideal : NAN, x));
+        fprintf(f, "]}");
     }
     fprintf(f, "]}\n");
 }
@@ -501,11 +604,15 @@ int cmd_bench(int argc, char **argv)
     rap_fusion fus = {0};
     rap_schedule *sched = NULL;
     char tmp[600] = "";
-    bench_row rows[RAP_MODE_COUNT];
+    bench_row rows[RAP_MODE_COUNT]; /* reported: the medians over the runs */
+    bench_row *runs = NULL;          /* run r's rows: runs[r * n_modes + i] */
+    double *med_tmp = NULL;
+    const int R = (int)s.repeat;
     int n_modes = 0;
     bench_ctx b;
     memset(&b, 0, sizeof b);
     b.s = &s;
+    b.repeat = R;
     rap_mode modes[RAP_MODE_COUNT];
     const char *spec = s.modes;
     char one[32];
@@ -586,43 +693,62 @@ int cmd_bench(int argc, char **argv)
                           "not %s)", b.data, rap_mode_name(modes[i]));
             goto out;
         }
-    for (int i = 0; i < n_modes; i++) {
-        bench_row *r = &rows[i];
-        memset(r, 0, sizeof *r);
-        r->mode = modes[i];
-        if (!b.shard && !rap_mode_available(modes[i], b.dev, r->skipped, sizeof r->skipped))
-            continue;
-        if ((world || comms) && modes[i] == RAP_MODE_MPS) {
-            snprintf(r->skipped, sizeof r->skipped, "not with ranks (its server serves one "
-                     "trainer)");
-            continue;
-        }
-        rap_info("bench: mode %s%s", rap_mode_name(modes[i]), world || comms ? " (ranks)" : "");
-        rap_status ms;
-        if (comms)
-            ms = run_mode_threads(&b, modes[i], r, comms, n_ranks);
-        else if (world) {
-            int gpu = -1;
-            if (b.dev == RAP_GPU) {
-                const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-                int have = 0;
-                rap_rt_device_count(&have);
-                gpu = (lr ? atoi(lr) : rank) % (have > 0 ? have : 1);
-            }
-            ms = run_mode(&b, modes[i], r, world, gpu);
-        } else
-            ms = run_mode(&b, modes[i], r, NULL, -1);
-        if (ms != RAP_OK) {
-            snprintf(r->skipped, sizeof r->skipped, "failed: %s", rap_last_error());
-            rap_warn("bench: mode %s failed: %s", rap_mode_name(modes[i]), rap_last_error());
-        }
+    runs = rap_calloc(sizeof(bench_row) * (size_t)R * (size_t)(n_modes > 0 ? n_modes : 1),
+                      "bench runs");
+    med_tmp = rap_calloc(sizeof(double) * 2 * (size_t)R, "bench medians");
+    if (!runs || !med_tmp) {
+        st = RAP_ERR_NOMEM;
+        goto out;
     }
+    /* the same loop on every rank: every run, every mode, whatever failed */
+    for (int k = 0; k < R; k++) {
+        char run_of[48] = "";
+        if (R > 1)
+            snprintf(run_of, sizeof run_of, " (run %d/%d)", k + 1, R);
+        b.trace_run = k == R - 1;
+        for (int i = 0; i < n_modes; i++) {
+            bench_row *r = &runs[k * n_modes + i];
+            memset(r, 0, sizeof *r);
+            r->mode = modes[i];
+            if (!b.shard && !rap_mode_available(modes[i], b.dev, r->skipped, sizeof r->skipped))
+                continue;
+            if ((world || comms) && modes[i] == RAP_MODE_MPS) {
+                snprintf(r->skipped, sizeof r->skipped, "not with ranks (its server serves one "
+                         "trainer)");
+                continue;
+            }
+            rap_info("bench: mode %s%s%s", rap_mode_name(modes[i]), run_of,
+                     world || comms ? " (ranks)" : "");
+            rap_status ms;
+            if (comms)
+                ms = run_mode_threads(&b, modes[i], r, comms, n_ranks);
+            else if (world) {
+                int gpu = -1;
+                if (b.dev == RAP_GPU) {
+                    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+                    int have = 0;
+                    rap_rt_device_count(&have);
+                    gpu = (lr ? atoi(lr) : rank) % (have > 0 ? have : 1);
+                }
+                ms = run_mode(&b, modes[i], r, world, gpu);
+            } else
+                ms = run_mode(&b, modes[i], r, NULL, -1);
+            if (ms != RAP_OK) { /* even after its steps ran (--trace not written) */
+                r->ran = false;
+                snprintf(r->skipped, sizeof r->skipped, "failed%s: %s", run_of, rap_last_error());
+                rap_warn("bench: mode %s failed%s: %s", rap_mode_name(modes[i]), run_of,
+                         rap_last_error());
+            }
+        }
+        run_ratios(&runs[k * n_modes], n_modes);
+    }
+    summarize(runs, R, n_modes, rows, med_tmp);
     b.ranks = n_ranks;
     b.hybrid = world || comms;
     if (rank != 0)
         ; /* rank 0 reports for the job */
     else if (s.json)
-        print_json(rows, n_modes, &b, stdout);
+        print_json(rows, runs, n_modes, &b, stdout);
     else
         print_table(rows, n_modes, &b, stdout);
 out:
@@ -631,6 +757,8 @@ out:
         snprintf(msg, sizeof msg, "%s", rap_last_error());
         if (tmp[0])
             remove(tmp);
+        rap_free(runs);
+        rap_free(med_tmp);
         rap_schedule_free(sched);
         rap_fusion_free(&fus);
         rap_plan_free(plan);

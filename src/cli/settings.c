@@ -80,6 +80,7 @@ const rap_opt cli_options[] = {
     {"modes", RAP_OPT_STRING, BE, OFF(modes), "ideal,cpu,sequential,stream,mps,rap", 0, 0, NULL, "M,M,..", "modes to compare, run one after the other on the same data and model"},
     {"steps", RAP_OPT_INT, BE, OFF(steps), "50", 1, BIG, NULL, "N", "measured steps per mode (after --warmup)"},
     {"warmup", RAP_OPT_INT, BE, OFF(warmup), "5", 0, BIG, NULL, "N", "steps run before measuring, per mode"},
+    {"repeat", RAP_OPT_INT, BE, OFF(repeat), "1", 1, 100, NULL, "R", "run the mode list R times (interleaved: every mode once, then again); each reported number is the median over the R runs, vs ideal the median of the per-run ratios"},
     {"cpu-workers", RAP_OPT_INT, TB, OFF(cpu_workers), "0", 0, 4096, NULL, "N", "cpu mode: preprocessing worker threads (0: all cores)"},
     {"schedule", RAP_OPT_STRING, TB, OFF(schedule), "", 0, 0, NULL, "FILE", "rap mode: schedule file (docs/SCHEDULE.md; default: the built-in one)"},
     {"trace", RAP_OPT_STRING, TB, OFF(trace), "", 0, 0, NULL, "FILE", "write a Chrome/Perfetto timeline of a few steps (bench: FILE gets the mode's name before .json)"},
