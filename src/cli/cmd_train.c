@@ -3,6 +3,7 @@
  * generates training and evaluation rows (same generator world, seeds S and
  * S+1) into temporary files, removed at the end. */
 #include "cli/cli.h"
+#include "run/rank_schedule.h"
 #include "dist/comm.h"
 #include "run/mps.h"
 #include "run/train.h"
@@ -89,7 +90,9 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
     c.cuda_graph = s->cuda_graph;
     c.mode = s->mode - 1;
     c.cpu_workers = (int)s->cpu_workers;
-    if (s->schedule[0]) {
+    if (s->schedule[0] && access(s->schedule, R_OK) != 0 && rap_rank_schedule_exists(s->schedule)) {
+        c.rank_schedule = s->schedule; /* rap plan --gpus R's per-rank manifests */
+    } else if (s->schedule[0]) {
         RAP_TRY(rap_schedule_load(s->schedule, &j->schedule));
         c.schedule = j->schedule;
         /* rap plan writes the fusion the schedule indexes beside it */

@@ -205,7 +205,7 @@ static rap_status shape_init(const rap_plan *p, const rap_place_config *c, shape
 
 /* ------------------------------------------------------ rank planning */
 
-static void sub_free(rap_plan *s)
+void rap_place_sub_plan_free(rap_plan *s)
 {
     if (!s)
         return;
@@ -214,10 +214,7 @@ static void sub_free(rap_plan *s)
     rap_free(s);
 }
 
-/* The plan with columns cols[0..n) only (frame order kept): own node and
- * column arrays, parameters (borders, maps) shared with p: never
- * rap_plan_free it (sub_free). */
-static rap_status sub_plan(const rap_plan *p, const int *cols, int n, rap_plan **out)
+rap_status rap_place_sub_plan(const rap_plan *p, const int *cols, int n, rap_plan **out)
 {
     *out = NULL;
     rap_plan *s = rap_malloc(sizeof *s, "placement sub-plan");
@@ -227,7 +224,7 @@ static rap_status sub_plan(const rap_plan *p, const int *cols, int n, rap_plan *
     s->nodes = rap_malloc(sizeof *s->nodes * (size_t)p->n_nodes, "placement sub-plan");
     s->cols = rap_malloc(sizeof *s->cols * (size_t)(n + 1), "placement sub-plan");
     if (!s->nodes || !s->cols) {
-        sub_free(s);
+        rap_place_sub_plan_free(s);
         return RAP_ERR_NOMEM;
     }
     memcpy(s->nodes, p->nodes, sizeof *s->nodes * (size_t)p->n_nodes);
@@ -244,7 +241,7 @@ static rap_status sub_plan(const rap_plan *p, const int *cols, int n, rap_plan *
 static void part_free(rap_place_part *pt)
 {
     rap_free(pt->cols);
-    sub_free(pt->sub);
+    rap_place_sub_plan_free(pt->sub);
     rap_fusion_free(&pt->fusion);
     rap_schedule_free(pt->sched);
     memset(pt, 0, sizeof *pt);
@@ -383,7 +380,7 @@ static rap_status plan_rank(const shape *s, const int *src, int r, rap_place_ran
     left.capacity_ms[RAP_WIN_GRAD_COMM] = gc - rk->comm_reserved_ms;
     for (int q = 0; q < rk->n_parts && st == RAP_OK; q++) {
         rap_place_part *pt = &rk->parts[q];
-        st = sub_plan(p, pt->cols, pt->n_cols, &pt->sub);
+        st = rap_place_sub_plan(p, pt->cols, pt->n_cols, &pt->sub);
         if (st == RAP_OK)
             st = c->fuse ? c->fuse(pt->sub, &pt->fusion, c->fuse_ctx)
                          : rap_fuse_levels(pt->sub, &pt->fusion);

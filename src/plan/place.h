@@ -167,6 +167,14 @@ void rap_place_result_free(rap_place_result *r);
  * shares, rows, schedule and fusion files, and the units it sends and
  * receives) and, per part i, PREFIX.rank<r>.<i> (schedule) and
  * PREFIX.rank<r>.<i>.fusion. */
+/* The plan with columns cols[0..n) of p only, in that order (a part's
+ * sub-plan, what its fusion and schedule files are made for): its own node
+ * (a copy of all of p's: node indices are p's) and column arrays, the
+ * parameters (borders, maps) shared with p: free it with
+ * rap_place_sub_plan_free, never rap_plan_free, and before p. */
+rap_status rap_place_sub_plan(const rap_plan *p, const int *cols, int n, rap_plan **out);
+void rap_place_sub_plan_free(rap_plan *s);
+
 rap_status rap_place_save_rank(const rap_plan *p, const rap_place_result *r, int rank,
                                const char *prefix);
 

@@ -854,9 +854,16 @@ static rap_status launch_window(rap_runtime *rt, rt_slot *s, rap_window w)
 {
     int n;
     const rap_slice *sl = rap_schedule_window(rt->sched, w, &n);
-    for (int i = 0; i < n; i++)
-        RAP_TRY(launch_slice(rt, s, sl[i].kernel, sl[i].d0, sl[i].d1, sl[i].r0, sl[i].r1,
-                             rt->prep_s, RAP_TRACK_PREP));
+    for (int i = 0; i < n; i++) {
+        int64_t r0 = sl[i].r0, r1 = sl[i].r1;
+        if (sl[i].shares > 0) { /* rows of a share of this batch (a rank's own rows) */
+            rap_slice_rows(&sl[i], s->prep->rows, &r0, &r1);
+            if (r0 >= r1)
+                continue;
+        }
+        RAP_TRY(launch_slice(rt, s, sl[i].kernel, sl[i].d0, sl[i].d1, r0, r1, rt->prep_s,
+                             RAP_TRACK_PREP));
+    }
     return RAP_OK;
 }
 

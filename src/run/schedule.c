@@ -4,6 +4,8 @@
  */
 #include "run/schedule.h"
 
+#include "dist/hybrid.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -207,8 +209,29 @@ rap_status rap_schedule_add(rap_schedule *s, rap_window w, int kernel, int d0, i
         return rap_fail(RAP_ERR_ARG, "rap_schedule_add: expected kernel >= 0, 0 <= d0 < d1, "
                                      "0 <= r0 < r1 (got kernel %d, descs [%d, %d), rows [%lld, %lld))",
                         kernel, d0, d1, (long long)r0, (long long)r1);
-    rap_slice sl = {kernel, d0, d1, r0, r1, predicted_ms < 0 ? -1 : predicted_ms, 0};
+    rap_slice sl = {kernel, d0, d1, r0, r1, predicted_ms < 0 ? -1 : predicted_ms, 0, 0, 0};
     return add_slice(s, w, &sl);
+}
+
+rap_status rap_schedule_add_slice(rap_schedule *s, rap_window w, const rap_slice *sl)
+{
+    if (sl->shares < 0 || (sl->shares > 0 && (sl->share < 0 || sl->share >= sl->shares)))
+        return rap_fail(RAP_ERR_ARG, "rap_schedule_add_slice: share %d of %d", sl->share,
+                        sl->shares);
+    RAP_TRY(rap_schedule_add(s, w, sl->kernel, sl->d0, sl->d1, sl->r0, sl->r1, sl->predicted_ms));
+    rap_slice *last = &s->slices[s->win_first[w + 1] - 1];
+    last->share = sl->share;
+    last->shares = sl->shares;
+    return RAP_OK;
+}
+
+void rap_slice_rows(const rap_slice *sl, int64_t rows, int64_t *r0, int64_t *r1)
+{
+    int64_t base = 0, n = rows;
+    if (sl->shares > 0)
+        rap_hybrid_rows(rows, sl->shares, sl->share, &base, &n);
+    *r0 = sl->r0 < n ? base + sl->r0 : base + n;
+    *r1 = sl->r1 < n ? base + sl->r1 : base + n;
 }
 
 const rap_slice *rap_schedule_window(const rap_schedule *s, rap_window w, int *n)
@@ -245,6 +268,8 @@ rap_status rap_schedule_write(const rap_schedule *s, FILE *f)
                 fprintf(f, "%lld", (long long)sl[i].r1);
             if (sl[i].predicted_ms >= 0)
                 fprintf(f, " predicted_ms=%.17g", sl[i].predicted_ms);
+            if (sl[i].shares > 0)
+                fprintf(f, " share=%d/%d", sl[i].share, sl[i].shares);
             fputc('\n', f);
         }
     }
@@ -343,7 +368,7 @@ static bool parse_range(const char *t, bool allow_end, int64_t hi, int64_t *a, i
 
 static rap_status parse_slice(const parse_ctx *c, char **tok, int nt, rap_slice *sl)
 {
-    bool have_k = false, have_d = false, have_r = false, have_ms = false;
+    bool have_k = false, have_d = false, have_r = false, have_ms = false, have_sh = false;
     sl->predicted_ms = -1;
     sl->line = c->line;
     for (int i = 1; i < nt; i++) {
@@ -387,8 +412,27 @@ static rap_status parse_slice(const parse_ctx *c, char **tok, int nt, rap_slice 
                 return perr(c, "expected predicted_ms=MS with MS a number >= 0, got '%s'", val);
             sl->predicted_ms = x;
             have_ms = true;
+        } else if (strcmp(key, "share") == 0) {
+            if (have_sh)
+                return perr(c, "share= given twice");
+            char *slash = strchr(val, '/');
+            int64_t k = -1, n = 0;
+            if (slash) {
+                *slash = 0;
+                bool ok = parse_i64(val, 0, 1 << 20, &k) && parse_i64(slash + 1, 1, 1 << 20, &n);
+                *slash = '/';
+                if (!ok)
+                    k = -1;
+            }
+            if (k < 0 || k >= n)
+                return perr(c, "expected share=K/N with 0 <= K < N (share K of N equal shares of "
+                               "the batch), got '%s'", val);
+            sl->share = (int)k;
+            sl->shares = (int)n;
+            have_sh = true;
         } else {
-            return perr(c, "unknown slice key '%s' (expected kernel, descs, rows or predicted_ms)", key);
+            return perr(c, "unknown slice key '%s' (expected kernel, descs, rows, predicted_ms or "
+                           "share)", key);
         }
     }
     if (!have_k || !have_d || !have_r)
@@ -682,6 +726,28 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                 goto out;
             }
             qsort(pc, (size_t)np, sizeof *pc, cmp_piece);
+            /* a share's pieces: all in the same share, covering its rows */
+            const rap_slice *s0 = &s->slices[pc[0].slice];
+            int64_t cover = max_rows, base_unused;
+            for (int q = 1; q < np; q++) {
+                const rap_slice *sq = &s->slices[pc[q].slice];
+                if (sq->shares != s0->shares || sq->share != s0->share) {
+                    st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: its pieces lie in "
+                                                "different shares of the batch (one share, or "
+                                                "the whole batch, per descriptor)",
+                                  where(s, pc[q].slice, w1, sizeof w1), k, rap_op_name(kn->op), j);
+                    goto out;
+                }
+            }
+            if (s0->shares > 0) {
+                if (computed) {
+                    st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) computes its offsets over the "
+                                                "whole batch: it cannot run on a share of it",
+                                  where(s, pc[0].slice, w1, sizeof w1), k, rap_op_name(kn->op));
+                    goto out;
+                }
+                rap_hybrid_rows(max_rows, s0->shares, s0->share, &base_unused, &cover);
+            }
             int64_t at = 0;
             int last = -1, earliest = pc[0].slice;
             for (int q = 0; q < np; q++) {
@@ -693,7 +759,7 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                                   (long long)pc[q].r0, e1, where(s, last, w2, sizeof w2));
                     goto out;
                 }
-                if (pc[q].r0 > at && at < max_rows) {
+                if (pc[q].r0 > at && at < cover) {
                     st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) are "
                                                 "never run (a gap before %s)",
                                   s->source, k, rap_op_name(kn->op), j, (long long)at,
@@ -707,11 +773,11 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                 if (pc[q].slice > done[node])
                     done[node] = pc[q].slice;
             }
-            if (at < max_rows) {
+            if (at < cover) {
                 st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) are never "
-                                            "run (batches hold up to %lld rows; write rows=R0:end)",
-                              s->source, k, rap_op_name(kn->op), j, (long long)at, (long long)max_rows,
-                              (long long)max_rows);
+                                            "run (%s hold up to %lld rows; write rows=R0:end)",
+                              s->source, k, rap_op_name(kn->op), j, (long long)at, (long long)cover,
+                              s0->shares > 0 ? "its share's" : "batches", (long long)cover);
                 goto out;
             }
             if (computed && earliest != pc[0].slice) {
@@ -747,6 +813,16 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                               p->source, p->nodes[kn->nodes[j]].line, kof[in],
                               rap_op_name(f->kernels[kof[in]].op), jof[in],
                               where(s, done[in], w2, sizeof w2));
+                goto out;
+            }
+            const rap_slice *pr = &s->slices[done[in]];
+            if (pr->shares > 0 && (pr->shares != sl->shares || pr->share != sl->share)) {
+                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d reads rows its input, "
+                                            "kernel %d (%s) desc %d, computes only in share %d of "
+                                            "%d (%s): run it on the same share",
+                              where(s, i, w1, sizeof w1), sl->kernel, rap_op_name(kn->op), j,
+                              kof[in], rap_op_name(f->kernels[kof[in]].op), jof[in], pr->share,
+                              pr->shares, where(s, done[in], w2, sizeof w2));
                 goto out;
             }
         }

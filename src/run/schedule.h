@@ -55,6 +55,11 @@ typedef struct {
     int64_t r0, r1;        /* rows [r0, r1); r1 RAP_ROWS_END = the batch's rows */
     double predicted_ms;   /* planner's standalone latency; < 0 when unknown */
     int line;              /* line in the schedule file (0: built in memory) */
+    int share, shares;     /* shares > 0: rows [r0, r1) count from the first row of
+                            * share `share` of `shares` equal shares of the batch
+                            * (rap_hybrid_rows) and end with it ("share=K/N" in the
+                            * file: a rank's own rows of a global batch); shares 0:
+                            * rows of the whole batch */
 } rap_slice;
 
 typedef struct {
@@ -88,6 +93,10 @@ void rap_schedule_free(rap_schedule *s);
  * Checks only the window and that the ranges are non-empty. */
 rap_status rap_schedule_add(rap_schedule *s, rap_window w, int kernel, int d0, int d1, int64_t r0,
                             int64_t r1, double predicted_ms);
+/* Appends a copy of sl (its share and predicted_ms kept, line set to 0) at
+ * the end of window w; the same checks as rap_schedule_add, and a share
+ * within its shares. */
+rap_status rap_schedule_add_slice(rap_schedule *s, rap_window w, const rap_slice *sl);
 /* The slices of window w, in launch order; *n their number. */
 const rap_slice *rap_schedule_window(const rap_schedule *s, rap_window w, int *n);
 
@@ -100,8 +109,14 @@ rap_status rap_schedule_load(const char *path, rap_schedule **out);
 rap_status rap_schedule_write(const rap_schedule *s, FILE *f);
 rap_status rap_schedule_save(const rap_schedule *s, const char *path);
 
+/* The rows of the batch slice sl runs in a batch of `rows` rows:
+ * [*r0, *r1), empty (*r0 == *r1) when it lies past the batch's (or its
+ * share's) end. */
+void rap_slice_rows(const rap_slice *sl, int64_t rows, int64_t *r0, int64_t *r1);
+
 /* Checks s against the plan and fusion it will run with, for batches of
- * at most max_rows rows (pieces are to cover [0, max_rows)). RAP_ERR_PLAN
+ * at most max_rows rows (pieces are to cover [0, max_rows); a descriptor's
+ * pieces in a share: the share's rows of max_rows, all in that share). RAP_ERR_PLAN
  * with "source:line: ..." naming the first violation. */
 rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const rap_fusion *f,
                                  int64_t max_rows);

@@ -6,7 +6,9 @@
 #include "dist/hybrid.h"
 #include "dist/shard.h"
 #include "plan/fusion_ilp.h"
+#include "plan/place.h"
 #include "run/checkpoint.h"
+#include "run/rank_schedule.h"
 #include "run/input.h"
 #include "run/pack.h"
 #include "run/progress.h"
@@ -148,6 +150,8 @@ typedef struct {
     rap_plan *rplan;           /* placement owner: this rank's columns (every dense one,
                                 * the sparse ones of its tables); NULL = the plan */
     rap_fusion rfus;           /* rplan fused */
+    rap_schedule *rsched;      /* rank_schedule: this rank's merged schedule ... */
+    rap_fusion rsfus;          /* ... and fusion (of rplan, or of the plan with one rank) */
     int rtab[RAP_MAX_TABLES];  /* (sparse columns of rplan) their global table */
     int n_rtab;
     /* placement batch on CPU ranks (xb_*): this rank preprocesses every
@@ -910,6 +914,15 @@ static rap_status setup(trainer *t)
         if (t->R > 1 && c->placement != 0 && !t->shard && !c->schedule &&
             !(c->fusion_file && c->fusion_file[0]))
             RAP_TRY(rank_plan(t));
+        if (c->rank_schedule && c->rank_schedule[0]) { /* the planner's, per rank */
+            if (c->placement == 0 && t->R > 1)
+                return rap_fail(RAP_ERR_ARG, "--schedule %s (per-rank manifests) runs placement "
+                                "owner or search; --placement batch has no per-rank plan",
+                                c->rank_schedule);
+            RAP_TRY(rap_rank_schedule_load(c->rank_schedule, c->plan, t->rank, t->R, t->mc.batch,
+                                           t->rplan ? t->rplan : c->plan, &t->rsfus,
+                                           &t->rsched));
+        }
         /* placement batch: each rank its row share, ids exchanged (CPU
          * ranks in sequential or cpu mode; else the whole batch, as before) */
         if (t->R > 1 && c->placement == 0 && !t->shard && c->device == RAP_CPU &&
@@ -925,6 +938,11 @@ static rap_status setup(trainer *t)
                               : "every column of the whole global batch");
     }
 
+    if (c->rank_schedule && c->rank_schedule[0] && !t->dist)
+        return rap_fail(RAP_ERR_ARG, "--schedule %s: %s.rank<r> are the placement planner's "
+                        "per-rank manifests (rap plan --gpus R): train with --gpus R or under "
+                        "mpirun -np R, or give one schedule file", c->rank_schedule,
+                        c->rank_schedule);
     RAP_TRY(rap_batch_create(&t->eb, c->plan->schema, READ_ROWS, false));
     RAP_TRY(rap_batch_create(&t->tb, c->plan->schema, t->mc.batch, c->device == RAP_GPU));
     t->logits = rap_malloc(sizeof(float) * (size_t)t->mc.batch, "logits");
@@ -974,29 +992,11 @@ rap_status rap_train_rank_plan(const rap_plan *p, const rap_model_shard *sh, boo
         *n_rtab = 0;
         return RAP_OK;
     }
-    rap_plan *s = rap_malloc(sizeof *s, "rank plan");
-    if (!s) {
-        rap_free(keep);
-        return RAP_ERR_NOMEM;
-    }
-    *s = *p;
-    s->nodes = rap_malloc(sizeof *s->nodes * (size_t)p->n_nodes, "rank plan");
-    s->cols = rap_malloc(sizeof *s->cols * (size_t)(n + 1), "rank plan");
-    if (!s->nodes || !s->cols) {
-        rap_free(s->nodes);
-        rap_free(s->cols);
-        rap_free(s);
-        rap_free(keep);
-        return RAP_ERR_NOMEM;
-    }
-    memcpy(s->nodes, p->nodes, sizeof *s->nodes * (size_t)p->n_nodes);
-    s->cap_nodes = p->n_nodes;
-    for (int i = 0; i < n; i++)
-        s->cols[i] = p->cols[keep[i]];
-    s->n_cols = n;
-    s->cap_cols = n + 1;
-    rap_plan_finish(s);
+    rap_plan *s = NULL;
+    rap_status ps = rap_place_sub_plan(p, keep, n, &s);
     rap_free(keep);
+    if (ps != RAP_OK)
+        return ps;
     *out = s;
     rap_status st = fuse_none ? rap_fuse_none(s, fus) : rap_fuse_levels(s, fus);
     if (st != RAP_OK) {
@@ -1011,9 +1011,7 @@ void rap_train_rank_plan_free(rap_plan *s, rap_fusion *fus)
     if (!s)
         return;
     rap_fusion_free(fus);
-    rap_free(s->nodes);
-    rap_free(s->cols);
-    rap_free(s);
+    rap_place_sub_plan_free(s);
 }
 
 static rap_status rank_plan(trainer *t)
@@ -1024,6 +1022,9 @@ static rap_status rank_plan(trainer *t)
 
 static void rank_plan_free(trainer *t)
 {
+    rap_schedule_free(t->rsched);
+    t->rsched = NULL;
+    rap_fusion_free(&t->rsfus);
     rap_train_rank_plan_free(t->rplan, &t->rfus);
     t->rplan = NULL;
 }
@@ -1265,8 +1266,8 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
     }
     rc.mode = t->mode;
     rc.plan = t->rplan ? t->rplan : c->plan;
-    rc.fusion = t->rplan ? &t->rfus : &t->fus;
-    rc.schedule = c->schedule;
+    rc.fusion = t->rsched ? &t->rsfus : t->rplan ? &t->rfus : &t->fus;
+    rc.schedule = t->rsched ? t->rsched : c->schedule;
     rc.cpu_workers = c->cpu_workers;
     rc.prep_threads = c->reader.threads;
     rc.cuda_graph = c->cuda_graph;

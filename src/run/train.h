@@ -62,6 +62,10 @@ typedef struct {
     const rap_schedule *schedule; /* rap mode; NULL = the built-in one */
     const char *fusion_file;   /* the fusion the schedule was made for (rap plan's
                                 * SCHEDULE.fusion); NULL = level fusion (fuse_none) */
+    const char *rank_schedule; /* with ranks: the prefix S of the placement planner's
+                                * per-rank manifests (S.rank<r>, rap plan --gpus R
+                                * --out S): each rank runs its own (rank_schedule.h);
+                                * NULL: schedule above, or the built-in one */
     rap_trace *trace;          /* optional timeline of the steps */
     int64_t trace_steps;       /* record the first N steps only; 0 = all */
     /* how long: stop at global step `steps` or after `epochs` passes over the
