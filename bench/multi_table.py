@@ -72,8 +72,12 @@ def mode_rows(doc):
             "vs_ideal": vs,
             "exposed_ms": m.get("exposed_ms"),
             "all_to_all_ms": m.get("all_to_all_ms"),
-            "all_reduce_ms": m.get("all_reduce_ms"),
-            "bytes_moved": m.get("bytes_moved"),
+            # the dense all-reduce runs in one NCCL group with the reverse
+            # all-to-all: timed together (rap bench "grad_exchange_ms")
+            "all_reduce_ms": m.get("all_reduce_ms", m.get("grad_exchange_ms")),
+            "model_bytes_per_step": m.get("model_bytes_per_step"),
+            # preprocessing traffic (ids of placement batch), when measured
+            "bytes_moved": m.get("bytes_moved", m.get("prep_bytes_per_step")),
         }
         for k in ("samples_per_s_runs", "vs_ideal_runs"):
             if k in m:
@@ -116,10 +120,13 @@ def main(argv):
     md = ["# bench/multi results", ""]
     md.append("Throughput: `rap bench` per mode; GPUs = 1 is the plain one-GPU run with the same "
               "batch per GPU; scaling efficiency = samples/s / (GPUs x one-GPU samples/s of the "
-              "same mode); all-to-all and all-reduce: ms per iteration as the trainer reports them.")
+              "same mode); all-to-all: rank 0's forward all-to-all of the pooled embeddings, "
+              "all-reduce: rank 0's gradient exchange (the dense all-reduce and the reverse "
+              "all-to-all, one NCCL group, timed together), ms per iteration (CUDA events around "
+              "the collectives, median of the runs).")
     md.append("")
     md.append("| plan | batch/GPU | GPUs | placement | mode | samples/s | vs ideal | scaling eff. | "
-              "all-to-all ms | all-reduce ms |")
+              "all-to-all ms | all-reduce (+ rev. all-to-all) ms |")
     md.append("|---|---|---|---|---|---|---|---|---|---|")
     keys = sorted(bench, key=lambda k: (k[0], k[1], k[2], PLACEMENTS.index(k[3])
                                         if k[3] in PLACEMENTS else -1))

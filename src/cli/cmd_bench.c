@@ -38,6 +38,7 @@
 #include "run/metrics.h"
 #include "run/mps.h"
 #include "run/pack.h"
+#include "run/rank_schedule.h"
 #include "run/runtime.h"
 #include "run/train.h"
 
@@ -55,6 +56,11 @@ typedef struct {
     double samples_per_s;
     double vs_ideal;         /* samples_per_s / ideal's (a run's, or the median ratio) */
     double step_ms, exposed_ms, phase_ms[4];
+    double grad_comm_ms;     /* ranks, GPU: the phase between mlp_backward and emb_backward */
+    double a2a_ms, grad_xchg_ms; /* ranks: per step, rank 0's forward all-to-all and its
+                              * gradient exchange (all-reduce + reverse all-to-all, one
+                              * NCCL group); NaN without ranks */
+    double model_bytes;      /* ranks: bytes rank 0 sends per step in those */
     double starved_s;
     int64_t steps, samples;
     double gpu_gb;
@@ -140,6 +146,10 @@ static void summarize(const bench_row *runs, int R, int n, bench_row *out, doubl
         MED(starved_s);
         for (int p = 0; p < 4; p++)
             MED(phase_ms[p]);
+        MED(grad_comm_ms);
+        MED(a2a_ms);
+        MED(grad_xchg_ms);
+        MED(model_bytes);
 #undef MED
         for (int r = 1; r < R; r++)
             if (runs[r * n + i].gpu_gb > o->gpu_gb)
@@ -172,6 +182,7 @@ typedef struct {
     bool shard;              /* data is a rap shard: ideal mode only */
     int ranks;               /* ranks of the job */
     bool hybrid;             /* ranks (mpirun or --gpus): the hybrid step */
+    const char *rank_prefix; /* --schedule S with ranks: the planner's S.rank<r> */
     int repeat;              /* runs of the mode list (--repeat) */
     bool trace_run;          /* this run writes --trace (the last one) */
 } bench_ctx;
@@ -187,6 +198,8 @@ typedef struct {
     void *stream;
     rap_plan *part;            /* placement owner/search: the rank's columns (or NULL) */
     rap_fusion part_fus;
+    rap_schedule *rsched;      /* rank_prefix: this rank's merged schedule and fusion */
+    rap_fusion rsfus;
     int rtab[RAP_MAX_TABLES];  /* global table of the part's sparse columns */
     int n_rtab;
 } bench_dist;
@@ -283,13 +296,24 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
             (st = rap_train_rank_plan(b->plan, &shard, s->fusion == FUSE_NONE, &dist.part,
                                       &dist.part_fus, dist.rtab, &dist.n_rtab)) != RAP_OK)
             goto out;
+        /* as rap train: the planner's schedule of this rank */
+        if (b->rank_prefix &&
+            (st = rap_rank_schedule_load(b->rank_prefix, b->plan, dist.rank, dist.R, b->mc.batch,
+                                         dist.part ? dist.part : b->plan, &dist.rsfus,
+                                         &dist.rsched)) != RAP_OK)
+            goto out;
+    } else if (b->rank_prefix) {
+        st = rap_fail(RAP_ERR_ARG, "--schedule %s: %s.rank<r> are per-rank manifests (rap plan "
+                      "--gpus R): bench with --gpus R or under mpirun", b->rank_prefix,
+                      b->rank_prefix);
+        goto out;
     }
     rap_runtime_config rc;
     memset(&rc, 0, sizeof rc);
     rc.mode = mode;
     rc.plan = dist.part ? dist.part : b->plan;
-    rc.fusion = dist.part ? &dist.part_fus : b->fus;
-    rc.schedule = b->sched;
+    rc.fusion = dist.rsched ? &dist.rsfus : dist.part ? &dist.part_fus : b->fus;
+    rc.schedule = dist.rsched ? dist.rsched : b->sched;
     rc.cpu_workers = (int)s->cpu_workers;
     rc.prep_threads = (int)s->threads;
     rc.ideal_batches = (int)(warm + steps < 32 ? warm + steps : 32);
@@ -305,6 +329,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     if (comm) {
         rc.train_fn = bench_train;
         rc.train_ctx = &dist;
+        rc.hybrid = dist.h; /* its phases timed, the windows beside them */
         rc.batch_rows = b->mc.batch;
         dist.model_loss = b->dev == RAP_GPU; /* as train.c */
         rc.train_fn_model_loss = dist.model_loss;
@@ -344,6 +369,8 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
             if ((dist.h && (st = rap_hybrid_wait(dist.h)) != RAP_OK) ||
                 (st = rap_runtime_sync(rt)) != RAP_OK)
                 goto out;
+            if (dist.h)
+                rap_hybrid_comm_reset(dist.h);
             rap_runtime_get_stats(rt, &rs);
             pre0 = rs.preload_s;
             starved0 = rs.starved_s;
@@ -392,6 +419,17 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     row->exposed_ms = median(recs, n, offsetof(rap_step_record, exposed_ms), tmp);
     for (int p = 0; p < 4; p++)
         row->phase_ms[p] = median(recs, n, offsetof(rap_step_record, phase_ms) + sizeof(float) * (size_t)p, tmp);
+    row->grad_comm_ms = median(recs, n, offsetof(rap_step_record, grad_comm_ms), tmp);
+    row->a2a_ms = row->grad_xchg_ms = row->model_bytes = NAN;
+    if (dist.h) {
+        rap_hybrid_comm cm;
+        rap_hybrid_comm_get(dist.h, &cm);
+        if (cm.steps > 0) {
+            row->a2a_ms = cm.a2a_ms / (double)cm.steps;
+            row->grad_xchg_ms = cm.grad_ms / (double)cm.steps;
+            row->model_bytes = (double)cm.bytes_sent / (double)cm.steps;
+        }
+    }
     if (tr) {
         char path[RAP_OPT_STR + 32];
         trace_name(s->trace, rap_mode_name(mode), path, sizeof path);
@@ -407,6 +445,8 @@ out:
         rap_runtime_free(rt);
         rap_rowfeed_free(f, NULL);
         rap_hybrid_free(dist.h);
+        rap_schedule_free(dist.rsched);
+        rap_fusion_free(&dist.rsfus);
         rap_train_rank_plan_free(dist.part, &dist.part_fus);
         rap_run_dev_free(dist.loss_dev);
         rap_model_free(m);
@@ -491,12 +531,19 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
             b->plan->source, (long long)b->mc.batch, b->ranks > 1 ? " (global)" : "",
             b->dev == RAP_GPU ? "GPU" : "CPU", (long long)b->s->steps,
             b->hybrid ? "; samples/s of the whole job" : "", reps);
-    if (b->hybrid)
-        fprintf(f, "ranks: %d, hybrid step: its time is in the emb_fwd column (the phases, the "
-                "all-to-all and the all-reduce are not timed apart)\n", b->ranks);
-    fprintf(f, "%-11s %12s %8s %9s %9s %9s %9s %9s %9s %9s %7s\n", "mode", "samples/s",
+    if (b->hybrid && b->dev == RAP_GPU)
+        fprintf(f, "ranks: %d, hybrid step timed by phase: emb_fwd includes the forward "
+                "all-to-all, grad_comm is the gradients' exchange (all-reduce + reverse "
+                "all-to-all); a2a and grad_x: rank 0's collectives alone\n", b->ranks);
+    else if (b->hybrid)
+        fprintf(f, "ranks: %d, hybrid step: its time is in the emb_fwd column (the phases are "
+                "not timed apart on the CPU); a2a and grad_x: rank 0's collectives\n", b->ranks);
+    fprintf(f, "%-11s %12s %8s %9s %9s %9s %9s %9s %9s %9s %7s", "mode", "samples/s",
             "vs ideal", "step", "exposed", "emb_fwd", "mlp_fwd", "mlp_bwd", "emb_bwd",
             "starved_s", "GPU_GB");
+    if (b->hybrid)
+        fprintf(f, " %9s %9s %9s %10s", "grad_comm", "a2a", "grad_x", "MB/step");
+    fputc('\n', f);
     for (int i = 0; i < n; i++) {
         const bench_row *r = &rows[i];
         if (!r->ran) {
@@ -508,10 +555,14 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
             snprintf(ratio, sizeof ratio, "%.3f", r->vs_ideal);
         else
             snprintf(ratio, sizeof ratio, "-");
-        fprintf(f, "%-11s %12.0f %8s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.2f\n",
+        fprintf(f, "%-11s %12.0f %8s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.2f",
                 rap_mode_name(r->mode), r->samples_per_s, ratio, r->step_ms, r->exposed_ms,
                 r->phase_ms[0], r->phase_ms[1], r->phase_ms[2], r->phase_ms[3], r->starved_s,
                 r->gpu_gb);
+        if (b->hybrid)
+            fprintf(f, " %9.3f %9.3f %9.3f %10.2f", r->grad_comm_ms, r->a2a_ms, r->grad_xchg_ms,
+                    r->model_bytes / 1e6);
+        fputc('\n', f);
     }
 }
 
@@ -539,10 +590,17 @@ static void print_json(const bench_row *rows, const bench_row *runs, int n, cons
         fprintf(f, ",\"exposed_ms\":%s", rap_json_num(r->exposed_ms, x));
         static const char *const ph[4] = {"emb_forward_ms", "mlp_forward_ms", "mlp_backward_ms",
                                           "emb_backward_ms"};
-        if (b->hybrid) /* one call per step: its phases are not timed apart */
+        bool one_span = b->hybrid && b->dev != RAP_GPU; /* CPU ranks: phases not apart */
+        if (one_span)
             fprintf(f, ",\"hybrid_step_ms\":%s", rap_json_num(r->phase_ms[0], x));
         for (int p = 0; p < 4; p++)
-            fprintf(f, ",\"%s\":%s", ph[p], rap_json_num(b->hybrid ? NAN : r->phase_ms[p], x));
+            fprintf(f, ",\"%s\":%s", ph[p], rap_json_num(one_span ? NAN : r->phase_ms[p], x));
+        if (b->hybrid) {
+            fprintf(f, ",\"grad_comm_ms\":%s", rap_json_num(one_span ? NAN : r->grad_comm_ms, x));
+            fprintf(f, ",\"all_to_all_ms\":%s", rap_json_num(r->a2a_ms, x));
+            fprintf(f, ",\"grad_exchange_ms\":%s", rap_json_num(r->grad_xchg_ms, x));
+            fprintf(f, ",\"model_bytes_per_step\":%s", rap_json_num(r->model_bytes, x));
+        }
         fprintf(f, ",\"starved_s\":%s", rap_json_num(r->starved_s, x));
         fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s", (long long)r->samples,
                 rap_json_num(r->gpu_gb, x));
@@ -636,7 +694,9 @@ int cmd_bench(int argc, char **argv)
     if (st != RAP_OK)
         goto out;
     b.fus = &fus;
-    if (s.schedule[0]) {
+    if (s.schedule[0] && access(s.schedule, R_OK) != 0 && rap_rank_schedule_exists(s.schedule)) {
+        b.rank_prefix = s.schedule; /* rap plan --gpus R's per-rank manifests */
+    } else if (s.schedule[0]) {
         if ((st = rap_schedule_load(s.schedule, &sched)) != RAP_OK)
             goto out;
         b.sched = sched;

@@ -3,9 +3,9 @@
  * generates training and evaluation rows (same generator world, seeds S and
  * S+1) into temporary files, removed at the end. */
 #include "cli/cli.h"
-#include "run/rank_schedule.h"
 #include "dist/comm.h"
 #include "run/mps.h"
+#include "run/rank_schedule.h"
 #include "run/train.h"
 
 #include <math.h>
