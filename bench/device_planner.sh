@@ -15,6 +15,10 @@
 #   multi     bench/multi on MULTI_GPUS (default 2) GPUs, plans MPLANS
 #             (plan0,plan1), batches MBATCHES (4096,8192), into $OUT/multi.tgz
 #             (REPEAT, default 3, passed on: rap bench --repeat)
+#   tests     the whole rap_tests (TESTS: one filter); tlist: one run per
+#             filter of TLIST ("dist_gpus rt_gpu ..."), logs into tests.log
+#   cost1     plan 0 at 4096, ideal/sequential/rap, plain vs --gpus 1 (the
+#             hybrid NCCL path with one rank), no graphs: $OUT/cost1.txt
 #
 # Results land in $OUT (or ./out); logs are summarised on stdout.
 set -u -o pipefail
@@ -39,6 +43,26 @@ if has tests; then
   start=$(date +%s)
   timeout ${TTIMEOUT:-400} "$B/rap_tests" ${TESTS:-} > "$W/tests.log" 2>&1; echo "exit $? after $(( $(date +%s) - start )) s"
   grep -E "FAIL|^    " "$W/tests.log" | head -30; tail -1 "$W/tests.log"; cp "$W/tests.log" "$OUT/tests.log"
+fi
+
+if has tlist; then
+  # several rap_tests filters (one substring each): TLIST="dist_gpus rt_gpu ..."
+  for f in ${TLIST:-dist_gpus}; do
+    timeout ${TTIMEOUT:-300} "$B/rap_tests" "$f" > "$W/t_$f.log" 2>&1
+    echo "== rap_tests $f: exit $?"; grep -E "FAIL|SKIP|passed|^    " "$W/t_$f.log" | head -${TLINES:-12}
+    cat "$W/t_$f.log" >> "$OUT/tests.log"
+  done
+fi
+
+if has cost1; then
+  # the hybrid (NCCL) path with one rank against the plain path, no graphs
+  for g in "" "--gpus 1"; do
+    echo "== rap bench plan0 4096 ${g:-plain}"
+    timeout 200 "$B/rap" bench --plan plans/plan0.plan --model paper --batch 4096 --steps 60 \
+      --warmup 20 --repeat ${REPEAT:-3} --modes ideal,sequential,rap --quiet $g > "$W/cost1_${g:+gpus1}.txt" 2>&1
+    echo "exit $?"; cat "$W/cost1_${g:+gpus1}.txt"
+  done
+  cat "$W"/cost1_*.txt > "$OUT/cost1.txt"
 fi
 
 if has extra; then
