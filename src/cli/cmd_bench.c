@@ -361,6 +361,11 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     }
     if ((st = rap_runtime_create(&rc, m, f, &rt)) != RAP_OK)
         goto out;
+    /* ranks: every rank set up (pinned and device allocations may
+     * synchronise every GPU of the process) before any queues a collective
+     * (as rap train; a mode hung without it, bench/RESULTS.md) */
+    if (comm && (st = rap_comm_barrier(comm, "set-up done")) != RAP_OK)
+        goto out;
     double t0 = 0, pre0 = 0, starved0 = 0;
     int64_t trained = 0, measured0 = 0;
     rap_runtime_stats rs;
@@ -711,7 +716,8 @@ int cmd_bench(int argc, char **argv)
     m->lr = (float)s.lr;
     m->optimizer = (rap_optimizer)s.optimizer;
     m->adagrad_init = (float)s.adagrad_init;
-    m->precision = (rap_precision)s.precision;
+    m->precision = s.precision == 1 ? RAP_BF16 : RAP_FP32;
+    m->strict_fp32 = s.precision == 2; /* fp32-strict */
     m->seed = (uint64_t)s.seed;
     m->threads = (int)s.threads;
     if ((st = rap_input_shape(plan, &m->n_dense, &m->n_tables, m->table_rows)) != RAP_OK)
@@ -798,6 +804,17 @@ int cmd_bench(int argc, char **argv)
                 snprintf(r->skipped, sizeof r->skipped, "failed%s: %s", run_of, rap_last_error());
                 rap_warn("bench: mode %s failed%s: %s", rap_mode_name(modes[i]), run_of,
                          rap_last_error());
+                /* --gpus: the ranks' threads have all returned; a comm a failure
+                 * broke (aborted, timed out) would fail every later mode: new one */
+                if (comms) {
+                    for (int q = 0; q < n_ranks; q++)
+                        rap_comm_free(comms[q]);
+                    memset(comms, 0, sizeof(rap_comm *) * (size_t)n_ranks);
+                    if ((st = rap_comm_threads_create(n_ranks, comms)) != RAP_OK)
+                        goto out;
+                    for (int q = 0; q < n_ranks && s.comm_timeout > 0; q++)
+                        rap_comm_set_timeout(comms[q], s.comm_timeout);
+                }
             }
         }
         run_ratios(&runs[k * n_modes], n_modes);

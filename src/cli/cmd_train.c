@@ -84,7 +84,8 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
     m->lr = (float)s->lr;
     m->optimizer = (rap_optimizer)s->optimizer;
     m->adagrad_init = (float)s->adagrad_init;
-    m->precision = (rap_precision)s->precision;
+    m->precision = s->precision == 1 ? RAP_BF16 : RAP_FP32;
+    m->strict_fp32 = s->precision == 2; /* fp32-strict */
     m->seed = (uint64_t)s->seed;
     m->threads = (int)s->threads;
     c.cuda_graph = s->cuda_graph;

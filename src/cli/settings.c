@@ -68,7 +68,7 @@ const rap_opt cli_options[] = {
     {"lr", RAP_OPT_DOUBLE, TB, OFF(lr), SMALL_LR, 0, 1e6, NULL, "LR", "learning rate"},
     {"adagrad-init", RAP_OPT_DOUBLE, TB, OFF(adagrad_init), "0", 0, 1e6, NULL, "A", "Adagrad's initial accumulator (larger: smaller first steps of rarely seen ids)"},
     {"optimizer", RAP_OPT_ENUM, TB, OFF(optimizer), SMALL_OPT, 0, 0, "sgd|adagrad", NULL, "optimizer (embedding rows and MLPs)"},
-    {"precision", RAP_OPT_ENUM, TB, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "GEMM precision on the GPU (bf16: bf16 inputs, fp32 accumulation and master weights)"},
+    {"precision", RAP_OPT_ENUM, TB, OFF(precision), "fp32", 0, 0, "fp32|bf16|fp32-strict", NULL, "GEMM precision on the GPU (fp32: fp32 storage, TF32 tensor-core GEMMs; bf16: bf16 inputs, fp32 accumulation and master weights; fp32-strict: plain fp32 GEMMs, slower, for comparing runs to float tolerance)"},
     {"cuda-graph", RAP_OPT_BOOL, TB, OFF(cuda_graph), "false", 0, 0, NULL, NULL, "GPU: capture each training phase once as a CUDA graph and replay it (every mode but mps)"},
     {"metrics", RAP_OPT_STRING, TR, OFF(metrics), "", 0, 0, NULL, "FILE", "write JSON lines: one per logged step and evaluation, then a final line"},
     {"save", RAP_OPT_STRING, TR, OFF(save), "", 0, 0, NULL, "CKPT", "write a checkpoint (safetensors) at the end"},

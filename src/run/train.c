@@ -1293,7 +1293,14 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
             rc.train_loss_dev = t->loss_dev;
         }
     }
-    return rap_runtime_create(&rc, t->model, t->feed, &t->rt);
+    RAP_TRY(rap_runtime_create(&rc, t->model, t->feed, &t->rt));
+    /* ranks: every rank's set-up (pinned and device allocations, which may
+     * synchronise every GPU of the process) done before any rank queues a
+     * collective: a rank still allocating while another's NCCL kernel waits
+     * for it can hang both (seen with --gpus 2 in cpu mode, bench/RESULTS.md) */
+    if (t->dist)
+        RAP_TRY(rap_comm_barrier(c->comm, "set-up done"));
+    return RAP_OK;
 }
 
 static rap_status open_feed(trainer *t, int64_t passes)
