@@ -440,7 +440,9 @@ RAP_TEST(dist_gpus1_matches_plain_gpu)
 }
 
 /* Two GPUs (issue #7's correctness run): the plain one-GPU path against
- * --gpus 2 (sequential and rap mode) and mpirun -np 2, same global batch,
+ * --gpus 2 (sequential and rap mode; placement owner, batch (ids exchanged
+ * between the GPUs), and owner with the planner's per-rank schedules) and
+ * mpirun -np 2, same global batch,
  * 100 steps (the data's 47 batches repeat): every step's loss and the final
  * weights to float tolerance. The ranks sum their gradients with NCCL in
  * another order than one GPU's reduction: not bit for bit, and the rounding
@@ -467,15 +469,31 @@ RAP_TEST(dist_gpus2_matches_one_gpu)
     rap_test_env env;
     rap_test_tune_off(&env);
     const char *why = rap_test_no_mpi();
-    static const char *const name[] = {"one GPU", "--gpus 2 sequential", "--gpus 2 rap",
-                                       "mpirun -np 2 rap"};
-    static const char *const pre[] = {"", "", "", "mpirun --allow-run-as-root -np 2 "};
-    static const char *const post[] = {"--mode sequential", "--gpus 2 --mode sequential",
-                                       "--gpus 2 --mode rap", "--mode rap"};
-    char ck[4][512], m[4][512], cmd[4096];
+    /* the placement planner's per-rank schedules (owner) for run 5 */
+    char sched[512], cmd[4096];
+    rap_test_path(sched, sizeof sched, "dist_g2_owner");
+    snprintf(cmd, sizeof cmd, "%s plan --plan %s --gpus 2 --batch %d --placement owner --out %s "
+             "--quiet", rap_test_bin(), g_plan, B / 2, sched);
+    int prc = rap_test_sh(cmd, out, OUT);
+    CHECK_MSG(prc == 0, "rap plan --gpus 2: %s", out);
+    enum { K = 7 };
+    static const char *const name[K] = {
+        "one GPU", "--gpus 2 sequential", "--gpus 2 rap", "--gpus 2 rap, placement batch",
+        "--gpus 2 sequential, placement batch", "--gpus 2 rap, planned per-rank schedules",
+        "mpirun -np 2 rap"};
+    static const char *const pre[K] = {"", "", "", "", "", "", "mpirun --allow-run-as-root -np 2 "};
+    const char *post[K] = {"--mode sequential", "--gpus 2 --mode sequential",
+                           "--gpus 2 --mode rap", "--gpus 2 --mode rap --placement batch",
+                           "--gpus 2 --mode sequential --placement batch", NULL, "--mode rap"};
+    char per_rank[700];
+    snprintf(per_rank, sizeof per_rank, "--gpus 2 --mode rap --schedule %s", sched);
+    post[5] = per_rank;
+    char ck[K][512], m[K][512];
     double ref[N + 4];
-    for (int k = 0; k < 4; k++) {
-        if (k == 3 && why) {
+    for (int k = 0; k < K; k++) {
+        if (k == 5 && prc != 0)
+            continue;
+        if (k == 6 && why) {
             printf("    mpirun run skipped: %s\n", why);
             continue;
         }
@@ -513,6 +531,12 @@ RAP_TEST(dist_gpus2_matches_one_gpu)
                   "%s: %s", name[k], msg);
         printf("    %s vs one GPU, %d steps: losses within %.2g, weights within %.2g\n",
                name[k], N, wl, worst);
+        if (k == 3 || k == 4) { /* the ids crossed between the GPUs */
+            double moved = 0;
+            CHECK_MSG(final_value(m[k], "bytes_moved", &moved) && moved > 0,
+                      "%s: bytes_moved %g in the final line", name[k], moved);
+            printf("    %s: %.0f bytes of ids moved\n", name[k], moved);
+        }
     }
     rap_test_tune_restore(&env);
     free(out);

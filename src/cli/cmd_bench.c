@@ -31,6 +31,7 @@
 #include "cli/cli.h"
 #include "dist/comm.h"
 #include "dist/hybrid.h"
+#include "dist/ids.h"
 #include "dist/shard.h"
 #include "model/model.h"
 #include "plan/fusion_ilp.h"
@@ -61,6 +62,8 @@ typedef struct {
                               * gradient exchange (all-reduce + reverse all-to-all, one
                               * NCCL group); NaN without ranks */
     double model_bytes;      /* ranks: bytes rank 0 sends per step in those */
+    double prep_bytes;       /* placement batch, GPU ranks: the ids every rank sends
+                              * to the tables' holders per step, all ranks (NaN: none) */
     double starved_s;
     int64_t steps, samples;
     double gpu_gb;
@@ -150,6 +153,7 @@ static void summarize(const bench_row *runs, int R, int n, bench_row *out, doubl
         MED(a2a_ms);
         MED(grad_xchg_ms);
         MED(model_bytes);
+        MED(prep_bytes);
 #undef MED
         for (int r = 1; r < R; r++)
             if (runs[r * n + i].gpu_gb > o->gpu_gb)
@@ -198,28 +202,37 @@ typedef struct {
     void *stream;
     rap_plan *part;            /* placement owner/search: the rank's columns (or NULL) */
     rap_fusion part_fus;
+    rap_ids_xchg *xg;          /* placement batch, GPU ranks: the id exchange */
     rap_schedule *rsched;      /* rank_prefix: this rank's merged schedule and fusion */
     rap_fusion rsfus;
     int rtab[RAP_MAX_TABLES];  /* global table of the part's sparse columns */
     int n_rtab;
 } bench_dist;
 
-static rap_status bench_train(void *ctx, const rap_model_batch *mb, double *loss)
+static rap_status bench_train(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss)
 {
     bench_dist *d = ctx;
     int64_t r0, nr;
-    rap_hybrid_rows(mb->rows, d->R, d->rank, &r0, &nr);
-    rap_model_batch loc;
+    rap_model_batch loc, g;
     memset(&loc, 0, sizeof loc);
-    loc.rows = nr;
-    loc.dense = mb->dense + r0 * d->n_dense;
-    loc.label = mb->label + r0;
-    if (d->part) {
-        rap_model_batch g;
-        rap_train_rank_batch(mb, d->rtab, d->n_rtab, &g);
+    if (d->xg) { /* placement batch: mb is this rank's rows; the ids to the holders */
+        RAP_TRY(rap_ids_xchg_run(d->xg, mb, rows, &g));
+        nr = mb->rows;
+        loc.rows = nr;
+        loc.dense = mb->dense;
+        loc.label = mb->label;
         RAP_TRY(rap_hybrid_step(d->h, &g, &loc));
     } else {
-        RAP_TRY(rap_hybrid_step(d->h, mb, &loc));
+        rap_hybrid_rows(mb->rows, d->R, d->rank, &r0, &nr);
+        loc.rows = nr;
+        loc.dense = mb->dense + r0 * d->n_dense;
+        loc.label = mb->label + r0;
+        if (d->part) {
+            rap_train_rank_batch(mb, d->rtab, d->n_rtab, &g);
+            RAP_TRY(rap_hybrid_step(d->h, &g, &loc));
+        } else {
+            RAP_TRY(rap_hybrid_step(d->h, mb, &loc));
+        }
     }
     if (d->loss_dev) {
         const float *part;
@@ -296,6 +309,24 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
             (st = rap_train_rank_plan(b->plan, &shard, s->fusion == FUSE_NONE, &dist.part,
                                       &dist.part_fus, dist.rtab, &dist.n_rtab)) != RAP_OK)
             goto out;
+        /* as rap train: placement batch on GPU ranks exchanges the ids */
+        if (dist.R > 1 && s->placement == PLACE_BATCH && !b->shard && b->dev == RAP_GPU &&
+            mode != RAP_MODE_MPS) {
+            int T = mc.n_tables;
+            bool *holds = rap_calloc(sizeof(bool) * (size_t)(dist.R * T), "id exchange");
+            if (!holds) {
+                st = RAP_ERR_NOMEM;
+                goto out;
+            }
+            for (int tb = 0; tb < T; tb++)
+                for (int q = map.part0[tb]; q < map.part0[tb + 1]; q++)
+                    holds[map.part[q].rank * T + tb] = true;
+            st = rap_ids_xchg_create(ncomm, RAP_GPU, T, holds, b->mc.batch,
+                                     b->mc.max_bag > 0 ? b->mc.max_bag : 1, &dist.xg);
+            rap_free(holds);
+            if (st != RAP_OK)
+                goto out;
+        }
         /* as rap train: the planner's schedule of this rank */
         if (b->rank_prefix &&
             (st = rap_rank_schedule_load(b->rank_prefix, b->plan, dist.rank, dist.R, b->mc.batch,
@@ -330,6 +361,10 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         rc.train_fn = bench_train;
         rc.train_ctx = &dist;
         rc.hybrid = dist.h; /* its phases timed, the windows beside them */
+        if (dist.xg) { /* each rank preprocesses its own rows */
+            rc.row_share_ranks = dist.R;
+            rc.row_share_rank = dist.rank;
+        }
         rc.batch_rows = b->mc.batch;
         dist.model_loss = b->dev == RAP_GPU; /* as train.c */
         rc.train_fn_model_loss = dist.model_loss;
@@ -367,6 +402,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     if (comm && (st = rap_comm_barrier(comm, "set-up done")) != RAP_OK)
         goto out;
     double t0 = 0, pre0 = 0, starved0 = 0;
+    int64_t xg_mine = 0, xg_all0 = 0, xg_all = 0;
     int64_t trained = 0, measured0 = 0;
     rap_runtime_stats rs;
     while (trained < warm + steps) {
@@ -376,6 +412,8 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
                 goto out;
             if (dist.h)
                 rap_hybrid_comm_reset(dist.h);
+            if (dist.xg)
+                rap_ids_xchg_bytes(dist.xg, &xg_mine, &xg_all0);
             rap_runtime_get_stats(rt, &rs);
             pre0 = rs.preload_s;
             starved0 = rs.starved_s;
@@ -425,7 +463,13 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     for (int p = 0; p < 4; p++)
         row->phase_ms[p] = median(recs, n, offsetof(rap_step_record, phase_ms) + sizeof(float) * (size_t)p, tmp);
     row->grad_comm_ms = median(recs, n, offsetof(rap_step_record, grad_comm_ms), tmp);
-    row->a2a_ms = row->grad_xchg_ms = row->model_bytes = NAN;
+    row->a2a_ms = row->grad_xchg_ms = row->model_bytes = row->prep_bytes = NAN;
+    if (dist.xg) {
+        rap_ids_xchg_bytes(dist.xg, &xg_mine, &xg_all);
+        row->prep_bytes = (double)(xg_all - xg_all0) / (double)steps;
+        if ((st = rap_ids_xchg_check(dist.xg)) != RAP_OK)
+            goto out;
+    }
     if (dist.h) {
         rap_hybrid_comm cm;
         rap_hybrid_comm_get(dist.h, &cm);
@@ -450,6 +494,10 @@ out:
         rap_runtime_free(rt);
         rap_rowfeed_free(f, NULL);
         rap_hybrid_free(dist.h);
+        if (dist.xg) { /* its buffers may still be read on the stream */
+            rap_hybrid_wait(dist.h);
+            rap_ids_xchg_free(dist.xg);
+        }
         rap_schedule_free(dist.rsched);
         rap_fusion_free(&dist.rsfus);
         rap_train_rank_plan_free(dist.part, &dist.part_fus);
@@ -539,7 +587,8 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
     if (b->hybrid && b->dev == RAP_GPU)
         fprintf(f, "ranks: %d, hybrid step timed by phase: emb_fwd includes the forward "
                 "all-to-all, grad_comm is the gradients' exchange (all-reduce + reverse "
-                "all-to-all); a2a and grad_x: rank 0's collectives alone\n", b->ranks);
+                "all-to-all); a2a and grad_x: rank 0's collectives alone, MB/step: what rank 0 "
+                "sends in them; prep_MB: placement batch's ids, all ranks, per step\n", b->ranks);
     else if (b->hybrid)
         fprintf(f, "ranks: %d, hybrid step: its time is in the emb_fwd column (the phases are "
                 "not timed apart on the CPU); a2a and grad_x: rank 0's collectives\n", b->ranks);
@@ -547,7 +596,7 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
             "vs ideal", "step", "exposed", "emb_fwd", "mlp_fwd", "mlp_bwd", "emb_bwd",
             "starved_s", "GPU_GB");
     if (b->hybrid)
-        fprintf(f, " %9s %9s %9s %10s", "grad_comm", "a2a", "grad_x", "MB/step");
+        fprintf(f, " %9s %9s %9s %10s %10s", "grad_comm", "a2a", "grad_x", "MB/step", "prep_MB");
     fputc('\n', f);
     for (int i = 0; i < n; i++) {
         const bench_row *r = &rows[i];
@@ -565,8 +614,8 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
                 r->phase_ms[0], r->phase_ms[1], r->phase_ms[2], r->phase_ms[3], r->starved_s,
                 r->gpu_gb);
         if (b->hybrid)
-            fprintf(f, " %9.3f %9.3f %9.3f %10.2f", r->grad_comm_ms, r->a2a_ms, r->grad_xchg_ms,
-                    r->model_bytes / 1e6);
+            fprintf(f, " %9.3f %9.3f %9.3f %10.2f %10.3f", r->grad_comm_ms, r->a2a_ms,
+                    r->grad_xchg_ms, r->model_bytes / 1e6, r->prep_bytes / 1e6);
         fputc('\n', f);
     }
 }
@@ -605,6 +654,7 @@ static void print_json(const bench_row *rows, const bench_row *runs, int n, cons
             fprintf(f, ",\"all_to_all_ms\":%s", rap_json_num(r->a2a_ms, x));
             fprintf(f, ",\"grad_exchange_ms\":%s", rap_json_num(r->grad_xchg_ms, x));
             fprintf(f, ",\"model_bytes_per_step\":%s", rap_json_num(r->model_bytes, x));
+            fprintf(f, ",\"prep_bytes_per_step\":%s", rap_json_num(r->prep_bytes, x));
         }
         fprintf(f, ",\"starved_s\":%s", rap_json_num(r->starved_s, x));
         fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s", (long long)r->samples,

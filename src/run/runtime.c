@@ -897,7 +897,9 @@ static rap_status load_slot(rap_runtime *rt, rt_slot *s, rap_row_batch *b)
     RAP_TRY(rap_rt_wait(rt->copy_s, s->ev_done));
     int sp = rap_trace_gpu_begin(rt->cfg.trace, RAP_TRACK_COPY, "copy batch", "copy", b->seq,
                                  rt->copy_s);
-    RAP_TRY(rap_prep_load(s->prep, &b->batch));
+    /* (a row share is copied from pageable memory: the copy has read it
+     * when the call returns, so the next load may overwrite it) */
+    RAP_TRY(rap_prep_load(s->prep, share_rows(rt, &b->batch, &s->share)));
     if (sp >= 0)
         RAP_TRY(rap_trace_gpu_end(rt->cfg.trace, sp, rt->copy_s));
     RAP_TRY(rap_rt_record(s->ev_copied, rt->copy_s));
@@ -1084,7 +1086,7 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
         int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, "hybrid step", "phase", s->info.seq,
                                      rt->train_s);
         double loss = 0;
-        RAP_TRY(rt->cfg.train_fn(rt->cfg.train_ctx, &s->mb, &loss));
+        RAP_TRY(rt->cfg.train_fn(rt->cfg.train_ctx, &s->mb, s->info.rows, &loss));
         if (sp >= 0)
             RAP_TRY(rap_trace_gpu_end(tr, sp, rt->train_s));
         for (int p = 1; p < 4; p++)
@@ -1097,7 +1099,7 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
         rap_hybrid_hooks hk = {hyb_begin, hyb_end, &q};
         rap_hybrid_set_hooks(rt->cfg.hybrid, &hk);
         double loss = 0;
-        rap_status st = rt->cfg.train_fn(rt->cfg.train_ctx, &s->mb, &loss);
+        rap_status st = rt->cfg.train_fn(rt->cfg.train_ctx, &s->mb, s->info.rows, &loss);
         rap_hybrid_set_hooks(rt->cfg.hybrid, NULL);
         RAP_TRY(st);
         if (!rt->cfg.train_fn_model_loss)
@@ -1135,15 +1137,15 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
 }
 
 /* CPU model: the four phases with host timing; exposed_ms given. */
-static rap_status phases_cpu(rap_runtime *rt, const rap_model_batch *mb, int64_t seq,
-                             double exposed_s)
+static rap_status phases_cpu(rap_runtime *rt, const rap_model_batch *mb, int64_t rows,
+                             int64_t seq, double exposed_s)
 {
     ring_entry *e;
     RAP_TRY(ring_acquire(rt, seq, &e));
     double t[5];
     if (rt->cfg.train_fn) { /* hybrid parallel: one call, timed as one span */
         t[0] = rap_now();
-        RAP_TRY(rt->cfg.train_fn(rt->cfg.train_ctx, mb, &e->loss));
+        RAP_TRY(rt->cfg.train_fn(rt->cfg.train_ctx, mb, rows, &e->loss));
         t[1] = t[2] = t[3] = t[4] = rap_now();
         rap_trace_host_span(rt->cfg.trace, RAP_TRACK_MAIN, "hybrid step", "phase", seq, t[0],
                             t[4]);
@@ -1774,7 +1776,7 @@ static rap_status step_shard(rap_runtime *rt, rap_step_info *info)
         rap_model_batch mb;
         shard_layout(rt, info->rows, rt->sh_nids + b * rt->n_tables, rt->sh_block + rt->sh_at[b],
                      &mb);
-        return phases_cpu(rt, &mb, seq, 0);
+        return phases_cpu(rt, &mb, mb.rows, seq, 0);
     }
     rt_slot *s = &rt->slots[0];
     shard_layout(rt, info->rows, rt->sh_nids + b * rt->n_tables, rt->sh_block + rt->sh_at[b],
@@ -1802,7 +1804,7 @@ static rap_status step_cpu_model(rap_runtime *rt, rap_step_info *info)
             return RAP_OK;
         }
         cpu_job *j = rt->job_cur;
-        rap_status st = phases_cpu(rt, &j->mb, j->info.seq, w);
+        rap_status st = phases_cpu(rt, &j->mb, j->info.rows, j->info.seq, w);
         *info = j->info;
         rt->job_cur = NULL;
         job_release(rt, j);
@@ -1827,7 +1829,7 @@ static rap_status step_cpu_model(rap_runtime *rt, rap_step_info *info)
     RAP_TRY(rap_input_make(s->input, s->prep, &s->mb));
     double t1 = rap_now();
     rap_trace_host_span(rt->cfg.trace, RAP_TRACK_MAIN, "prep batch", "prep", s->info.seq, t0, t1);
-    RAP_TRY(phases_cpu(rt, &s->mb, s->info.seq, t1 - t0));
+    RAP_TRY(phases_cpu(rt, &s->mb, s->info.rows, s->info.seq, t1 - t0));
     *info = s->info;
     return RAP_OK;
 }
@@ -2071,13 +2073,11 @@ static rap_status create_inner(rap_runtime *rt)
     }
     rt->max_bag = mc->max_bag > 0 ? mc->max_bag : 1;
     if (c->row_share_ranks > 1 &&
-        (!c->train_fn || on_gpu(rt) || c->row_share_rank < 0 ||
-         c->row_share_rank >= c->row_share_ranks ||
-         (rt->mode != RAP_MODE_SEQUENTIAL && rt->mode != RAP_MODE_CPU)))
-        return rap_fail(RAP_ERR_ARG, "runtime: a row share (rank %d of %d) needs train_fn, the "
-                        "CPU model and mode sequential or cpu (not %s on the %s)",
-                        c->row_share_rank, c->row_share_ranks, rap_mode_name(rt->mode),
-                        on_gpu(rt) ? "GPU" : "CPU");
+        (!c->train_fn || c->row_share_rank < 0 || c->row_share_rank >= c->row_share_ranks ||
+         rt->mode == RAP_MODE_MPS || c->shard))
+        return rap_fail(RAP_ERR_ARG, "runtime: a row share (rank %d of %d) needs train_fn, a "
+                        "row feed and a mode other than mps (not %s)",
+                        c->row_share_rank, c->row_share_ranks, rap_mode_name(rt->mode));
     if (c->max_records > 0) {
         rt->st.records = rap_calloc(sizeof(rap_step_record) * (size_t)c->max_records, "step records");
         if (!rt->st.records)

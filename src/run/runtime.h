@@ -176,7 +176,9 @@ typedef struct {
      * it. No CUDA graph. The plan may then be a part of the model's (a rank's columns:
      * mb holds its sparse columns only, in its frame order). NULL: the plain
      * step, unchanged. */
-    rap_status (*train_fn)(void *ctx, const rap_model_batch *mb, double *loss);
+    rap_status (*train_fn)(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss);
+                                  /* rows: the global batch's (mb->rows, or with a row
+                                   * share the whole feed batch's) */
     void *train_ctx;
     rap_hybrid *hybrid;           /* the step train_fn runs (hooked), or NULL */
     bool train_fn_model_loss;     /* GPU: train_fn's loss is not used; the model's own
@@ -191,8 +193,8 @@ typedef struct {
      * the executor preprocesses only rows rap_hybrid_rows(n, R,
      * row_share_rank) of each feed batch of n rows (copied into a raw batch
      * of the slot's, or of the cpu job's); the mb given to train_fn holds
-     * those rows only (info.rows stays n). CPU model, sequential and cpu
-     * modes only. 0 or 1: every row, as before. */
+     * those rows only (info.rows and train_fn's rows stay n). Every mode
+     * but mps. 0 or 1: every row, as before. */
     int row_share_ranks, row_share_rank;
 } rap_runtime_config;
 

@@ -4,6 +4,7 @@
 #include "core/core.h"
 #include "dist/comm.h"
 #include "dist/hybrid.h"
+#include "dist/ids.h"
 #include "dist/shard.h"
 #include "plan/fusion_ilp.h"
 #include "plan/place.h"
@@ -166,6 +167,7 @@ typedef struct {
     int64_t *xb_cnt;           /* (4, R) send counts, displacements, receive counts, displs */
     int64_t *xb_off, *xb_ids;  /* (ntab, Bg+1) and (ntab, Bg*K): the global batch's ids of
                                 * this rank's tables */
+    rap_ids_xchg *xg;          /* placement batch, GPU ranks: the id exchange (NCCL) */
     int64_t bytes_moved;       /* preprocessed bytes sent between ranks, all ranks */
     int64_t rank_bytes_sent;   /* ... sent by this rank */
     int64_t exit_step;         /* test hook RAP_TEST_RANK_EXIT: _exit(1) after this step */
@@ -752,6 +754,7 @@ static rap_status log_step(trainer *t, bool force)
 
 static rap_status rank_plan(trainer *t);
 static rap_status xb_setup(trainer *t);
+static rap_status xg_setup(trainer *t);
 
 static rap_status setup(trainer *t)
 {
@@ -924,16 +927,21 @@ static rap_status setup(trainer *t)
                                            &t->rsched));
         }
         /* placement batch: each rank its row share, ids exchanged (CPU
-         * ranks in sequential or cpu mode; else the whole batch, as before) */
+         * ranks in sequential or cpu mode; other CPU modes: the whole batch) */
         if (t->R > 1 && c->placement == 0 && !t->shard && c->device == RAP_CPU &&
             (t->mode == RAP_MODE_SEQUENTIAL || t->mode == RAP_MODE_CPU))
             RAP_TRY(xb_setup(t));
+        /* ... on GPU ranks (every mode but mps): the same through NCCL on the
+         * model's stream, fixed-size blocks (dist/ids.h) */
+        if (t->R > 1 && c->placement == 0 && !t->shard && c->device == RAP_GPU &&
+            t->mode != RAP_MODE_MPS)
+            RAP_TRY(xg_setup(t));
         if (t->rank == 0 && t->R > 1)
             rap_info("placement %s: each rank preprocesses %s",
                      c->placement == 0 ? "batch" : c->placement == 2 ? "search" : "owner",
                      t->rplan ? "every dense column and the sparse columns of its own tables, "
                                 "over the whole global batch"
-                     : t->xb  ? "every column over its own rows of the global batch, then "
+                     : t->xb || t->xg ? "every column over its own rows of the global batch, then "
                                 "sends each table's ids to the table's holders"
                               : "every column of the whole global batch");
     }
@@ -1095,6 +1103,23 @@ static void xb_free(trainer *t)
     t->xb = false;
 }
 
+/* Placement batch on GPU ranks: the id exchange of dist/ids.h over the
+ * NCCL comm (holders of each table as xb_setup). */
+static rap_status xg_setup(trainer *t)
+{
+    int R = t->R, T = t->mc.n_tables;
+    bool *holds = rap_calloc(sizeof(bool) * (size_t)(R * T), "id exchange");
+    if (!holds)
+        return RAP_ERR_NOMEM;
+    for (int tb = 0; tb < T; tb++)
+        for (int p = t->map.part0[tb]; p < t->map.part0[tb + 1]; p++)
+            holds[t->map.part[p].rank * T + tb] = true;
+    rap_status st = rap_ids_xchg_create(t->ncomm, RAP_GPU, T, holds, t->mc.batch,
+                                        t->mc.max_bag > 0 ? t->mc.max_bag : 1, &t->xg);
+    rap_free(holds);
+    return st;
+}
+
 /* Bytes a step moves between ranks (every rank computes the same from the
  * header): source s sends each other holder p of table t its share's
  * offsets and ids, 8 bytes each. */
@@ -1203,14 +1228,14 @@ static rap_status xb_exchange(trainer *t, const rap_model_batch *mb, rap_model_b
 /* The runtime's step with ranks: this rank's rows of the global batch mb
  * (dense, label) and the ids of every table over all its rows through the
  * hybrid step; the global mean loss back (a collective). */
-static rap_status dist_train(void *ctx, const rap_model_batch *mb, double *loss)
+static rap_status dist_train(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss)
 {
     trainer *t = ctx;
     int64_t r0, nr;
-    rap_model_batch loc;
+    rap_model_batch loc, g;
     memset(&loc, 0, sizeof loc);
+    const rap_model_batch *glob = mb;
     if (t->xb) { /* placement batch: mb is this rank's share; the ids exchanged */
-        rap_model_batch g;
         RAP_TRY(xb_exchange(t, mb, &g));
         loc.rows = mb->rows;
         loc.dense = mb->dense;
@@ -1218,17 +1243,23 @@ static rap_status dist_train(void *ctx, const rap_model_batch *mb, double *loss)
         RAP_TRY(rap_hybrid_step(t->hyb, &g, &loc));
         return rap_hybrid_loss(t->hyb, loss);
     }
-    rap_hybrid_rows(mb->rows, t->R, t->rank, &r0, &nr);
-    loc.rows = nr;
-    loc.dense = mb->dense + r0 * t->mc.n_dense;
-    loc.label = mb->label + r0;
-    if (t->rplan) { /* the rank's columns: its sparse ones to their global tables */
-        rap_model_batch g;
-        rap_train_rank_batch(mb, t->rtab, t->n_rtab, &g);
-        RAP_TRY(rap_hybrid_step(t->hyb, &g, &loc));
+    if (t->xg) { /* ... on GPU ranks: through NCCL, on the stream */
+        RAP_TRY(rap_ids_xchg_run(t->xg, mb, rows, &g));
+        nr = mb->rows;
+        loc.dense = mb->dense;
+        loc.label = mb->label;
+        glob = &g;
     } else {
-        RAP_TRY(rap_hybrid_step(t->hyb, mb, &loc));
+        rap_hybrid_rows(mb->rows, t->R, t->rank, &r0, &nr);
+        loc.dense = mb->dense + r0 * t->mc.n_dense;
+        loc.label = mb->label + r0;
+        if (t->rplan) { /* the rank's columns: its sparse ones to their global tables */
+            rap_train_rank_batch(mb, t->rtab, t->n_rtab, &g);
+            glob = &g;
+        }
     }
+    loc.rows = nr;
+    RAP_TRY(rap_hybrid_step(t->hyb, glob, &loc));
     if (t->loss_dev) { /* GPU ranks: the partial losses summed by NCCL on the stream */
         const float *part;
         RAP_TRY(rap_rt_model_loss_ptr(t->model, &part));
@@ -1277,7 +1308,7 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
         rc.train_ctx = t;
         rc.hybrid = t->hyb; /* its phases timed, the windows beside them */
         rc.batch_rows = t->mc.batch;
-        if (t->xb) { /* placement batch: the executor preprocesses this rank's rows */
+        if (t->xb || t->xg) { /* placement batch: the executor preprocesses this rank's rows */
             rc.row_share_ranks = t->R;
             rc.row_share_rank = t->rank;
         }
@@ -1392,6 +1423,12 @@ static void teardown(trainer *t)
     rap_free(t->logits);
     rap_batch_free(&t->tb);
     rap_batch_free(&t->eb);
+    if (t->xg) { /* its buffers may still be read on the stream */
+        if (t->hyb)
+            rap_hybrid_wait(t->hyb);
+        rap_ids_xchg_free(t->xg);
+        t->xg = NULL;
+    }
     rap_hybrid_free(t->hyb);
     t->hyb = NULL;
     rank_plan_free(t);
@@ -1565,7 +1602,12 @@ static rap_status gather_samples(trainer *t, char **list)
     }
     /* preprocessed bytes moved (placement batch): every rank computed the
      * job's total from the exchanged counts; the ranks' own sends must add
-     * up to it */
+     * up to it (GPU ranks: fixed-size blocks, padding included; a row with
+     * more ids than max_bag is reported here) */
+    if (st == RAP_OK && t->xg) {
+        rap_ids_xchg_bytes(t->xg, &t->rank_bytes_sent, &t->bytes_moved);
+        st = rap_ids_xchg_check(t->xg);
+    }
     if (st == RAP_OK)
         st = rap_comm_allgather(t->c->comm, &t->rank_bytes_sent, sizeof(int64_t), all + t->R,
                                 "byte accounting");
