@@ -155,6 +155,7 @@ if has multi; then
   echo "== bench/multi on ${MULTI_GPUS:-2} GPUs"
   start=$(date +%s)
   MODEL_plan1="--emb-dim 64 --mlp-bot 512-256-64" PLANS=${MPLANS:-plan0,plan1} \
+    PLAN_ARGS=${MPLAN_ARGS---predictor plans/h200/predictor} \
     BATCHES=${MBATCHES:-4096,8192} STEPS=${MSTEPS:-50} WARMUP=${MWARMUP:-10} RAP=$B/rap \
     REPEAT=${REPEAT:-3} TIMEOUT=$((120 * ${REPEAT:-3})) \
     bash bench/multi "$W/multi" ${MULTI_GPUS:-2} > "$W/multi.log" 2>&1

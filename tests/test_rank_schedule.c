@@ -364,3 +364,39 @@ RAP_TEST(rank_schedule_share_slices_in_files)
     rap_fusion_free(&f);
     teardown(&su);
 }
+
+/* With ranks the hooked step releases grad_comm before emb_backward: a
+ * schedule whose grad_comm slices read emb_backward's outputs is valid in
+ * file order but not in that one (the runtime then runs grad_comm's
+ * slices after emb_backward's), and the other way round. */
+RAP_TEST(rank_schedule_hybrid_window_order)
+{
+    setup_t su;
+    if (!setup(t, 2, &su))
+        return;
+    rap_fusion f;
+    REQUIRE_OK(rap_fuse_levels(su.p, &f));
+    rap_schedule *a, *b;
+    REQUIRE_OK(rap_schedule_create(su.p, &f, "<eb first>", &a));
+    REQUIRE_OK(rap_schedule_create(su.p, &f, "<gc first>", &b));
+    int first_level = 0;
+    for (int k = 0; k < f.n; k++) {
+        bool l1 = f.kernels[k].level == f.kernels[0].level;
+        first_level += l1;
+        REQUIRE_OK(rap_schedule_add(a, l1 ? RAP_WIN_EMB_BACKWARD : RAP_WIN_GRAD_COMM, k, 0,
+                                    f.kernels[k].n, 0, RAP_ROWS_END, -1));
+        REQUIRE_OK(rap_schedule_add(b, l1 ? RAP_WIN_GRAD_COMM : RAP_WIN_EMB_BACKWARD, k, 0,
+                                    f.kernels[k].n, 0, RAP_ROWS_END, -1));
+    }
+    REQUIRE(first_level > 0 && first_level < f.n);
+    CHECK_OK(rap_schedule_validate(a, su.p, &f, 600));
+    CHECK(rap_schedule_validate_hybrid(a, su.p, &f, 600) == RAP_ERR_PLAN);
+    CHECK_MSG(strstr(rap_last_error(), "grad_comm's slices run before emb_backward's"), "%s",
+              rap_last_error());
+    CHECK(rap_schedule_validate(b, su.p, &f, 600) == RAP_ERR_PLAN);
+    CHECK_OK(rap_schedule_validate_hybrid(b, su.p, &f, 600));
+    rap_schedule_free(a);
+    rap_schedule_free(b);
+    rap_fusion_free(&f);
+    teardown(&su);
+}

@@ -604,6 +604,8 @@ struct rap_runtime {
     void **graphs;        /* (S, 4) --cuda-graph: each phase captured per slot
                            * (a graph holds the slot's buffer addresses) */
     bool graph_failed;
+    bool gc_late;            /* hooked hybrid step: grad_comm's slices after emb_backward's
+                              * (check_hooked_order) */
     rap_row_batch *deferred; /* rap mode: the next batch, copied once emb_forward is
                               * queued (the copy slowed the memory-bound lookups) */
     /* ideal */
@@ -897,8 +899,11 @@ static rap_status load_slot(rap_runtime *rt, rt_slot *s, rap_row_batch *b)
     RAP_TRY(rap_rt_wait(rt->copy_s, s->ev_done));
     int sp = rap_trace_gpu_begin(rt->cfg.trace, RAP_TRACK_COPY, "copy batch", "copy", b->seq,
                                  rt->copy_s);
-    /* (a row share is copied from pageable memory: the copy has read it
-     * when the call returns, so the next load may overwrite it) */
+    /* a row share is the slot's own pinned raw batch: its previous copy
+     * must be done before it is overwritten (a pageable one made every
+     * copy synchronous: half the throughput on two GPUs, bench/RESULTS.md) */
+    if (rt->cfg.row_share_ranks > 1)
+        RAP_TRY(rap_rt_event_wait(s->ev_copied, RT_GPU_WAIT_S, "a batch's copy"));
     RAP_TRY(rap_prep_load(s->prep, share_rows(rt, &b->batch, &s->share)));
     if (sp >= 0)
         RAP_TRY(rap_trace_gpu_end(rt->cfg.trace, sp, rt->copy_s));
@@ -970,7 +975,23 @@ static int pack_window(const rap_runtime *rt, bool hooked)
         if (window_used(rt, w))
             last = (int)w;
     }
+    if (hooked && rt->gc_late && last == RAP_WIN_GRAD_COMM)
+        last = RAP_WIN_EMB_BACKWARD; /* grad_comm's slices follow emb_backward's */
     return last;
+}
+
+/* The hooked hybrid step runs grad_comm before emb_backward; schedules
+ * list (and validate) emb_backward first. The schedule is checked once in
+ * the hooked order; where that breaks a dependency (a grad_comm slice
+ * reading what an emb_backward slice makes), grad_comm's slices run right
+ * after emb_backward's instead (rt->gc_late), with a warning. */
+static rap_status check_hooked_order(rap_runtime *rt)
+{
+    if (rap_schedule_validate_hybrid(rt->sched, rt->plan, rt->fus, rt->B) != RAP_OK) {
+        rt->gc_late = true;
+        rap_warn("%s; grad_comm's slices run after emb_backward's instead", rap_last_error());
+    }
+    return RAP_OK;
 }
 
 /* One step's phases as they are queued: timing and sync events, trace
@@ -1017,9 +1038,11 @@ static rap_status q_end(step_q *q, rap_window w, int ev)
      * wait for the phase's start on the GPU either way, but when the host
      * is just in time, training kernels must reach the GPU first (blocks
      * are not pre-empted; bench/RESULTS.md) */
-    if (q->nx && window_used(rt, w)) {
+    if (q->nx && window_used(rt, w) && !(rt->gc_late && w == RAP_WIN_GRAD_COMM)) {
         RAP_TRY(rap_rt_wait(rt->prep_s, q->e->sy[ev]));
         RAP_TRY(launch_window(rt, q->nx, w));
+        if (rt->gc_late && w == RAP_WIN_EMB_BACKWARD) /* check_hooked_order */
+            RAP_TRY(launch_window(rt, q->nx, RAP_WIN_GRAD_COMM));
         if ((int)w == q->pack_after) {
             RAP_TRY(rap_input_make(q->nx->input, q->nx->prep, &q->nx->mb));
             RAP_TRY(rap_rt_record(q->nx->ev_ready, rt->prep_s));
@@ -1968,7 +1991,7 @@ static rap_status make_slot(rap_runtime *rt, rt_slot *s, void *exec_stream, void
     pc.stream = exec_stream;
     RAP_TRY(rap_prep_create(rt->plan, rt->fus, &pc, &s->prep));
     if (rt->cfg.row_share_ranks > 1)
-        RAP_TRY(rap_batch_create(&s->share, rt->plan->schema, rt->B, false));
+        RAP_TRY(rap_batch_create(&s->share, rt->plan->schema, rt->B, on_gpu(rt)));
     return rap_input_create(rt->plan, rt->dev, rt->B, pack_stream, &s->input);
 }
 
@@ -2130,6 +2153,8 @@ static rap_status create_inner(rap_runtime *rt)
             rt->sched = rt->own_sched;
         }
         RAP_TRY(rap_schedule_validate(rt->sched, rt->plan, rt->fus, rt->B));
+        if (c->train_fn && c->hybrid && on_gpu(rt))
+            RAP_TRY(check_hooked_order(rt));
     }
     /* cpu mode layout of a model batch (staging and device blocks) */
     if (rt->mode == RAP_MODE_CPU) {

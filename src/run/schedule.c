@@ -837,6 +837,41 @@ out:
     return st;
 }
 
+rap_status rap_schedule_validate_hybrid(const rap_schedule *s, const rap_plan *p,
+                                        const rap_fusion *f, int64_t max_rows)
+{
+    int ng, ne;
+    rap_schedule_window(s, RAP_WIN_GRAD_COMM, &ng);
+    rap_schedule_window(s, RAP_WIN_EMB_BACKWARD, &ne);
+    if (ng == 0 || ne == 0)
+        return RAP_OK;
+    /* a copy with the two windows' slices swapped: slice order = launch order */
+    rap_schedule *tmp = NULL;
+    RAP_TRY(rap_schedule_create(p, f, s->source, &tmp));
+    tmp->plan_hash = s->plan_hash;
+    tmp->fusion_hash = s->fusion_hash;
+    tmp->n_kernels = s->n_kernels;
+    rap_status st = RAP_OK;
+    for (int w = 0; w < RAP_WIN_COUNT && st == RAP_OK; w++) {
+        rap_window from = w == RAP_WIN_EMB_BACKWARD ? RAP_WIN_GRAD_COMM
+                        : w == RAP_WIN_GRAD_COMM   ? RAP_WIN_EMB_BACKWARD
+                                                   : (rap_window)w;
+        int n;
+        const rap_slice *sl = rap_schedule_window(s, from, &n);
+        for (int i = 0; i < n && st == RAP_OK; i++)
+            if ((st = rap_schedule_add_slice(tmp, (rap_window)w, &sl[i])) == RAP_OK)
+                tmp->slices[tmp->win_first[w + 1] - 1].line = sl[i].line;
+    }
+    if (st == RAP_OK && (st = rap_schedule_validate(tmp, p, f, max_rows)) != RAP_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", rap_last_error());
+        st = rap_fail(RAP_ERR_PLAN, "%s (with ranks grad_comm's slices run before "
+                                    "emb_backward's: here listed in that order)", why);
+    }
+    rap_schedule_free(tmp);
+    return st;
+}
+
 /* ------------------------------------------------------------ built-ins */
 
 static rap_status whole_kernels(rap_schedule *s, const rap_fusion *f, int k0, int k1, rap_window w)

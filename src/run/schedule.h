@@ -121,6 +121,13 @@ void rap_slice_rows(const rap_slice *sl, int64_t rows, int64_t *r0, int64_t *r1)
 rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const rap_fusion *f,
                                  int64_t max_rows);
 
+/* The same checks in the order the hooked hybrid step (several ranks,
+ * dist/hybrid.h) releases the windows: grad_comm (the gradient exchange)
+ * before emb_backward. RAP_ERR_PLAN naming the slice that would run before
+ * its input; RAP_OK at once when either window is empty. */
+rap_status rap_schedule_validate_hybrid(const rap_schedule *s, const rap_plan *p,
+                                        const rap_fusion *f, int64_t max_rows);
+
 /* Built-in schedules (valid by construction for (p, f)):
  * embedding: every kernel whole, in the fusion's order (levels), the first
  * half (rounded up) beside emb_forward and the rest beside emb_backward.

@@ -939,8 +939,12 @@ static rap_status setup(trainer *t)
         if (t->rank == 0 && t->R > 1)
             rap_info("placement %s: each rank preprocesses %s",
                      c->placement == 0 ? "batch" : c->placement == 2 ? "search" : "owner",
-                     t->rplan ? "every dense column and the sparse columns of its own tables, "
-                                "over the whole global batch"
+                     t->rplan ? (t->rsched && t->mode == RAP_MODE_RAP
+                                     ? "the sparse columns of its own tables over the whole "
+                                       "global batch and every dense column over its own rows "
+                                       "(the planner's per-rank schedule)"
+                                     : "every dense column and the sparse columns of its own "
+                                       "tables, over the whole global batch")
                      : t->xb || t->xg ? "every column over its own rows of the global batch, then "
                                 "sends each table's ids to the table's holders"
                               : "every column of the whole global batch");
