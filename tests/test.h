@@ -56,6 +56,28 @@ bool rap_test_same_checkpoints(const char *a, const char *b, int *n_tensors);
  * why. */
 int rap_test_sh(const char *cmd, char *out, size_t n);
 const char *rap_test_no_mpi(void);
+
+/* Thread ranks for comm tests: rap_test_run_ranks runs fn on R (<= 8)
+ * thread ranks of one threads comm, each with its collectives' timeout;
+ * a rank whose fn fails aborts the comm (the others stop at once) and the
+ * failure is recorded with its message; false when a rank failed. */
+typedef struct rap_test_rank {
+    int rank, R;
+    struct rap_comm *c;
+    void *arg;
+    rap_status st;
+    char err[512];
+    int bad;            /* wrong values or statuses seen by the rank */
+    double seconds;     /* for timeout tests */
+    int64_t steps;      /* runs compared */
+} rap_test_rank;
+typedef rap_status (*rap_test_rank_fn)(rap_test_rank *x);
+/* Random raw rows (seeded): labels 0/1, about 10 % nulls, dense values in
+ * [-5, 45), 0..ids_per_row ids a row (below 2^31). */
+void rap_test_fill_batch(rap_batch *b, int64_t rows, uint64_t seed);
+
+bool rap_test_run_ranks(rap_test_ctx *t, int R, double timeout, rap_test_rank_fn fn, void *arg,
+                        rap_test_rank *x);
 bool rap_test_dist_inputs(rap_test_ctx *t, uint64_t seed, const char *tag, char *plan, char *data,
                           size_t n);
 int rap_test_read_losses(const char *path, double *loss, int max);

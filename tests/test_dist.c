@@ -18,74 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------ threads harness */
-
-typedef struct {
-    int rank, R;
-    rap_comm *c;
-    void *arg;
-    rap_status st;
-    char err[512];
-    int bad;            /* count of wrong values seen by the rank */
-    double seconds;     /* for the timeout test */
-} rank_ctx;
-
-typedef rap_status (*rank_fn)(rank_ctx *x);
-
-typedef struct {
-    rank_ctx *x;
-    rank_fn fn;
-} rank_start;
-
-static void *rank_main(void *p)
-{
-    rank_start *s = p;
-    s->x->st = s->fn(s->x);
-    if (s->x->st != RAP_OK) {
-        snprintf(s->x->err, sizeof s->x->err, "%s", rap_last_error());
-        rap_comm_abort(s->x->c, 1); /* the others fail at once instead of timing out */
-    }
-    return NULL;
-}
-
-/* Runs fn on R thread ranks of one threads comm (timeout seconds each). */
-static bool run_ranks(rap_test_ctx *t, int R, double timeout, rank_fn fn, void *arg, rank_ctx *x)
-{
-    rap_comm *c[8];
-    rank_start s[8];
-    pthread_t th[8];
-    if (rap_comm_threads_create(R, c) != RAP_OK) {
-        rap_test_fail(t, __FILE__, __LINE__, "threads comm: %s", rap_last_error());
-        return false;
-    }
-    for (int r = 0; r < R; r++) {
-        memset(&x[r], 0, sizeof x[r]);
-        x[r].rank = r;
-        x[r].R = R;
-        x[r].c = c[r];
-        x[r].arg = arg;
-        rap_comm_set_timeout(c[r], timeout);
-        s[r] = (rank_start){&x[r], fn};
-        pthread_create(&th[r], NULL, rank_main, &s[r]);
-    }
-    bool ok = true;
-    for (int r = 0; r < R; r++)
-        pthread_join(th[r], NULL);
-    for (int r = 0; r < R; r++) {
-        if (x[r].st != RAP_OK) {
-            rap_test_fail(t, __FILE__, __LINE__, "R = %d rank %d: %s: %s", R, r,
-                          rap_status_name(x[r].st), x[r].err);
-            ok = false;
-        }
-        rap_comm_free(c[r]);
-    }
-    return ok;
-}
-
 /* ------------------------------------------------------------ comm tests */
 
 /* Every collective once, with values that show who sent what. */
-static rap_status all_ops(rank_ctx *x)
+static rap_status all_ops(rap_test_rank *x)
 {
     rap_comm *c = x->c;
     int R = x->R, me = x->rank;
@@ -199,7 +135,7 @@ RAP_TEST(dist_comm_self)
     REQUIRE_OK(rap_comm_self_create(&c));
     CHECK(rap_comm_kind_of(c) == RAP_COMM_SELF && !rap_comm_on_device(c));
     CHECK(rap_comm_host(c) == c && rap_comm_stream(c) == NULL);
-    rank_ctx x = {0};
+    rap_test_rank x = {0};
     x.R = 1;
     x.c = c;
     CHECK_OK(all_ops(&x));
@@ -210,8 +146,8 @@ RAP_TEST(dist_comm_self)
 RAP_TEST(dist_comm_threads)
 {
     for (int R = 1; R <= 4; R++) {
-        rank_ctx x[8];
-        if (!run_ranks(t, R, 10, all_ops, NULL, x))
+        rap_test_rank x[8];
+        if (!rap_test_run_ranks(t, R, 10, all_ops, NULL, x))
             return;
         for (int r = 0; r < R; r++)
             CHECK_MSG(x[r].bad == 0, "R = %d rank %d: %d wrong values", R, r, x[r].bad);
@@ -219,7 +155,7 @@ RAP_TEST(dist_comm_threads)
 }
 
 /* The alltoallv counts of two ranks disagree: an error, not a hang. */
-static rap_status mismatched(rank_ctx *x)
+static rap_status mismatched(rap_test_rank *x)
 {
     int64_t sc[2] = {1, 2}, sd[2] = {0, 1}, rc[2] = {1, 1}, rd[2] = {0, 1};
     float s[4] = {1, 2, 3, 4}, r[4];
@@ -231,8 +167,8 @@ static rap_status mismatched(rank_ctx *x)
 
 RAP_TEST(dist_comm_threads_mismatch)
 {
-    rank_ctx x[2];
-    REQUIRE(run_ranks(t, 2, 10, mismatched, NULL, x));
+    rap_test_rank x[2];
+    REQUIRE(rap_test_run_ranks(t, 2, 10, mismatched, NULL, x));
     /* Every rank expects 1 element from every rank and sends 2 to rank 1:
      * rank 1 fails, naming it; rank 0 gets what it expects. */
     CHECK(x[0].bad == 0);
@@ -240,7 +176,7 @@ RAP_TEST(dist_comm_threads_mismatch)
 }
 
 /* Rank R-1 never joins: the others fail within the timeout. */
-static rap_status hang_one(rank_ctx *x)
+static rap_status hang_one(rap_test_rank *x)
 {
     if (x->rank == x->R - 1)
         return RAP_OK; /* "died" */
@@ -268,9 +204,9 @@ static rap_status hang_one(rank_ctx *x)
 RAP_TEST(dist_comm_threads_timeout)
 {
     for (int R = 2; R <= 3; R++) {
-        rank_ctx x[8];
+        rap_test_rank x[8];
         double t0 = rap_now();
-        REQUIRE(run_ranks(t, R, 0.3, hang_one, NULL, x));
+        REQUIRE(rap_test_run_ranks(t, R, 0.3, hang_one, NULL, x));
         double took = rap_now() - t0;
         CHECK_MSG(took < 3, "R = %d: the ranks took %.2f s to give up", R, took);
         int timed_out = 0;
@@ -646,7 +582,7 @@ static void hyb_batch(const hyb_case *hc, int s, rap_model_batch *b)
     }
 }
 
-static rap_status hyb_rank(rank_ctx *x)
+static rap_status hyb_rank(rap_test_rank *x)
 {
     hyb_case *hc = x->arg;
     rap_model_shard sh;
@@ -766,8 +702,8 @@ static void hyb_run(rap_test_ctx *t, int R, rap_optimizer opt, int64_t budget, i
     CHECK_MSG(split || budget == 0, "R = %d: no table was split (budget %lld)", R,
               (long long)budget);
 
-    rank_ctx x[8];
-    if (!run_ranks(t, R, 20, hyb_rank, hc, x))
+    rap_test_rank x[8];
+    if (!rap_test_run_ranks(t, R, 20, hyb_rank, hc, x))
         goto out;
     /* every phase's hooks, in order, every step, on every rank (also
      * without rows); the communication counted */
@@ -958,7 +894,7 @@ RAP_TEST(mpichild_comm)
     rap_comm *c = NULL;
     REQUIRE_OK(rap_comm_mpi_init(&c));
     CHECK(rap_comm_kind_of(c) == RAP_COMM_MPI && rap_comm_size(c) == n);
-    rank_ctx x = {0};
+    rap_test_rank x = {0};
     x.rank = rap_comm_rank(c);
     x.R = rap_comm_size(c);
     x.c = c;
@@ -1134,7 +1070,7 @@ RAP_TEST(dist_gpu_kernels)
 #ifdef RAP_HAVE_CUDA
 /* One rank per GPU over a threads host comm: a NCCL comm each, every
  * device collective checked against known values. */
-static rap_status nccl_rank(rank_ctx *x)
+static rap_status nccl_rank(rap_test_rank *x)
 {
     rap_comm *n = NULL;
     RAP_TRY(rap_comm_nccl_create(x->c, x->rank, NULL, &n));
@@ -1198,8 +1134,8 @@ RAP_TEST(dist_nccl_comm)
     int ngpu = 0;
     cudaGetDeviceCount(&ngpu);
     int R = ngpu < 4 ? ngpu : 4;
-    rank_ctx x[8];
-    if (!run_ranks(t, R, 60, nccl_rank, NULL, x))
+    rap_test_rank x[8];
+    if (!rap_test_run_ranks(t, R, 60, nccl_rank, NULL, x))
         return;
     for (int r = 0; r < R; r++)
         CHECK_MSG(x[r].bad == 0, "R = %d rank %d: %d wrong values", R, r, x[r].bad);

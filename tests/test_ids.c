@@ -21,72 +21,6 @@
 #include <cuda_runtime_api.h>
 #endif
 
-/* ------------------------------------------------------------ threads harness */
-
-typedef struct {
-    int rank, R;
-    rap_comm *c;
-    const void *arg;
-    rap_status st;
-    char err[512];
-    int bad;      /* wrong values or statuses seen by the rank */
-    int64_t steps; /* runs compared */
-} rank_ctx;
-
-typedef rap_status (*rank_fn)(rank_ctx *x);
-
-typedef struct {
-    rank_ctx *x;
-    rank_fn fn;
-} rank_start;
-
-static void *rank_main(void *p)
-{
-    rank_start *s = p;
-    s->x->st = s->fn(s->x);
-    if (s->x->st != RAP_OK) {
-        snprintf(s->x->err, sizeof s->x->err, "%s", rap_last_error());
-        rap_comm_abort(s->x->c, 1); /* the others fail at once instead of timing out */
-    }
-    return NULL;
-}
-
-/* Runs fn on R thread ranks of one threads comm; false (and failures
- * recorded) when a rank failed. */
-static bool run_ranks(rap_test_ctx *t, int R, double timeout, rank_fn fn, const void *arg,
-                      rank_ctx *x)
-{
-    rap_comm *c[8];
-    rank_start s[8];
-    pthread_t th[8];
-    if (rap_comm_threads_create(R, c) != RAP_OK) {
-        rap_test_fail(t, __FILE__, __LINE__, "threads comm: %s", rap_last_error());
-        return false;
-    }
-    for (int r = 0; r < R; r++) {
-        memset(&x[r], 0, sizeof x[r]);
-        x[r].rank = r;
-        x[r].R = R;
-        x[r].c = c[r];
-        x[r].arg = arg;
-        rap_comm_set_timeout(c[r], timeout);
-        s[r] = (rank_start){&x[r], fn};
-        pthread_create(&th[r], NULL, rank_main, &s[r]);
-    }
-    bool ok = true;
-    for (int r = 0; r < R; r++)
-        pthread_join(th[r], NULL);
-    for (int r = 0; r < R; r++) {
-        if (x[r].st != RAP_OK) {
-            rap_test_fail(t, __FILE__, __LINE__, "R = %d rank %d: %s: %s", R, r,
-                          rap_status_name(x[r].st), x[r].err);
-            ok = false;
-        }
-        rap_comm_free(c[r]);
-    }
-    return ok;
-}
-
 /* ------------------------------------------------------------ data */
 
 #define MAX_T 160
@@ -326,7 +260,7 @@ static rap_status download(const rap_model_batch *g, int T, int64_t Bg, int K, g
 /* The steps: n = Bg, a short last batch, n = 2 and n = 1 (ranks without
  * rows when R > n), a step where rank R-1's first row has K+1 ids in
  * bad_table, then one more normal step. */
-static rap_status ids_rank(rank_ctx *x)
+static rap_status ids_rank(rap_test_rank *x)
 {
     const ids_case *k = x->arg;
     int R = k->R, T = k->T, K = k->K, me = x->rank;
@@ -477,8 +411,8 @@ RAP_TEST(ids_cpu_threads)
     for (int R = 1; R <= 4; R++)
         for (int K = 1; K <= 3; K += 2) {
             ids_case k = {.R = R, .T = 4, .K = K, .Bg = 10, .gpu = false, .bad_table = 2};
-            rank_ctx x[8];
-            if (!run_ranks(t, R, 20, ids_rank, &k, x))
+            rap_test_rank x[8];
+            if (!rap_test_run_ranks(t, R, 20, ids_rank, &k, x))
                 return;
             for (int r = 0; r < R; r++) {
                 CHECK_MSG(x[r].bad == 0, "R = %d K = %d rank %d: %d wrong values", R, K, r,
@@ -535,8 +469,8 @@ RAP_TEST(ids_gpu_nccl)
         ids_case *k = &cases[i];
         if (k->R > ngpu)
             continue;
-        rank_ctx x[8];
-        if (!run_ranks(t, k->R, 60, ids_rank, k, x))
+        rap_test_rank x[8];
+        if (!rap_test_run_ranks(t, k->R, 60, ids_rank, k, x))
             return;
         for (int r = 0; r < k->R; r++) {
             CHECK_MSG(x[r].bad == 0, "R = %d T = %d K = %d rank %d: %d wrong values", k->R, k->T,

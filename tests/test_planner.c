@@ -299,34 +299,6 @@ RAP_TEST(planner_plan3_under_10s)
 
 /* ------------------------------------------------------------- split */
 
-static void fill_batch(rap_batch *b, int64_t rows, uint64_t seed)
-{
-    uint64_t s = seed;
-    const int64_t cap = b->cap, K = b->schema.ids_per_row;
-    b->rows = rows;
-    for (int64_t r = 0; r < rows; r++)
-        b->label[r] = (float)(rnd(&s) & 1);
-    for (int j = 0; j < b->schema.n_dense; j++)
-        for (int64_t r = 0; r < rows; r++) {
-            bool v = rnd01(&s) > 0.1;
-            b->dense_valid[j * cap + r] = v;
-            b->dense[j * cap + r] = v ? (float)(rnd01(&s) * 50 - 5) : 0;
-        }
-    for (int j = 0; j < b->schema.n_sparse; j++) {
-        int64_t *off = b->sparse_off + j * (cap + 1);
-        int64_t *ids = b->sparse_ids + j * cap * K;
-        off[0] = 0;
-        for (int64_t r = 0; r < rows; r++) {
-            bool v = rnd01(&s) > 0.1;
-            b->sparse_valid[j * cap + r] = v;
-            int64_t n = v ? (int64_t)(rnd(&s) % (uint64_t)(K + 1)) : 0;
-            for (int64_t q = 0; q < n; q++)
-                ids[off[r] + q] = (int64_t)(rnd(&s) >> 33);
-            off[r + 1] = off[r] + n;
-        }
-    }
-}
-
 static const char *g_split_plan =
     "df[\"int_0\"] = df[\"int_0\"].fill_null(0)\n"
     "df[\"int_0\"] = functional.logit(df[\"int_0\"], 1e-5)\n"
@@ -436,7 +408,7 @@ RAP_TEST(planner_split_exact_and_windows_within_capacity)
     /* run: whole vs the schedule's slices, on the CPU */
     rap_batch b;
     REQUIRE_OK(rap_batch_create(&b, sc, B, false));
-    fill_batch(&b, B, 7);
+    rap_test_fill_batch(&b, B, 7);
     rap_prep_config pc = {RAP_CPU, B, 2, NULL};
     rap_prep *whole = NULL, *split = NULL;
     REQUIRE_OK(rap_prep_create(p, &f, &pc, &whole));

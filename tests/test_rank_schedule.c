@@ -27,42 +27,6 @@
 
 #define PLAN "plans/plan0.plan"
 
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static void fill_batch(rap_batch *b, int64_t rows, uint64_t seed)
-{
-    uint64_t s = seed;
-    const int64_t cap = b->cap, K = b->schema.ids_per_row;
-    b->rows = rows;
-    for (int64_t r = 0; r < rows; r++)
-        b->label[r] = (float)(rnd(&s) & 1);
-    for (int j = 0; j < b->schema.n_dense; j++)
-        for (int64_t r = 0; r < rows; r++) {
-            bool v = rnd(&s) % 10 != 0;
-            b->dense_valid[j * cap + r] = v;
-            b->dense[j * cap + r] = v ? (float)(rnd(&s) % 5000) / 100.0f - 5 : 0;
-        }
-    for (int j = 0; j < b->schema.n_sparse; j++) {
-        int64_t *off = b->sparse_off + j * (cap + 1);
-        int64_t *ids = b->sparse_ids + j * cap * K;
-        off[0] = 0;
-        for (int64_t r = 0; r < rows; r++) {
-            bool v = rnd(&s) % 10 != 0;
-            b->sparse_valid[j * cap + r] = v;
-            int64_t n = v ? 1 : 0;
-            for (int64_t q = 0; q < n; q++)
-                ids[off[r] + q] = (int64_t)(rnd(&s) >> 33);
-            off[r + 1] = off[r] + n;
-        }
-    }
-}
-
 /* Rows [r0, r0 + n) of two host columns are equal. */
 static bool same_rows(const rap_host_column *a, const rap_host_column *b, int64_t r0, int64_t n)
 {
@@ -156,7 +120,7 @@ static void check_rank(rap_test_ctx *t, setup_t *su, const char *prefix, int R, 
     /* run the slices as the runtime does; compare with the whole plan */
     rap_batch b;
     REQUIRE_OK(rap_batch_create(&b, su->p->schema, Bg, false));
-    fill_batch(&b, rows, 11 + (uint64_t)r);
+    rap_test_fill_batch(&b, rows, 11 + (uint64_t)r);
     rap_fusion wf;
     REQUIRE_OK(rap_fuse_levels(su->p, &wf));
     rap_prep_config pc = {RAP_CPU, Bg, 1, NULL};

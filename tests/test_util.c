@@ -6,6 +6,7 @@
 #include "run/checkpoint.h"
 
 #include <math.h>
+#include <pthread.h>
 
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -218,4 +219,100 @@ bool rap_test_close_weights(const char *a, const char *b, bool state, double tol
     rap_ckpt_close(x);
     rap_ckpt_close(y);
     return ok;
+}
+
+/* ------------------------------------------------------------ thread ranks */
+
+typedef struct {
+    rap_test_rank *x;
+    rap_test_rank_fn fn;
+} rank_start;
+
+static void *rank_main(void *p)
+{
+    rank_start *s = p;
+    s->x->st = s->fn(s->x);
+    if (s->x->st != RAP_OK) {
+        snprintf(s->x->err, sizeof s->x->err, "%s", rap_last_error());
+        rap_comm_abort(s->x->c, 1); /* the others fail at once instead of timing out */
+    }
+    return NULL;
+}
+
+bool rap_test_run_ranks(rap_test_ctx *t, int R, double timeout, rap_test_rank_fn fn, void *arg,
+                        rap_test_rank *x)
+{
+    rap_comm *c[8];
+    rank_start s[8];
+    pthread_t th[8];
+    if (R < 1 || R > 8) {
+        rap_test_fail(t, __FILE__, __LINE__, "rap_test_run_ranks: %d ranks (1..8)", R);
+        return false;
+    }
+    if (rap_comm_threads_create(R, c) != RAP_OK) {
+        rap_test_fail(t, __FILE__, __LINE__, "threads comm: %s", rap_last_error());
+        return false;
+    }
+    for (int r = 0; r < R; r++) {
+        memset(&x[r], 0, sizeof x[r]);
+        x[r].rank = r;
+        x[r].R = R;
+        x[r].c = c[r];
+        x[r].arg = arg;
+        rap_comm_set_timeout(c[r], timeout);
+        s[r] = (rank_start){&x[r], fn};
+        pthread_create(&th[r], NULL, rank_main, &s[r]);
+    }
+    bool ok = true;
+    for (int r = 0; r < R; r++)
+        pthread_join(th[r], NULL);
+    for (int r = 0; r < R; r++) {
+        if (x[r].st != RAP_OK) {
+            rap_test_fail(t, __FILE__, __LINE__, "R = %d rank %d: %s: %s", R, r,
+                          rap_status_name(x[r].st), x[r].err);
+            ok = false;
+        }
+        rap_comm_free(c[r]);
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------------ raw batches */
+
+static uint64_t fb_rnd(uint64_t *s)
+{
+    uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static double fb_rnd01(uint64_t *s) { return (double)(fb_rnd(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+void rap_test_fill_batch(rap_batch *b, int64_t rows, uint64_t seed)
+{
+    uint64_t s = seed;
+    const int64_t cap = b->cap, K = b->schema.ids_per_row;
+    b->rows = rows;
+    for (int64_t r = 0; r < rows; r++)
+        b->label[r] = (float)(fb_rnd(&s) & 1);
+    for (int j = 0; j < b->schema.n_dense; j++)
+        for (int64_t r = 0; r < rows; r++) {
+            bool v = fb_rnd01(&s) > 0.1;
+            b->dense_valid[j * cap + r] = v;
+            b->dense[j * cap + r] = v ? (float)(fb_rnd01(&s) * 50 - 5) : 0;
+        }
+    for (int j = 0; j < b->schema.n_sparse; j++) {
+        int64_t *off = b->sparse_off + j * (cap + 1);
+        int64_t *ids = b->sparse_ids + j * cap * K;
+        off[0] = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            bool v = fb_rnd01(&s) > 0.1;
+            b->sparse_valid[j * cap + r] = v;
+            int64_t n = v ? (int64_t)(fb_rnd(&s) % (uint64_t)(K + 1)) : 0;
+            for (int64_t q = 0; q < n; q++)
+                ids[off[r] + q] = (int64_t)(fb_rnd(&s) >> 33);
+            off[r + 1] = off[r] + n;
+        }
+    }
 }
