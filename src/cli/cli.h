@@ -23,7 +23,6 @@ typedef enum { DEV_AUTO = 0, DEV_CPU = 1, DEV_GPU = 2 } cli_device;
 typedef enum { FMT_TSV = 0, FMT_BIN = 1 } cli_format;
 typedef enum { FUSE_LEVELS = 0, FUSE_NONE = 1 } cli_fusion;
 typedef enum { MODEL_SMALL = 0, MODEL_PAPER = 1 } cli_model;
-typedef enum { PLACE_BATCH = 0, PLACE_OWNER = 1, PLACE_SEARCH = 2 } cli_placement;
 
 typedef struct {
     /* common */
@@ -86,7 +85,7 @@ typedef struct {
     bool mps_start;
     /* ranks */
     int64_t gpus;            /* --gpus N: N ranks as threads */
-    int placement;           /* cli_placement */
+    int placement;           /* rap_placement (plan/place.h): the choices' order */
     double comm_timeout;     /* seconds; 0 = the default */
     /* export */
     char checkpoint[RAP_OPT_STR];

@@ -305,12 +305,12 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         if ((st = rap_hybrid_create(m, &map, hc, &dist.h)) != RAP_OK)
             goto out;
         /* as rap train: owner and search run the rank's columns only */
-        if (dist.R > 1 && s->placement != PLACE_BATCH && !b->shard && !b->sched &&
+        if (dist.R > 1 && s->placement != RAP_PLACE_BATCH && !b->shard && !b->sched &&
             (st = rap_train_rank_plan(b->plan, &shard, s->fusion == FUSE_NONE, &dist.part,
                                       &dist.part_fus, dist.rtab, &dist.n_rtab)) != RAP_OK)
             goto out;
         /* as rap train: placement batch on GPU ranks exchanges the ids */
-        if (dist.R > 1 && s->placement == PLACE_BATCH && !b->shard && b->dev == RAP_GPU &&
+        if (dist.R > 1 && s->placement == RAP_PLACE_BATCH && !b->shard && b->dev == RAP_GPU &&
             mode != RAP_MODE_MPS) {
             int T = mc.n_tables;
             bool *holds = rap_calloc(sizeof(bool) * (size_t)(dist.R * T), "id exchange");
@@ -626,11 +626,10 @@ static void print_json(const bench_row *rows, const bench_row *runs, int n, cons
                        FILE *f)
 {
     char x[32];
-    static const char *const place[] = {"batch", "owner", "search"};
     fprintf(f, "{\"plan\":\"%s\",\"batch\":%lld,\"device\":\"%s\",\"steps\":%lld,\"warmup\":%lld,"
             "\"repeat\":%d,\"ranks\":%d,\"placement\":\"%s\",\"modes\":[", b->s->plan,
             (long long)b->mc.batch, b->dev == RAP_GPU ? "gpu" : "cpu", (long long)b->s->steps,
-            (long long)b->s->warmup, b->repeat, b->ranks, place[b->s->placement % 3]);
+            (long long)b->s->warmup, b->repeat, b->ranks, rap_placement_name((rap_placement)b->s->placement));
     for (int i = 0; i < n; i++) {
         const bench_row *r = &rows[i];
         fprintf(f, "%s\n{\"mode\":\"%s\"", i ? "," : "", rap_mode_name(r->mode));

@@ -157,7 +157,7 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
                         "cannot do; give --eval-data or --eval-fraction 0");
     if (!strcmp(c.data, "-") && (c.epochs > 1 || c.steps > 0))
         rap_warn("--data -: stdin is read once; training ends with its last row");
-    c.placement = s->placement;
+    c.placement = (rap_placement)s->placement;
     c.gpu = -1;
     *cfg = c;
     return RAP_OK;

@@ -887,7 +887,7 @@ static rap_status setup(trainer *t)
             rap_info("hybrid parallel: %d rank%s over %s, global batch %lld, placement %s; "
                      "tables:\n%s", t->R, t->R == 1 ? "" : "s",
                      rap_comm_kind_name(rap_comm_kind_of(c->comm)), (long long)t->mc.batch,
-                     c->placement == 0 ? "batch" : c->placement == 2 ? "search" : "owner", desc);
+                     rap_placement_name(c->placement), desc);
         }
     }
     rap_status st = rap_model_create(mcfg, c->device, &t->model);
@@ -914,11 +914,11 @@ static rap_status setup(trainer *t)
         RAP_TRY(rap_hybrid_create(t->model, &t->map, hc, &t->hyb));
         /* placement owner (and search, which starts there): only this
          * rank's columns; batch: every column (see docs/TRAINING.md) */
-        if (t->R > 1 && c->placement != 0 && !t->shard && !c->schedule &&
+        if (t->R > 1 && c->placement != RAP_PLACE_BATCH && !t->shard && !c->schedule &&
             !(c->fusion_file && c->fusion_file[0]))
             RAP_TRY(rank_plan(t));
         if (c->rank_schedule && c->rank_schedule[0]) { /* the planner's, per rank */
-            if (c->placement == 0 && t->R > 1)
+            if (c->placement == RAP_PLACE_BATCH && t->R > 1)
                 return rap_fail(RAP_ERR_ARG, "--schedule %s (per-rank manifests) runs placement "
                                 "owner or search; --placement batch has no per-rank plan",
                                 c->rank_schedule);
@@ -928,17 +928,17 @@ static rap_status setup(trainer *t)
         }
         /* placement batch: each rank its row share, ids exchanged (CPU
          * ranks in sequential or cpu mode; other CPU modes: the whole batch) */
-        if (t->R > 1 && c->placement == 0 && !t->shard && c->device == RAP_CPU &&
+        if (t->R > 1 && c->placement == RAP_PLACE_BATCH && !t->shard && c->device == RAP_CPU &&
             (t->mode == RAP_MODE_SEQUENTIAL || t->mode == RAP_MODE_CPU))
             RAP_TRY(xb_setup(t));
         /* ... on GPU ranks (every mode but mps): the same through NCCL on the
          * model's stream, fixed-size blocks (dist/ids.h) */
-        if (t->R > 1 && c->placement == 0 && !t->shard && c->device == RAP_GPU &&
+        if (t->R > 1 && c->placement == RAP_PLACE_BATCH && !t->shard && c->device == RAP_GPU &&
             t->mode != RAP_MODE_MPS)
             RAP_TRY(xg_setup(t));
         if (t->rank == 0 && t->R > 1)
             rap_info("placement %s: each rank preprocesses %s",
-                     c->placement == 0 ? "batch" : c->placement == 2 ? "search" : "owner",
+                     rap_placement_name(c->placement),
                      t->rplan ? (t->rsched && t->mode == RAP_MODE_RAP
                                      ? "the sparse columns of its own tables over the whole "
                                        "global batch and every dense column over its own rows "

@@ -21,6 +21,7 @@
 #define RAP_RUN_TRAIN_H
 
 #include "model/model.h"
+#include "plan/place.h"
 #include "run/metrics.h"
 #include "run/runtime.h"
 #include "rap.h"
@@ -92,11 +93,11 @@ typedef struct {
      * when there is more than one rank. */
     struct rap_comm *comm;
     int gpu;                   /* with a comm on the GPU: this rank's device; -1 = current */
-    int placement;             /* --placement: 0 batch (CPU ranks: each rank every column
+    rap_placement placement;   /* --placement (plan/place.h; the planner's numbering):
+                                * owner (the default, 0) and search: each rank its part
+                                * (rap_train_rank_plan); batch: each rank every column
                                 * over its row share, then each table's ids sent to its
-                                * holders; GPU ranks: the whole plan on every rank),
-                                * 1 owner, 2 search (each rank its part:
-                                * rap_train_rank_plan); docs/TRAINING.md "Several ranks" */
+                                * holders; docs/TRAINING.md "Several ranks" */
 } rap_train_config;
 
 typedef struct {
