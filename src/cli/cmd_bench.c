@@ -191,15 +191,13 @@ typedef struct {
     bool trace_run;          /* this run writes --trace (the last one) */
 } bench_ctx;
 
-/* With ranks: the hybrid step of one rank (the runtime's train_fn). */
+/* With ranks: what one rank's hybrid step owns (the step itself is
+ * rap_train_dist_step over `step`, as in rap train). */
 typedef struct {
+    rap_train_dist step;
     rap_hybrid *h;
-    int R, rank, n_dense;
-    bool model_loss;
+    int R, rank;
     float *loss_dev;           /* GPU, R > 1: the global loss, summed by NCCL (as train.c) */
-    rap_comm *ncomm;
-    rap_model *m;
-    void *stream;
     rap_plan *part;            /* placement owner/search: the rank's columns (or NULL) */
     rap_fusion part_fus;
     rap_ids_xchg *xg;          /* placement batch, GPU ranks: the id exchange */
@@ -208,45 +206,6 @@ typedef struct {
     int rtab[RAP_MAX_TABLES];  /* global table of the part's sparse columns */
     int n_rtab;
 } bench_dist;
-
-static rap_status bench_train(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss)
-{
-    bench_dist *d = ctx;
-    int64_t r0, nr;
-    rap_model_batch loc, g;
-    memset(&loc, 0, sizeof loc);
-    if (d->xg) { /* placement batch: mb is this rank's rows; the ids to the holders */
-        RAP_TRY(rap_ids_xchg_run(d->xg, mb, rows, &g));
-        nr = mb->rows;
-        loc.rows = nr;
-        loc.dense = mb->dense;
-        loc.label = mb->label;
-        RAP_TRY(rap_hybrid_step(d->h, &g, &loc));
-    } else {
-        rap_hybrid_rows(mb->rows, d->R, d->rank, &r0, &nr);
-        loc.rows = nr;
-        loc.dense = mb->dense + r0 * d->n_dense;
-        loc.label = mb->label + r0;
-        if (d->part) {
-            rap_train_rank_batch(mb, d->rtab, d->n_rtab, &g);
-            RAP_TRY(rap_hybrid_step(d->h, &g, &loc));
-        } else {
-            RAP_TRY(rap_hybrid_step(d->h, mb, &loc));
-        }
-    }
-    if (d->loss_dev) {
-        const float *part;
-        RAP_TRY(rap_rt_model_loss_ptr(d->m, &part));
-        if (nr > 0)
-            RAP_TRY(rap_rt_d2d(d->loss_dev, part, sizeof(float), d->stream));
-        else
-            RAP_TRY(rap_rt_zero(d->loss_dev, sizeof(float), d->stream));
-        return rap_comm_allreduce(d->ncomm, d->loss_dev, 1, RAP_COMM_F32, "loss allreduce");
-    }
-    if (d->model_loss) /* one GPU rank: the runtime reads the model's loss */
-        return RAP_OK;
-    return rap_hybrid_loss(d->h, loss);
-}
 
 /* One mode; with comm (a rank of several) the model is this rank's share
  * (docs/DIST.md) and each step the hybrid one; gpu: the rank's device. */
@@ -278,7 +237,6 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     if (comm) {
         dist.R = rap_comm_size(comm);
         dist.rank = rap_comm_rank(comm);
-        dist.n_dense = mc.n_dense;
         if ((st = rap_shard_plan(mc.table_rows, mc.n_tables, mc.emb_dim, dist.R, 0, NULL,
                                  &map)) != RAP_OK ||
             (st = rap_hybrid_model_config(&b->mc, &map, dist.rank, b->mc.batch, &shard, &mc)) !=
@@ -318,9 +276,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
                 st = RAP_ERR_NOMEM;
                 goto out;
             }
-            for (int tb = 0; tb < T; tb++)
-                for (int q = map.part0[tb]; q < map.part0[tb + 1]; q++)
-                    holds[map.part[q].rank * T + tb] = true;
+            rap_shard_holds(&map, holds);
             st = rap_ids_xchg_create(ncomm, RAP_GPU, T, holds, b->mc.batch,
                                      b->mc.max_bag > 0 ? b->mc.max_bag : 1, &dist.xg);
             rap_free(holds);
@@ -358,25 +314,25 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     rc.reader.bad_rows = (rap_bad_rows)s->bad_rows;
     rc.reader.max_line = s->max_line;
     if (comm) {
-        rc.train_fn = bench_train;
-        rc.train_ctx = &dist;
+        rc.train_fn = rap_train_dist_step;
+        rc.train_ctx = &dist.step;
         rc.hybrid = dist.h; /* its phases timed, the windows beside them */
         if (dist.xg) { /* each rank preprocesses its own rows */
             rc.row_share_ranks = dist.R;
             rc.row_share_rank = dist.rank;
         }
         rc.batch_rows = b->mc.batch;
-        dist.model_loss = b->dev == RAP_GPU; /* as train.c */
-        rc.train_fn_model_loss = dist.model_loss;
-        if (dist.model_loss && dist.R > 1) {
+        bool model_loss = b->dev == RAP_GPU; /* as train.c */
+        rc.train_fn_model_loss = model_loss;
+        if (model_loss && dist.R > 1) {
             if ((st = rap_run_dev_alloc((void **)&dist.loss_dev, 256, "the global loss")) !=
                 RAP_OK)
                 goto out;
-            dist.ncomm = ncomm;
-            dist.m = m;
-            dist.stream = stream;
             rc.train_loss_dev = dist.loss_dev;
         }
+        dist.step = (rap_train_dist){dist.h, dist.xg, dist.part ? dist.rtab : NULL,
+                                     dist.n_rtab, dist.R, dist.rank, mc.n_dense, m, stream,
+                                     ncomm, dist.loss_dev, model_loss};
     }
     if (b->shard) { /* ideal from a shard (checked in main): no feed, cycle */
         rc.shard = b->data;

@@ -288,3 +288,11 @@ void rap_shard_map_describe(const rap_shard_map *m, char *buf, size_t n)
             at += (size_t)snprintf(buf + at, n - at, "\n");
     }
 }
+
+void rap_shard_holds(const rap_shard_map *m, bool *holds)
+{
+    memset(holds, 0, sizeof(bool) * (size_t)m->n_ranks * (size_t)m->n_tables);
+    for (int t = 0; t < m->n_tables; t++)
+        for (int p = m->part0[t]; p < m->part0[t + 1]; p++)
+            holds[m->part[p].rank * m->n_tables + t] = true;
+}

@@ -58,6 +58,10 @@ rap_status rap_shard_plan(const int64_t *table_rows, int T, int emb_dim, int R,
                           int64_t budget_bytes, const double *lookups, rap_shard_map *out);
 void rap_shard_map_free(rap_shard_map *m);
 
+/* holds[r * T + t] (n_ranks x n_tables, zeroed first): rank r holds table t
+ * or a row range of it (the holders of --placement batch's ids). */
+void rap_shard_holds(const rap_shard_map *m, bool *holds);
+
 /* Checks a map's invariants (every row of every table held exactly once,
  * shards consistent with parts, budget respected when budget > 0).
  * RAP_ERR_INTERNAL naming the first violation. */

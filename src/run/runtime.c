@@ -541,7 +541,6 @@ typedef struct {
     void *ev[EV_N];      /* timing events */
     void *sy[EV_N];      /* rap mode: the same boundaries for the preprocessing stream
                           * to wait on (no timing) */
-    bool gc;             /* EV_GC recorded (hooked hybrid step) */
     rap_step_record rec;
 } ring_entry;
 
@@ -606,6 +605,7 @@ struct rap_runtime {
     bool graph_failed;
     bool gc_late;            /* hooked hybrid step: grad_comm's slices after emb_backward's
                               * (check_hooked_order) */
+    int pack_after;          /* rap mode: pack_window(), set at create */
     rap_row_batch *deferred; /* rap mode: the next batch, copied once emb_forward is
                               * queued (the copy slowed the memory-bound lookups) */
     /* ideal */
@@ -731,15 +731,19 @@ static void record_step(rap_runtime *rt, const rap_step_record *r)
 }
 
 /* GPU: reads back entry e (its events have completed). */
+/* The GPU step is the hybrid step with phase hooks (EV_GC recorded). */
+static bool hooked(const rap_runtime *rt) { return rt->cfg.train_fn && rt->cfg.hybrid; }
+
 static rap_status ring_finish(rap_runtime *rt, ring_entry *e)
 {
     rap_step_record r;
     memset(&r, 0, sizeof r);
     RAP_TRY(rap_rt_elapsed(e->ev[EV_W0], e->ev[EV_W1], &r.exposed_ms));
     for (int p = 0; p < 4; p++)
-        RAP_TRY(rap_rt_elapsed(e->ev[EV_P0 + p], e->ev[p == 2 && e->gc ? EV_GC : EV_P0 + p + 1],
+        RAP_TRY(rap_rt_elapsed(e->ev[EV_P0 + p],
+                               e->ev[p == 2 && hooked(rt) ? EV_GC : EV_P0 + p + 1],
                                &r.phase_ms[p]));
-    if (e->gc)
+    if (hooked(rt))
         RAP_TRY(rap_rt_elapsed(e->ev[EV_GC], e->ev[EV_P3], &r.grad_comm_ms));
     RAP_TRY(rap_rt_elapsed(e->ev[EV_W0], e->ev[EV_END], &r.step_ms));
     e->rec = r;
@@ -964,18 +968,19 @@ static const char *const g_hyb_names[RAP_HYB_PHASES] = {"emb_forward", "mlp_forw
                                                         "mlp_backward", "grad_comm",
                                                         "emb_backward"};
 
-static int pack_window(const rap_runtime *rt, bool hooked)
+static int pack_window(const rap_runtime *rt)
 {
+    bool hook = hooked(rt);
     if (!rt->sched || window_used(rt, RAP_WIN_EXPOSED) ||
-        (!hooked && window_used(rt, RAP_WIN_GRAD_COMM)))
+        (!hook && window_used(rt, RAP_WIN_GRAD_COMM)))
         return -1;
     int last = -1;
-    for (int k = 0; k < (hooked ? RAP_HYB_PHASES : 4); k++) {
-        rap_window w = hooked ? g_hyb_win[k] : (rap_window)k;
+    for (int k = 0; k < (hook ? RAP_HYB_PHASES : 4); k++) {
+        rap_window w = hook ? g_hyb_win[k] : (rap_window)k;
         if (window_used(rt, w))
             last = (int)w;
     }
-    if (hooked && rt->gc_late && last == RAP_WIN_GRAD_COMM)
+    if (hook && rt->gc_late && last == RAP_WIN_GRAD_COMM)
         last = RAP_WIN_EMB_BACKWARD; /* grad_comm's slices follow emb_backward's */
     return last;
 }
@@ -1096,10 +1101,9 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             gi = i;
     bool use_graph = rt->graphs && !rt->graph_failed && s->mb.rows == rt->B && gi >= 0 &&
                      !rt->cfg.train_fn;
-    bool hooked = rt->cfg.train_fn && rt->cfg.hybrid;
-    step_q q = {rt, s, e, nx, nx ? pack_window(rt, hooked) : -1, -1};
-    e->gc = hooked;
-    if (rt->cfg.train_fn && !hooked) { /* one span: the next batch's slices first, then the step */
+    bool hook = hooked(rt);
+    step_q q = {rt, s, e, nx, nx ? rt->pack_after : -1, -1};
+    if (rt->cfg.train_fn && !hook) { /* one span: the next batch's slices first, then the step */
         if (nx) {
             RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
             for (int p = 0; p < 4; p++)
@@ -1116,7 +1120,7 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             RAP_TRY(rap_rt_record(e->ev[EV_P0 + p], rt->train_s));
         if (!rt->cfg.train_fn_model_loss)
             *e->h_loss = (float)loss; /* read back by ring_finish once EV_END has completed */
-    } else if (hooked) { /* the hybrid step calls q_begin/q_end at its phases */
+    } else if (hook) { /* the hybrid step calls q_begin/q_end at its phases */
         if (nx && !rt->deferred)
             RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
         rap_hybrid_hooks hk = {hyb_begin, hyb_end, &q};
@@ -1149,7 +1153,7 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
     if (nx) {
         RAP_TRY(rap_rt_record(e->sy[EV_END], rt->train_s));
         RAP_TRY(rap_rt_wait(rt->prep_s, e->sy[EV_END]));
-        if (!hooked)
+        if (!hook)
             RAP_TRY(launch_window(rt, nx, RAP_WIN_GRAD_COMM));
         RAP_TRY(launch_window(rt, nx, RAP_WIN_EXPOSED));
         RAP_TRY(rap_input_make(nx->input, nx->prep, &nx->mb));
@@ -2155,6 +2159,7 @@ static rap_status create_inner(rap_runtime *rt)
         RAP_TRY(rap_schedule_validate(rt->sched, rt->plan, rt->fus, rt->B));
         if (c->train_fn && c->hybrid && on_gpu(rt))
             RAP_TRY(check_hooked_order(rt));
+        rt->pack_after = pack_window(rt);
     }
     /* cpu mode layout of a model batch (staging and device blocks) */
     if (rt->mode == RAP_MODE_CPU) {

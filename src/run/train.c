@@ -168,6 +168,7 @@ typedef struct {
     int64_t *xb_off, *xb_ids;  /* (ntab, Bg+1) and (ntab, Bg*K): the global batch's ids of
                                 * this rank's tables */
     rap_ids_xchg *xg;          /* placement batch, GPU ranks: the id exchange (NCCL) */
+    rap_train_dist dstep;      /* the hybrid step's inputs (rap_train_dist_step) */
     int64_t bytes_moved;       /* preprocessed bytes sent between ranks, all ranks */
     int64_t rank_bytes_sent;   /* ... sent by this rank */
     int64_t exit_step;         /* test hook RAP_TEST_RANK_EXIT: _exit(1) after this step */
@@ -1069,9 +1070,7 @@ static rap_status xb_setup(trainer *t)
     if (!t->xb_holds)
         return RAP_ERR_NOMEM;
     int64_t pairs = 0; /* (rank, table held) */
-    for (int tb = 0; tb < T; tb++)
-        for (int p = t->map.part0[tb]; p < t->map.part0[tb + 1]; p++)
-            t->xb_holds[t->map.part[p].rank * T + tb] = true;
+    rap_shard_holds(&t->map, t->xb_holds);
     t->xb_ntab = 0;
     for (int tb = 0; tb < T; tb++) {
         for (int r = 0; r < R; r++)
@@ -1115,9 +1114,7 @@ static rap_status xg_setup(trainer *t)
     bool *holds = rap_calloc(sizeof(bool) * (size_t)(R * T), "id exchange");
     if (!holds)
         return RAP_ERR_NOMEM;
-    for (int tb = 0; tb < T; tb++)
-        for (int p = t->map.part0[tb]; p < t->map.part0[tb + 1]; p++)
-            holds[t->map.part[p].rank * T + tb] = true;
+    rap_shard_holds(&t->map, holds);
     rap_status st = rap_ids_xchg_create(t->ncomm, RAP_GPU, T, holds, t->mc.batch,
                                         t->mc.max_bag > 0 ? t->mc.max_bag : 1, &t->xg);
     rap_free(holds);
@@ -1232,49 +1229,59 @@ static rap_status xb_exchange(trainer *t, const rap_model_batch *mb, rap_model_b
 /* The runtime's step with ranks: this rank's rows of the global batch mb
  * (dense, label) and the ids of every table over all its rows through the
  * hybrid step; the global mean loss back (a collective). */
-static rap_status dist_train(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss)
+rap_status rap_train_dist_step(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss)
 {
-    trainer *t = ctx;
+    const rap_train_dist *d = ctx;
     int64_t r0, nr;
     rap_model_batch loc, g;
     memset(&loc, 0, sizeof loc);
     const rap_model_batch *glob = mb;
-    if (t->xb) { /* placement batch: mb is this rank's share; the ids exchanged */
-        RAP_TRY(xb_exchange(t, mb, &g));
-        loc.rows = mb->rows;
-        loc.dense = mb->dense;
-        loc.label = mb->label;
-        RAP_TRY(rap_hybrid_step(t->hyb, &g, &loc));
-        return rap_hybrid_loss(t->hyb, loss);
-    }
-    if (t->xg) { /* ... on GPU ranks: through NCCL, on the stream */
-        RAP_TRY(rap_ids_xchg_run(t->xg, mb, rows, &g));
+    if (d->xg) { /* placement batch on GPU ranks: through NCCL, on the stream */
+        RAP_TRY(rap_ids_xchg_run(d->xg, mb, rows, &g));
         nr = mb->rows;
         loc.dense = mb->dense;
         loc.label = mb->label;
         glob = &g;
     } else {
-        rap_hybrid_rows(mb->rows, t->R, t->rank, &r0, &nr);
-        loc.dense = mb->dense + r0 * t->mc.n_dense;
+        rap_hybrid_rows(mb->rows, d->R, d->rank, &r0, &nr);
+        loc.dense = mb->dense + r0 * d->n_dense;
         loc.label = mb->label + r0;
-        if (t->rplan) { /* the rank's columns: its sparse ones to their global tables */
-            rap_train_rank_batch(mb, t->rtab, t->n_rtab, &g);
+        if (d->rtab) { /* the rank's columns: its sparse ones to their global tables */
+            rap_train_rank_batch(mb, d->rtab, d->n_rtab, &g);
             glob = &g;
         }
     }
     loc.rows = nr;
-    RAP_TRY(rap_hybrid_step(t->hyb, glob, &loc));
-    if (t->loss_dev) { /* GPU ranks: the partial losses summed by NCCL on the stream */
+    RAP_TRY(rap_hybrid_step(d->hyb, glob, &loc));
+    if (d->loss_dev) { /* GPU ranks: the partial losses summed by NCCL on the stream */
         const float *part;
-        RAP_TRY(rap_rt_model_loss_ptr(t->model, &part));
+        RAP_TRY(rap_rt_model_loss_ptr(d->model, &part));
         if (nr > 0)
-            RAP_TRY(rap_rt_d2d(t->loss_dev, part, sizeof(float), t->stream));
+            RAP_TRY(rap_rt_d2d(d->loss_dev, part, sizeof(float), d->stream));
         else
-            RAP_TRY(rap_rt_zero(t->loss_dev, sizeof(float), t->stream));
-        return rap_comm_allreduce(t->ncomm, t->loss_dev, 1, RAP_COMM_F32, "loss allreduce");
+            RAP_TRY(rap_rt_zero(d->loss_dev, sizeof(float), d->stream));
+        return rap_comm_allreduce(d->ncomm, d->loss_dev, 1, RAP_COMM_F32, "loss allreduce");
     }
-    if (t->model_loss) /* one GPU rank: the runtime reads the model's loss, no wait */
+    if (d->model_loss) /* one GPU rank: the runtime reads the model's loss, no wait */
         return RAP_OK;
+    return rap_hybrid_loss(d->hyb, loss);
+}
+
+/* The trainer's train_fn: placement batch on CPU ranks exchanges the ids
+ * with exact counts first (xb_exchange); everything else is the shared
+ * step. */
+static rap_status dist_train(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss)
+{
+    trainer *t = ctx;
+    if (!t->xb)
+        return rap_train_dist_step(&t->dstep, mb, rows, loss);
+    rap_model_batch loc, g;
+    RAP_TRY(xb_exchange(t, mb, &g));
+    memset(&loc, 0, sizeof loc);
+    loc.rows = mb->rows;
+    loc.dense = mb->dense;
+    loc.label = mb->label;
+    RAP_TRY(rap_hybrid_step(t->hyb, &g, &loc));
     return rap_hybrid_loss(t->hyb, loss);
 }
 
@@ -1327,6 +1334,9 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
                 RAP_TRY(rap_run_dev_alloc((void **)&t->loss_dev, 256, "the global loss"));
             rc.train_loss_dev = t->loss_dev;
         }
+        t->dstep = (rap_train_dist){t->hyb, t->xg, t->rplan ? t->rtab : NULL, t->n_rtab,
+                                    t->R, t->rank, t->mc.n_dense, t->model, t->stream,
+                                    t->ncomm, t->loss_dev, t->model_loss};
     }
     RAP_TRY(rap_runtime_create(&rc, t->model, t->feed, &t->rt));
     /* ranks: every rank's set-up (pinned and device allocations, which may

@@ -20,6 +20,7 @@
 #ifndef RAP_RUN_TRAIN_H
 #define RAP_RUN_TRAIN_H
 
+#include "dist/ids.h"
 #include "model/model.h"
 #include "plan/place.h"
 #include "run/metrics.h"
@@ -156,6 +157,31 @@ void rap_train_rank_plan_free(rap_plan *part, rap_fusion *fus);
  * rap_hybrid_step: mb's sparse column k at table rtab[k], the others NULL. */
 void rap_train_rank_batch(const rap_model_batch *mb, const int *rtab, int n_rtab,
                           rap_model_batch *g);
+
+/* One rank's step of the hybrid-parallel model, the runtime's train_fn with
+ * ranks (rap train and rap bench): mb is the packed batch of the rank's
+ * preprocessing: with xg (placement batch on GPU ranks) its own rows, the
+ * ids sent to the tables' holders first; else the whole global batch of
+ * the rank plan (rtab: its sparse columns' global tables; NULL: the whole
+ * plan), this rank training rows rap_hybrid_rows(rows, R, rank). The loss:
+ * with loss_dev (GPU, R > 1) the partial losses summed into it by NCCL on
+ * the stream; model_loss (one GPU rank): the model's own, read by the
+ * runtime; else the global mean loss at once (rap_hybrid_loss). */
+typedef struct {
+    rap_hybrid *hyb;
+    rap_ids_xchg *xg;          /* or NULL */
+    const int *rtab;           /* (n_rtab) or NULL */
+    int n_rtab;
+    int R, rank, n_dense;
+    rap_model *model;
+    void *stream;              /* the model's */
+    rap_comm *ncomm;           /* with loss_dev */
+    float *loss_dev;           /* device scalar, or NULL */
+    bool model_loss;
+} rap_train_dist;
+
+/* A train_fn (runtime.h) over ctx = a rap_train_dist. */
+rap_status rap_train_dist_step(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss);
 
 /* Hash of the plan as the model sees it: every column's name, kind and
  * op chain (ops and parameters), in frame order. Equal hashes, same
