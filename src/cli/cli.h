@@ -109,6 +109,11 @@ void cli_small_model(const rap_opt *opts, int n, int64_t *emb_dim, char *mlp_bot
 /* Prints "rap CMD: message" from rap_last_error() and returns exit code 1. */
 int cli_fail(const char *cmd_name, rap_status st);
 
+/* Ranks as threads (--gpus N): whether a failed rank's message is only the
+ * broken communicator another rank's failure left behind; the message to
+ * report is the first rank's that is not, else the first failed rank's. */
+bool cli_comm_broken_only(const char *msg);
+
 /* Under mpirun, ranks other than 0 print errors only: argv with "--quiet"
  * appended (a new array, *argc updated; the caller frees it when it is not
  * argv), else argv itself. NULL on out of memory. */

@@ -515,14 +515,15 @@ static rap_status run_mode_threads(const bench_ctx *b, rap_mode mode, bench_row 
         pthread_join(tid[r], NULL);
     if (st == RAP_OK) {
         *row = a[0].row;
-        for (int r = 0; r < n; r++) /* the first failing rank's message */
-            if (a[r].st != RAP_OK) {
-                if (strncmp(a[r].msg, "rank ", 5))
-                    st = rap_fail(a[r].st, "rank %d: %s", r, a[r].msg);
-                else
-                    st = rap_fail(a[r].st, "%s", a[r].msg);
-                break;
-            }
+        int bad = -1; /* the cause, not a rank it stopped (cli_comm_broken_only) */
+        for (int pass = 0; pass < 2 && bad < 0; pass++)
+            for (int r = 0; bad < 0 && r < n; r++)
+                if (a[r].st != RAP_OK && (pass || !cli_comm_broken_only(a[r].msg)))
+                    bad = r;
+        if (bad >= 0 && strncmp(a[bad].msg, "rank ", 5))
+            st = rap_fail(a[bad].st, "rank %d: %s", bad, a[bad].msg);
+        else if (bad >= 0)
+            st = rap_fail(a[bad].st, "%s", a[bad].msg);
     }
     rap_free(a);
     rap_free(tid);

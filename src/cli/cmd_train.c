@@ -237,10 +237,11 @@ static rap_status run_threads(const cli_settings *s, const rap_train_config *c, 
         pthread_join(tid[r], NULL);
     if (st == RAP_OK && started == n) {
         *res = jobs[0].res;
-        int bad = jobs[0].st != RAP_OK ? 0 : -1;
-        for (int r = 1; bad < 0 && r < n; r++)
-            if (jobs[r].st != RAP_OK)
-                bad = r;
+        int bad = -1; /* the cause, not a rank it stopped (cli_comm_broken_only) */
+        for (int pass = 0; pass < 2 && bad < 0; pass++)
+            for (int r = 0; bad < 0 && r < n; r++)
+                if (jobs[r].st != RAP_OK && (pass || !cli_comm_broken_only(jobs[r].msg)))
+                    bad = r;
         if (bad >= 0)
             st = rank_fail(jobs[bad].st, bad, n, jobs[bad].msg);
     }

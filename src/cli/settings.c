@@ -283,3 +283,8 @@ rap_status cli_default_input(cli_settings *s, char *tmp_out, size_t n)
     snprintf(s->input, sizeof s->input, "%s", tmp_out);
     return RAP_OK;
 }
+
+bool cli_comm_broken_only(const char *msg)
+{
+    return strstr(msg, "the communicator is broken") != NULL;
+}
