@@ -362,8 +362,9 @@ rap_status rap_prep_load(rap_prep *p, const rap_batch *b);
 /* Runs every kernel in order. */
 rap_status rap_prep_run(rap_prep *p);
 /* Runs part of kernel k: descriptors [d0, d1) over rows [r0, r1) of the
- * loaded batch (r1 clipped to its rows). Pieces of a kernel run in order
- * of r0 reproduce the whole kernel. stream NULL = the executor's. */
+ * loaded batch (r1 clipped to its rows). Pieces of a kernel covering its
+ * rows, run in any order, reproduce the whole kernel (the first piece of a
+ * batch makes a COMPUTED kernel's offsets). stream NULL = the executor's. */
 rap_status rap_prep_run_kernel(rap_prep *p, int k, int d0, int d1,
                                int64_t r0, int64_t r1, void *stream);
 rap_status rap_prep_sync(rap_prep *p);

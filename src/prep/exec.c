@@ -644,15 +644,17 @@ static void cpu_scan_item(void *ctx, int64_t i)
     }
 }
 
-/* CPU piece: for a COMPUTED kernel with r0 == 0, len phase over all rows
- * and the per-desc scan first; then the write phase over [r0, r1). */
-static rap_status cpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, int64_t r1)
+/* CPU piece: with len (a COMPUTED kernel's offsets to make), len phase
+ * over all rows and the per-desc scan first; then the write phase over
+ * [r0, r1). */
+static rap_status cpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, int64_t r1,
+                                 bool len)
 {
     const rap_prep_kernel *kn = &p->kernels[k];
     const rap_op_impl *im = &rap_op_impls[kn->op];
     const rap_desc *d = p->descs + kn->first + d0;
     int nd = d1 - d0;
-    if (kn->computed && r0 == 0 && p->rows > 0) {
+    if (len) {
         cpu_for(p, d, nd, 0, p->rows, im->len_cpu);
         cpu_scan_job sj = {d, p->rows};
         rap_pool_for(p->pool, nd, cpu_scan_item, &sj);
@@ -667,9 +669,12 @@ static rap_status cpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0,
 
 /* ------------------------------------------------------------ run */
 
-/* Checks the ranges, clips r1 to the loaded rows, refuses a COMPUTED write
- * piece (r0 > 0) whose descs have no offsets for this batch, then runs the
- * piece on the device (see EXECUTOR.md "Running and splitting"). */
+/* Checks the ranges, clips r1 to the loaded rows, then runs the piece on
+ * the device. A COMPUTED kernel's offsets (len phase over all loaded rows
+ * + prefix sum) are made by a piece at r0 == 0 and by the first piece of a
+ * batch whose descs have none yet, whatever its r0: a rank of several may
+ * compute only a later share of a column (docs/EXECUTOR.md "Running and
+ * splitting"). */
 rap_status rap_prep_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, int64_t r1,
                                void *stream)
 {
@@ -688,20 +693,14 @@ rap_status rap_prep_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, i
         r1 = p->rows;
     if (d0 == d1 || p->rows == 0)
         return RAP_OK;
-    if (kn->computed && r0 > 0 && r0 < r1) {
-        /* the write phase needs this batch's offsets: made by the piece at r0 == 0 */
-        for (int j = d0; j < d1; j++)
-            if (p->ready[kn->first + j] != p->generation)
-                return rap_fail(RAP_ERR_ARG, "rap_prep_run_kernel: kernel %d (%s) computes offsets: "
-                                             "run its pieces in order of r0, starting at 0 (desc %d "
-                                             "has none for this batch)",
-                                k, rap_op_name(kn->op), j);
-    }
+    bool len = kn->computed && r0 == 0;
+    for (int j = d0; kn->computed && !len && j < d1; j++)
+        len = p->ready[kn->first + j] != p->generation;
     if (p->device == RAP_GPU)
-        RAP_TRY(rap_prep_gpu_run_kernel(p, k, d0, d1, r0, r1, stream));
+        RAP_TRY(rap_prep_gpu_run_kernel(p, k, d0, d1, r0, r1, len, stream));
     else
-        RAP_TRY(cpu_run_kernel(p, k, d0, d1, r0, r1));
-    if (kn->computed && r0 == 0)
+        RAP_TRY(cpu_run_kernel(p, k, d0, d1, r0, r1, len));
+    if (len)
         for (int j = d0; j < d1; j++)
             p->ready[kn->first + j] = p->generation;
     return RAP_OK;

@@ -3,7 +3,8 @@
  * device memory, the stream, the batch upload, kernel launches and the
  * offsets prefix sum of COMPUTED kernels (docs/EXECUTOR.md).
  *
- * A COMPUTED kernel piece with r0 == 0 runs, on one stream:
+ * A COMPUTED kernel piece that makes the offsets (r0 == 0, or the first
+ * piece of a batch: exec.c) runs, on one stream:
  *   1. the op's len phase over rows [0, rows) of descs [d0, d1): desc j
  *      (index inside its kernel) writes len[j*(B+1) + r];
  *   2. one cub::DeviceScan::ExclusiveSum from len to sums over the range
@@ -165,7 +166,7 @@ extern "C" rap_status rap_prep_gpu_load(rap_prep *p, const rap_batch *b)
 }
 
 extern "C" rap_status rap_prep_gpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0,
-                                              int64_t r1, void *stream)
+                                              int64_t r1, bool len, void *stream)
 {
     const rap_prep_kernel *kn = &p->kernels[k];
     const rap_op_impl *im = &rap_op_impls[kn->op];
@@ -173,7 +174,7 @@ extern "C" rap_status rap_prep_gpu_run_kernel(rap_prep *p, int k, int d0, int d1
     const rap_desc *dd = p->descs_dev + kn->first + d0;
     const int nd = d1 - d0;
     const int64_t stride = p->B + 1, rows = p->rows;
-    if (kn->computed && r0 == 0 && rows > 0) {
+    if (len && rows > 0) {
         RAP_TRY(im->len_gpu(dd, nd, 0, rows, st));
         p->launches++;
         /* only up to the last desc's row `rows` matters */
@@ -266,8 +267,9 @@ rap_status rap_prep_gpu_load(rap_prep *p, const rap_batch *b)
 }
 
 rap_status rap_prep_gpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, int64_t r1,
-                                   void *stream)
+                                   bool len, void *stream)
 {
+    (void)len;
     (void)p;
     (void)k;
     (void)d0;

@@ -113,9 +113,10 @@ void rap_prep_gpu_free(rap_prep *p);
 /* Copies host batch b into the input block, asynchronously on the stream. */
 rap_status rap_prep_gpu_load(rap_prep *p, const rap_batch *b);
 /* Runs descs [d0, d1) of kernel k over rows [r0, r1) (r1 already clipped
- * to the loaded rows) on stream (NULL: the executor's). */
+ * to the loaded rows) on stream (NULL: the executor's); len: first the
+ * COMPUTED kernel's len phase over all loaded rows and its offsets. */
 rap_status rap_prep_gpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, int64_t r1,
-                                   void *stream);
+                                   bool len, void *stream);
 rap_status rap_prep_gpu_sync(const rap_prep *p);
 /* Copies n bytes from device to host after all work queued on the
  * executor's stream; returns when the copy is done. */
