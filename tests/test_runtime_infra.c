@@ -1065,7 +1065,8 @@ RAP_TEST(rt_schedule_validate_errors)
 }
 
 /* A kernel whose offsets are computed (ngram in plan 2) split by rows:
- * its piece at row 0 must run first. */
+ * its pieces may run in either order (the first of a batch makes the
+ * offsets, docs/EXECUTOR.md); a gap between them is refused. */
 RAP_TEST(rt_schedule_validate_computed)
 {
     bool found = false;
@@ -1079,7 +1080,9 @@ RAP_TEST(rt_schedule_validate_computed)
                 comp = k;
         char *buf = malloc(1 << 16);
         size_t N = 1 << 16;
-        for (int good = 0; good < 2 && comp >= 0 && buf; good++) {
+        static const char *const pieces[3] = {"rows=0:100", "rows=100:end", "rows=200:end"};
+        static const int order[3][2] = {{0, 1}, {1, 0}, {0, 2}}; /* in order, reversed, a gap */
+        for (int v = 0; v < 3 && comp >= 0 && buf; v++) {
             /* every kernel whole in order, comp in two row pieces in its place */
             snprintf(buf, N, "window emb_forward\n");
             size_t at = strlen(buf);
@@ -1088,26 +1091,20 @@ RAP_TEST(rt_schedule_validate_computed)
                 if (k != comp)
                     at += (size_t)snprintf(buf + at, N - at,
                                            "slice kernel=%d descs=0:%d rows=0:end\n", k, n);
-                else if (good)
-                    at += (size_t)snprintf(buf + at, N - at,
-                                           "slice kernel=%d descs=0:%d rows=0:100\n"
-                                           "slice kernel=%d descs=0:%d rows=100:end\n",
-                                           k, n, k, n);
                 else
                     at += (size_t)snprintf(buf + at, N - at,
-                                           "slice kernel=%d descs=0:%d rows=100:end\n"
-                                           "slice kernel=%d descs=0:%d rows=0:100\n",
-                                           k, n, k, n);
+                                           "slice kernel=%d descs=0:%d %s\n"
+                                           "slice kernel=%d descs=0:%d %s\n",
+                                           k, n, pieces[order[v][0]], k, n, pieces[order[v][1]]);
             }
             rap_status st = validate_text(p, &f, buf, 4096);
-            if (good) {
-                CHECK_MSG(st == RAP_OK, "plan %d: %s", pi, rap_last_error());
+            if (v < 2) {
+                CHECK_MSG(st == RAP_OK, "plan %d, order %d: %s", pi, v, rap_last_error());
                 found = true;
             } else {
                 CHECK(st == RAP_ERR_PLAN);
-                CHECK_MSG(strstr(rap_last_error(), "computes its offsets") &&
-                              strstr(rap_last_error(), "run the r0 = 0 piece first"),
-                          "%s", rap_last_error());
+                CHECK_MSG(strstr(rap_last_error(), "rows [100, 200) are never run"), "%s",
+                          rap_last_error());
             }
         }
         free(buf);
@@ -1115,6 +1112,62 @@ RAP_TEST(rt_schedule_validate_computed)
         rap_plan_free(p);
     }
     CHECK_MSG(found, "no plan has a kernel with computed offsets (expected bucketize in computed.plan)");
+}
+
+/* Shares (per-rank schedules with moves, docs/SCHEDULE.md): a desc may
+ * run in several shares of one split, each covered once; a reader needs
+ * its input over its own share (or the whole batch), computed before it. */
+RAP_TEST(rt_schedule_validate_shares)
+{
+    rap_plan *p;
+    rap_fusion f;
+    REQUIRE_OK(load_plan(0, &p, &f));
+    int k0 = -1, k1 = -1; /* kernel k1 reads an output of kernel k0 (level fusion: k0 < k1) */
+    for (int k = 0; k < f.n && k1 < 0; k++)
+        for (int j = 0; j < f.kernels[k].n && k1 < 0; j++) {
+            int in = p->nodes[f.kernels[k].nodes[j]].input;
+            for (int q = 0; in >= 0 && q < k && k1 < 0; q++)
+                for (int i = 0; i < f.kernels[q].n; i++)
+                    if (f.kernels[q].nodes[i] == in)
+                        k0 = q, k1 = k;
+        }
+    REQUIRE(k0 >= 0 && k1 > k0);
+    char *buf = malloc(1 << 16);
+    REQUIRE(buf);
+    /* every kernel in share 0/2 in order, then in share 1/2, but: */
+    const char *cases[4][2] = {
+        {"as described", NULL},
+        {"k1 over the whole batch at the end", "runs on shares of the batch only"},
+        {"k1 1/2 before k0 1/2", "runs before its input"},
+        {"k0 also over the whole batch", "shares and over the whole"},
+    };
+    for (int c = 0; c < 4; c++) {
+        snprintf(buf, 1 << 16, "window emb_forward\n");
+        size_t at = strlen(buf);
+        for (int sh = 0; sh < 2; sh++) {
+            if (sh == 1 && c == 2)
+                at += (size_t)snprintf(buf + at, (1 << 16) - at,
+                                       "slice kernel=%d descs=0:%d rows=0:end share=1/2\n", k1,
+                                       f.kernels[k1].n);
+            for (int k = 0; k < f.n; k++)
+                if (!(k == k1 && (c == 1 || (c == 2 && sh == 1))))
+                    at += (size_t)snprintf(buf + at, (1 << 16) - at,
+                                           "slice kernel=%d descs=0:%d rows=0:end share=%d/2\n", k,
+                                           f.kernels[k].n, sh);
+        }
+        if (c == 1 || c == 3)
+            at += (size_t)snprintf(buf + at, (1 << 16) - at, "slice kernel=%d descs=0:%d rows=0:end\n",
+                                   c == 1 ? k1 : k0, f.kernels[c == 1 ? k1 : k0].n);
+        rap_status st = validate_text(p, &f, buf, 600);
+        if (!cases[c][1])
+            CHECK_MSG(st == RAP_OK, "%s: %s", cases[c][0], rap_last_error());
+        else
+            CHECK_MSG(st == RAP_ERR_PLAN && strstr(rap_last_error(), cases[c][1]), "%s: %s",
+                      cases[c][0], rap_last_error());
+    }
+    free(buf);
+    rap_fusion_free(&f);
+    rap_plan_free(p);
 }
 
 RAP_TEST(rt_schedule_plan_hash)

@@ -632,11 +632,16 @@ static void fmt_r1(char *buf, size_t n, int64_t r1)
 typedef struct {
     int64_t r0, r1;
     int slice;
+    int share;  /* RAP_SH_WHOLE: the whole batch */
 } piece;
+
+#define RAP_SH_WHOLE 64 /* index of "the whole batch" among a node's shares */
 
 static int cmp_piece(const void *a, const void *b)
 {
     const piece *x = a, *y = b;
+    if (x->share != y->share)
+        return x->share < y->share ? -1 : 1;
     if (x->r0 != y->r0)
         return x->r0 < y->r0 ? -1 : 1;
     return x->slice < y->slice ? -1 : x->slice > y->slice;
@@ -680,7 +685,9 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
     int *first = rap_calloc(sizeof(int) * (size_t)(f->n + 1), "schedule check");
     int *order = rap_malloc(sizeof(int) * (size_t)(s->n_slices + 1), "schedule check");
     piece *pc = rap_malloc(sizeof(piece) * (size_t)(s->n_slices + 1), "schedule check");
-    int *done = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "schedule check");
+    /* done[node * 65 + k]: the last slice computing the node in share k
+     * (RAP_SH_WHOLE: over the whole batch), -1 none */
+    int *done = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1) * 65, "schedule check");
     int *kof = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "schedule check");
     int *jof = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "schedule check");
     if (!first || !order || !pc || !done || !kof || !jof) {
@@ -704,20 +711,34 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
         rap_free(fill);
     }
     for (int i = 0; i < p->n_nodes; i++)
-        done[i] = kof[i] = jof[i] = -1;
-    /* coverage: each desc over [0, max_rows) exactly once; computed: row 0 first */
+        kof[i] = jof[i] = -1;
+    for (int i = 0; i < p->n_nodes * 65; i++)
+        done[i] = -1;
+    int run_kernels = f->n - s->n_received;
+    for (int k = run_kernels; k < f->n; k++)
+        if (first[k + 1] > first[k]) {
+            st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) computes columns this rank receives "
+                                        "from others: it must not run",
+                          where(s, order[first[k]], w1, sizeof w1), k,
+                          rap_op_name(f->kernels[k].op));
+            goto out;
+        }
+    /* coverage: each desc over [0, max_rows) exactly once, or each share
+     * it runs in over that share's rows exactly once */
     for (int k = 0; k < f->n; k++) {
         const rap_kernel *kn = &f->kernels[k];
-        bool computed = kn->n > 0 && p->nodes[kn->nodes[0]].off == RAP_OFF_COMPUTED;
         for (int j = 0; j < kn->n; j++) {
             int node = kn->nodes[j];
             kof[node] = k;
             jof[node] = j;
+            if (k >= run_kernels)
+                continue; /* received: never run */
             int np = 0;
             for (int q = first[k]; q < first[k + 1]; q++) {
                 const rap_slice *sl = &s->slices[order[q]];
                 if (sl->d0 <= j && j < sl->d1)
-                    pc[np++] = (piece){sl->r0, sl->r1, order[q]};
+                    pc[np++] = (piece){sl->r0, sl->r1, order[q],
+                                       sl->shares > 0 ? sl->share : RAP_SH_WHOLE};
             }
             if (np == 0) {
                 st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d (plan %s:%d) is never run: "
@@ -726,75 +747,71 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                 goto out;
             }
             qsort(pc, (size_t)np, sizeof *pc, cmp_piece);
-            /* a share's pieces: all in the same share, covering its rows */
             const rap_slice *s0 = &s->slices[pc[0].slice];
-            int64_t cover = max_rows, base_unused;
             for (int q = 1; q < np; q++) {
                 const rap_slice *sq = &s->slices[pc[q].slice];
-                if (sq->shares != s0->shares || sq->share != s0->share) {
+                if ((sq->shares > 0) != (s0->shares > 0) ||
+                    (sq->shares > 0 && sq->shares != s0->shares)) {
                     st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: its pieces lie in "
-                                                "different shares of the batch (one share, or "
-                                                "the whole batch, per descriptor)",
+                                                "shares of different splits of the batch, or in "
+                                                "shares and over the whole batch",
                                   where(s, pc[q].slice, w1, sizeof w1), k, rap_op_name(kn->op), j);
                     goto out;
                 }
             }
-            if (s0->shares > 0) {
-                if (computed) {
-                    st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) computes its offsets over the "
-                                                "whole batch: it cannot run on a share of it",
-                                  where(s, pc[0].slice, w1, sizeof w1), k, rap_op_name(kn->op));
-                    goto out;
+            /* each group (one share, or the whole batch): pieces in order of r0 */
+            for (int g0 = 0; g0 < np;) {
+                int g1 = g0;
+                while (g1 < np && pc[g1].share == pc[g0].share)
+                    g1++;
+                int64_t cover = max_rows, base_unused;
+                if (pc[g0].share != RAP_SH_WHOLE)
+                    rap_hybrid_rows(max_rows, s0->shares, pc[g0].share, &base_unused, &cover);
+                int64_t at = 0;
+                int last = -1;
+                for (int q = g0; q < g1; q++) {
+                    if (pc[q].r0 < at) {
+                        fmt_r1(e1, sizeof e1, pc[q].r1);
+                        st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d rows [%lld, %s) "
+                                                    "are already run by %s: rows covered twice",
+                                      where(s, pc[q].slice, w1, sizeof w1), k,
+                                      rap_op_name(kn->op), j, (long long)pc[q].r0, e1,
+                                      where(s, last, w2, sizeof w2));
+                        goto out;
+                    }
+                    if (pc[q].r0 > at && at < cover) {
+                        st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) "
+                                                    "are never run (a gap before %s)",
+                                      s->source, k, rap_op_name(kn->op), j, (long long)at,
+                                      (long long)pc[q].r0, where(s, pc[q].slice, w1, sizeof w1));
+                        goto out;
+                    }
+                    at = pc[q].r1;
+                    last = pc[q].slice;
+                    int *d = &done[node * 65 + pc[q].share];
+                    if (pc[q].slice > *d)
+                        *d = pc[q].slice;
                 }
-                rap_hybrid_rows(max_rows, s0->shares, s0->share, &base_unused, &cover);
-            }
-            int64_t at = 0;
-            int last = -1, earliest = pc[0].slice;
-            for (int q = 0; q < np; q++) {
-                if (pc[q].r0 < at) {
-                    fmt_r1(e1, sizeof e1, pc[q].r1);
-                    st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d rows [%lld, %s) are "
-                                                "already run by %s: rows covered twice",
-                                  where(s, pc[q].slice, w1, sizeof w1), k, rap_op_name(kn->op), j,
-                                  (long long)pc[q].r0, e1, where(s, last, w2, sizeof w2));
-                    goto out;
-                }
-                if (pc[q].r0 > at && at < cover) {
+                if (at < cover) {
                     st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) are "
-                                                "never run (a gap before %s)",
+                                                "never run (%s hold up to %lld rows; write "
+                                                "rows=R0:end)",
                                   s->source, k, rap_op_name(kn->op), j, (long long)at,
-                                  (long long)pc[q].r0, where(s, pc[q].slice, w1, sizeof w1));
+                                  (long long)cover,
+                                  pc[g0].share != RAP_SH_WHOLE ? "its share's" : "batches",
+                                  (long long)cover);
                     goto out;
                 }
-                at = pc[q].r1;
-                last = pc[q].slice;
-                if (pc[q].slice < earliest)
-                    earliest = pc[q].slice;
-                if (pc[q].slice > done[node])
-                    done[node] = pc[q].slice;
-            }
-            if (at < cover) {
-                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) are never "
-                                            "run (%s hold up to %lld rows; write rows=R0:end)",
-                              s->source, k, rap_op_name(kn->op), j, (long long)at, (long long)cover,
-                              s0->shares > 0 ? "its share's" : "batches", (long long)cover);
-                goto out;
-            }
-            if (computed && earliest != pc[0].slice) {
-                fmt_r1(e1, sizeof e1, pc[0].r1);
-                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) computes its offsets: desc %d runs "
-                                            "here before its piece at row 0 (rows [0, %s) at %s): "
-                                            "run the r0 = 0 piece first",
-                              where(s, earliest, w1, sizeof w1), k, rap_op_name(kn->op), j, e1,
-                              where(s, pc[0].slice, w2, sizeof w2));
-                goto out;
+                g0 = g1;
             }
         }
     }
-    /* order: a slice only after every slice producing its descs' inputs */
+    /* order: a slice only after every slice producing its descs' inputs
+     * over its rows (the same share, or the whole batch) */
     for (int i = 0; i < s->n_slices; i++) {
         const rap_slice *sl = &s->slices[i];
         const rap_kernel *kn = &f->kernels[sl->kernel];
+        int sh = sl->shares > 0 ? sl->share : RAP_SH_WHOLE;
         for (int j = sl->d0; j < sl->d1; j++) {
             int in = p->nodes[kn->nodes[j]].input;
             if (in < 0 || p->nodes[in].op == RAP_OP_INPUT)
@@ -805,24 +822,33 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                               where(s, i, w1, sizeof w1), sl->kernel, j, in);
                 goto out;
             }
-            if (done[in] >= i) {
+            if (kof[in] >= run_kernels) {
+                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d reads kernel %d (%s) desc "
+                                            "%d, a column this rank receives and does not compute",
+                              where(s, i, w1, sizeof w1), sl->kernel, rap_op_name(kn->op), j,
+                              kof[in], rap_op_name(f->kernels[kof[in]].op), jof[in]);
+                goto out;
+            }
+            int dw = done[in * 65 + RAP_SH_WHOLE], ds = sh != RAP_SH_WHOLE ? done[in * 65 + sh] : -1;
+            int d = dw >= 0 ? dw : ds;
+            if (d < 0) {
+                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d reads rows its input, "
+                                            "kernel %d (%s) desc %d, does not compute (%s): run "
+                                            "the input over those rows too",
+                              where(s, i, w1, sizeof w1), sl->kernel, rap_op_name(kn->op), j,
+                              kof[in], rap_op_name(f->kernels[kof[in]].op), jof[in],
+                              sh == RAP_SH_WHOLE ? "it runs on shares of the batch only"
+                                                 : "not in this share");
+                goto out;
+            }
+            if (d >= i) {
                 st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d (plan %s:%d) runs before its "
                                             "input, kernel %d (%s) desc %d, is complete (%s): list "
                                             "producers first",
                               where(s, i, w1, sizeof w1), sl->kernel, rap_op_name(kn->op), j,
                               p->source, p->nodes[kn->nodes[j]].line, kof[in],
                               rap_op_name(f->kernels[kof[in]].op), jof[in],
-                              where(s, done[in], w2, sizeof w2));
-                goto out;
-            }
-            const rap_slice *pr = &s->slices[done[in]];
-            if (pr->shares > 0 && (pr->shares != sl->shares || pr->share != sl->share)) {
-                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d reads rows its input, "
-                                            "kernel %d (%s) desc %d, computes only in share %d of "
-                                            "%d (%s): run it on the same share",
-                              where(s, i, w1, sizeof w1), sl->kernel, rap_op_name(kn->op), j,
-                              kof[in], rap_op_name(f->kernels[kof[in]].op), jof[in], pr->share,
-                              pr->shares, where(s, done[in], w2, sizeof w2));
+                              where(s, d, w2, sizeof w2));
                 goto out;
             }
         }
@@ -851,6 +877,7 @@ rap_status rap_schedule_validate_hybrid(const rap_schedule *s, const rap_plan *p
     tmp->plan_hash = s->plan_hash;
     tmp->fusion_hash = s->fusion_hash;
     tmp->n_kernels = s->n_kernels;
+    tmp->n_received = s->n_received;
     rap_status st = RAP_OK;
     for (int w = 0; w < RAP_WIN_COUNT && st == RAP_OK; w++) {
         rap_window from = w == RAP_WIN_EMB_BACKWARD ? RAP_WIN_GRAD_COMM

@@ -72,6 +72,10 @@ typedef struct {
     int n_slices;              /* NSL */
     int cap_slices;
     int win_first[RAP_WIN_COUNT + 1]; /* window w: slices [win_first[w], win_first[w+1]) */
+    int n_received;            /* the fusion's last n_received kernels compute columns this
+                                * rank receives from other ranks (a per-rank schedule with
+                                * moves, rank_schedule.h): never run, never read by a slice;
+                                * 0 in schedule files */
 } rap_schedule;
 
 /* A stable 64-bit hash of the plan's live nodes: op type, input (as index
@@ -115,9 +119,13 @@ rap_status rap_schedule_save(const rap_schedule *s, const char *path);
 void rap_slice_rows(const rap_slice *sl, int64_t rows, int64_t *r0, int64_t *r1);
 
 /* Checks s against the plan and fusion it will run with, for batches of
- * at most max_rows rows (pieces are to cover [0, max_rows); a descriptor's
- * pieces in a share: the share's rows of max_rows, all in that share). RAP_ERR_PLAN
- * with "source:line: ..." naming the first violation. */
+ * at most max_rows rows: each descriptor's pieces cover [0, max_rows)
+ * once, or lie in shares of one split of the batch (share=K/N), covering
+ * each share they use once (the share's rows of max_rows); a slice runs
+ * after the slices computing its inputs over its rows (the same share or
+ * the whole batch). Pieces of a COMPUTED kernel may run in any order (the
+ * first makes the offsets). RAP_ERR_PLAN with "source:line: ..." naming
+ * the first violation. */
 rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const rap_fusion *f,
                                  int64_t max_rows);
 
