@@ -189,6 +189,110 @@ RAP_TEST(rank_schedule_owner_matches_whole_plan)
     }
 }
 
+/* The search placement's manifests with moves (rap plan --placement search
+ * with small assumed capacities moves work between ranks): per rank, the
+ * merged schedule of its plan (what it consumes and what it computes for
+ * others) run on the CPU executor equals the whole plan in every share of
+ * every column the rank computes, full and short batch; the columns it only
+ * receives run nowhere (n_received kernels). */
+RAP_TEST(rank_schedule_search_moves_merged)
+{
+    static const struct { int R; const char *frac; } cases[] = {{2, "0.25"}, {3, "0.1"}};
+    for (int ci = 0; ci < 2; ci++) {
+        int R = cases[ci].R;
+        const int64_t Bg = 300 * R;
+        setup_t su;
+        if (!setup(t, R, &su))
+            return;
+        char prefix[512], cmd[2048], out[8192];
+        snprintf(prefix, sizeof prefix, "%s/rs_search_%d", rap_test_tmpdir(), R);
+        snprintf(cmd, sizeof cmd, "%s plan --plan " PLAN " --gpus %d --batch 300 --placement "
+                 "search --capacity-fraction %s --out %s --quiet", rap_test_bin(), R,
+                 cases[ci].frac, prefix);
+        int rc = rap_test_sh(cmd, out, sizeof out);
+        CHECK_MSG(rc == 0, "rap plan: %s", out);
+        int moves = 0, received = 0;
+        for (int r = 0; rc == 0 && r < R; r++) {
+            rap_rank_manifest *m = NULL;
+            REQUIRE_OK(rap_rank_manifest_load(prefix, su.p, r, R, Bg, &m));
+            moves += m->n_send;
+            uint64_t *extra = m->col_shares;
+            rap_plan *rp = NULL;
+            rap_fusion rfus, mf;
+            memset(&rfus, 0, sizeof rfus);
+            int rtab[RAP_MAX_TABLES], nrt = 0;
+            REQUIRE_OK(rap_train_rank_plan_with(su.p, &su.map.shard[r], extra, false, &rp, &rfus,
+                                                rtab, &nrt));
+            const rap_plan *plan = rp ? rp : su.p;
+            rap_schedule *s = NULL;
+            rap_status st = rap_rank_schedule_make(m, su.p, plan, &mf, &s);
+            CHECK_MSG(st == RAP_OK, "R = %d rank %d: %s", R, r, rap_last_error());
+            if (st != RAP_OK) {
+                rap_rank_manifest_free(m);
+                rap_train_rank_plan_free(rp, &rfus);
+                continue;
+            }
+            received += s->n_received;
+            for (int i = 0; i < s->n_slices; i++)
+                CHECK(s->slices[i].kernel < mf.n - s->n_received);
+            for (int rows = (int)Bg; rows >= (int)Bg - 299; rows -= 299) {
+                rap_batch b;
+                REQUIRE_OK(rap_batch_create(&b, su.p->schema, Bg, false));
+                rap_test_fill_batch(&b, rows, 5 + (uint64_t)r);
+                rap_fusion wf;
+                REQUIRE_OK(rap_fuse_levels(su.p, &wf));
+                rap_prep_config pc = {RAP_CPU, Bg, 1, NULL};
+                rap_prep *whole = NULL, *mine = NULL;
+                REQUIRE_OK(rap_prep_create(su.p, &wf, &pc, &whole));
+                REQUIRE_OK(rap_prep_create(plan, &mf, &pc, &mine));
+                REQUIRE_OK(rap_prep_load(whole, &b));
+                REQUIRE_OK(rap_prep_run(whole));
+                REQUIRE_OK(rap_prep_load(mine, &b));
+                for (int i = 0; i < s->n_slices; i++) {
+                    int64_t r0, r1;
+                    rap_slice_rows(&s->slices[i], rows, &r0, &r1);
+                    if (r0 < r1)
+                        REQUIRE_OK(rap_prep_run_kernel(mine, s->slices[i].kernel, s->slices[i].d0,
+                                                       s->slices[i].d1, r0, r1, NULL));
+                }
+                int checked = 0;
+                for (int c = 0; c < plan->n_cols; c++) {
+                    int wc = rap_plan_find(su.p, plan->cols[c].name);
+                    rap_host_column x, y;
+                    REQUIRE_OK(rap_prep_fetch(whole, wc, &x));
+                    REQUIRE_OK(rap_prep_fetch(mine, c, &y));
+                    for (int k = 0; k < R; k++) {
+                        if (!(m->col_shares[wc] >> k & 1))
+                            continue;
+                        int64_t s0, sn;
+                        rap_hybrid_rows(rows, R, k, &s0, &sn);
+                        checked++;
+                        CHECK_MSG(same_rows(&x, &y, s0, sn), "R = %d rank %d, %d rows: column "
+                                  "%s share %d differs", R, r, rows, plan->cols[c].name, k);
+                    }
+                    rap_host_column_free(&x);
+                    rap_host_column_free(&y);
+                }
+                CHECK(checked > 0);
+                printf("    R = %d rank %d, %d rows: %d (column, share) units equal to the whole "
+                       "plan; sends %d, receives %d, %d kernels never run\n", R, r, rows,
+                       checked, m->n_send, m->n_recv, s->n_received);
+                rap_prep_free(whole);
+                rap_prep_free(mine);
+                rap_fusion_free(&wf);
+                rap_batch_free(&b);
+            }
+            rap_schedule_free(s);
+            rap_fusion_free(&mf);
+            rap_train_rank_plan_free(rp, &rfus);
+            rap_rank_manifest_free(m);
+        }
+        CHECK_MSG(moves > 0, "R = %d: the search made no move (the test needs some)", R);
+        CHECK_MSG(received > 0, "R = %d: no rank only receives a column", R);
+        teardown(&su);
+    }
+}
+
 /* Copies src to dst with `line` appended, or with line `from` replaced. */
 static bool edit(const char *src, const char *dst, const char *from, const char *to)
 {

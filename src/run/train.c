@@ -983,6 +983,13 @@ static rap_status open_feed(trainer *t, int64_t passes);
 rap_status rap_train_rank_plan(const rap_plan *p, const rap_model_shard *sh, bool fuse_none,
                                rap_plan **out, rap_fusion *fus, int *rtab, int *n_rtab)
 {
+    return rap_train_rank_plan_with(p, sh, NULL, fuse_none, out, fus, rtab, n_rtab);
+}
+
+rap_status rap_train_rank_plan_with(const rap_plan *p, const rap_model_shard *sh,
+                                    const uint64_t *extra, bool fuse_none, rap_plan **out,
+                                    rap_fusion *fus, int *rtab, int *n_rtab)
+{
     *out = NULL;
     *n_rtab = 0;
     int *keep = rap_malloc(sizeof(int) * (size_t)(p->n_cols + 1), "rank plan");
@@ -993,6 +1000,7 @@ rap_status rap_train_rank_plan(const rap_plan *p, const rap_model_shard *sh, boo
         bool is_sparse = p->nodes[p->cols[i].node].kind == RAP_SPARSE, mine = !is_sparse;
         for (int k = 0; is_sparse && k < sh->n_local; k++)
             mine |= sh->table[k] == sparse;
+        mine |= extra && extra[i];
         if (mine) {
             keep[n++] = i;
             if (is_sparse)
@@ -1000,7 +1008,7 @@ rap_status rap_train_rank_plan(const rap_plan *p, const rap_model_shard *sh, boo
         }
         sparse += is_sparse;
     }
-    if (*n_rtab == 0 || n == p->n_cols) { /* nothing to leave out */
+    if ((*n_rtab == 0 && !extra) || n == p->n_cols) { /* nothing to leave out */
         rap_free(keep);
         *n_rtab = 0;
         return RAP_OK;

@@ -152,6 +152,13 @@ rap_status rap_train_run(const rap_train_config *c, rap_train_result *res);
  * rap_train_rank_plan_free only, before p. */
 rap_status rap_train_rank_plan(const rap_plan *p, const rap_model_shard *sh, bool fuse_none,
                                rap_plan **out, rap_fusion *fus, int *rtab, int *n_rtab);
+/* The same with the columns c where extra[c] != 0 (p->n_cols; NULL: none)
+ * kept as well: those the rank computes for other ranks (the placement
+ * planner's moves); with extra, a rank holding no table still runs only
+ * its part. */
+rap_status rap_train_rank_plan_with(const rap_plan *p, const rap_model_shard *sh,
+                                    const uint64_t *extra, bool fuse_none, rap_plan **out,
+                                    rap_fusion *fus, int *rtab, int *n_rtab);
 void rap_train_rank_plan_free(rap_plan *part, rap_fusion *fus);
 /* g = the global-batch view of a rank part's model batch mb for
  * rap_hybrid_step: mb's sparse column k at table rtab[k], the others NULL. */
