@@ -37,7 +37,8 @@ typedef struct {
     int R, G, K, T, ND, L;
     int64_t Bg;
     uint64_t seed;
-    bool gpu; /* also dev RAP_GPU over the threads comm (one GPU), against the CPU */
+    bool gpu;  /* also dev RAP_GPU over the threads comm (one GPU), against the CPU */
+    bool nccl; /* gpu: over a nccl comm instead, rank r on GPU r */
 } mv_case;
 
 /* Who computes what, the same on every rank. */
@@ -528,6 +529,7 @@ static rap_status moves_rank(rap_test_rank *x)
                             .n_send = ns, .recv = recv, .n_recv = nr, .local = local,
                             .holds = holds};
     rap_moves *cx = NULL, *gx = NULL;
+    rap_comm *nc = NULL;
     RAP_TRY(rap_moves_create(x->c, RAP_CPU, &cfg, &cx));
     rap_model_batch *mb = malloc(sizeof *mb), *g = malloc(sizeof *g), *dg = malloc(sizeof *dg);
     rap_status st = mb && g && dg ? RAP_OK : rap_fail(RAP_ERR_NOMEM, "test: batches");
@@ -536,12 +538,14 @@ static rap_status moves_rank(rap_test_rank *x)
     if (st == RAP_OK && c->gpu) {
         d = malloc(sizeof *d);
         st = d ? RAP_OK : RAP_ERR_NOMEM;
-        if (st == RAP_OK && cudaSetDevice(0) != cudaSuccess)
+        if (st == RAP_OK && cudaSetDevice(c->nccl ? me : 0) != cudaSuccess)
             st = rap_fail(RAP_ERR_CUDA, "test: cudaSetDevice");
+        if (st == RAP_OK && c->nccl)
+            st = rap_comm_nccl_create(x->c, me, NULL, &nc);
         if (st == RAP_OK)
             st = dbatch_alloc(d, c);
         if (st == RAP_OK)
-            st = rap_moves_create(x->c, RAP_GPU, &cfg, &gx);
+            st = rap_moves_create(nc ? nc : x->c, RAP_GPU, &cfg, &gx);
     }
 #endif
     int64_t steps[] = {Bg, Bg - 5, 3, 1, Bg, Bg - 1};
@@ -594,6 +598,8 @@ static rap_status moves_rank(rap_test_rank *x)
             in.dense = cpu_dense;
             if (st == RAP_OK)
                 st = rap_moves_run(gx, &d->mb, d->dense, n, dg);
+            if (st == RAP_OK && nc)
+                st = rap_comm_wait(nc, NULL, "test moves");
             if (st == RAP_OK && cudaDeviceSynchronize() != cudaSuccess)
                 st = rap_fail(RAP_ERR_CUDA, "test: GPU run");
             if (st == RAP_OK)
@@ -633,6 +639,8 @@ static rap_status moves_rank(rap_test_rank *x)
         if (rep)
             x->bad += !strstr(rap_last_error(), want_msg);
     }
+    if (nc)
+        rap_comm_wait(nc, NULL, "test moves end");
     if (d) {
         cudaDeviceSynchronize();
         dbatch_free(d);
@@ -640,6 +648,7 @@ static rap_status moves_rank(rap_test_rank *x)
     }
 #endif
     rap_moves_free(gx);
+    rap_comm_free(nc);
     rap_moves_free(cx);
     free(mb);
     free(g);
@@ -928,6 +937,32 @@ RAP_TEST(moves_gpu_threads_one_gpu)
                 cases++;
             }
     printf("    %d cases on one GPU: GPU == CPU element for element, == truth, bytes, overflow "
+           "flag\n", cases);
+#endif
+}
+
+RAP_TEST(moves_gpu_nccl)
+{
+    REQUIRE_GPU();
+    if (!rap_comm_have_nccl())
+        SKIP("rap was built without NCCL");
+#ifdef RAP_HAVE_CUDA
+    int ngpu = 0;
+    cudaGetDeviceCount(&ngpu);
+    if (ngpu < 2)
+        SKIP("%d GPU: the nccl moves need two (one rank a GPU)", ngpu);
+    /* R = 2..min(GPUs, 4) ranks over NCCL, one GPU each, against the CPU
+     * path in the same ranks. */
+    int cases = 0;
+    for (int R = 2; R <= (ngpu < 4 ? ngpu : 4); R++)
+        for (int G = 1; G <= 2; G++) {
+            mv_case c = {.R = R, .G = G, .K = R * G, .T = 4, .ND = 7, .L = 3, .Bg = 23,
+                         .seed = (uint64_t)(100 * R + 10 * G + 1), .gpu = true, .nccl = true};
+            if (!run_case(t, &c))
+                return;
+            cases++;
+        }
+    printf("    %d cases over NCCL: GPU == CPU element for element, == truth, bytes, overflow "
            "flag\n", cases);
 #endif
 }
