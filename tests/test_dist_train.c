@@ -137,10 +137,23 @@ RAP_TEST(dist_train_matches_one_rank)
     CHECK_MSG(rc == 0, "R=1: %s", out);
     double l1[STEPS + 4];
     REQUIRE(rap_test_read_losses(refm, l1, STEPS + 4) == STEPS);
+    /* the search placement's per-rank manifests with moves (small assumed
+     * capacities, a free link: rank 0 computes every dense column for both
+     * ranks' rows, rank 1 the sparse ones of rank 0's tables) */
+    char sched[512], moves_arg[700];
+    rap_test_path(sched, sizeof sched, "dist_moves");
+    snprintf(args, sizeof args, "%s plan --plan %s --gpus 2 --batch %d --placement search "
+             "--capacity-fraction 0.2 --link-latency-us 0 --emb-dim 8 --out %s --quiet",
+             rap_test_bin(), g_plan, B / 2, sched);
+    rc = rap_test_sh(args, out, OUT);
+    CHECK_MSG(rc == 0, "rap plan: %s", out);
+    snprintf(moves_arg, sizeof moves_arg, "--schedule %s", sched);
     /* mpirun -np 2, 3, 4 (placement owner: each rank its columns), 2 in cpu
-     * mode, 3 with placement batch (row shares, ids exchanged); then 2 ranks as threads */
-    const int runs[] = {2, 3, 4, 2, 3, -2};
-    const char *const mode[] = {"", "", "", "--mode cpu --cpu-workers 2", "--placement batch", ""};
+     * mode, 3 with placement batch (row shares, ids exchanged); then 2 ranks
+     * as threads; 2 ranks (threads, mpirun) with the moves */
+    const int runs[] = {2, 3, 4, 2, 3, -2, -2, 2};
+    const char *const mode[] = {"", "", "", "--mode cpu --cpu-workers 2", "--placement batch", "",
+                                moves_arg, moves_arg};
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
         int R = runs[k];
         if (R > 0 && why)
@@ -162,13 +175,17 @@ RAP_TEST(dist_train_matches_one_rank)
         for (int s = 0; s < n && s < STEPS; s++)
             CHECK_MSG(close_to(lr[s], l1[s], 1e-5), "R=%d step %d: loss %.9g, one rank %.9g", R,
                       s + 1, lr[s], l1[s]);
-        double worst;
+        double worst, moved = 0;
         char msg[512] = "";
         CHECK_MSG(rap_test_close_weights(ck, ref, true, 1e-4, &worst, msg, sizeof msg),
                   "R=%d: %s", R, msg);
-        printf("    R=%d (%s%s%s): losses within 1e-5 of one rank's, weights within %.2g\n",
-               R < 0 ? -R : R, R < 0 ? "threads" : "mpirun", mode[k][0] ? " " : "", mode[k],
-               worst);
+        if (mode[k] == moves_arg) /* the moves ran: preprocessed units crossed */
+            CHECK_MSG(final_value(m, "bytes_moved", &moved) && moved > 0,
+                      "R=%d with moves: bytes_moved %g", R, moved);
+        printf("    R=%d (%s%s%s): losses within 1e-5 of one rank's, weights within %.2g%s\n",
+               R < 0 ? -R : R, R < 0 ? "threads" : "mpirun", mode[k][0] ? " " : "",
+               mode[k] == moves_arg ? "search with moves" : mode[k], worst,
+               moved > 0 ? ", preprocessed units moved" : "");
         /* R > 1: a sharded checkpoint (manifest + one file per rank) */
         char shard[600];
         snprintf(shard, sizeof shard, "%s.rank%d", ck, (R < 0 ? -R : R) - 1);
@@ -476,22 +493,34 @@ RAP_TEST(dist_gpus2_matches_one_gpu)
              "--quiet", rap_test_bin(), g_plan, B / 2, sched);
     int prc = rap_test_sh(cmd, out, OUT);
     CHECK_MSG(prc == 0, "rap plan --gpus 2: %s", out);
-    enum { K = 7 };
+    /* ... and the search's, with moves (as dist_train_matches_one_rank), for run 7 */
+    char msched[512];
+    rap_test_path(msched, sizeof msched, "dist_g2_moves");
+    snprintf(cmd, sizeof cmd, "%s plan --plan %s --gpus 2 --batch %d --placement search "
+             "--capacity-fraction 0.2 --link-latency-us 0 --emb-dim 8 --out %s --quiet",
+             rap_test_bin(), g_plan, B / 2, msched);
+    int mrc = rap_test_sh(cmd, out, OUT);
+    CHECK_MSG(mrc == 0, "rap plan --gpus 2 --placement search: %s", out);
+    enum { K = 8 };
     static const char *const name[K] = {
         "one GPU", "--gpus 2 sequential", "--gpus 2 rap", "--gpus 2 rap, placement batch",
         "--gpus 2 sequential, placement batch", "--gpus 2 rap, planned per-rank schedules",
-        "mpirun -np 2 rap"};
-    static const char *const pre[K] = {"", "", "", "", "", "", "mpirun --allow-run-as-root -np 2 "};
+        "mpirun -np 2 rap", "--gpus 2 rap, per-rank schedules with moves"};
+    static const char *const pre[K] = {"", "", "", "", "", "", "mpirun --allow-run-as-root -np 2 ",
+                                       ""};
     const char *post[K] = {"--mode sequential", "--gpus 2 --mode sequential",
                            "--gpus 2 --mode rap", "--gpus 2 --mode rap --placement batch",
-                           "--gpus 2 --mode sequential --placement batch", NULL, "--mode rap"};
-    char per_rank[700];
+                           "--gpus 2 --mode sequential --placement batch", NULL, "--mode rap",
+                           NULL};
+    char per_rank[700], with_moves[700];
     snprintf(per_rank, sizeof per_rank, "--gpus 2 --mode rap --schedule %s", sched);
+    snprintf(with_moves, sizeof with_moves, "--gpus 2 --mode rap --schedule %s", msched);
     post[5] = per_rank;
+    post[7] = with_moves;
     char ck[K][512], m[K][512];
     double ref[N + 4];
     for (int k = 0; k < K; k++) {
-        if (k == 5 && prc != 0)
+        if ((k == 5 && prc != 0) || (k == 7 && mrc != 0))
             continue;
         if (k == 6 && why) {
             printf("    mpirun run skipped: %s\n", why);
@@ -531,7 +560,7 @@ RAP_TEST(dist_gpus2_matches_one_gpu)
                   "%s: %s", name[k], msg);
         printf("    %s vs one GPU, %d steps: losses within %.2g, weights within %.2g\n",
                name[k], N, wl, worst);
-        if (k == 3 || k == 4) { /* the ids crossed between the GPUs */
+        if (k == 3 || k == 4 || k == 7) { /* ids (or preprocessed units) crossed */
             double moved = 0;
             CHECK_MSG(final_value(m[k], "bytes_moved", &moved) && moved > 0,
                       "%s: bytes_moved %g in the final line", name[k], moved);

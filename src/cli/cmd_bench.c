@@ -203,6 +203,7 @@ typedef struct {
     rap_ids_xchg *xg;          /* placement batch, GPU ranks: the id exchange */
     rap_schedule *rsched;      /* rank_prefix: this rank's merged schedule and fusion */
     rap_fusion rsfus;
+    rap_moves *moves;          /* rank_prefix: the units exchanged with other ranks, or NULL */
     int rtab[RAP_MAX_TABLES];  /* global table of the part's sparse columns */
     int n_rtab;
 } bench_dist;
@@ -262,10 +263,23 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         }
         if ((st = rap_hybrid_create(m, &map, hc, &dist.h)) != RAP_OK)
             goto out;
-        /* as rap train: owner and search run the rank's columns only */
-        if (dist.R > 1 && s->placement != RAP_PLACE_BATCH && !b->shard && !b->sched &&
-            (st = rap_train_rank_plan(b->plan, &shard, s->fusion == FUSE_NONE, &dist.part,
-                                      &dist.part_fus, dist.rtab, &dist.n_rtab)) != RAP_OK)
+        /* as rap train: owner and search run the rank's columns only, with
+         * the planner's manifest also those computed for others */
+        rap_rank_manifest *man = NULL;
+        if (b->rank_prefix &&
+            (st = rap_rank_manifest_load(b->rank_prefix, b->plan, dist.rank, dist.R, b->mc.batch,
+                                         &man)) != RAP_OK)
+            goto out;
+        if (dist.R > 1 && s->placement != RAP_PLACE_BATCH && !b->shard && !b->sched)
+            st = rap_train_rank_plan_with(b->plan, &shard, man ? man->col_shares : NULL,
+                                          s->fusion == FUSE_NONE, &dist.part, &dist.part_fus,
+                                          dist.rtab, &dist.n_rtab);
+        if (st == RAP_OK && man)
+            st = rap_train_prep_from_manifest(man, b->plan, dist.part, &map, dist.rank,
+                                              b->mc.max_bag, ncomm ? ncomm : comm, b->dev,
+                                              &dist.rsfus, &dist.rsched, &dist.moves);
+        rap_rank_manifest_free(man);
+        if (st != RAP_OK)
             goto out;
         /* as rap train: placement batch on GPU ranks exchanges the ids */
         if (dist.R > 1 && s->placement == RAP_PLACE_BATCH && !b->shard && b->dev == RAP_GPU &&
@@ -283,12 +297,6 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
             if (st != RAP_OK)
                 goto out;
         }
-        /* as rap train: the planner's schedule of this rank */
-        if (b->rank_prefix &&
-            (st = rap_rank_schedule_load(b->rank_prefix, b->plan, dist.rank, dist.R, b->mc.batch,
-                                         dist.part ? dist.part : b->plan, &dist.rsfus,
-                                         &dist.rsched)) != RAP_OK)
-            goto out;
     } else if (b->rank_prefix) {
         st = rap_fail(RAP_ERR_ARG, "--schedule %s: %s.rank<r> are per-rank manifests (rap plan "
                       "--gpus R): bench with --gpus R or under mpirun", b->rank_prefix,
@@ -332,7 +340,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         }
         dist.step = (rap_train_dist){dist.h, dist.xg, dist.part ? dist.rtab : NULL,
                                      dist.n_rtab, dist.R, dist.rank, mc.n_dense, m, stream,
-                                     ncomm, dist.loss_dev, model_loss};
+                                     ncomm, dist.loss_dev, model_loss, dist.moves};
     }
     if (b->shard) { /* ideal from a shard (checked in main): no feed, cycle */
         rc.shard = b->data;
@@ -449,11 +457,13 @@ out:
         snprintf(msg, sizeof msg, "%s", rap_last_error());
         rap_runtime_free(rt);
         rap_rowfeed_free(f, NULL);
-        rap_hybrid_free(dist.h);
-        if (dist.xg) { /* its buffers may still be read on the stream */
-            rap_hybrid_wait(dist.h);
+        if (dist.xg || dist.moves) { /* their buffers may still be read on the stream */
+            if (dist.h)
+                rap_hybrid_wait(dist.h);
             rap_ids_xchg_free(dist.xg);
+            rap_moves_free(dist.moves);
         }
+        rap_hybrid_free(dist.h);
         rap_schedule_free(dist.rsched);
         rap_fusion_free(&dist.rsfus);
         rap_train_rank_plan_free(dist.part, &dist.part_fus);

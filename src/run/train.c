@@ -168,6 +168,8 @@ typedef struct {
     int64_t *xb_off, *xb_ids;  /* (ntab, Bg+1) and (ntab, Bg*K): the global batch's ids of
                                 * this rank's tables */
     rap_ids_xchg *xg;          /* placement batch, GPU ranks: the id exchange (NCCL) */
+    rap_moves *moves;          /* the per-rank schedule's moves (rank_schedule with
+                                * send/recv lines), or NULL */
     rap_train_dist dstep;      /* the hybrid step's inputs (rap_train_dist_step) */
     int64_t bytes_moved;       /* preprocessed bytes sent between ranks, all ranks */
     int64_t rank_bytes_sent;   /* ... sent by this rank */
@@ -753,7 +755,7 @@ static rap_status log_step(trainer *t, bool force)
                             rap_json_num(loss, a), rap_json_num(rate, b), t->t_train, starved);
 }
 
-static rap_status rank_plan(trainer *t);
+static rap_status rank_plan(trainer *t, const uint64_t *extra);
 static rap_status xb_setup(trainer *t);
 static rap_status xg_setup(trainer *t);
 
@@ -914,19 +916,27 @@ static rap_status setup(trainer *t)
         }
         RAP_TRY(rap_hybrid_create(t->model, &t->map, hc, &t->hyb));
         /* placement owner (and search, which starts there): only this
-         * rank's columns; batch: every column (see docs/TRAINING.md) */
-        if (t->R > 1 && c->placement != RAP_PLACE_BATCH && !t->shard && !c->schedule &&
-            !(c->fusion_file && c->fusion_file[0]))
-            RAP_TRY(rank_plan(t));
+         * rank's columns, and with the planner's per-rank manifest those it
+         * computes for others; batch: every column (see docs/TRAINING.md) */
+        rap_rank_manifest *man = NULL;
         if (c->rank_schedule && c->rank_schedule[0]) { /* the planner's, per rank */
             if (c->placement == RAP_PLACE_BATCH && t->R > 1)
                 return rap_fail(RAP_ERR_ARG, "--schedule %s (per-rank manifests) runs placement "
                                 "owner or search; --placement batch has no per-rank plan",
                                 c->rank_schedule);
-            RAP_TRY(rap_rank_schedule_load(c->rank_schedule, c->plan, t->rank, t->R, t->mc.batch,
-                                           t->rplan ? t->rplan : c->plan, &t->rsfus,
-                                           &t->rsched));
+            RAP_TRY(rap_rank_manifest_load(c->rank_schedule, c->plan, t->rank, t->R, t->mc.batch,
+                                           &man));
         }
+        rap_status ms = RAP_OK;
+        if (t->R > 1 && c->placement != RAP_PLACE_BATCH && !t->shard && !c->schedule &&
+            !(c->fusion_file && c->fusion_file[0]))
+            ms = rank_plan(t, man ? man->col_shares : NULL);
+        if (ms == RAP_OK && man)
+            ms = rap_train_prep_from_manifest(man, c->plan, t->rplan, &t->map, t->rank,
+                                              t->mc.max_bag, t->ncomm ? t->ncomm : c->comm,
+                                              c->device, &t->rsfus, &t->rsched, &t->moves);
+        rap_rank_manifest_free(man);
+        RAP_TRY(ms);
         /* placement batch: each rank its row share, ids exchanged (CPU
          * ranks in sequential or cpu mode; other CPU modes: the whole batch) */
         if (t->R > 1 && c->placement == RAP_PLACE_BATCH && !t->shard && c->device == RAP_CPU &&
@@ -1035,10 +1045,10 @@ void rap_train_rank_plan_free(rap_plan *s, rap_fusion *fus)
     rap_place_sub_plan_free(s);
 }
 
-static rap_status rank_plan(trainer *t)
+static rap_status rank_plan(trainer *t, const uint64_t *extra)
 {
-    return rap_train_rank_plan(t->c->plan, &t->rshard, t->c->fuse_none, &t->rplan, &t->rfus,
-                               t->rtab, &t->n_rtab);
+    return rap_train_rank_plan_with(t->c->plan, &t->rshard, extra, t->c->fuse_none, &t->rplan,
+                                    &t->rfus, t->rtab, &t->n_rtab);
 }
 
 static void rank_plan_free(trainer *t)
@@ -1063,6 +1073,96 @@ void rap_train_rank_batch(const rap_model_batch *mb, const int *rtab, int n_rtab
         g->off[rtab[k]] = mb->off[k];
         g->ids[rtab[k]] = mb->ids[k];
     }
+}
+
+/* ------------------------------------------------------------ the planner's moves */
+
+/* m's units as the moves module's: a dense column at its offset in the
+ * packed dense (columns side by side in frame order), a sparse one at its
+ * table (the sparse columns in frame order). */
+static void to_moves(const rap_plan *p, const rap_rank_move *in, int n, const int *doff,
+                     const int *tab, rap_move *out)
+{
+    for (int i = 0; i < n; i++) {
+        const rap_node *nd = &p->nodes[p->cols[in[i].col].node];
+        bool sparse = nd->kind == RAP_SPARSE;
+        out[i] = (rap_move){sparse ? RAP_MOVE_SPARSE : RAP_MOVE_DENSE,
+                            sparse ? tab[in[i].col] : doff[in[i].col], sparse ? 0 : nd->width,
+                            in[i].share, in[i].peer};
+    }
+}
+
+rap_status rap_train_prep_from_manifest(const rap_rank_manifest *m, const rap_plan *p,
+                                        const rap_plan *rp, const rap_shard_map *map, int rank,
+                                        int L, rap_comm *xc, rap_device dev, rap_fusion *sfus,
+                                        rap_schedule **sched, rap_moves **moves)
+{
+    *moves = NULL;
+    *sched = NULL;
+    int C = p->n_cols, R = m->R, T = 0, ND = 0;
+    int *doff = rap_malloc(sizeof(int) * (size_t)(2 * C + 1), "moves"), *tab = doff + C;
+    bool *holds = rap_calloc(sizeof(bool) * (size_t)(R * RAP_MAX_TABLES + 1), "moves");
+    uint64_t local[RAP_MAX_TABLES] = {0};
+    rap_move *send = rap_malloc(sizeof(rap_move) * (size_t)(m->n_send + 1), "moves");
+    rap_move *recv = rap_malloc(sizeof(rap_move) * (size_t)(m->n_recv + 1), "moves");
+    rap_status st = doff && holds && send && recv ? RAP_OK : RAP_ERR_NOMEM;
+    if (st == RAP_OK)
+        rap_shard_holds(map, holds);
+    const bool *mine = holds ? holds + rank * map->n_tables : NULL;
+    /* every unit this rank consumes: computed here or received */
+    for (int c = 0; st == RAP_OK && c < C; c++) {
+        const rap_node *nd = &p->nodes[p->cols[c].node];
+        bool sparse = nd->kind == RAP_SPARSE;
+        doff[c] = sparse ? -1 : ND;
+        tab[c] = sparse ? T : -1;
+        /* K == R: share k is rank k's rows; finer shares (no moves, whole
+         * parts only): the rank needs every share of what it trains on */
+        uint64_t all = m->K >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << m->K) - 1), need = 0,
+                 got = m->col_shares[c];
+        if (sparse && mine[T])
+            need = all;
+        if (!sparse)
+            need = m->K == R ? (uint64_t)1 << rank : all;
+        for (int i = 0; i < m->n_recv; i++)
+            if (m->recv[i].col == c)
+                got |= (uint64_t)1 << m->recv[i].share;
+        if ((need & got) != need) {
+            int k = 0;
+            while (!((need & ~got) >> k & 1))
+                k++;
+            st = rap_fail(RAP_ERR_PLAN, "%s: column %s, share %d of %d, which this rank trains "
+                          "on, is neither computed by its parts nor received (a manifest of "
+                          "another sharding?)", m->path, p->cols[c].name, k, m->K);
+        }
+        if (sparse) {
+            if (T < RAP_MAX_TABLES)
+                local[T] = mine[T] ? m->col_shares[c] : 0;
+            T++;
+        } else {
+            ND += nd->width;
+        }
+    }
+    if (st == RAP_OK)
+        st = rap_rank_schedule_make(m, p, rp ? rp : p, sfus, sched);
+    if (st == RAP_OK && (m->n_send || m->n_recv)) {
+        to_moves(p, m->send, m->n_send, doff, tab, send);
+        to_moves(p, m->recv, m->n_recv, doff, tab, recv);
+        rap_moves_config mc = {m->K, T, ND, m->Bg, L > 0 ? L : 1, send, m->n_send, recv,
+                               m->n_recv, local, mine};
+        st = rap_moves_create(xc, dev, &mc, moves);
+        if (st != RAP_OK)
+            rap_fail_context(st, "%s", m->path);
+    }
+    rap_free(doff);
+    rap_free(holds);
+    rap_free(send);
+    rap_free(recv);
+    if (st != RAP_OK) {
+        rap_schedule_free(*sched);
+        *sched = NULL;
+        rap_fusion_free(sfus);
+    }
+    return st;
 }
 
 /* ------------------------------------------------------------ placement batch */
@@ -1241,7 +1341,7 @@ rap_status rap_train_dist_step(void *ctx, const rap_model_batch *mb, int64_t row
 {
     const rap_train_dist *d = ctx;
     int64_t r0, nr;
-    rap_model_batch loc, g;
+    rap_model_batch loc, g, mg;
     memset(&loc, 0, sizeof loc);
     const rap_model_batch *glob = mb;
     if (d->xg) { /* placement batch on GPU ranks: through NCCL, on the stream */
@@ -1257,6 +1357,13 @@ rap_status rap_train_dist_step(void *ctx, const rap_model_batch *mb, int64_t row
         if (d->rtab) { /* the rank's columns: its sparse ones to their global tables */
             rap_train_rank_batch(mb, d->rtab, d->n_rtab, &g);
             glob = &g;
+        }
+        if (d->moves) { /* the units other ranks computed for this one, and ours to them:
+                         * dense ones land in mb's dense (the runtime's packing buffer of
+                         * this batch), held tables are assembled */
+            rap_model_batch view = *glob;
+            RAP_TRY(rap_moves_run(d->moves, &view, (float *)mb->dense, mb->rows, &mg));
+            glob = &mg;
         }
     }
     loc.rows = nr;
@@ -1344,7 +1451,7 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
         }
         t->dstep = (rap_train_dist){t->hyb, t->xg, t->rplan ? t->rtab : NULL, t->n_rtab,
                                     t->R, t->rank, t->mc.n_dense, t->model, t->stream,
-                                    t->ncomm, t->loss_dev, t->model_loss};
+                                    t->ncomm, t->loss_dev, t->model_loss, t->moves};
     }
     RAP_TRY(rap_runtime_create(&rc, t->model, t->feed, &t->rt));
     /* ranks: every rank's set-up (pinned and device allocations, which may
@@ -1445,11 +1552,13 @@ static void teardown(trainer *t)
     rap_free(t->logits);
     rap_batch_free(&t->tb);
     rap_batch_free(&t->eb);
-    if (t->xg) { /* its buffers may still be read on the stream */
+    if (t->xg || t->moves) { /* their buffers may still be read on the stream */
         if (t->hyb)
             rap_hybrid_wait(t->hyb);
         rap_ids_xchg_free(t->xg);
         t->xg = NULL;
+        rap_moves_free(t->moves);
+        t->moves = NULL;
     }
     rap_hybrid_free(t->hyb);
     t->hyb = NULL;
@@ -1630,9 +1739,21 @@ static rap_status gather_samples(trainer *t, char **list)
         rap_ids_xchg_bytes(t->xg, &t->rank_bytes_sent, &t->bytes_moved);
         st = rap_ids_xchg_check(t->xg);
     }
+    /* moves (the planner's per-rank schedules): each rank counts its own
+     * sends (fixed-size blocks, padding included); the total is their sum */
+    if (st == RAP_OK && t->moves) {
+        rap_moves_bytes(t->moves, &t->rank_bytes_sent);
+        st = rap_moves_check(t->moves);
+    }
     if (st == RAP_OK)
         st = rap_comm_allgather(t->c->comm, &t->rank_bytes_sent, sizeof(int64_t), all + t->R,
                                 "byte accounting");
+    if (st == RAP_OK && t->moves) {
+        int64_t moved = 0;
+        for (int r = 0; r < t->R; r++)
+            moved += all[t->R + r];
+        t->bytes_moved = moved;
+    }
     if (st == RAP_OK) {
         int64_t sum = 0;
         res->bytes_moved = t->bytes_moved;

@@ -21,9 +21,12 @@
 #define RAP_RUN_TRAIN_H
 
 #include "dist/ids.h"
+#include "dist/moves.h"
+#include "dist/shard.h"
 #include "model/model.h"
 #include "plan/place.h"
 #include "run/metrics.h"
+#include "run/rank_schedule.h"
 #include "run/runtime.h"
 #include "rap.h"
 
@@ -185,7 +188,24 @@ typedef struct {
     rap_comm *ncomm;           /* with loss_dev */
     float *loss_dev;           /* device scalar, or NULL */
     bool model_loss;
+    rap_moves *moves;          /* the planner's moves (rap_train_prep_from_manifest), or NULL:
+                                * exchanged before the hybrid step */
 } rap_train_dist;
+
+/* A rank's preprocessing from the placement planner's manifest m (rap
+ * train and rap bench with --schedule S and ranks): *sfus and *sched the
+ * merged fusion and schedule of the rank plan rp (rap_train_rank_plan_with
+ * given m->col_shares; NULL: the plan p), after checking that every unit
+ * the rank consumes (its own rows of every dense column, every row of the
+ * tables it holds in map) is computed here or received; *moves the
+ * exchange of m's send/recv units over xc (the host comm on CPU ranks, the
+ * NCCL comm on GPU ranks), NULL when m moves nothing. L: the most ids of a
+ * row in a table (the model's max_bag). RAP_ERR_PLAN naming the manifest. */
+rap_status rap_train_prep_from_manifest(const rap_rank_manifest *m, const rap_plan *p,
+                                        const rap_plan *rp, const rap_shard_map *map, int rank,
+                                        int L, struct rap_comm *xc, rap_device dev,
+                                        rap_fusion *sfus, rap_schedule **sched,
+                                        rap_moves **moves);
 
 /* A train_fn (runtime.h) over ctx = a rap_train_dist. */
 rap_status rap_train_dist_step(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss);
