@@ -138,12 +138,13 @@ RAP_TEST(dist_train_matches_one_rank)
     double l1[STEPS + 4];
     REQUIRE(rap_test_read_losses(refm, l1, STEPS + 4) == STEPS);
     /* the search placement's per-rank manifests with moves (small assumed
-     * capacities, a free link: rank 0 computes every dense column for both
-     * ranks' rows, rank 1 the sparse ones of rank 0's tables) */
+     * capacities, an almost free link: each rank computes every column over
+     * its own rows and the sparse ones cross to their tables' holders) */
     char sched[512], moves_arg[700];
     rap_test_path(sched, sizeof sched, "dist_moves");
     snprintf(args, sizeof args, "%s plan --plan %s --gpus 2 --batch %d --placement search "
-             "--capacity-fraction 0.2 --link-latency-us 0 --emb-dim 8 --out %s --quiet",
+             "--capacity-fraction 0.1 --link-latency-us 0 --link-gbps 1e4 --emb-dim 8 --out %s "
+             "--quiet",
              rap_test_bin(), g_plan, B / 2, sched);
     rc = rap_test_sh(args, out, OUT);
     CHECK_MSG(rc == 0, "rap plan: %s", out);
@@ -497,7 +498,8 @@ RAP_TEST(dist_gpus2_matches_one_gpu)
     char msched[512];
     rap_test_path(msched, sizeof msched, "dist_g2_moves");
     snprintf(cmd, sizeof cmd, "%s plan --plan %s --gpus 2 --batch %d --placement search "
-             "--capacity-fraction 0.2 --link-latency-us 0 --emb-dim 8 --out %s --quiet",
+             "--capacity-fraction 0.1 --link-latency-us 0 --link-gbps 1e4 --emb-dim 8 --out %s "
+             "--quiet",
              rap_test_bin(), g_plan, B / 2, msched);
     int mrc = rap_test_sh(cmd, out, OUT);
     CHECK_MSG(mrc == 0, "rap plan --gpus 2 --placement search: %s", out);

@@ -189,6 +189,8 @@ RAP_TEST(rank_schedule_owner_matches_whole_plan)
     }
 }
 
+static bool edit(const char *src, const char *dst, const char *from, const char *to);
+
 /* The search placement's manifests with moves (rap plan --placement search
  * with small assumed capacities moves work between ranks): per rank, the
  * merged schedule of its plan (what it consumes and what it computes for
@@ -289,6 +291,32 @@ RAP_TEST(rank_schedule_search_moves_merged)
         }
         CHECK_MSG(moves > 0, "R = %d: the search made no move (the test needs some)", R);
         CHECK_MSG(received > 0, "R = %d: no rank only receives a column", R);
+        if (R == 2 && rc == 0) {
+            /* rap train runs them (CPU ranks); a rank 1 that sends one unit
+             * less than rank 0 expects is refused at set-up, naming it */
+            snprintf(cmd, sizeof cmd, "%s gen --rows 1500 --out %s/rs_m.tsv --seed 4 --quiet && "
+                     "%s train --device cpu --gpus 2 --plan " PLAN " --data %s/rs_m.tsv --batch "
+                     "%lld --emb-dim 8 --mlp-bot 16-8 --mlp-top 16-1 --eval-fraction 0 --quiet "
+                     "--steps 2 --schedule %s", rap_test_bin(), rap_test_tmpdir(), rap_test_bin(),
+                     rap_test_tmpdir(), (long long)Bg, prefix);
+            rc = rap_test_sh(cmd, out, sizeof out);
+            CHECK_MSG(rc == 0, "rap train with the moves: exit %d: %s", rc, out);
+            char src[600], dst[600], bad[600];
+            snprintf(bad, sizeof bad, "%s/rs_bad", rap_test_tmpdir());
+            snprintf(src, sizeof src, "%s.rank0", prefix);
+            snprintf(dst, sizeof dst, "%s.rank0", bad);
+            REQUIRE(edit(src, dst, "#", "#\n"));
+            snprintf(src, sizeof src, "%s.rank1", prefix);
+            snprintf(dst, sizeof dst, "%s.rank1", bad);
+            REQUIRE(edit(src, dst, "send int_0 share 0 to 0", "\n"));
+            snprintf(cmd, sizeof cmd, "%s train --device cpu --gpus 2 --plan " PLAN " --data "
+                     "%s/rs_m.tsv --batch %lld --emb-dim 8 --mlp-bot 16-8 --mlp-top 16-1 "
+                     "--eval-fraction 0 --quiet --steps 2 --schedule %s", rap_test_bin(),
+                     rap_test_tmpdir(), (long long)Bg, bad);
+            rc = rap_test_sh(cmd, out, sizeof out);
+            CHECK_MSG(rc != 0 && strstr(out, "rs_bad.rank0: the units this rank receives from "
+                                             "rank 1 are not the ones"), "exit %d: %s", rc, out);
+        }
         teardown(&su);
     }
 }

@@ -372,12 +372,12 @@ static rap_status plan_rank(const shape *s, const int *src, int r, rap_place_ran
     rap_capacity left = c->cap[r];
     for (int w = 0; w < RAP_WIN_COUNT; w++)
         rk->capacity_ms[w] = w < RAP_CAP_WINDOWS ? c->cap[r].capacity_ms[w] : 0;
-    /* the all-to-all goes first in grad_comm: reserve its time there */
+    /* the all-to-all runs on the training stream before the step that
+     * consumes its units (src/run/train.c, dist/moves.h): exposed, nothing
+     * of grad_comm reserved for it */
     rank_bytes(s, src, r, &rk->bytes_sent, &rk->bytes_recv);
     rk->comm_ms = rank_comm_ms(&c->link, rk->bytes_sent, rk->bytes_recv);
-    double gc = left.capacity_ms[RAP_WIN_GRAD_COMM];
-    rk->comm_reserved_ms = rk->comm_ms < gc ? rk->comm_ms : gc;
-    left.capacity_ms[RAP_WIN_GRAD_COMM] = gc - rk->comm_reserved_ms;
+    rk->comm_reserved_ms = 0;
     for (int q = 0; q < rk->n_parts && st == RAP_OK; q++) {
         rap_place_part *pt = &rk->parts[q];
         st = rap_place_sub_plan(p, pt->cols, pt->n_cols, &pt->sub);
@@ -429,9 +429,10 @@ static rap_status plan_rank(const shape *s, const int *src, int r, rap_place_ran
 
 /* Costs of the whole assignment from the planned ranks: readiness,
  * exposure per rank, max and sum, bytes. col_win: (R, C). A rank's
- * all-to-all hides in what it reserved of grad_comm when every unit it
- * sends or receives is complete before `exposed` on its source; otherwise
- * it starts after the latest of those sources' exposed work. */
+ * all-to-all is exposed (it runs on the training stream before the step):
+ * its own T_r when every unit it sends or receives is complete before
+ * `exposed` on its source; otherwise it starts after the latest of those
+ * sources' exposed work. */
 static void finish_cost(const shape *s, const int *src, rap_place_rank *rk, const int *col_win,
                         rap_place_result *out)
 {

@@ -207,6 +207,12 @@ rap_status rap_train_prep_from_manifest(const rap_rank_manifest *m, const rap_pl
                                         rap_fusion *sfus, rap_schedule **sched,
                                         rap_moves **moves);
 
+/* Whether every rank's manifest agrees with m (a collective over the
+ * host comm c): the units rank s sends this rank are the ones m receives
+ * from s. RAP_ERR_PLAN naming m and the rank otherwise (manifests of two
+ * plannings would scramble the exchange over MPI or NCCL). */
+rap_status rap_train_moves_agree(struct rap_comm *c, const rap_rank_manifest *m);
+
 /* A train_fn (runtime.h) over ctx = a rap_train_dist. */
 rap_status rap_train_dist_step(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss);
 
