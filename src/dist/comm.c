@@ -340,6 +340,11 @@ rap_comm_kind rap_comm_kind_of(const rap_comm *c) { return c->kind; }
 bool rap_comm_on_device(const rap_comm *c) { return c->kind == RAP_COMM_NCCL; }
 rap_comm *rap_comm_host(rap_comm *c) { return c->kind == RAP_COMM_NCCL ? c->host : c; }
 bool rap_comm_broken(const rap_comm *c) { return c->broken; }
+void rap_comm_set_broken(rap_comm *c)
+{
+    if (c)
+        c->broken = true;
+}
 void *rap_comm_stream(const rap_comm *c) { return c->kind == RAP_COMM_NCCL ? c->stream : NULL; }
 double rap_comm_timeout(const rap_comm *c) { return c->timeout; }
 

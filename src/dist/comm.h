@@ -98,6 +98,10 @@ bool rap_comm_on_device(const rap_comm *c);
 rap_comm *rap_comm_host(rap_comm *c);
 /* True once a collective failed or timed out. */
 bool rap_comm_broken(const rap_comm *c);
+/* Marks c broken (every later collective fails at once; freeing a nccl
+ * comm then aborts it instead of finalizing): for a second comm of a rank
+ * whose first one failed, which may wait for a peer that is gone. */
+void rap_comm_set_broken(rap_comm *c);
 
 /* The longest timeout, in seconds (a deadline stays a finite time). */
 #define RAP_COMM_MAX_TIMEOUT_S 1e6

@@ -44,12 +44,19 @@ struct rap_hybrid {
     /* GPU: at most two steps in flight (ev[step % 3] after each). */
     void *ev[3];
     int64_t steps;
+    /* GPU, R > 1: the dense all-reduce on its own stream and NCCL comm,
+     * overlapped with emb_backward: it waits for e_grads (the gradients
+     * written, model stream); dense_apply waits for e_ar (it is done). */
+    void *side;                       /* cudaStream_t */
+    rap_comm *c2;                     /* nccl comm on side */
+    void *e_grads, *e_ar;
     /* Phase hooks (rap_hybrid_set_hooks), and the communication timing:
-     * GPU: tm[step % 3][4] = all-to-all begin, end, gradients begin, end;
+     * GPU: tm[step % 3][6] = all-to-all begin, end, reverse all-to-all
+     * begin, end (model stream), all-reduce begin, end (side stream);
      * steps before `timed` are summed in comm. */
     rap_hybrid_hooks hooks;
     bool has_hooks;
-    void *tm[3][4];
+    void *tm[3][6];
     int64_t timed;
     rap_hybrid_comm comm;
 };
@@ -176,10 +183,18 @@ void rap_hybrid_free(rap_hybrid *h)
     for (int i = 0; i < 3; i++) {
         if (h->ev[i])
             rap_hybrid_event_free(h->ev[i]);
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 6; k++)
             if (h->tm[i][k])
                 rap_hybrid_event_free(h->tm[i][k]);
     }
+    if (h->c2 && rap_comm_broken(h->c)) /* its peers may be gone: abort, do not finalize */
+        rap_comm_set_broken(h->c2);
+    rap_comm_free(h->c2);
+    if (h->e_grads)
+        rap_hybrid_event_free(h->e_grads);
+    if (h->e_ar)
+        rap_hybrid_event_free(h->e_ar);
+    rap_hybrid_stream_free(h->side);
     rap_free(h->cum);
     rap_free(h->h_part0);
     rap_free(h->h_table);
@@ -304,9 +319,20 @@ rap_status rap_hybrid_create(rap_model *m, const rap_shard_map *map, rap_comm *c
         h->scratch = h_alloc(h, h->scratch_bytes, "hybrid filter scratch", &st);
         for (int i = 0; i < 3 && st == RAP_OK; i++) {
             st = rap_hybrid_event_create(&h->ev[i]);
-            for (int k = 0; k < 4 && st == RAP_OK && R > 1; k++)
+            for (int k = 0; k < 6 && st == RAP_OK && R > 1; k++)
                 st = rap_hybrid_timer_create(&h->tm[i][k]);
         }
+        /* the dense all-reduce's stream and comm (a collective: every rank
+         * creates its hybrid step at the same point) */
+        int gpu_id = -1;
+        if (st == RAP_OK && R > 1)
+            st = rap_hybrid_stream_create(&h->side, &gpu_id);
+        if (st == RAP_OK && R > 1)
+            st = rap_comm_nccl_create(rap_comm_host(c), gpu_id, h->side, &h->c2);
+        if (st == RAP_OK && R > 1)
+            st = rap_hybrid_event_create(&h->e_grads);
+        if (st == RAP_OK && R > 1)
+            st = rap_hybrid_event_create(&h->e_ar);
         if (st != RAP_OK)
             goto fail;
     }
@@ -410,15 +436,17 @@ static rap_status hook_end(rap_hybrid *h, rap_hybrid_phase p)
     return h->has_hooks && h->hooks.end ? h->hooks.end(h->hooks.ctx, p) : RAP_OK;
 }
 
-/* A communication mark k (0 all-to-all begin .. 3 gradients end) of this
- * step: a timing event on the GPU, the host clock on the CPU (summed at
- * once: the CPU collectives are synchronous). */
+/* A communication mark k (0/1 all-to-all begin/end, 2/3 reverse
+ * all-to-all, 4/5 dense all-reduce) of this step: a timing event on the
+ * GPU (4/5 on the all-reduce's stream), the host clock on the CPU (summed
+ * at once: the CPU collectives are synchronous). */
 static rap_status comm_mark(rap_hybrid *h, int k, double *host)
 {
     if (h->R == 1)
         return RAP_OK;
     if (h->dev == RAP_GPU)
-        return rap_hybrid_event_record(h->tm[h->steps % 3][k], rap_model_config_of(h->m)->stream);
+        return rap_hybrid_event_record(h->tm[h->steps % 3][k],
+                                       k >= 4 ? h->side : rap_model_config_of(h->m)->stream);
     if (k % 2 == 0) {
         *host = rap_now();
     } else {
@@ -438,11 +466,12 @@ static rap_status comm_collect(rap_hybrid *h, int64_t upto)
         if (h->dev != RAP_GPU || h->R == 1)
             continue;
         void **t = h->tm[h->timed % 3];
-        double a = 0, g = 0;
+        double a = 0, g = 0, ar = 0;
         RAP_TRY(rap_hybrid_elapsed(t[0], t[1], &a));
         RAP_TRY(rap_hybrid_elapsed(t[2], t[3], &g));
+        RAP_TRY(rap_hybrid_elapsed(t[4], t[5], &ar));
         h->comm.a2a_ms += a;
-        h->comm.grad_ms += g;
+        h->comm.grad_ms += g + ar;
     }
     return RAP_OK;
 }
@@ -529,27 +558,42 @@ rap_status rap_hybrid_step(rap_hybrid *h, const rap_model_batch *glob,
     } else {
         memset(h->bufs.grads, 0, sizeof(float) * h->bufs.n_grads);
     }
+    if (!one && gpu) /* the dense gradients are written: the all-reduce may start */
+        RAP_TRY(rap_hybrid_event_record(h->e_grads, mc->stream));
     RAP_TRY(hook_end(h, RAP_HYB_MLP_BACKWARD));
     h->had_rows = nr > 0;
-    /* Dense gradients and the embedding gradients move together. */
+    /* The embedding gradients go back to their tables' ranks (model stream);
+     * on the GPU the dense all-reduce starts beside it on its own stream and
+     * comm and runs beside emb_backward, which does not need it; only
+     * dense_apply waits for it. On host comms (synchronous) it runs after
+     * emb_backward: the same sums. */
     RAP_TRY(hook_begin(h, RAP_HYB_GRAD_COMM));
     if (!one) {
+        if (gpu) {
+            RAP_TRY(rap_hybrid_stream_wait(h->side, h->e_grads));
+            RAP_TRY(comm_mark(h, 4, &host));
+            RAP_TRY(rap_comm_allreduce(h->c2, h->bufs.grads, (int64_t)h->bufs.n_grads,
+                                       RAP_COMM_F32, "dense grads allreduce"));
+            RAP_TRY(comm_mark(h, 5, &host));
+            RAP_TRY(rap_hybrid_event_record(h->e_ar, h->side));
+        }
         RAP_TRY(comm_mark(h, 2, &host));
-        RAP_TRY(rap_comm_group_begin(h->c));
-        rap_status st = rap_comm_allreduce(h->c, h->bufs.grads, (int64_t)h->bufs.n_grads,
-                                           RAP_COMM_F32, "dense grads allreduce");
-        if (st == RAP_OK)
-            st = rap_comm_alltoallv(h->c, h->send, h->fr_count, h->fr_displ, h->bufs.demb_out,
-                                    h->fs_count, h->fs_displ, "emb grad alltoall");
-        rap_status st2 = rap_comm_group_end(h->c, "dense grads + emb grads");
-        RAP_TRY(st);
-        RAP_TRY(st2);
+        RAP_TRY(rap_comm_alltoallv(h->c, h->send, h->fr_count, h->fr_displ, h->bufs.demb_out,
+                                   h->fs_count, h->fs_displ, "emb grad alltoall"));
         RAP_TRY(comm_mark(h, 3, &host));
     }
     RAP_TRY(hook_end(h, RAP_HYB_GRAD_COMM));
     RAP_TRY(hook_begin(h, RAP_HYB_EMB_BACKWARD));
-    RAP_TRY(rap_model_dense_apply(h->m));
     RAP_TRY(rap_model_emb_backward(h->m, &h->bg));
+    if (!one && gpu) {
+        RAP_TRY(rap_hybrid_stream_wait(mc->stream, h->e_ar));
+    } else if (!one) {
+        RAP_TRY(comm_mark(h, 4, &host));
+        RAP_TRY(rap_comm_allreduce(h->c, h->bufs.grads, (int64_t)h->bufs.n_grads, RAP_COMM_F32,
+                                   "dense grads allreduce"));
+        RAP_TRY(comm_mark(h, 5, &host));
+    }
+    RAP_TRY(rap_model_dense_apply(h->m));
     RAP_TRY(hook_end(h, RAP_HYB_EMB_BACKWARD));
     h->comm.steps++;
     if (gpu) {

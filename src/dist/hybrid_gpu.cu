@@ -195,6 +195,29 @@ extern "C" rap_status rap_hybrid_event_record(void *ev, void *stream)
     return RAP_OK;
 }
 
+extern "C" rap_status rap_hybrid_stream_create(void **stream, int *device)
+{
+    cudaStream_t st;
+    RAP_CUDA_TRY(cudaGetDevice(device));
+    RAP_CUDA_TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    *stream = (void *)st;
+    return RAP_OK;
+}
+
+extern "C" void rap_hybrid_stream_free(void *stream)
+{
+    if (stream) {
+        cudaStreamSynchronize((cudaStream_t)stream);
+        cudaStreamDestroy((cudaStream_t)stream);
+    }
+}
+
+extern "C" rap_status rap_hybrid_stream_wait(void *stream, void *ev)
+{
+    RAP_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)ev, 0));
+    return RAP_OK;
+}
+
 extern "C" rap_status rap_hybrid_timer_create(void **ev)
 {
     cudaEvent_t e;
@@ -239,6 +262,14 @@ rap_status rap_hybrid_event_create(void **ev)
 }
 void rap_hybrid_event_free(void *ev) {}
 rap_status rap_hybrid_event_record(void *ev, void *stream) { NO_GPU; }
+rap_status rap_hybrid_stream_create(void **stream, int *device)
+{
+    *stream = NULL;
+    *device = -1;
+    NO_GPU;
+}
+void rap_hybrid_stream_free(void *stream) {}
+rap_status rap_hybrid_stream_wait(void *stream, void *ev) { NO_GPU; }
 rap_status rap_hybrid_timer_create(void **ev)
 {
     *ev = NULL;

@@ -63,6 +63,11 @@ rap_status rap_hybrid_dev_zero(void *p, size_t bytes, void *stream);
 rap_status rap_hybrid_event_create(void **ev);
 void rap_hybrid_event_free(void *ev);
 rap_status rap_hybrid_event_record(void *ev, void *stream);
+/* A non-blocking stream on the current device (*device: its index), its
+ * release (NULL accepted), and a stream waiting for an event. */
+rap_status rap_hybrid_stream_create(void **stream, int *device);
+void rap_hybrid_stream_free(void *stream);
+rap_status rap_hybrid_stream_wait(void *stream, void *ev);
 /* A timing event (elapsed readable), and the ms from a to b (both done). */
 rap_status rap_hybrid_timer_create(void **ev);
 rap_status rap_hybrid_elapsed(void *a, void *b, double *ms);
