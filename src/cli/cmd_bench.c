@@ -59,11 +59,13 @@ typedef struct {
     double step_ms, exposed_ms, phase_ms[4];
     double grad_comm_ms;     /* ranks, GPU: the phase between mlp_backward and emb_backward */
     double a2a_ms, grad_xchg_ms; /* ranks: per step, rank 0's forward all-to-all and its
-                              * gradient exchange (all-reduce + reverse all-to-all, one
-                              * NCCL group); NaN without ranks */
+                              * gradient exchange (reverse all-to-all + all-reduce, each
+                              * timed on its stream); NaN without ranks */
     double model_bytes;      /* ranks: bytes rank 0 sends per step in those */
     double prep_bytes;       /* placement batch, GPU ranks: the ids every rank sends
-                              * to the tables' holders per step, all ranks (NaN: none) */
+                              * to the tables' holders per step, all ranks; per-rank
+                              * manifests with moves: what this rank's moves send per
+                              * step (NaN: none) */
     double starved_s;
     int64_t steps, samples;
     double gpu_gb;
@@ -368,7 +370,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     if (comm && (st = rap_comm_barrier(comm, "set-up done")) != RAP_OK)
         goto out;
     double t0 = 0, pre0 = 0, starved0 = 0;
-    int64_t xg_mine = 0, xg_all0 = 0, xg_all = 0;
+    int64_t xg_mine = 0, xg_all0 = 0, xg_all = 0, mv0 = 0, mv1 = 0;
     int64_t trained = 0, measured0 = 0;
     rap_runtime_stats rs;
     while (trained < warm + steps) {
@@ -380,6 +382,8 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
                 rap_hybrid_comm_reset(dist.h);
             if (dist.xg)
                 rap_ids_xchg_bytes(dist.xg, &xg_mine, &xg_all0);
+            if (dist.moves)
+                rap_moves_bytes(dist.moves, &mv0);
             rap_runtime_get_stats(rt, &rs);
             pre0 = rs.preload_s;
             starved0 = rs.starved_s;
@@ -434,6 +438,12 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         rap_ids_xchg_bytes(dist.xg, &xg_mine, &xg_all);
         row->prep_bytes = (double)(xg_all - xg_all0) / (double)steps;
         if ((st = rap_ids_xchg_check(dist.xg)) != RAP_OK)
+            goto out;
+    }
+    if (dist.moves) { /* this rank's sends (rank 0 reports) */
+        rap_moves_bytes(dist.moves, &mv1);
+        row->prep_bytes = (double)(mv1 - mv0) / (double)steps;
+        if ((st = rap_moves_check(dist.moves)) != RAP_OK)
             goto out;
     }
     if (dist.h) {
