@@ -659,10 +659,12 @@ static void gpu_modes_same_weights(rap_test_ctx *t)
         rap_mode mode;
         const rap_schedule *sched;
         const char *name;
+        int lanes;
     } runs[] = {
-        {RAP_MODE_SEQUENTIAL, NULL, "sequential"}, {RAP_MODE_STREAM, NULL, "stream"},
-        {RAP_MODE_RAP, NULL, "rap"},               {RAP_MODE_RAP, split, "rap_split"},
-        {RAP_MODE_IDEAL, NULL, "ideal"},           {RAP_MODE_CPU, NULL, "cpu"},
+        {RAP_MODE_SEQUENTIAL, NULL, "sequential", 0}, {RAP_MODE_STREAM, NULL, "stream", 0},
+        {RAP_MODE_RAP, NULL, "rap", 0},               {RAP_MODE_RAP, split, "rap_split", 0},
+        {RAP_MODE_IDEAL, NULL, "ideal", 0},           {RAP_MODE_CPU, NULL, "cpu", 0},
+        {RAP_MODE_RAP, NULL, "rap_4_lanes", 4},       {RAP_MODE_RAP, split, "rap_split_3_lanes", 3},
     };
     const int n = (int)(sizeof runs / sizeof runs[0]);
     char ck[8][512];
@@ -676,6 +678,7 @@ static void gpu_modes_same_weights(rap_test_ctx *t)
         c.device = RAP_GPU;
         c.mode = runs[i].mode;
         c.schedule = runs[i].sched;
+        c.prep_lanes = runs[i].lanes; /* levels of a window on several streams at once */
         c.steps = 57; /* past the end of the first pass (about 42 steps) */
         c.save = ck[i];
         rap_status st = rap_train_run(&c, &r);

@@ -317,6 +317,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     rc.prep_threads = (int)s->threads;
     rc.ideal_batches = (int)(warm + steps < 32 ? warm + steps : 32);
     rc.cuda_graph = s->cuda_graph;
+    rc.prep_lanes = (int)s->prep_lanes;
     rc.trace = tr;
     rc.max_records = warm + steps;
     rc.plan_spec = s->plan;

@@ -588,6 +588,13 @@ struct rap_runtime {
     int64_t max_bag;
     void *train_s, *prep_s, *copy_s;
     bool own_streams;
+    /* rap mode, prep_lanes > 1: a window's slices by dependency level, each
+     * level's on lanes (lane 0 = prep_s, lane j > 0 = lane_s[j-1]), forked
+     * from and joined back into prep_s with events (launch_window) */
+    int n_lanes;
+    void *lane_s[RAP_RT_MAX_LANES];
+    void *lane_ev[RAP_RT_MAX_LANES], *fork_ev;
+    int *sl_level, *sl_lane; /* (n_slices of sched) */
     int S;
     rt_slot *slots;
     int cur;              /* slot of the batch to train next */
@@ -856,10 +863,26 @@ static rap_status prep_whole(rap_runtime *rt, rt_slot *s, void *stream, int trac
     return RAP_OK;
 }
 
+/* Lanes used in the level just launched back into prep_s. */
+static rap_status join_lanes(rap_runtime *rt, unsigned used)
+{
+    for (int j = 1; j < rt->n_lanes; j++)
+        if (used >> j & 1) {
+            RAP_TRY(rap_rt_record(rt->lane_ev[j], rt->lane_s[j - 1]));
+            RAP_TRY(rap_rt_wait(rt->prep_s, rt->lane_ev[j]));
+        }
+    return RAP_OK;
+}
+
+/* Window w's slices of slot s's batch on the preprocessing stream, or with
+ * lanes level by level: a level's slices on their lanes at once (forked
+ * from prep_s, joined back before the next level and at the end). */
 static rap_status launch_window(rap_runtime *rt, rt_slot *s, rap_window w)
 {
     int n;
     const rap_slice *sl = rap_schedule_window(rt->sched, w, &n);
+    int first = rt->sched->win_first[w], level = -1;
+    unsigned used = 0;
     for (int i = 0; i < n; i++) {
         int64_t r0 = sl[i].r0, r1 = sl[i].r1;
         if (sl[i].shares > 0) { /* rows of a share of this batch (a rank's own rows) */
@@ -867,9 +890,72 @@ static rap_status launch_window(rap_runtime *rt, rt_slot *s, rap_window w)
             if (r0 >= r1)
                 continue;
         }
-        RAP_TRY(launch_slice(rt, s, sl[i].kernel, sl[i].d0, sl[i].d1, r0, r1, rt->prep_s,
+        void *stream = rt->prep_s;
+        if (rt->n_lanes > 1) {
+            int lv = rt->sl_level[first + i], lane = rt->sl_lane[first + i];
+            if (lv != level) { /* the next level: after every slice of the one before */
+                RAP_TRY(join_lanes(rt, used));
+                RAP_TRY(rap_rt_record(rt->fork_ev, rt->prep_s));
+                level = lv;
+                used = 0;
+            }
+            if (lane > 0) {
+                stream = rt->lane_s[lane - 1];
+                if (!(used >> lane & 1))
+                    RAP_TRY(rap_rt_wait(stream, rt->fork_ev));
+            }
+            used |= 1u << lane;
+        }
+        RAP_TRY(launch_slice(rt, s, sl[i].kernel, sl[i].d0, sl[i].d1, r0, r1, stream,
                              RAP_TRACK_PREP));
     }
+    return join_lanes(rt, used);
+}
+
+/* Levels and lanes of the schedule's slices (prep_lanes > 1): inside a
+ * window, a slice's level is one more than that of every earlier slice of
+ * the window computing one of its inputs or running one of its
+ * descriptors (row pieces stay in order); a level's slices take the lanes
+ * in turn, except that kernels with computed offsets all take lane 0 (their
+ * length scans share the executor's scratch). */
+static rap_status plan_lanes(rap_runtime *rt)
+{
+    const rap_schedule *sc = rt->sched;
+    const rap_plan *p = rt->plan;
+    const rap_fusion *f = rt->fus;
+    rt->sl_level = rap_malloc(sizeof(int) * (size_t)(2 * sc->n_slices + 1), "prep lanes");
+    int *plev = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "prep lanes");
+    if (!rt->sl_level || !plev) {
+        rap_free(plev);
+        return RAP_ERR_NOMEM;
+    }
+    rt->sl_lane = rt->sl_level + sc->n_slices;
+    for (int w = 0; w < RAP_WIN_COUNT; w++) {
+        for (int i = 0; i < p->n_nodes; i++)
+            plev[i] = -1; /* level of the window's latest slice computing node i */
+        int next[64] = {0}; /* per level: the next lane */
+        for (int i = sc->win_first[w]; i < sc->win_first[w + 1]; i++) {
+            const rap_slice *sl = &sc->slices[i];
+            const rap_kernel *kn = &f->kernels[sl->kernel];
+            int lv = 0;
+            for (int j = sl->d0; j < sl->d1; j++) {
+                int node = kn->nodes[j], in = p->nodes[node].input;
+                if (in >= 0 && plev[in] + 1 > lv)
+                    lv = plev[in] + 1;
+                if (plev[node] + 1 > lv)
+                    lv = plev[node] + 1;
+            }
+            if (lv > 63)
+                lv = 63;
+            for (int j = sl->d0; j < sl->d1; j++)
+                if (plev[kn->nodes[j]] < lv)
+                    plev[kn->nodes[j]] = lv;
+            bool computed = kn->n > 0 && p->nodes[kn->nodes[0]].off == RAP_OFF_COMPUTED;
+            rt->sl_level[i] = lv;
+            rt->sl_lane[i] = computed ? 0 : next[lv]++ % rt->n_lanes;
+        }
+    }
+    rap_free(plev);
     return RAP_OK;
 }
 
@@ -2057,6 +2143,15 @@ void rap_runtime_free(rap_runtime *rt)
         rap_rt_stream_free(rt->prep_s);
         rap_rt_stream_free(rt->copy_s);
     }
+    for (int j = 0; j < RAP_RT_MAX_LANES; j++) {
+        if (rt->lane_s[j])
+            rap_rt_stream_free(rt->lane_s[j]);
+        if (rt->lane_ev[j])
+            rap_rt_event_free(rt->lane_ev[j]);
+    }
+    if (rt->fork_ev)
+        rap_rt_event_free(rt->fork_ev);
+    rap_free(rt->sl_level);
     if (rt->locks) {
         pthread_mutex_destroy(&rt->jm);
         pthread_mutex_destroy(&rt->fm);
@@ -2160,6 +2255,20 @@ static rap_status create_inner(rap_runtime *rt)
         if (c->train_fn && c->hybrid && on_gpu(rt))
             RAP_TRY(check_hooked_order(rt));
         rt->pack_after = pack_window(rt);
+        rt->n_lanes = c->prep_lanes > 0 ? c->prep_lanes : RAP_RT_DEFAULT_LANES;
+        if (rt->n_lanes > RAP_RT_MAX_LANES)
+            return rap_fail(RAP_ERR_ARG, "runtime: %d preprocessing lanes, at most %d",
+                            rt->n_lanes, RAP_RT_MAX_LANES);
+        if (!on_gpu(rt))
+            rt->n_lanes = 1;
+        if (rt->n_lanes > 1) {
+            RAP_TRY(plan_lanes(rt));
+            RAP_TRY(rap_rt_sync_event_create(&rt->fork_ev));
+            for (int j = 1; j < rt->n_lanes; j++) {
+                RAP_TRY(rap_rt_stream_create(&rt->lane_s[j - 1], false));
+                RAP_TRY(rap_rt_sync_event_create(&rt->lane_ev[j]));
+            }
+        }
     }
     /* cpu mode layout of a model batch (staging and device blocks) */
     if (rt->mode == RAP_MODE_CPU) {

@@ -135,6 +135,9 @@ void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *st);
 
 /* ------------------------------------------------------------ runtime */
 
+#define RAP_RT_MAX_LANES 8     /* prep_lanes at most */
+#define RAP_RT_DEFAULT_LANES 1 /* prep_lanes 0 */
+
 typedef struct {
     rap_mode mode;
     const rap_plan *plan;
@@ -145,6 +148,10 @@ typedef struct {
     int prep_threads;             /* CPU executor threads (sequential on the CPU); 0 = all */
     int ideal_batches;            /* ideal: batches resident at once (0: 8) */
     bool cuda_graph;              /* GPU: each phase captured once per slot as a CUDA graph, replayed */
+    int prep_lanes;               /* rap mode on the GPU: streams a window's independent slices
+                                   * run on at once (1..RAP_RT_MAX_LANES; 0: RAP_RT_DEFAULT_LANES):
+                                   * each dependency level of a window together, so they share
+                                   * the gaps between training kernels (docs/RUNTIME.md) */
     rap_trace *trace;             /* optional */
     int64_t max_records;          /* per-step timing records kept (medians); 0 = sums only */
     /* mps mode: the server reads and preprocesses the input itself (every

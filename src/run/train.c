@@ -1462,6 +1462,7 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
     rc.cpu_workers = c->cpu_workers;
     rc.prep_threads = c->reader.threads;
     rc.cuda_graph = c->cuda_graph;
+    rc.prep_lanes = c->prep_lanes;
     rc.trace = c->trace;
     if (t->dist) {
         rc.train_fn = dist_train;
