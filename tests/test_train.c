@@ -120,27 +120,27 @@ RAP_TEST(train_pack_dense_gpu_matches_cpu)
         for (int i = 0; i < R; i++)
             ok[i] = (uint8_t)((i + c) % 7 != 0);
         h[c] = (rap_pack_col){v, c % 3 ? ok : NULL, w};
-        REQUIRE_OK(rap_run_dev_alloc(&bufs[2 * c], sizeof(float) * R * (size_t)w, "test"));
-        REQUIRE_OK(rap_run_dev_alloc(&bufs[2 * c + 1], R, "test"));
-        REQUIRE_OK(rap_run_upload(bufs[2 * c], v, sizeof(float) * R * (size_t)w));
-        REQUIRE_OK(rap_run_upload(bufs[2 * c + 1], ok, R));
+        REQUIRE_OK(rap_cuda_malloc(&bufs[2 * c], sizeof(float) * R * (size_t)w, "test"));
+        REQUIRE_OK(rap_cuda_malloc(&bufs[2 * c + 1], R, "test"));
+        REQUIRE_OK(rap_cuda_upload(bufs[2 * c], v, sizeof(float) * R * (size_t)w));
+        REQUIRE_OK(rap_cuda_upload(bufs[2 * c + 1], ok, R));
         d[c] = (rap_pack_col){bufs[2 * c], c % 3 ? bufs[2 * c + 1] : NULL, w};
         nd += w;
     }
     REQUIRE_OK(rap_pack_dense_cpu(h, NC, R, nd, host_out));
-    REQUIRE_OK(rap_run_dev_alloc((void **)&dev_out, sizeof(float) * R * (size_t)nd, "test"));
+    REQUIRE_OK(rap_cuda_malloc((void **)&dev_out, sizeof(float) * R * (size_t)nd, "test"));
     REQUIRE_OK(rap_pack_dense_gpu(d, NC, R, nd, dev_out, NULL));
     float *back = malloc(sizeof(float) * R * (size_t)nd);
     REQUIRE(back);
     REQUIRE_OK(rap_run_download(back, dev_out, sizeof(float) * R * (size_t)nd, NULL));
     CHECK(!memcmp(back, host_out, sizeof(float) * R * (size_t)nd));
     free(back);
-    rap_run_dev_free(dev_out);
+    rap_cuda_free(dev_out);
     for (int c = 0; c < NC; c++) {
         free((void *)h[c].val);
         free((void *)(c % 3 ? h[c].valid : NULL));
-        rap_run_dev_free(bufs[2 * c]);
-        rap_run_dev_free(bufs[2 * c + 1]);
+        rap_cuda_free(bufs[2 * c]);
+        rap_cuda_free(bufs[2 * c + 1]);
     }
     free(host_out);
 }

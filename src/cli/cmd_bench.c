@@ -338,7 +338,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         bool model_loss = b->dev == RAP_GPU; /* as train.c */
         rc.train_fn_model_loss = model_loss;
         if (model_loss && dist.R > 1) {
-            if ((st = rap_run_dev_alloc((void **)&dist.loss_dev, 256, "the global loss")) !=
+            if ((st = rap_cuda_malloc((void **)&dist.loss_dev, 256, "the global loss")) !=
                 RAP_OK)
                 goto out;
             rc.train_loss_dev = dist.loss_dev;
@@ -480,7 +480,7 @@ out:
         rap_schedule_free(dist.rsched);
         rap_fusion_free(&dist.rsfus);
         rap_train_rank_plan_free(dist.part, &dist.part_fus);
-        rap_run_dev_free(dist.loss_dev);
+        rap_cuda_free(dist.loss_dev);
         rap_model_free(m);
         rap_comm_free(ncomm);
         rap_shard_map_free(&map);

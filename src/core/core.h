@@ -91,6 +91,14 @@ static inline uint64_t rap_mix64(uint64_t x)
     return rap_splitmix64(&s);
 }
 
+/* Device memory on the current GPU, n bytes (256 when n is 0), with a
+ * message naming what and how much is free on failure (RAP_ERR_NOMEM or
+ * RAP_ERR_CUDA); RAP_ERR_NO_GPU in a build without CUDA. Free accepts NULL. */
+rap_status rap_cuda_malloc(void **p, size_t n, const char *what);
+void rap_cuda_free(void *p);
+/* Host -> device copy of n bytes, synchronous (n 0: nothing). */
+rap_status rap_cuda_upload(void *dev, const void *host, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

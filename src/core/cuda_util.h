@@ -26,15 +26,7 @@
 /* After a kernel launch: reports a launch failure the same way. */
 #define RAP_CUDA_LAUNCHED() RAP_CUDA_TRY(cudaGetLastError())
 
-/* Device allocation with a message naming what and how much on failure. */
-#ifdef __cplusplus
-extern "C" {
-#endif
-rap_status rap_cuda_malloc(void **p, size_t n, const char *what);
-void rap_cuda_free(void *p);
-#ifdef __cplusplus
-}
-#endif
+/* rap_cuda_malloc / rap_cuda_free: core.h (every build). */
 #endif /* RAP_HAVE_CUDA */
 
 #endif /* RAP_CUDA_UTIL_H */

@@ -63,4 +63,30 @@ void rap_cuda_free(void *p)
     if (p)
         cudaFree(p);
 }
+
+rap_status rap_cuda_upload(void *dev, const void *host, size_t n)
+{
+    if (n == 0)
+        return RAP_OK;
+    RAP_CUDA_TRY(cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice));
+    return RAP_OK;
+}
+#else
+rap_status rap_cuda_malloc(void **p, size_t n, const char *what)
+{
+    (void)n;
+    *p = NULL;
+    return rap_fail(RAP_ERR_NO_GPU, "%s on the GPU: rap was built without CUDA (make CUDA=0)",
+                    what);
+}
+
+void rap_cuda_free(void *p) { (void)p; }
+
+rap_status rap_cuda_upload(void *dev, const void *host, size_t n)
+{
+    (void)dev, (void)host;
+    return n == 0 ? RAP_OK
+                  : rap_fail(RAP_ERR_NO_GPU, "a copy to the GPU: rap was built without CUDA "
+                                             "(make CUDA=0)");
+}
 #endif

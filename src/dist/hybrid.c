@@ -145,7 +145,7 @@ static void *h_alloc(rap_hybrid *h, size_t bytes, const char *what, rap_status *
     if (bytes == 0)
         bytes = 8;
     if (h->dev == RAP_GPU) {
-        *st = rap_hybrid_dev_alloc(&p, bytes, what);
+        *st = rap_cuda_malloc(&p, bytes, what);
     } else {
         p = rap_aligned_alloc(bytes, what);
         if (!p)
@@ -159,7 +159,7 @@ static void h_free(rap_hybrid *h, void *p)
     if (!p)
         return;
     if (h->dev == RAP_GPU)
-        rap_hybrid_dev_free(p);
+        rap_cuda_free(p);
     else
         rap_aligned_free(p);
 }
@@ -303,15 +303,15 @@ rap_status rap_hybrid_create(rap_model *m, const rap_shard_map *map, rap_comm *c
         char *b = h->d_block;
         int64_t *dcum = (int64_t *)b, *dtl = dcum + n64, *dloc = dtl + n64;
         int *dpart0 = (int *)(dloc + n64), *dtab = dpart0 + h->T + 1;
-        st = rap_hybrid_dev_upload(dcum, h->h_cum, n64 * sizeof(int64_t));
+        st = rap_cuda_upload(dcum, h->h_cum, n64 * sizeof(int64_t));
         if (st == RAP_OK)
-            st = rap_hybrid_dev_upload(dtl, h->h_tl, n64 * sizeof(int64_t));
+            st = rap_cuda_upload(dtl, h->h_tl, n64 * sizeof(int64_t));
         if (st == RAP_OK)
-            st = rap_hybrid_dev_upload(dloc, h->h_local, n64 * sizeof(int64_t));
+            st = rap_cuda_upload(dloc, h->h_local, n64 * sizeof(int64_t));
         if (st == RAP_OK)
-            st = rap_hybrid_dev_upload(dpart0, h->h_part0, (size_t)(h->T + 1) * sizeof(int));
+            st = rap_cuda_upload(dpart0, h->h_part0, (size_t)(h->T + 1) * sizeof(int));
         if (st == RAP_OK)
-            st = rap_hybrid_dev_upload(dtab, h->h_table, (size_t)(h->P + 1) * sizeof(int));
+            st = rap_cuda_upload(dtab, h->h_table, (size_t)(h->P + 1) * sizeof(int));
         if (st != RAP_OK)
             goto fail;
         h->pa_dev = (rap_hybrid_parts){dpart0, dtab, dcum, dtl, dloc};

@@ -154,22 +154,6 @@ extern "C" rap_status rap_hybrid_gather_gpu(const float *demb, int64_t ld, int64
     return RAP_OK;
 }
 
-extern "C" rap_status rap_hybrid_dev_alloc(void **p, size_t bytes, const char *what)
-{
-    return rap_cuda_malloc(p, bytes, what);
-}
-
-extern "C" void rap_hybrid_dev_free(void *p)
-{
-    rap_cuda_free(p);
-}
-
-extern "C" rap_status rap_hybrid_dev_upload(void *dst, const void *src, size_t bytes)
-{
-    RAP_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-    return RAP_OK;
-}
-
 extern "C" rap_status rap_hybrid_dev_zero(void *p, size_t bytes, void *stream)
 {
     RAP_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)stream));
@@ -247,13 +231,6 @@ rap_status rap_hybrid_scatter_gpu(const float *recv, int64_t nr, int T, int D,
                                   void *stream) { NO_GPU; }
 rap_status rap_hybrid_gather_gpu(const float *demb, int64_t ld, int64_t nr, int P, int D,
                                  const rap_hybrid_parts *pa, float *send, void *stream) { NO_GPU; }
-rap_status rap_hybrid_dev_alloc(void **p, size_t bytes, const char *what)
-{
-    *p = NULL;
-    NO_GPU;
-}
-void rap_hybrid_dev_free(void *p) {}
-rap_status rap_hybrid_dev_upload(void *dst, const void *src, size_t bytes) { NO_GPU; }
 rap_status rap_hybrid_dev_zero(void *p, size_t bytes, void *stream) { NO_GPU; }
 rap_status rap_hybrid_event_create(void **ev)
 {

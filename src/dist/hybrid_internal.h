@@ -56,9 +56,6 @@ rap_status rap_hybrid_filter_gpu(const int64_t *off, const int64_t *ids, int64_t
 
 /* Device memory helpers for hybrid.c (compiled as C): RAP_ERR_NO_GPU
  * without CUDA. */
-rap_status rap_hybrid_dev_alloc(void **p, size_t bytes, const char *what);
-void rap_hybrid_dev_free(void *p);
-rap_status rap_hybrid_dev_upload(void *dst, const void *src, size_t bytes);
 rap_status rap_hybrid_dev_zero(void *p, size_t bytes, void *stream);
 rap_status rap_hybrid_event_create(void **ev);
 void rap_hybrid_event_free(void *ev);

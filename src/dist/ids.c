@@ -45,7 +45,7 @@ struct rap_ids_xchg {
 static void buf_free(const rap_ids_xchg *x, void *p)
 {
     if (x->dev == RAP_GPU)
-        rap_ids_dev_free(p);
+        rap_cuda_free(p);
     else
         rap_free(p);
 }
@@ -55,7 +55,7 @@ static rap_status buf_alloc(const rap_ids_xchg *x, int64_t **p, int64_t words, c
 {
     size_t bytes = sizeof(int64_t) * (size_t)(words > 0 ? words : 1);
     if (x->dev == RAP_GPU)
-        return rap_ids_dev_alloc((void **)p, bytes, what);
+        return rap_cuda_malloc((void **)p, bytes, what);
     *p = rap_malloc(bytes, what);
     return *p ? RAP_OK : RAP_ERR_NOMEM;
 }
@@ -72,11 +72,11 @@ void rap_ids_xchg_free(rap_ids_xchg *x)
     rap_free(x->ublk);
     rap_free(x->cnt);
     if (x->dev == RAP_GPU) {
-        rap_ids_dev_free(x->d_ub0);
-        rap_ids_dev_free(x->d_ublk);
-        rap_ids_dev_free(x->cum);
-        rap_ids_dev_free(x->scratch);
-        rap_ids_dev_free(x->flag);
+        rap_cuda_free(x->d_ub0);
+        rap_cuda_free(x->d_ublk);
+        rap_cuda_free(x->cum);
+        rap_cuda_free(x->scratch);
+        rap_cuda_free(x->flag);
     }
     buf_free(x, x->send);
     buf_free(x, x->recv);
@@ -170,20 +170,20 @@ rap_status rap_ids_xchg_create(rap_comm *c, rap_device dev, int T, const bool *h
         st = buf_alloc(x, &x->ids, nt * Bg * K, "id exchange (global ids)");
     if (st == RAP_OK && dev == RAP_GPU) {
         size_t ib = sizeof(int);
-        st = rap_ids_dev_alloc((void **)&x->d_ub0, ib * (size_t)(x->U + 1), "id exchange");
+        st = rap_cuda_malloc((void **)&x->d_ub0, ib * (size_t)(x->U + 1), "id exchange");
         if (st == RAP_OK)
-            st = rap_ids_dev_alloc((void **)&x->d_ublk, ib * (size_t)(x->NB + 1), "id exchange");
+            st = rap_cuda_malloc((void **)&x->d_ublk, ib * (size_t)(x->NB + 1), "id exchange");
         if (st == RAP_OK)
-            st = rap_ids_dev_upload(x->d_ub0, x->ub0, ib * (size_t)(x->U + 1));
+            st = rap_cuda_upload(x->d_ub0, x->ub0, ib * (size_t)(x->U + 1));
         if (st == RAP_OK && x->NB > 0)
-            st = rap_ids_dev_upload(x->d_ublk, x->ublk, ib * (size_t)x->NB);
+            st = rap_cuda_upload(x->d_ublk, x->ublk, ib * (size_t)x->NB);
         if (st == RAP_OK)
             st = buf_alloc(x, &x->cum, nt * Bg, "id exchange (lengths)");
         x->scratch_bytes = rap_ids_scan_scratch(nt * Bg);
         if (st == RAP_OK)
-            st = rap_ids_dev_alloc(&x->scratch, x->scratch_bytes, "id exchange (scan scratch)");
+            st = rap_cuda_malloc(&x->scratch, x->scratch_bytes, "id exchange (scan scratch)");
         if (st == RAP_OK)
-            st = rap_ids_dev_alloc((void **)&x->flag, 3 * ib, "id exchange (flag)");
+            st = rap_cuda_malloc((void **)&x->flag, 3 * ib, "id exchange (flag)");
         if (st == RAP_OK)
             st = rap_ids_flag_reset(x->flag);
     }

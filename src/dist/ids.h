@@ -151,9 +151,6 @@ void rap_ids_assemble_cpu(const int64_t *recv, int64_t n, int R, int ntab, int K
 
 /* Device helpers for ids.c (C): RAP_ERR_NO_GPU without CUDA. upload and
  * flag_read synchronise; flag_reset writes {0, INT_MAX, 0}. */
-rap_status rap_ids_dev_alloc(void **p, size_t bytes, const char *what);
-void rap_ids_dev_free(void *p);
-rap_status rap_ids_dev_upload(void *dst, const void *src, size_t bytes);
 rap_status rap_ids_flag_reset(int *flag);
 rap_status rap_ids_flag_read(const int *flag, int *host, void *stream);
 

@@ -142,22 +142,6 @@ extern "C" rap_status rap_ids_assemble_gpu(const int64_t *recv, int64_t n, int R
     return RAP_OK;
 }
 
-extern "C" rap_status rap_ids_dev_alloc(void **p, size_t bytes, const char *what)
-{
-    return rap_cuda_malloc(p, bytes, what);
-}
-
-extern "C" void rap_ids_dev_free(void *p)
-{
-    rap_cuda_free(p);
-}
-
-extern "C" rap_status rap_ids_dev_upload(void *dst, const void *src, size_t bytes)
-{
-    RAP_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-    return RAP_OK;
-}
-
 extern "C" rap_status rap_ids_flag_reset(int *flag)
 {
     const int h[3] = {0, INT_MAX, 0};
@@ -183,13 +167,6 @@ size_t rap_ids_scan_scratch(int64_t items) { return 0; }
 rap_status rap_ids_assemble_gpu(const int64_t *recv, int64_t n, int R, int ntab, int K,
                                 int64_t Bg, int64_t *cum, void *scratch, size_t scratch_bytes,
                                 int64_t *off, int64_t *ids, void *stream) { NO_GPU; }
-rap_status rap_ids_dev_alloc(void **p, size_t bytes, const char *what)
-{
-    *p = NULL;
-    NO_GPU;
-}
-void rap_ids_dev_free(void *p) {}
-rap_status rap_ids_dev_upload(void *dst, const void *src, size_t bytes) { NO_GPU; }
 rap_status rap_ids_flag_reset(int *flag) { NO_GPU; }
 rap_status rap_ids_flag_read(const int *flag, int *host, void *stream)
 {

@@ -65,7 +65,7 @@ struct rap_moves {
 static void dev_or_host_free(const rap_moves *x, void *p)
 {
     if (x->dev == RAP_GPU)
-        rap_moves_dev_free(p);
+        rap_cuda_free(p);
     else
         rap_free(p);
 }
@@ -75,7 +75,7 @@ static rap_status buf_alloc(const rap_moves *x, void **p, int64_t bytes, const c
 {
     size_t b = (size_t)(bytes > 8 ? bytes : 8);
     if (x->dev == RAP_GPU)
-        return rap_moves_dev_alloc(p, b, what);
+        return rap_cuda_malloc(p, b, what);
     *p = rap_malloc(b, what);
     return *p ? RAP_OK : RAP_ERR_NOMEM;
 }
@@ -88,9 +88,9 @@ static void ulist_free(const rap_moves *x, ulist *l)
     rap_free(l->pe);
     rap_free(l->peer0);
     if (x->dev == RAP_GPU) {
-        rap_moves_dev_free(l->du);
-        rap_moves_dev_free(l->dcw);
-        rap_moves_dev_free(l->dpe);
+        rap_cuda_free(l->du);
+        rap_cuda_free(l->dcw);
+        rap_cuda_free(l->dpe);
     }
 }
 
@@ -115,10 +115,10 @@ void rap_moves_free(rap_moves *x)
     dev_or_host_free(x, x->aoff);
     dev_or_host_free(x, x->aids);
     if (x->dev == RAP_GPU) {
-        rap_moves_dev_free(x->d_src);
-        rap_moves_dev_free(x->cum);
-        rap_moves_dev_free(x->scratch);
-        rap_moves_dev_free(x->flag);
+        rap_cuda_free(x->d_src);
+        rap_cuda_free(x->cum);
+        rap_cuda_free(x->scratch);
+        rap_cuda_free(x->flag);
     }
     rap_host_free(x->h_sendf, x->pin[0]);
     rap_host_free(x->h_recvf, x->pin[1]);
@@ -367,13 +367,13 @@ static rap_status ulist_upload(ulist *l)
     int K = l->h.K;
     size_t nu = sizeof(int) * 4 * (size_t)(l->n + 1), nc = sizeof(int64_t) * (size_t)(l->n + 1);
     size_t np = nc * (size_t)K;
-    RAP_TRY(rap_moves_dev_alloc((void **)&l->du, nu, "moves (unit table)"));
-    RAP_TRY(rap_moves_dev_alloc((void **)&l->dcw, nc, "moves (unit table)"));
-    RAP_TRY(rap_moves_dev_alloc((void **)&l->dpe, np, "moves (unit table)"));
+    RAP_TRY(rap_cuda_malloc((void **)&l->du, nu, "moves (unit table)"));
+    RAP_TRY(rap_cuda_malloc((void **)&l->dcw, nc, "moves (unit table)"));
+    RAP_TRY(rap_cuda_malloc((void **)&l->dpe, np, "moves (unit table)"));
     if (l->n > 0)
-        RAP_TRY(rap_moves_dev_upload(l->du, l->u, sizeof(int) * 4 * (size_t)l->n));
-    RAP_TRY(rap_moves_dev_upload(l->dcw, l->cw, nc));
-    RAP_TRY(rap_moves_dev_upload(l->dpe, l->pe, np));
+        RAP_TRY(rap_cuda_upload(l->du, l->u, sizeof(int) * 4 * (size_t)l->n));
+    RAP_TRY(rap_cuda_upload(l->dcw, l->cw, nc));
+    RAP_TRY(rap_cuda_upload(l->dpe, l->pe, np));
     l->d = (rap_moves_units){.n = l->n, .K = K, .u = l->du, .cw = l->dcw, .pe = l->dpe};
     return RAP_OK;
 }
@@ -399,12 +399,12 @@ static rap_status alloc_all(rap_moves *x)
         RAP_TRY(ulist_upload(l));
     }
     size_t nsrc = sizeof(int) * (size_t)(na > 0 ? na : 1) * (size_t)x->K;
-    RAP_TRY(rap_moves_dev_alloc((void **)&x->d_src, nsrc, "moves (src)"));
-    RAP_TRY(rap_moves_dev_upload(x->d_src, x->src, nsrc));
+    RAP_TRY(rap_cuda_malloc((void **)&x->d_src, nsrc, "moves (src)"));
+    RAP_TRY(rap_cuda_upload(x->d_src, x->src, nsrc));
     RAP_TRY(buf_alloc(x, (void **)&x->cum, 8 * na * Bg, "moves (lengths)"));
     x->scratch_bytes = rap_moves_scan_scratch(na * Bg);
-    RAP_TRY(rap_moves_dev_alloc(&x->scratch, x->scratch_bytes, "moves (scan scratch)"));
-    RAP_TRY(rap_moves_dev_alloc((void **)&x->flag, 3 * sizeof(int), "moves (flag)"));
+    RAP_TRY(rap_cuda_malloc(&x->scratch, x->scratch_bytes, "moves (scan scratch)"));
+    RAP_TRY(rap_cuda_malloc((void **)&x->flag, 3 * sizeof(int), "moves (flag)"));
     RAP_TRY(rap_moves_flag_reset(x->flag));
     if (x->staged) {
         size_t b[4] = {(size_t)(4 * nsf + 8), (size_t)(4 * nrf + 8), (size_t)(8 * nsi + 8),

@@ -227,9 +227,6 @@ rap_status rap_moves_compact_gpu(const rap_moves_chunk *ch, const int *src,
 /* Device helpers for moves.c (C): RAP_ERR_NO_GPU without CUDA. upload and
  * flag_read synchronise; flag_reset writes {0, INT_MAX, 0}; copy is
  * asynchronous on stream (to_host: device to host, else host to device). */
-rap_status rap_moves_dev_alloc(void **p, size_t bytes, const char *what);
-void rap_moves_dev_free(void *p);
-rap_status rap_moves_dev_upload(void *dst, const void *src, size_t bytes);
 rap_status rap_moves_copy(void *dst, const void *src, size_t bytes, bool to_host, void *stream);
 rap_status rap_moves_sync(void *stream);
 rap_status rap_moves_flag_reset(int *flag);

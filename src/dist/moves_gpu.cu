@@ -280,22 +280,6 @@ extern "C" rap_status rap_moves_compact_gpu(const rap_moves_chunk *ch, const int
     return RAP_OK;
 }
 
-extern "C" rap_status rap_moves_dev_alloc(void **p, size_t bytes, const char *what)
-{
-    return rap_cuda_malloc(p, bytes, what);
-}
-
-extern "C" void rap_moves_dev_free(void *p)
-{
-    rap_cuda_free(p);
-}
-
-extern "C" rap_status rap_moves_dev_upload(void *dst, const void *src, size_t bytes)
-{
-    RAP_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-    return RAP_OK;
-}
-
 extern "C" rap_status rap_moves_copy(void *dst, const void *src, size_t bytes, bool to_host,
                                      void *stream)
 {
@@ -356,13 +340,6 @@ rap_status rap_moves_compact_gpu(const rap_moves_chunk *ch, const int *src,
                                  const rap_moves_units *rs, const int64_t *recv, int64_t n,
                                  int L, int64_t Bg, const int64_t *cum, int64_t *off,
                                  int64_t *ids, void *stream) { NO_GPU; }
-rap_status rap_moves_dev_alloc(void **p, size_t bytes, const char *what)
-{
-    *p = NULL;
-    NO_GPU;
-}
-void rap_moves_dev_free(void *p) {}
-rap_status rap_moves_dev_upload(void *dst, const void *src, size_t bytes) { NO_GPU; }
 rap_status rap_moves_copy(void *dst, const void *src, size_t bytes, bool to_host, void *stream)
 {
     NO_GPU;

@@ -63,7 +63,7 @@ void rap_input_free(rap_input *in)
     if (!in)
         return;
     if (in->dev == RAP_GPU)
-        rap_run_dev_free(in->dense);
+        rap_cuda_free(in->dense);
     else
         rap_aligned_free(in->dense);
     rap_free(in->dcol);
@@ -108,7 +108,7 @@ rap_status rap_input_create(const rap_plan *plan, rap_device dev, int64_t max_ro
     size_t bytes = sizeof(float) * (size_t)max_rows * (size_t)nd;
     rap_status st = RAP_OK;
     if (dev == RAP_GPU)
-        st = rap_run_dev_alloc((void **)&in->dense, bytes, "packed dense input");
+        st = rap_cuda_malloc((void **)&in->dense, bytes, "packed dense input");
     else if (!(in->dense = rap_aligned_alloc(bytes, "packed dense input")))
         st = RAP_ERR_NOMEM;
     if (st != RAP_OK) {

@@ -126,27 +126,12 @@ extern "C" rap_status rap_run_stream_sync(void *stream)
     return RAP_OK;
 }
 
-extern "C" rap_status rap_run_dev_alloc(void **p, size_t n, const char *what)
-{
-    return rap_cuda_malloc(p, n, what);
-}
-
-extern "C" void rap_run_dev_free(void *p) { rap_cuda_free(p); }
-
 extern "C" rap_status rap_run_download(void *host, const void *dev, size_t n, void *stream)
 {
     if (n == 0)
         return RAP_OK;
     RAP_CUDA_TRY(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, (cudaStream_t)stream));
     RAP_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
-    return RAP_OK;
-}
-
-extern "C" rap_status rap_run_upload(void *dev, const void *host, size_t n)
-{
-    if (n == 0)
-        return RAP_OK;
-    RAP_CUDA_TRY(cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice));
     return RAP_OK;
 }
 
@@ -202,21 +187,9 @@ rap_status rap_run_stream_sync(void *stream)
     (void)stream;
     return NO_GPU;
 }
-rap_status rap_run_dev_alloc(void **p, size_t n, const char *what)
-{
-    (void)n, (void)what;
-    *p = NULL;
-    return NO_GPU;
-}
-void rap_run_dev_free(void *p) { (void)p; }
 rap_status rap_run_download(void *host, const void *dev, size_t n, void *stream)
 {
     (void)host, (void)dev, (void)n, (void)stream;
-    return NO_GPU;
-}
-rap_status rap_run_upload(void *dev, const void *host, size_t n)
-{
-    (void)dev, (void)host, (void)n;
     return NO_GPU;
 }
 rap_status rap_run_graph_begin(void *stream)

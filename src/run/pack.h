@@ -42,10 +42,6 @@ rap_status rap_pack_dense_gpu(const rap_pack_col *cols, int n_cols, int64_t rows
 rap_status rap_run_stream_create(void **stream);
 void rap_run_stream_free(void *stream);
 rap_status rap_run_stream_sync(void *stream);
-rap_status rap_run_dev_alloc(void **p, size_t n, const char *what);
-void rap_run_dev_free(void *p);
-/* Host -> device copy of n bytes (synchronous). */
-rap_status rap_run_upload(void *dev, const void *host, size_t n);
 /* Device -> host copy of n bytes after the stream's queued work. */
 rap_status rap_run_download(void *host, const void *dev, size_t n, void *stream);
 

@@ -1809,7 +1809,7 @@ static rap_status shard_load(rap_runtime *rt)
     /* pass 2: pack each batch and place it */
     if (st == RAP_OK) {
         if (on_gpu(rt)) {
-            st = rap_run_dev_alloc((void **)&rt->sh_block, total, "shard batches (ideal mode)");
+            st = rap_cuda_malloc((void **)&rt->sh_block, total, "shard batches (ideal mode)");
             if (st == RAP_OK && !(stage = rap_malloc(max_batch, "shard staging")))
                 st = RAP_ERR_NOMEM;
         } else if (!(rt->sh_block = rap_aligned_alloc(total, "shard batches (ideal mode)"))) {
@@ -1836,7 +1836,7 @@ static rap_status shard_load(rap_runtime *rt)
         if (st == RAP_OK)
             st = shard_pack(rt, b, label, rows, cols, pc, dst);
         if (st == RAP_OK && on_gpu(rt))
-            st = rap_run_upload(rt->sh_block + rt->sh_at[b], stage,
+            st = rap_cuda_upload(rt->sh_block + rt->sh_at[b], stage,
                                 shard_layout(rt, rows, rt->sh_nids + b * T, NULL, NULL));
         free(label);
         label = NULL;
@@ -2063,7 +2063,7 @@ static rap_status make_slot(rap_runtime *rt, rt_slot *s, void *exec_stream, void
     if (rt->mode == RAP_MODE_CPU) {
         if (!on_gpu(rt))
             return RAP_OK;
-        RAP_TRY(rap_run_dev_alloc(&s->dev_block, rt->blk_bytes, "cpu mode model batch"));
+        RAP_TRY(rap_cuda_malloc(&s->dev_block, rt->blk_bytes, "cpu mode model batch"));
         char *b = s->dev_block;
         s->mb.dense = (const float *)(b + rt->blk_dense);
         s->mb.label = (const float *)(b + rt->blk_label);
@@ -2119,7 +2119,7 @@ void rap_runtime_free(rap_runtime *rt)
         rap_prep_free(s->prep);
         rap_batch_free(&s->share);
         if (s->dev_block)
-            rap_run_dev_free(s->dev_block);
+            rap_cuda_free(s->dev_block);
         rap_rt_event_free(s->ev_copied);
         rap_rt_event_free(s->ev_ready);
         rap_rt_event_free(s->ev_done);
@@ -2159,7 +2159,7 @@ void rap_runtime_free(rap_runtime *rt)
     }
     if (rt->sh_block) {
         if (on_gpu(rt))
-            rap_run_dev_free(rt->sh_block);
+            rap_cuda_free(rt->sh_block);
         else
             rap_aligned_free(rt->sh_block);
     }

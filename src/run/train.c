@@ -1481,7 +1481,7 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
         rc.train_fn_model_loss = t->model_loss;
         if (t->model_loss && t->R > 1) {
             if (!t->loss_dev)
-                RAP_TRY(rap_run_dev_alloc((void **)&t->loss_dev, 256, "the global loss"));
+                RAP_TRY(rap_cuda_malloc((void **)&t->loss_dev, 256, "the global loss"));
             rc.train_loss_dev = t->loss_dev;
         }
         t->dstep = (rap_train_dist){t->hyb, t->xg, t->rplan ? t->rtab : NULL, t->n_rtab,
@@ -1599,7 +1599,7 @@ static void teardown(trainer *t)
     t->hyb = NULL;
     rank_plan_free(t);
     xb_free(t);
-    rap_run_dev_free(t->loss_dev);
+    rap_cuda_free(t->loss_dev);
     t->loss_dev = NULL;
     rap_model_free(t->model);
     rap_comm_free(t->ncomm);
