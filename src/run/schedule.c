@@ -469,7 +469,8 @@ rap_status rap_schedule_parse(const char *text, const char *source, rap_schedule
             *hash = 0;
         char *tok[MAX_TOKENS + 1];
         int nt = 0;
-        for (char *t = strtok(line, " \t\r"); t; t = strtok(NULL, " \t\r")) {
+        char *save = NULL; /* strtok_r: rank threads parse their schedules at once */
+        for (char *t = strtok_r(line, " \t\r", &save); t; t = strtok_r(NULL, " \t\r", &save)) {
             if (nt == MAX_TOKENS) {
                 st = perr(&c, "more than %d words on a line", MAX_TOKENS);
                 goto fail;
