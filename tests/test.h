@@ -43,8 +43,9 @@ bool rap_test_same_checkpoints(const char *a, const char *b, int *n_tensors);
  * algorithms by timing at model creation (docs/TRAINING.md). tune_off sets
  * RAP_GPU_TUNE=0, tune_restore puts the previous value back. */
 /* The distributed tests' kit (test_dist_train.c, test_dist_batch.c):
- * rap_test_sh runs a shell command under `timeout 90` (its output into
- * out; the exit status, 124 timed out, -1 not exited); rap_test_no_mpi says
+ * rap_test_sh runs a shell command (as a script: "a && b" whole) under
+ * `timeout 90` (its output into out; the exit status, 124 timed out, -1
+ * not exited); rap_test_no_mpi says
  * why MPI tests cannot run here, or NULL; rap_test_dist_inputs writes the
  * small plan (3 dense, 5 sparse columns: tables of 300, 200, 1000, 50, 700
  * rows) and 3,000 generated rows (seed) once per tag, paths into plan and

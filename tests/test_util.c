@@ -91,9 +91,19 @@ void rap_test_tune_restore(const rap_test_env *e)
 int rap_test_sh(const char *cmd, char *out, size_t n)
 {
     static int k;
-    char log[512], full[8192];
-    snprintf(log, sizeof log, "%s/sh_cmd_%d.log", rap_test_tmpdir(), k++);
-    snprintf(full, sizeof full, "timeout 90 %s >%s 2>&1 </dev/null", cmd, log);
+    char log[512], script[512], full[2048];
+    snprintf(log, sizeof log, "%s/sh_cmd_%d.log", rap_test_tmpdir(), k);
+    snprintf(script, sizeof script, "%s/sh_cmd_%d.sh", rap_test_tmpdir(), k++);
+    /* the whole command in a script: the time limit and the redirection
+     * then cover every part of "a && b" */
+    FILE *sf = fopen(script, "w");
+    if (!sf) {
+        snprintf(out, n, "cannot write %s", script);
+        return -1;
+    }
+    fprintf(sf, "%s\n", cmd);
+    fclose(sf);
+    snprintf(full, sizeof full, "timeout 90 sh %s >%s 2>&1 </dev/null", script, log);
     int st = system(full);
     FILE *f = fopen(log, "rb");
     size_t got = f ? fread(out, 1, n - 1, f) : 0;
