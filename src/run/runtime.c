@@ -538,9 +538,10 @@ typedef struct {
     bool done;            /* loss and record valid, not consumed */
     float *h_loss;        /* GPU: pinned (1) */
     double loss;
-    void *ev[EV_N];      /* timing events */
-    void *sy[EV_N];      /* rap mode: the same boundaries for the preprocessing stream
-                          * to wait on (no timing) */
+    void *ev[EV_N];      /* timing events; in rap mode also what the preprocessing and
+                          * copy streams wait on (one record per boundary: a second,
+                          * untimed record beside each cost the training stream about
+                          * 2 µs a boundary, bench/RESULTS.md) */
     rap_step_record rec;
 } ring_entry;
 
@@ -1099,13 +1100,18 @@ typedef struct {
 static rap_status q_begin(step_q *q, rap_window w, int ev, const char *name)
 {
     rap_runtime *rt = q->rt;
+    /* where the phase starts: its timing, and for the preprocessing stream
+     * the release of the window's slices (recorded before the phase's
+     * kernels: recording it after them released the slices only when the
+     * phase had ended, one window late, bench/RESULTS.md) */
     RAP_TRY(rap_rt_record(q->e->ev[ev], rt->train_s));
-    /* where the phase starts, for the preprocessing stream: recorded before
-     * the phase's kernels (recording it after them released the window's
-     * slices only when the phase had ended: one window late,
-     * bench/RESULTS.md) */
-    if (q->nx && window_used(rt, w))
-        RAP_TRY(rap_rt_record(q->e->sy[ev], rt->train_s));
+    if (w == RAP_WIN_MLP_FORWARD && rt->deferred) { /* the next batch's copy, after the lookups */
+        rap_row_batch *b = rt->deferred;
+        rt->deferred = NULL;
+        RAP_TRY(rap_rt_wait(rt->copy_s, q->e->ev[ev])); /* emb_forward's end */
+        RAP_TRY(load_slot(rt, q->nx, b));
+        RAP_TRY(rap_rt_wait(rt->prep_s, q->nx->ev_copied));
+    }
     q->span = rap_trace_gpu_begin(rt->cfg.trace, RAP_TRACK_TRAIN, name, "phase", q->s->info.seq,
                                   rt->train_s);
     return RAP_OK;
@@ -1117,20 +1123,12 @@ static rap_status q_end(step_q *q, rap_window w, int ev)
     if (q->span >= 0)
         RAP_TRY(rap_trace_gpu_end(rt->cfg.trace, q->span, rt->train_s));
     q->span = -1;
-    if (w == RAP_WIN_EMB_FORWARD && rt->deferred) { /* the next batch's copy, after the lookups */
-        rap_row_batch *b = rt->deferred;
-        rt->deferred = NULL;
-        RAP_TRY(rap_rt_record(q->e->sy[EV_END], rt->train_s)); /* emb_forward's end */
-        RAP_TRY(rap_rt_wait(rt->copy_s, q->e->sy[EV_END]));
-        RAP_TRY(load_slot(rt, q->nx, b));
-        RAP_TRY(rap_rt_wait(rt->prep_s, q->nx->ev_copied));
-    }
     /* the phase's kernels are queued before the window's slices: the slices
      * wait for the phase's start on the GPU either way, but when the host
      * is just in time, training kernels must reach the GPU first (blocks
      * are not pre-empted; bench/RESULTS.md) */
     if (q->nx && window_used(rt, w) && !(rt->gc_late && w == RAP_WIN_GRAD_COMM)) {
-        RAP_TRY(rap_rt_wait(rt->prep_s, q->e->sy[ev]));
+        RAP_TRY(rap_rt_wait(rt->prep_s, q->e->ev[ev]));
         RAP_TRY(launch_window(rt, q->nx, w));
         if (rt->gc_late && w == RAP_WIN_EMB_BACKWARD) /* check_hooked_order */
             RAP_TRY(launch_window(rt, q->nx, RAP_WIN_GRAD_COMM));
@@ -1237,8 +1235,7 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
         RAP_TRY(rap_rt_d2h(e->h_loss, rt->loss_dev, sizeof(float), rt->train_s));
     RAP_TRY(rap_rt_record(e->ev[EV_END], rt->train_s));
     if (nx) {
-        RAP_TRY(rap_rt_record(e->sy[EV_END], rt->train_s));
-        RAP_TRY(rap_rt_wait(rt->prep_s, e->sy[EV_END]));
+        RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_END]));
         if (!hook)
             RAP_TRY(launch_window(rt, nx, RAP_WIN_GRAD_COMM));
         RAP_TRY(launch_window(rt, nx, RAP_WIN_EXPOSED));
@@ -2133,7 +2130,6 @@ void rap_runtime_free(rap_runtime *rt)
     for (int i = 0; i < RT_RING; i++)
         for (int k = 0; k < EV_N; k++) {
             rap_rt_event_free(rt->ring[i].ev[k]);
-            rap_rt_event_free(rt->ring[i].sy[k]);
         }
     rap_rt_host_free(rt->h_losses);
     for (int i = 0; rt->graphs && i < 4 * rt->S; i++)
@@ -2220,7 +2216,6 @@ static rap_status create_inner(rap_runtime *rt)
             rt->ring[i].h_loss = rt->h_losses + i;
             for (int k = 0; k < EV_N; k++) {
                 RAP_TRY(rap_rt_event_create(&rt->ring[i].ev[k]));
-                RAP_TRY(rap_rt_sync_event_create(&rt->ring[i].sy[k]));
             }
         }
         RAP_TRY(rap_rt_model_loss_ptr(rt->model, &rt->loss_dev));
