@@ -334,6 +334,11 @@ typedef struct {
 rap_status rap_fuse_levels(const rap_plan *p, rap_fusion *f);
 /* No fusion: one kernel per op. */
 rap_status rap_fuse_none(const rap_plan *p, rap_fusion *f);
+/* Whether op node `node` gives back its input as it is: firstx(k) on lists
+ * of at most k ids (its SAME offsets: the ids stay where they are). The
+ * executor lets its output be the input's buffers and launches nothing
+ * for a kernel of identities (docs/EXECUTOR.md). */
+bool rap_node_is_identity(const rap_plan *p, int node);
 /* Kernel variant of a node: nodes fuse only with equal (op, variant). */
 int rap_node_variant(const rap_plan *p, int node);
 void rap_fusion_free(rap_fusion *f);

@@ -199,7 +199,7 @@ static bool edit(const char *src, const char *dst, const char *from, const char 
  * receives run nowhere (n_received kernels). */
 RAP_TEST(rank_schedule_search_moves_merged)
 {
-    static const struct { int R; const char *frac; } cases[] = {{2, "0.25"}, {3, "0.1"}};
+    static const struct { int R; const char *frac; } cases[] = {{2, "0.2"}, {3, "0.2"}};
     for (int ci = 0; ci < 2; ci++) {
         int R = cases[ci].R;
         const int64_t Bg = 300 * R;

@@ -113,6 +113,8 @@ double rap_fusion_predicted_ms(const rap_plan *p, const rap_fusion *f, const rap
 {
     double s = 0;
     for (int k = 0; k < f->n; k++) {
+        if (f->kernels[k].n > 0 && rap_node_is_identity(p, f->kernels[k].nodes[0]))
+            continue; /* launches nothing */
         rap_kfeat kf;
         rap_kfeat_of(p, f->kernels[k].nodes, 0, f->kernels[k].n, (double)batch, (double)batch, &kf);
         s += rap_predict_ms(pred, &kf, NULL);

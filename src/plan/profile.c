@@ -132,6 +132,8 @@ static rap_status grid_fusion(kprof *K, const rap_plan *p, const rap_fusion *f, 
     for (int k = 0; k < f->n && !done(K); k++) {
         const rap_kernel *kn = &f->kernels[k];
         int v = kn->variant < 24 ? kn->variant : 23;
+        if (kn->n > 0 && rap_node_is_identity(p, kn->nodes[0]))
+            continue; /* identities launch nothing: nothing to measure */
         if (max_per_type > 0 && counted[kn->op][v]++ >= max_per_type)
             continue;
         int n = kn->n;

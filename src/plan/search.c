@@ -11,6 +11,8 @@ double rap_slice_ms(const rap_plan *p, const rap_fusion *f, const rap_predictor 
 {
     if (r1 > batch)
         r1 = batch;
+    if (rap_node_is_identity(p, f->kernels[k].nodes[d0]))
+        return 0; /* a kernel of identities launches nothing (rap_node_is_identity) */
     rap_kfeat kf;
     /* a computed kernel's later pieces (r0 > 0) scan nothing: batch_rows 0 */
     bool later = r0 > 0 && p->nodes[f->kernels[k].nodes[d0]].off == RAP_OFF_COMPUTED;

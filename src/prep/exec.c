@@ -115,11 +115,11 @@ static void layout(rap_prep *p, const rap_plan *plan, arena_cursor *c, size_t au
         rap_batch_view(&p->in, s, B, blk);
     p->arange = need_arange ? place(c, Bd + 1, sizeof(int64_t)) : NULL;
 
-    /* own output buffers of live op nodes */
+    /* own output buffers of live op nodes (identities have none) */
     for (int i = 0; i < plan->n_nodes; i++) {
         const rap_node *n = &plan->nodes[i];
         rap_prep_node *v = &p->nodes[i];
-        if (!n->live || n->op == RAP_OP_INPUT)
+        if (!n->live || n->op == RAP_OP_INPUT || rap_node_is_identity(plan, i))
             continue;
         if (n->kind == RAP_DENSE || n->kind == RAP_VECTOR) {
             v->val = place(c, Bd * v->width, sizeof(float));
@@ -162,6 +162,10 @@ static void layout(rap_prep *p, const rap_plan *plan, arena_cursor *c, size_t au
             v->off = x->off;
         else if (n->off == RAP_OFF_ARANGE)
             v->off = p->arange;
+        if (rap_node_is_identity(plan, i)) { /* the input's values as they are */
+            v->val = x->val;
+            v->ids = x->ids;
+        }
     }
 }
 
@@ -375,6 +379,9 @@ static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
         kn->n = f->kernels[k].n;
         kn->first = p->n_descs;
         kn->computed = plan->nodes[f->kernels[k].nodes[0]].off == RAP_OFF_COMPUTED;
+        kn->identity = true;
+        for (int j = 0; j < f->kernels[k].n; j++)
+            kn->identity &= rap_node_is_identity(plan, f->kernels[k].nodes[j]);
         p->n_descs += kn->n;
         if (kn->computed && kn->n > p->ndc)
             p->ndc = kn->n;
@@ -691,7 +698,7 @@ rap_status rap_prep_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, i
                         (long long)r0, (long long)r1);
     if (r1 > p->rows)
         r1 = p->rows;
-    if (d0 == d1 || p->rows == 0)
+    if (d0 == d1 || p->rows == 0 || kn->identity) /* identities: nothing to compute */
         return RAP_OK;
     bool len = kn->computed && r0 == 0;
     for (int j = d0; kn->computed && !len && j < d1; j++)

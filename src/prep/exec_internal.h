@@ -47,6 +47,8 @@ typedef struct {
     int variant;
     int level;
     bool computed;        /* offsets computed: len phase, prefix sum, write phase */
+    bool identity;        /* every desc an identity (rap_node_is_identity): its output
+                           * is its input's buffers, nothing is launched */
     int n;                /* ND */
     int first;            /* index of its first descriptor in the tables */
 } rap_prep_kernel;

@@ -468,6 +468,12 @@ int rap_plan_n_ops(const rap_plan *p)
 
 /* ------------------------------------------------------------- fusion */
 
+bool rap_node_is_identity(const rap_plan *p, int node)
+{
+    const rap_node *n = &p->nodes[node];
+    return n->op == RAP_OP_FIRSTX && n->off == RAP_OFF_SAME;
+}
+
 int rap_node_variant(const rap_plan *p, int node)
 {
     const rap_node *n = &p->nodes[node];
