@@ -1033,18 +1033,13 @@ static const phase_fn g_phases[4] = {rap_model_emb_forward, rap_model_mlp_forwar
 
 /* GPU: the four phases of slot s's batch on the training stream, timing
  * events in e; rap mode: nx's window slices released by the phase events. */
-/* Whether window w of the schedule has slices that launch something (a
- * kernel of identities launches nothing, rap_node_is_identity: a window
- * of only those is treated as empty, so the packing does not wait for
- * it). */
+/* Whether window w of the schedule has slices. */
 static bool window_used(const rap_runtime *rt, rap_window w)
 {
     int n = 0;
-    const rap_slice *sl = rt->sched ? rap_schedule_window(rt->sched, w, &n) : NULL;
-    for (int i = 0; i < n; i++)
-        if (!rap_node_is_identity(rt->plan, rt->fus->kernels[sl[i].kernel].nodes[0]))
-            return true;
-    return false;
+    if (rt->sched)
+        rap_schedule_window(rt->sched, w, &n);
+    return n > 0;
 }
 
 /* The window after whose slices the next batch is packed: the last window
