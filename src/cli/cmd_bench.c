@@ -566,9 +566,11 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
             b->hybrid ? "; samples/s of the whole job" : "", reps);
     if (b->hybrid && b->dev == RAP_GPU)
         fprintf(f, "ranks: %d, hybrid step timed by phase: emb_fwd includes the forward "
-                "all-to-all, grad_comm is the gradients' exchange (all-reduce + reverse "
-                "all-to-all); a2a and grad_x: rank 0's collectives alone, MB/step: what rank 0 "
-                "sends in them; prep_MB: placement batch's ids, all ranks, per step\n", b->ranks);
+                "all-to-all, grad_comm the reverse all-to-all (the dense all-reduce runs on its "
+                "own stream beside it and emb_backward); a2a and grad_x: rank 0's collectives "
+                "alone (grad_x: reverse all-to-all + all-reduce), MB/step: what rank 0 sends in "
+                "them; prep_MB: placement batch's ids (all ranks) or rank 0's moves, per step\n",
+                b->ranks);
     else if (b->hybrid)
         fprintf(f, "ranks: %d, hybrid step: its time is in the emb_fwd column (the phases are "
                 "not timed apart on the CPU); a2a and grad_x: rank 0's collectives\n", b->ranks);
