@@ -98,6 +98,11 @@ rap_status rap_cuda_malloc(void **p, size_t n, const char *what);
 void rap_cuda_free(void *p);
 /* Host -> device copy of n bytes, synchronous (n 0: nothing). */
 rap_status rap_cuda_upload(void *dev, const void *host, size_t n);
+/* n bytes (at least 8) of device dev's memory: the GPU's (rap_cuda_malloc)
+ * or host memory aligned to 64 bytes; freed by rap_dev_free with the same
+ * dev (NULL accepted). For buffers that live where a module computes. */
+rap_status rap_dev_alloc(rap_device dev, void **p, size_t n, const char *what);
+void rap_dev_free(rap_device dev, void *p);
 
 #ifdef __cplusplus
 }

@@ -90,3 +90,23 @@ rap_status rap_cuda_upload(void *dev, const void *host, size_t n)
                                              "(make CUDA=0)");
 }
 #endif
+
+rap_status rap_dev_alloc(rap_device dev, void **p, size_t n, const char *what)
+{
+    if (n < 8)
+        n = 8;
+    if (dev == RAP_GPU)
+        return rap_cuda_malloc(p, n, what);
+    *p = rap_aligned_alloc(n, what);
+    return *p ? RAP_OK : RAP_ERR_NOMEM;
+}
+
+void rap_dev_free(rap_device dev, void *p)
+{
+    if (!p)
+        return;
+    if (dev == RAP_GPU)
+        rap_cuda_free(p);
+    else
+        rap_aligned_free(p);
+}

@@ -142,26 +142,13 @@ static void *h_alloc(rap_hybrid *h, size_t bytes, const char *what, rap_status *
     if (*st != RAP_OK)
         return NULL;
     void *p = NULL;
-    if (bytes == 0)
-        bytes = 8;
-    if (h->dev == RAP_GPU) {
-        *st = rap_cuda_malloc(&p, bytes, what);
-    } else {
-        p = rap_aligned_alloc(bytes, what);
-        if (!p)
-            *st = RAP_ERR_NOMEM;
-    }
+    *st = rap_dev_alloc(h->dev, &p, bytes, what);
     return p;
 }
 
 static void h_free(rap_hybrid *h, void *p)
 {
-    if (!p)
-        return;
-    if (h->dev == RAP_GPU)
-        rap_cuda_free(p);
-    else
-        rap_aligned_free(p);
+    rap_dev_free(h->dev, p);
 }
 
 void rap_hybrid_free(rap_hybrid *h)

@@ -41,24 +41,6 @@ struct rap_ids_xchg {
     int64_t bad_len;        /* the most ids seen in such a row */
 };
 
-/* Frees a buffer of the exchange's device. */
-static void buf_free(const rap_ids_xchg *x, void *p)
-{
-    if (x->dev == RAP_GPU)
-        rap_cuda_free(p);
-    else
-        rap_free(p);
-}
-
-/* A buffer of `words` int64 (at least one) on the exchange's device. */
-static rap_status buf_alloc(const rap_ids_xchg *x, int64_t **p, int64_t words, const char *what)
-{
-    size_t bytes = sizeof(int64_t) * (size_t)(words > 0 ? words : 1);
-    if (x->dev == RAP_GPU)
-        return rap_cuda_malloc((void **)p, bytes, what);
-    *p = rap_malloc(bytes, what);
-    return *p ? RAP_OK : RAP_ERR_NOMEM;
-}
 
 void rap_ids_xchg_free(rap_ids_xchg *x)
 {
@@ -78,10 +60,10 @@ void rap_ids_xchg_free(rap_ids_xchg *x)
         rap_cuda_free(x->scratch);
         rap_cuda_free(x->flag);
     }
-    buf_free(x, x->send);
-    buf_free(x, x->recv);
-    buf_free(x, x->off);
-    buf_free(x, x->ids);
+    rap_dev_free(x->dev, x->send);
+    rap_dev_free(x->dev, x->recv);
+    rap_dev_free(x->dev, x->off);
+    rap_dev_free(x->dev, x->ids);
     rap_free(x);
 }
 
@@ -159,15 +141,19 @@ rap_status rap_ids_xchg_create(rap_comm *c, rap_device dev, int T, const bool *h
     if (st == RAP_OK && (int64_t)x->ntab * Bg > INT_MAX)
         st = rap_fail(RAP_ERR_ARG, "id exchange: %d tables of %lld rows: more than %d lengths to "
                       "scan", x->ntab, (long long)Bg, INT_MAX);
-    int64_t nt = x->ntab;
+    int64_t nt = x->ntab, w8 = sizeof(int64_t);
     if (st == RAP_OK)
-        st = buf_alloc(x, &x->send, (int64_t)x->NB * x->sm * x->W, "id exchange (send)");
+        st = rap_dev_alloc(x->dev, (void **)&x->send, (size_t)(w8 * x->NB * x->sm * x->W),
+                           "id exchange (send)");
     if (st == RAP_OK)
-        st = buf_alloc(x, &x->recv, nt * Bg * x->W, "id exchange (receive)");
+        st = rap_dev_alloc(x->dev, (void **)&x->recv, sizeof(int64_t) * (size_t)(nt * Bg * x->W),
+                           "id exchange (receive)");
     if (st == RAP_OK)
-        st = buf_alloc(x, &x->off, nt * (Bg + 1), "id exchange (global offsets)");
+        st = rap_dev_alloc(x->dev, (void **)&x->off, sizeof(int64_t) * (size_t)(nt * (Bg + 1)),
+                           "id exchange (global offsets)");
     if (st == RAP_OK)
-        st = buf_alloc(x, &x->ids, nt * Bg * K, "id exchange (global ids)");
+        st = rap_dev_alloc(x->dev, (void **)&x->ids, sizeof(int64_t) * (size_t)(nt * Bg * K),
+                           "id exchange (global ids)");
     if (st == RAP_OK && dev == RAP_GPU) {
         size_t ib = sizeof(int);
         st = rap_cuda_malloc((void **)&x->d_ub0, ib * (size_t)(x->U + 1), "id exchange");
@@ -178,7 +164,8 @@ rap_status rap_ids_xchg_create(rap_comm *c, rap_device dev, int T, const bool *h
         if (st == RAP_OK && x->NB > 0)
             st = rap_cuda_upload(x->d_ublk, x->ublk, ib * (size_t)x->NB);
         if (st == RAP_OK)
-            st = buf_alloc(x, &x->cum, nt * Bg, "id exchange (lengths)");
+            st = rap_cuda_malloc((void **)&x->cum, (size_t)(w8 * (nt * Bg > 0 ? nt * Bg : 1)),
+                                 "id exchange (lengths)");
         x->scratch_bytes = rap_ids_scan_scratch(nt * Bg);
         if (st == RAP_OK)
             st = rap_cuda_malloc(&x->scratch, x->scratch_bytes, "id exchange (scan scratch)");

@@ -7,6 +7,7 @@
 #include "dist/moves.h"
 
 #include "dist/hybrid.h"
+#include "dist/ids.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -62,23 +63,6 @@ struct rap_moves {
 
 /* ------------------------------------------------------------ buffers */
 
-static void dev_or_host_free(const rap_moves *x, void *p)
-{
-    if (x->dev == RAP_GPU)
-        rap_cuda_free(p);
-    else
-        rap_free(p);
-}
-
-/* `bytes` (at least 8) on the moves' device. */
-static rap_status buf_alloc(const rap_moves *x, void **p, int64_t bytes, const char *what)
-{
-    size_t b = (size_t)(bytes > 8 ? bytes : 8);
-    if (x->dev == RAP_GPU)
-        return rap_cuda_malloc(p, b, what);
-    *p = rap_malloc(b, what);
-    return *p ? RAP_OK : RAP_ERR_NOMEM;
-}
 
 static void ulist_free(const rap_moves *x, ulist *l)
 {
@@ -108,12 +92,12 @@ void rap_moves_free(rap_moves *x)
     rap_free(x->holds);
     rap_free(x->need);
     rap_free(x->cnt);
-    dev_or_host_free(x, x->sendf);
-    dev_or_host_free(x, x->recvf);
-    dev_or_host_free(x, x->sendi);
-    dev_or_host_free(x, x->recvi);
-    dev_or_host_free(x, x->aoff);
-    dev_or_host_free(x, x->aids);
+    rap_dev_free(x->dev, x->sendf);
+    rap_dev_free(x->dev, x->recvf);
+    rap_dev_free(x->dev, x->sendi);
+    rap_dev_free(x->dev, x->recvi);
+    rap_dev_free(x->dev, x->aoff);
+    rap_dev_free(x->dev, x->aids);
     if (x->dev == RAP_GPU) {
         rap_cuda_free(x->d_src);
         rap_cuda_free(x->cum);
@@ -386,12 +370,15 @@ static rap_status alloc_all(rap_moves *x)
     x->cnt = rap_malloc(sizeof(int64_t) * 8 * (size_t)x->R, "moves (counts)");
     if (!x->cnt)
         return RAP_ERR_NOMEM;
-    RAP_TRY(buf_alloc(x, (void **)&x->sendf, 4 * nsf, "moves (dense send)"));
-    RAP_TRY(buf_alloc(x, (void **)&x->recvf, 4 * nrf, "moves (dense receive)"));
-    RAP_TRY(buf_alloc(x, (void **)&x->sendi, 8 * nsi, "moves (sparse send)"));
-    RAP_TRY(buf_alloc(x, (void **)&x->recvi, 8 * nri, "moves (sparse receive)"));
-    RAP_TRY(buf_alloc(x, (void **)&x->aoff, 8 * na * (Bg + 1), "moves (assembled offsets)"));
-    RAP_TRY(buf_alloc(x, (void **)&x->aids, 8 * na * Bg * x->L, "moves (assembled ids)"));
+    rap_device d = x->dev;
+    RAP_TRY(rap_dev_alloc(d, (void **)&x->sendf, (size_t)(4 * nsf), "moves (dense send)"));
+    RAP_TRY(rap_dev_alloc(d, (void **)&x->recvf, (size_t)(4 * nrf), "moves (dense receive)"));
+    RAP_TRY(rap_dev_alloc(d, (void **)&x->sendi, (size_t)(8 * nsi), "moves (sparse send)"));
+    RAP_TRY(rap_dev_alloc(d, (void **)&x->recvi, (size_t)(8 * nri), "moves (sparse receive)"));
+    RAP_TRY(rap_dev_alloc(d, (void **)&x->aoff, (size_t)(8 * na * (Bg + 1)),
+                          "moves (assembled offsets)"));
+    RAP_TRY(rap_dev_alloc(d, (void **)&x->aids, (size_t)(8 * na * Bg * x->L),
+                          "moves (assembled ids)"));
     if (x->dev != RAP_GPU)
         return RAP_OK;
     for (int i = 0; i < 4; i++) {
@@ -401,11 +388,12 @@ static rap_status alloc_all(rap_moves *x)
     size_t nsrc = sizeof(int) * (size_t)(na > 0 ? na : 1) * (size_t)x->K;
     RAP_TRY(rap_cuda_malloc((void **)&x->d_src, nsrc, "moves (src)"));
     RAP_TRY(rap_cuda_upload(x->d_src, x->src, nsrc));
-    RAP_TRY(buf_alloc(x, (void **)&x->cum, 8 * na * Bg, "moves (lengths)"));
+    RAP_TRY(rap_cuda_malloc((void **)&x->cum, (size_t)(8 * na * Bg > 8 ? 8 * na * Bg : 8),
+                            "moves (lengths)"));
     x->scratch_bytes = rap_moves_scan_scratch(na * Bg);
     RAP_TRY(rap_cuda_malloc(&x->scratch, x->scratch_bytes, "moves (scan scratch)"));
     RAP_TRY(rap_cuda_malloc((void **)&x->flag, 3 * sizeof(int), "moves (flag)"));
-    RAP_TRY(rap_moves_flag_reset(x->flag));
+    RAP_TRY(rap_ids_flag_reset(x->flag));
     if (x->staged) {
         size_t b[4] = {(size_t)(4 * nsf + 8), (size_t)(4 * nrf + 8), (size_t)(8 * nsi + 8),
                        (size_t)(8 * nri + 8)};
@@ -779,7 +767,7 @@ rap_status rap_moves_check(rap_moves *x)
     if (x->dev == RAP_GPU) {
         int f[3];
         RAP_TRY(rap_comm_wait(x->c, NULL, "moves check"));
-        RAP_TRY(rap_moves_flag_read(x->flag, f, x->stream));
+        RAP_TRY(rap_ids_flag_read(x->flag, f, x->stream));
         if (f[0]) {
             if (!x->bad || f[1] < x->bad_t)
                 x->bad_t = f[1];

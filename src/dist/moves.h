@@ -224,13 +224,11 @@ rap_status rap_moves_compact_gpu(const rap_moves_chunk *ch, const int *src,
                                  int L, int64_t Bg, const int64_t *cum, int64_t *off,
                                  int64_t *ids, void *stream);
 
-/* Device helpers for moves.c (C): RAP_ERR_NO_GPU without CUDA. upload and
- * flag_read synchronise; flag_reset writes {0, INT_MAX, 0}; copy is
- * asynchronous on stream (to_host: device to host, else host to device). */
+/* Device helpers for moves.c (C): RAP_ERR_NO_GPU without CUDA. copy is
+ * asynchronous on stream (to_host: device to host, else host to device).
+ * The overflow flag is ids.h's (rap_ids_flag_reset / rap_ids_flag_read). */
 rap_status rap_moves_copy(void *dst, const void *src, size_t bytes, bool to_host, void *stream);
 rap_status rap_moves_sync(void *stream);
-rap_status rap_moves_flag_reset(int *flag);
-rap_status rap_moves_flag_read(const int *flag, int *host, void *stream);
 
 #ifdef __cplusplus
 }

@@ -295,21 +295,6 @@ extern "C" rap_status rap_moves_sync(void *stream)
     return RAP_OK;
 }
 
-extern "C" rap_status rap_moves_flag_reset(int *flag)
-{
-    const int h[3] = {0, INT_MAX, 0};
-    RAP_CUDA_TRY(cudaMemcpy(flag, h, sizeof h, cudaMemcpyHostToDevice));
-    return RAP_OK;
-}
-
-extern "C" rap_status rap_moves_flag_read(const int *flag, int *host, void *stream)
-{
-    RAP_CUDA_TRY(cudaMemcpyAsync(host, flag, 3 * sizeof(int), cudaMemcpyDeviceToHost,
-                                 (cudaStream_t)stream));
-    RAP_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
-    return RAP_OK;
-}
-
 #else /* no CUDA: the launchers refuse */
 
 #define NO_GPU return rap_fail(RAP_ERR_NO_GPU, "moves on the GPU: built without CUDA")
@@ -345,11 +330,5 @@ rap_status rap_moves_copy(void *dst, const void *src, size_t bytes, bool to_host
     NO_GPU;
 }
 rap_status rap_moves_sync(void *stream) { NO_GPU; }
-rap_status rap_moves_flag_reset(int *flag) { NO_GPU; }
-rap_status rap_moves_flag_read(const int *flag, int *host, void *stream)
-{
-    host[0] = 0;
-    NO_GPU;
-}
 
 #endif
