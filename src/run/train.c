@@ -1102,14 +1102,16 @@ rap_status rap_train_prep_from_manifest(const rap_rank_manifest *m, const rap_pl
     *moves = NULL;
     *sched = NULL;
     int C = p->n_cols, R = m->R, T = 0, ND = 0;
-    int *doff = rap_malloc(sizeof(int) * (size_t)(2 * C + 1), "moves"), *tab = doff + C;
+    int *doff = rap_malloc(sizeof(int) * (size_t)(2 * C + 1), "moves"), *tab = NULL;
     bool *holds = rap_calloc(sizeof(bool) * (size_t)(R * RAP_MAX_TABLES + 1), "moves");
     uint64_t local[RAP_MAX_TABLES] = {0};
     rap_move *send = rap_malloc(sizeof(rap_move) * (size_t)(m->n_send + 1), "moves");
     rap_move *recv = rap_malloc(sizeof(rap_move) * (size_t)(m->n_recv + 1), "moves");
     rap_status st = doff && holds && send && recv ? RAP_OK : RAP_ERR_NOMEM;
-    if (st == RAP_OK)
+    if (st == RAP_OK) {
+        tab = doff + C;
         rap_shard_holds(map, holds);
+    }
     const bool *mine = holds ? holds + rank * map->n_tables : NULL;
     /* every unit this rank consumes: computed here or received */
     for (int c = 0; st == RAP_OK && c < C; c++) {
