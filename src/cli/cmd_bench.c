@@ -280,8 +280,6 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
             st = rap_train_prep_from_manifest(man, b->plan, dist.part, &map, dist.rank,
                                               b->mc.max_bag, ncomm ? ncomm : comm, b->dev,
                                               &dist.rsfus, &dist.rsched, &dist.moves);
-        if (st == RAP_OK && man)
-            st = rap_train_moves_agree(comm, man);
         rap_rank_manifest_free(man);
         if (st != RAP_OK)
             goto out;

@@ -390,7 +390,7 @@ static rap_status alloc_all(rap_moves *x)
     RAP_TRY(rap_cuda_upload(x->d_src, x->src, nsrc));
     RAP_TRY(rap_cuda_malloc((void **)&x->cum, (size_t)(8 * na * Bg > 8 ? 8 * na * Bg : 8),
                             "moves (lengths)"));
-    x->scratch_bytes = rap_moves_scan_scratch(na * Bg);
+    x->scratch_bytes = rap_ids_scan_scratch(na * Bg);
     RAP_TRY(rap_cuda_malloc(&x->scratch, x->scratch_bytes, "moves (scan scratch)"));
     RAP_TRY(rap_cuda_malloc((void **)&x->flag, 3 * sizeof(int), "moves (flag)"));
     RAP_TRY(rap_ids_flag_reset(x->flag));
@@ -577,6 +577,20 @@ static void assemble_cpu(const rap_moves *x, int64_t n, const rap_model_batch *m
 
 /* ------------------------------------------------------------ GPU path */
 
+/* Chunk of tables tab[s0 .. s0+RAP_MOVES_CHUNK) (of nt) with mb's pointers. */
+static void fill_chunk(const int *tab, int nt, int s0, const rap_model_batch *mb,
+                       rap_moves_chunk *ch)
+{
+    ch->s0 = s0;
+    ch->n = nt - s0 < RAP_MOVES_CHUNK ? nt - s0 : RAP_MOVES_CHUNK;
+    for (int i = 0; i < ch->n; i++) {
+        int t = tab[s0 + i];
+        ch->t[i] = t;
+        ch->off[i] = mb->off[t];
+        ch->ids[i] = mb->ids[t];
+    }
+}
+
 static rap_status pack_gpu(rap_moves *x, int64_t n, const rap_model_batch *mb)
 {
     if (x->sd.n > 0)
@@ -584,14 +598,7 @@ static rap_status pack_gpu(rap_moves *x, int64_t n, const rap_model_batch *mb)
                                          x->ND, x->sendf, x->stream));
     rap_moves_chunk ch;
     for (int s0 = 0; s0 < x->U; s0 += RAP_MOVES_CHUNK) {
-        ch.s0 = s0;
-        ch.n = x->U - s0 < RAP_MOVES_CHUNK ? x->U - s0 : RAP_MOVES_CHUNK;
-        for (int i = 0; i < ch.n; i++) {
-            int t = x->utab[s0 + i];
-            ch.t[i] = t;
-            ch.off[i] = mb->off[t];
-            ch.ids[i] = mb->ids[t];
-        }
+        fill_chunk(x->utab, x->U, s0, mb, &ch);
         RAP_TRY(rap_moves_pack_sparse_gpu(&x->ss.d, &ch, n, uoff(&x->ss, x->K, x->ss.n, n), x->L,
                                           x->sendi, x->flag, x->stream));
     }
@@ -603,14 +610,7 @@ static rap_status assemble_gpu(rap_moves *x, int64_t n, const rap_model_batch *m
     rap_moves_chunk ch;
     for (int pass = 0; pass < 2; pass++) {
         for (int a0 = 0; a0 < x->na; a0 += RAP_MOVES_CHUNK) {
-            ch.s0 = a0;
-            ch.n = x->na - a0 < RAP_MOVES_CHUNK ? x->na - a0 : RAP_MOVES_CHUNK;
-            for (int i = 0; i < ch.n; i++) {
-                int t = x->atab[a0 + i];
-                ch.t[i] = t;
-                ch.off[i] = mb->off[t];
-                ch.ids[i] = mb->ids[t];
-            }
+            fill_chunk(x->atab, x->na, a0, mb, &ch);
             if (pass == 0)
                 RAP_TRY(rap_moves_lens_gpu(&ch, x->d_src, &x->rs.d, x->recvi, n, x->L, x->cum,
                                            x->flag, x->stream));

@@ -211,11 +211,10 @@ rap_status rap_moves_scatter_dense_gpu(const rap_moves_units *u, int64_t n, int6
 rap_status rap_moves_lens_gpu(const rap_moves_chunk *ch, const int *src, const rap_moves_units *rs,
                               const int64_t *recv, int64_t n, int L, int64_t *cum, int *flag,
                               void *stream);
-/* In-place inclusive sum of cum (items); scratch of rap_moves_scan_scratch
- * bytes. */
+/* In-place inclusive sum of cum (items); scratch of rap_ids_scan_scratch
+ * bytes (ids.h: the same scan). */
 rap_status rap_moves_scan_gpu(int64_t *cum, int64_t items, void *scratch, size_t scratch_bytes,
                               void *stream);
-size_t rap_moves_scan_scratch(int64_t items);
 /* After the scan: the assembled tables of the chunk, off + a*(Bg+1) (n+1,
  * from 0) and ids + a*Bg*L in row order (local ids from ch, received from
  * recv). */

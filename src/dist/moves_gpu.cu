@@ -64,9 +64,10 @@ static __device__ void flag_row(int *flag, int t, int64_t len)
     atomicMax(&flag[2], (int)(len < INT_MAX ? len : INT_MAX));
 }
 
-/* One thread per float of the dense send buffer. */
-static __global__ void pack_dense_kernel(rap_moves_units u, int64_t q, int e, int64_t total,
-                                         const float *dense, int ND, float *send)
+/* One thread per float of the dense send (or receive) buffer buf: pack
+ * copies dense into it, else (scatter) it into dense. */
+static __global__ void dense_kernel(rap_moves_units u, int64_t q, int e, int64_t total,
+                                    float *dense, int ND, float *buf, bool pack)
 {
     int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= total)
@@ -75,23 +76,11 @@ static __global__ void pack_dense_kernel(rap_moves_units u, int64_t q, int e, in
     int col = u.u[4 * j], w = u.u[4 * j + 1], k = u.u[4 * j + 2];
     int64_t r0, nr, loc = idx - unit_off(u, j, q, e);
     share_rows(k, q, e, &r0, &nr);
-    int64_t i = loc / w, c = loc % w;
-    send[idx] = dense[(r0 + i) * ND + col + c];
-}
-
-/* One thread per float of the dense receive buffer. */
-static __global__ void scatter_dense_kernel(rap_moves_units u, int64_t q, int e, int64_t total,
-                                            const float *recv, float *dense, int ND)
-{
-    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= total)
-        return;
-    int j = unit_of(u, idx, q, e);
-    int col = u.u[4 * j], w = u.u[4 * j + 1], k = u.u[4 * j + 2];
-    int64_t r0, nr, loc = idx - unit_off(u, j, q, e);
-    share_rows(k, q, e, &r0, &nr);
-    int64_t i = loc / w, c = loc % w;
-    dense[(r0 + i) * ND + col + c] = recv[idx];
+    float *cell = dense + (r0 + loc / w) * ND + col + loc % w;
+    if (pack)
+        buf[idx] = *cell;
+    else
+        *cell = buf[idx];
 }
 
 /* One thread per word of the sparse send buffer; units whose table's slot
@@ -203,8 +192,8 @@ extern "C" rap_status rap_moves_pack_dense_gpu(const rap_moves_units *u, int64_t
 {
     if (total == 0)
         return RAP_OK;
-    pack_dense_kernel<<<grid_of(total, 256), 256, 0, (cudaStream_t)stream>>>(
-        *u, n / u->K, (int)(n % u->K), total, dense, ND, send);
+    dense_kernel<<<grid_of(total, 256), 256, 0, (cudaStream_t)stream>>>(
+        *u, n / u->K, (int)(n % u->K), total, (float *)dense, ND, send, true);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -215,8 +204,8 @@ extern "C" rap_status rap_moves_scatter_dense_gpu(const rap_moves_units *u, int6
 {
     if (total == 0)
         return RAP_OK;
-    scatter_dense_kernel<<<grid_of(total, 256), 256, 0, (cudaStream_t)stream>>>(
-        *u, n / u->K, (int)(n % u->K), total, recv, dense, ND);
+    dense_kernel<<<grid_of(total, 256), 256, 0, (cudaStream_t)stream>>>(
+        *u, n / u->K, (int)(n % u->K), total, dense, ND, (float *)recv, false);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -245,14 +234,6 @@ extern "C" rap_status rap_moves_lens_gpu(const rap_moves_chunk *ch, const int *s
                                                                          L, cum, flag);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
-}
-
-extern "C" size_t rap_moves_scan_scratch(int64_t items)
-{
-    size_t bytes = 0;
-    cub::DeviceScan::InclusiveSum(NULL, bytes, (int64_t *)NULL, (int64_t *)NULL,
-                                  (int)(items > 0 ? items : 1));
-    return bytes;
 }
 
 extern "C" rap_status rap_moves_scan_gpu(int64_t *cum, int64_t items, void *scratch,
@@ -320,7 +301,6 @@ rap_status rap_moves_lens_gpu(const rap_moves_chunk *ch, const int *src, const r
                               void *stream) { NO_GPU; }
 rap_status rap_moves_scan_gpu(int64_t *cum, int64_t items, void *scratch, size_t scratch_bytes,
                               void *stream) { NO_GPU; }
-size_t rap_moves_scan_scratch(int64_t items) { return 0; }
 rap_status rap_moves_compact_gpu(const rap_moves_chunk *ch, const int *src,
                                  const rap_moves_units *rs, const int64_t *recv, int64_t n,
                                  int L, int64_t Bg, const int64_t *cum, int64_t *off,

@@ -935,8 +935,6 @@ static rap_status setup(trainer *t)
             ms = rap_train_prep_from_manifest(man, c->plan, t->rplan, &t->map, t->rank,
                                               t->mc.max_bag, t->ncomm ? t->ncomm : c->comm,
                                               c->device, &t->rsfus, &t->rsched, &t->moves);
-        if (ms == RAP_OK && man)
-            ms = rap_train_moves_agree(c->comm, man);
         rap_rank_manifest_free(man);
         RAP_TRY(ms);
         /* placement batch: each rank its row share, ids exchanged (CPU
@@ -1079,6 +1077,42 @@ void rap_train_rank_batch(const rap_model_batch *mb, const int *rtab, int n_rtab
 
 /* ------------------------------------------------------------ the planner's moves */
 
+/* A hash of the units of list l with peer `peer`, in (col, share) order
+ * (order-free: the sum of each unit's mix). */
+static uint64_t units_hash(const rap_rank_move *l, int n, int peer)
+{
+    uint64_t h = 0;
+    for (int i = 0; i < n; i++)
+        if (l[i].peer == peer)
+            h += rap_mix64(((uint64_t)(uint32_t)l[i].col << 32 | (uint32_t)l[i].share) + 1);
+    return h;
+}
+
+/* Whether every rank's manifest agrees with m (a collective over the host
+ * comm c): the units rank s sends this rank are the ones m receives from
+ * s. RAP_ERR_PLAN naming m and the rank otherwise (manifests of two
+ * plannings would scramble the exchange over MPI or NCCL). */
+static rap_status moves_agree(rap_comm *c, const rap_rank_manifest *m)
+{
+    int R = rap_comm_size(c), me = rap_comm_rank(c);
+    uint64_t *all = rap_malloc(sizeof(uint64_t) * (size_t)(R * R + R), "moves check"),
+             *mine = all ? all + R * R : NULL;
+    if (!all)
+        return RAP_ERR_NOMEM;
+    for (int d = 0; d < R; d++) /* what this rank sends to d */
+        mine[d] = units_hash(m->send, m->n_send, d);
+    rap_status st = rap_comm_allgather(c, mine, sizeof(uint64_t) * (size_t)R, all,
+                                       "per-rank manifests");
+    for (int s = 0; st == RAP_OK && s < R; s++)
+        if (s != me && all[s * R + me] != units_hash(m->recv, m->n_recv, s))
+            st = rap_fail(RAP_ERR_PLAN, "%s: the units this rank receives from rank %d are not "
+                          "the ones rank %d's manifest sends it: manifests of different "
+                          "plannings (plan once with rap plan --gpus %d --out PREFIX)", m->path,
+                          s, s, R);
+    rap_free(all);
+    return st;
+}
+
 /* m's units as the moves module's: a dense column at its offset in the
  * packed dense (columns side by side in frame order), a sparse one at its
  * table (the sparse columns in frame order). */
@@ -1148,6 +1182,8 @@ rap_status rap_train_prep_from_manifest(const rap_rank_manifest *m, const rap_pl
     }
     if (st == RAP_OK)
         st = rap_rank_schedule_make(m, p, rp ? rp : p, sfus, sched);
+    if (st == RAP_OK) /* a collective: every rank's manifest against the others' */
+        st = moves_agree(rap_comm_host(xc), m);
     if (st == RAP_OK && (m->n_send || m->n_recv)) {
         to_moves(p, m->send, m->n_send, doff, tab, send);
         to_moves(p, m->recv, m->n_recv, doff, tab, recv);
@@ -1166,38 +1202,6 @@ rap_status rap_train_prep_from_manifest(const rap_rank_manifest *m, const rap_pl
         *sched = NULL;
         rap_fusion_free(sfus);
     }
-    return st;
-}
-
-/* A hash of the units of list l with peer `peer`, in (col, share) order
- * (order-free: the sum of each unit's mix). */
-static uint64_t units_hash(const rap_rank_move *l, int n, int peer)
-{
-    uint64_t h = 0;
-    for (int i = 0; i < n; i++)
-        if (l[i].peer == peer)
-            h += rap_mix64(((uint64_t)(uint32_t)l[i].col << 32 | (uint32_t)l[i].share) + 1);
-    return h;
-}
-
-rap_status rap_train_moves_agree(rap_comm *c, const rap_rank_manifest *m)
-{
-    int R = rap_comm_size(c), me = rap_comm_rank(c);
-    uint64_t *all = rap_malloc(sizeof(uint64_t) * (size_t)(R * R + R), "moves check"),
-             *mine = all ? all + R * R : NULL;
-    if (!all)
-        return RAP_ERR_NOMEM;
-    for (int d = 0; d < R; d++) /* what this rank sends to d */
-        mine[d] = units_hash(m->send, m->n_send, d);
-    rap_status st = rap_comm_allgather(c, mine, sizeof(uint64_t) * (size_t)R, all,
-                                       "per-rank manifests");
-    for (int s = 0; st == RAP_OK && s < R; s++)
-        if (s != me && all[s * R + me] != units_hash(m->recv, m->n_recv, s))
-            st = rap_fail(RAP_ERR_PLAN, "%s: the units this rank receives from rank %d are not "
-                          "the ones rank %d's manifest sends it: manifests of different "
-                          "plannings (plan once with rap plan --gpus %d --out PREFIX)", m->path,
-                          s, s, R);
-    rap_free(all);
     return st;
 }
 

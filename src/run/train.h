@@ -198,7 +198,9 @@ typedef struct {
  * merged fusion and schedule of the rank plan rp (rap_train_rank_plan_with
  * given m->col_shares; NULL: the plan p), after checking that every unit
  * the rank consumes (its own rows of every dense column, every row of the
- * tables it holds in map) is computed here or received; *moves the
+ * tables it holds in map) is computed here or received, and (a
+ * collective, moves_agree in train.c) that every rank's manifest agrees
+ * with m; *moves the
  * exchange of m's send/recv units over xc (the host comm on CPU ranks, the
  * NCCL comm on GPU ranks), NULL when m moves nothing. L: the most ids of a
  * row in a table (the model's max_bag). RAP_ERR_PLAN naming the manifest. */
@@ -207,12 +209,6 @@ rap_status rap_train_prep_from_manifest(const rap_rank_manifest *m, const rap_pl
                                         int L, struct rap_comm *xc, rap_device dev,
                                         rap_fusion *sfus, rap_schedule **sched,
                                         rap_moves **moves);
-
-/* Whether every rank's manifest agrees with m (a collective over the
- * host comm c): the units rank s sends this rank are the ones m receives
- * from s. RAP_ERR_PLAN naming m and the rank otherwise (manifests of two
- * plannings would scramble the exchange over MPI or NCCL). */
-rap_status rap_train_moves_agree(struct rap_comm *c, const rap_rank_manifest *m);
 
 /* A train_fn (runtime.h) over ctx = a rap_train_dist. */
 rap_status rap_train_dist_step(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss);
