@@ -313,6 +313,7 @@ static void fill_desc(const rap_prep *p, const rap_plan *plan, int i, int j, boo
     d->off_mode = (int32_t)n->off;
     d->in_kind = (int32_t)n->in_kind;
     d->out_kind = (int32_t)n->kind;
+    d->op = (int32_t)n->op;
 }
 
 /* Writes node n's aux array, converted as op.h asks, at dst (host). */

@@ -72,6 +72,7 @@ typedef struct {
     int32_t off_mode;       /* rap_off_mode of the output */
     int32_t in_kind;        /* rap_kind of the input */
     int32_t out_kind;       /* rap_kind of the output */
+    int32_t op;             /* rap_op_type (row kernels dispatch on it) */
 } rap_desc;
 
 /* CPU reference over rows [r0, r1) of one desc (write phase). */
@@ -90,6 +91,25 @@ typedef struct {
     rap_op_gpu_fn gpu;
     rap_op_gpu_fn len_gpu;
 } rap_op_impl;
+
+/* Row kernels (ops/rows.cu; docs/EXECUTOR.md "Row kernels"): several
+ * groups of descs of any op types, one launch. Group g is
+ * descs[heads[g] .. heads[g+1]) (heads: (ng+1) indices relative to
+ * descs), in dependency order: a desc may read the output of an earlier
+ * desc of its group. One thread owns a row for every desc of its group, so
+ * the group's descs run one after the other on that row with no barrier.
+ * Every desc's output is row-local: dense or vector, or sparse with SAME
+ * or ARANGE offsets (never COMPUTED). Identities (firstx SAME) may appear
+ * and are copies. */
+/* CPU reference: group g over rows [r0, r1), desc after desc. */
+void rap_op_rows_cpu(const rap_desc *descs, const int32_t *heads, int g, int64_t r0,
+                                   int64_t r1);
+#ifdef RAP_HAVE_CUDA
+/* One launch over groups [0, ng) of heads (a device array; descs too),
+ * rows [r0, r1). ng == 0 or r0 >= r1: nothing. */
+rap_status rap_op_rows_gpu(const rap_desc *descs_dev, const int32_t *heads_dev,
+                                         int ng, int64_t r0, int64_t r1, cudaStream_t stream);
+#endif
 
 /* Indexed by rap_op_type (ops/registry.c). Entry RAP_OP_INPUT is empty. */
 extern const rap_op_impl rap_op_impls[RAP_OP_COUNT];
