@@ -21,6 +21,10 @@
  * one per thread (dense input) or ids one per thread over [xoff[r0],
  * xoff[r1]) (sparse input); bx from the rows, capped at ~4 blocks per SM
  * overall (grid-stride loops). Len kernel: one row per thread.
+ *
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
+ * gets the elements only (bucketize_row_any: one row of any
+ * non-COMPUTED variant); the rest of the file is behind that macro.
  */
 #include "prep/ops/mathf.h"
 
@@ -72,6 +76,20 @@ RAP_HD static inline void bucketize_computed_row(const rap_desc *d, int64_t r)
         d->yids[d->yoff[r]] = bucketize_row_id(d, r);
 }
 
+/* Row r of any non-COMPUTED variant, as the CPU reference computes it (row
+ * kernels, rows.cu); dense input COMPUTED: nothing. */
+RAP_HD static inline void bucketize_row_any(const rap_desc *d, int64_t r)
+{
+    if (d->in_kind == RAP_SPARSE) {
+        const double *b = (const double *)d->aux;
+        for (int64_t j = d->xoff[r]; j < d->xoff[r + 1]; j++)
+            d->yids[j] = bucketize_d(b, d->naux, (double)d->xids[j]);
+    } else if (d->off_mode == RAP_OFF_ARANGE) {
+        bucketize_arange_row(d, r);
+    }
+}
+
+#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */
@@ -157,3 +175,4 @@ RAP_OP_EXPORT rap_status rap_op_bucketize_len_gpu(const rap_desc *descs, int nd,
     return RAP_OK;
 }
 #endif /* __CUDACC__ */
+#endif /* RAP_OP_ROWS_ONLY */

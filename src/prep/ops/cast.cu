@@ -18,6 +18,10 @@
  * rows one per thread, or ids one per thread over [xoff[r0], xoff[r1]) for
  * sparse -> sparse; bx from the rows, capped at ~4 blocks per SM overall
  * (grid-stride loops). Len kernel: one row per thread.
+ *
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
+ * gets the elements only (cast_row_any: one row of any
+ * non-COMPUTED variant); the rest of the file is behind that macro.
  */
 #include "prep/ops/mathf.h"
 
@@ -55,6 +59,21 @@ RAP_HD static inline void cast_computed_row(const rap_desc *d, int64_t r)
         d->yids[d->yoff[r]] = cast_f2i(d->x[r]);
 }
 
+/* Row r of any non-COMPUTED variant, as the CPU reference computes it (row
+ * kernels, rows.cu); dense -> sparse COMPUTED: nothing. */
+RAP_HD static inline void cast_row_any(const rap_desc *d, int64_t r)
+{
+    if (d->out_kind == RAP_DENSE) {
+        cast_dense_row(d, r);
+    } else if (d->in_kind == RAP_SPARSE) {
+        for (int64_t j = d->xoff[r]; j < d->xoff[r + 1]; j++)
+            d->yids[j] = d->xids[j];
+    } else if (d->off_mode == RAP_OFF_ARANGE) {
+        cast_arange_row(d, r);
+    }
+}
+
+#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */
@@ -144,3 +163,4 @@ RAP_OP_EXPORT rap_status rap_op_cast_len_gpu(const rap_desc *descs, int nd, int6
     return RAP_OK;
 }
 #endif /* __CUDACC__ */
+#endif /* RAP_OP_ROWS_ONLY */

@@ -9,6 +9,10 @@
  * Grid: (bx, nd), branching per desc (uniform per block): dense one row per
  * thread, sparse one id per thread over [xoff[r0], xoff[r1]); bx from the
  * rows, capped at ~4 blocks per SM overall (grid-stride loops).
+ *
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
+ * gets the elements only (clamp_row_any: one row of any
+ * non-COMPUTED variant); the rest of the file is behind that macro.
  */
 #include "prep/ops/mathf.h"
 
@@ -29,6 +33,18 @@ RAP_HD static inline void clamp_dense_row(const rap_desc *d, int64_t r)
     d->y[r] = rap_row_null(d, r) ? 0.0f : clamp_f(d->x[r], d->f0, d->f1);
 }
 
+/* Row r (row kernels, rows.cu): dense, or sparse SAME. */
+RAP_HD static inline void clamp_row_any(const rap_desc *d, int64_t r)
+{
+    if (d->in_kind == RAP_DENSE) {
+        clamp_dense_row(d, r);
+    } else {
+        for (int64_t j = d->xoff[r]; j < d->xoff[r + 1]; j++)
+            d->yids[j] = clamp_i(d->xids[j], d->i0, d->i1);
+    }
+}
+
+#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */
@@ -77,3 +93,4 @@ RAP_OP_EXPORT rap_status rap_op_clamp_gpu(const rap_desc *descs, int nd, int64_t
     return RAP_OK;
 }
 #endif /* __CUDACC__ */
+#endif /* RAP_OP_ROWS_ONLY */

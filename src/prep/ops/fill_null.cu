@@ -14,6 +14,10 @@
  * block): dense/ARANGE/COMPUTED one row per thread, SAME one id per thread
  * over [xoff[r0], xoff[r1]); x size from the rows, capped for sparse input
  * (mathf.h). Len kernel: one row per thread.
+ *
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
+ * gets the elements only (fill_null_row_any: one row of any
+ * non-COMPUTED variant); the rest of the file is behind that macro.
  */
 #include "prep/ops/mathf.h"
 
@@ -47,6 +51,21 @@ RAP_HD static inline void fill_null_computed_row(const rap_desc *d, int64_t r)
         d->yids[o + (j - a)] = d->xids[j];
 }
 
+/* Row r of any non-COMPUTED variant, as the CPU reference computes it (row
+ * kernels, rows.cu); COMPUTED: nothing. */
+RAP_HD static inline void fill_null_row_any(const rap_desc *d, int64_t r)
+{
+    if (d->in_kind == RAP_DENSE) {
+        fill_null_dense_row(d, r);
+    } else if (d->off_mode == RAP_OFF_SAME) {
+        for (int64_t j = d->xoff[r]; j < d->xoff[r + 1]; j++)
+            d->yids[j] = d->xids[j];
+    } else if (d->off_mode == RAP_OFF_ARANGE) {
+        fill_null_arange_row(d, r);
+    }
+}
+
+#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */
@@ -138,3 +157,4 @@ RAP_OP_EXPORT rap_status rap_op_fill_null_len_gpu(const rap_desc *descs, int nd,
     return RAP_OK;
 }
 #endif /* __CUDACC__ */
+#endif /* RAP_OP_ROWS_ONLY */

@@ -13,6 +13,10 @@
  * SAME one id per thread over [xoff[r0], xoff[r1]), COMPUTED one row per
  * thread; bx from the rows, capped at ~4 blocks per SM overall (grid-stride
  * loops). Len kernel: one row per thread.
+ *
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
+ * gets the elements only (firstx_row_any: one row of any
+ * non-COMPUTED variant); the rest of the file is behind that macro.
  */
 #include "prep/ops/mathf.h"
 
@@ -31,6 +35,17 @@ RAP_HD static inline void firstx_computed_row(const rap_desc *d, int64_t r)
         d->yids[o + j] = d->xids[a + j];
 }
 
+/* Row r (row kernels, rows.cu): SAME copies the row's ids (an identity,
+ * whose output is its input's buffers, is left alone); COMPUTED: nothing. */
+RAP_HD static inline void firstx_row_any(const rap_desc *d, int64_t r)
+{
+    if (d->off_mode == RAP_OFF_COMPUTED || d->yids == d->xids)
+        return;
+    for (int64_t j = d->xoff[r]; j < d->xoff[r + 1]; j++)
+        d->yids[j] = d->xids[j];
+}
+
+#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */
@@ -108,3 +123,4 @@ RAP_OP_EXPORT rap_status rap_op_firstx_len_gpu(const rap_desc *descs, int nd, in
     return RAP_OK;
 }
 #endif /* __CUDACC__ */
+#endif /* RAP_OP_ROWS_ONLY */

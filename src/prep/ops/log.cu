@@ -6,6 +6,10 @@
  *
  * Grid: (bx, nd), one row per thread (grid-stride), bx = ceil(rows / 256)
  * up to 65535.
+ *
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
+ * gets the elements only (log_row_any: one row of any
+ * non-COMPUTED variant); the rest of the file is behind that macro.
  */
 #include "prep/ops/mathf.h"
 
@@ -23,6 +27,10 @@ RAP_HD static inline void log_row(const rap_desc *d, int64_t r)
     d->y[r] = rap_row_null(d, r) ? 0.0f : rap_canon_nanf(log_f(d->x[r], d->f0));
 }
 
+/* Row r (row kernels, rows.cu): the one variant. */
+RAP_HD static inline void log_row_any(const rap_desc *d, int64_t r) { log_row(d, r); }
+
+#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */
@@ -56,3 +64,4 @@ RAP_OP_EXPORT rap_status rap_op_log_gpu(const rap_desc *descs, int nd, int64_t r
     return RAP_OK;
 }
 #endif /* __CUDACC__ */
+#endif /* RAP_OP_ROWS_ONLY */

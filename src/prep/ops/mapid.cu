@@ -5,6 +5,10 @@
  *
  * Grid: (bx, nd), one id per thread over [xoff[r0], xoff[r1]) in a
  * grid-stride loop; bx from the rows, capped at ~4 blocks per SM overall.
+ *
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
+ * gets the elements only (mapid_row_any: one row of any
+ * non-COMPUTED variant); the rest of the file is behind that macro.
  */
 #include "prep/ops/mathf.h"
 
@@ -15,6 +19,15 @@ RAP_HD static inline int64_t mapid_id(const int64_t *map, int64_t n, int64_t v)
     return (v >= 0 && v < n) ? map[v] : 0;
 }
 
+/* Row r (row kernels, rows.cu): the one variant (SAME). */
+RAP_HD static inline void mapid_row_any(const rap_desc *d, int64_t r)
+{
+    const int64_t *map = (const int64_t *)d->aux;
+    for (int64_t j = d->xoff[r]; j < d->xoff[r + 1]; j++)
+        d->yids[j] = mapid_id(map, d->naux, d->xids[j]);
+}
+
+#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */
@@ -54,3 +67,4 @@ RAP_OP_EXPORT rap_status rap_op_mapid_gpu(const rap_desc *descs, int nd, int64_t
     return RAP_OK;
 }
 #endif /* __CUDACC__ */
+#endif /* RAP_OP_ROWS_ONLY */

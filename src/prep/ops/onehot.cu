@@ -15,6 +15,10 @@
  * grid-stride loop (consecutive threads write consecutive floats, so wide
  * rows are coalesced; each thread recomputes its row's index); W lives on
  * the device, so bx = max(rows / 256, ~4 blocks per SM overall), <= 65535.
+ *
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
+ * gets the elements only (onehot_row_any: one row of any
+ * non-COMPUTED variant); the rest of the file is behind that macro.
  */
 #include "prep/ops/mathf.h"
 
@@ -31,6 +35,17 @@ RAP_HD static inline int64_t onehot_index(const rap_desc *d, int64_t r)
     return (q > -1.0f && q < c) ? (int64_t)(int)q : 0;
 }
 
+/* Row r (row kernels, rows.cu): W floats, 1.0 at the hot index, as the CPU
+ * reference writes them. */
+RAP_HD static inline void onehot_row_any(const rap_desc *d, int64_t r)
+{
+    int64_t w = d->width, i = onehot_index(d, r);
+    float *y = d->y + r * w;
+    for (int64_t j = 0; j < w; j++)
+        y[j] = j == i ? 1.0f : 0.0f;
+}
+
+#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */
@@ -74,3 +89,4 @@ RAP_OP_EXPORT rap_status rap_op_onehot_gpu(const rap_desc *descs, int nd, int64_
     return RAP_OK;
 }
 #endif /* __CUDACC__ */
+#endif /* RAP_OP_ROWS_ONLY */

@@ -7,6 +7,10 @@
  *
  * Grid: (bx, nd) with one id per thread over [xoff[r0], xoff[r1]) in a
  * grid-stride loop; bx from the rows, capped at ~4 blocks per SM overall.
+ *
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
+ * gets the elements only (sigrid_hash_row_any: one row of any
+ * non-COMPUTED variant); the rest of the file is behind that macro.
  */
 #include "prep/ops/mathf.h"
 
@@ -46,6 +50,14 @@ RAP_HD static inline int64_t sigrid_hash_id(int64_t x, int64_t salt, int64_t max
     return m < 0 ? m + max : m;
 }
 
+/* Row r (row kernels, rows.cu): the one variant (SAME). */
+RAP_HD static inline void sigrid_hash_row_any(const rap_desc *d, int64_t r)
+{
+    for (int64_t j = d->xoff[r]; j < d->xoff[r + 1]; j++)
+        d->yids[j] = sigrid_hash_id(d->xids[j], d->i0, d->i1);
+}
+
+#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */
@@ -83,3 +95,4 @@ RAP_OP_EXPORT rap_status rap_op_sigrid_hash_gpu(const rap_desc *descs, int nd, i
     return RAP_OK;
 }
 #endif /* __CUDACC__ */
+#endif /* RAP_OP_ROWS_ONLY */
