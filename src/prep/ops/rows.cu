@@ -1,0 +1,110 @@
+/*
+ * rows.cu -- row kernels (op.h "Row kernels", docs/EXECUTOR.md): groups of
+ * descs of any op types in one launch. Group g is descs[heads[g] ..
+ * heads[g+1]) in dependency order; one thread owns a row and runs every
+ * desc of its group on it, one after the other, so a desc reads what an
+ * earlier desc of the group wrote to that row with no barrier. Every desc
+ * is row-local (dense, vector, or sparse SAME / ARANGE; never COMPUTED).
+ *
+ * A deliberate unity include: this file #includes every op's .cu file with
+ * RAP_OP_ROWS_ONLY defined, which keeps only their element functions (the
+ * static <op>_row_any of each op; their exports and kernels are compiled
+ * once, in their own files), so that one dispatch function here can inline
+ * every op's row code into the CPU loop and into the one kernel.
+ *
+ * Grid: (bx, min(ng, 65535)) of 256 threads, blockIdx.y = the group;
+ * threads cover rows [r0, r1) in a grid-stride loop whose sequence is the
+ * same for every desc of the group (a thread meets the same rows each
+ * time); bx = ceil(rows / 256) up to 65535.
+ */
+#define RAP_OP_ROWS_ONLY
+#include "prep/ops/arith.cu"
+#include "prep/ops/boxcox.cu"
+#include "prep/ops/bucketize.cu"
+#include "prep/ops/cast.cu"
+#include "prep/ops/clamp.cu"
+#include "prep/ops/fill_null.cu"
+#include "prep/ops/firstx.cu"
+#include "prep/ops/log.cu"
+#include "prep/ops/logit.cu"
+#include "prep/ops/mapid.cu"
+#include "prep/ops/ngram.cu"
+#include "prep/ops/onehot.cu"
+#include "prep/ops/sigrid_hash.cu"
+
+/* ------------------------------------------------------------ dispatch */
+
+/* Row r of desc d, by its op type (RAP_OP_INPUT or an unknown op: nothing). */
+RAP_HD static inline void rap_row_dispatch(const rap_desc *d, int64_t r)
+{
+    switch ((rap_op_type)d->op) {
+    case RAP_OP_FILL_NULL: fill_null_row_any(d, r); break;
+    case RAP_OP_CAST: cast_row_any(d, r); break;
+    case RAP_OP_LOGIT: logit_row_any(d, r); break;
+    case RAP_OP_BOXCOX: boxcox_row_any(d, r); break;
+    case RAP_OP_LOG: log_row_any(d, r); break;
+    case RAP_OP_ADD: add_row_any(d, r); break;
+    case RAP_OP_MUL: mul_row_any(d, r); break;
+    case RAP_OP_ONEHOT: onehot_row_any(d, r); break;
+    case RAP_OP_BUCKETIZE: bucketize_row_any(d, r); break;
+    case RAP_OP_SIGRID_HASH: sigrid_hash_row_any(d, r); break;
+    case RAP_OP_FIRSTX: firstx_row_any(d, r); break;
+    case RAP_OP_CLAMP: clamp_row_any(d, r); break;
+    case RAP_OP_NGRAM: ngram_row_any(d, r); break;
+    case RAP_OP_MAPID: mapid_row_any(d, r); break;
+    default: break;
+    }
+}
+
+/* ------------------------------------------------------------ CPU reference */
+
+/* Group g of heads over rows [r0, r1): desc after desc, each over all the
+ * rows (the same results as row after row, since every desc is row-local).
+ * Cannot fail. */
+RAP_OP_EXPORT void rap_op_rows_cpu(const rap_desc *descs, const int32_t *heads, int g,
+                                   int64_t r0, int64_t r1)
+{
+    for (int32_t s = heads[g]; s < heads[g + 1]; s++)
+        for (int64_t r = r0; r < r1; r++)
+            rap_row_dispatch(&descs[s], r);
+}
+
+/* ------------------------------------------------------------ kernel */
+
+#ifdef __CUDACC__
+/* Group g0 + blockIdx.y. The row loop is the same for every desc, so the
+ * rows a thread writes for one desc are the rows it reads for the next. */
+static __global__ void rows_kernel(const rap_desc *descs, const int32_t *heads, int g0,
+                                   int64_t r0, int64_t r1)
+{
+    int g = g0 + (int)blockIdx.y;
+    int32_t s1 = heads[g + 1];
+    int64_t tid = RAP_OP_TID(), st = RAP_OP_STRIDE();
+    for (int32_t s = heads[g]; s < s1; s++) {
+        const rap_desc d = descs[s];
+        for (int64_t r = r0 + tid; r < r1; r += st)
+            rap_row_dispatch(&d, r);
+    }
+}
+
+/* ------------------------------------------------------------ launcher */
+
+/* Groups [0, ng) of heads (device arrays, descs too) over rows [r0, r1) on
+ * stream, one launch per 65535 groups. Returns RAP_ERR_CUDA on a launch
+ * failure. ng <= 0 or r0 >= r1: nothing. */
+RAP_OP_EXPORT rap_status rap_op_rows_gpu(const rap_desc *descs_dev, const int32_t *heads_dev,
+                                         int ng, int64_t r0, int64_t r1, cudaStream_t stream)
+{
+    if (ng <= 0 || r0 >= r1)
+        return RAP_OK;
+    unsigned bx = rap_op_blocks(r1 - r0, RAP_OP_MAX_BX);
+    for (int b = 0; b < ng; b += RAP_OP_GRID_Y) {
+        int ny = ng - b < RAP_OP_GRID_Y ? ng - b : RAP_OP_GRID_Y;
+        rows_kernel<<<dim3(bx, (unsigned)ny), RAP_OP_THREADS, 0, stream>>>(descs_dev, heads_dev,
+                                                                           b, r0, r1);
+        RAP_CUDA_LAUNCHED();
+        __atomic_fetch_add(&rap_op_blocks_launched, (long long)bx * ny, __ATOMIC_RELAXED);
+    }
+    return RAP_OK;
+}
+#endif /* __CUDACC__ */
