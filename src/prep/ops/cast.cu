@@ -19,9 +19,9 @@
  * sparse -> sparse; bx from the rows, capped at ~4 blocks per SM overall
  * (grid-stride loops). Len kernel: one row per thread.
  *
- * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
- * gets the elements only (cast_row_any: one row of any
- * non-COMPUTED variant); the rest of the file is behind that macro.
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined,
+ * which compiles the elements plus cast_row_any (one row of any
+ * non-COMPUTED variant) and leaves out the rest of the file.
  */
 #include "prep/ops/mathf.h"
 
@@ -59,6 +59,8 @@ RAP_HD static inline void cast_computed_row(const rap_desc *d, int64_t r)
         d->yids[d->yoff[r]] = cast_f2i(d->x[r]);
 }
 
+#ifdef RAP_OP_ROWS_ONLY /* row kernels (rows.cu): compiled there only */
+
 /* Row r of any non-COMPUTED variant, as the CPU reference computes it (row
  * kernels, rows.cu); dense -> sparse COMPUTED: nothing. */
 RAP_HD static inline void cast_row_any(const rap_desc *d, int64_t r)
@@ -73,7 +75,8 @@ RAP_HD static inline void cast_row_any(const rap_desc *d, int64_t r)
     }
 }
 
-#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
+#else /* the op's own CPU reference, kernels, launchers */
+
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */

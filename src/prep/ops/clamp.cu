@@ -10,9 +10,9 @@
  * thread, sparse one id per thread over [xoff[r0], xoff[r1]); bx from the
  * rows, capped at ~4 blocks per SM overall (grid-stride loops).
  *
- * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
- * gets the elements only (clamp_row_any: one row of any
- * non-COMPUTED variant); the rest of the file is behind that macro.
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined,
+ * which compiles the elements plus clamp_row_any (one row of any
+ * non-COMPUTED variant) and leaves out the rest of the file.
  */
 #include "prep/ops/mathf.h"
 
@@ -33,6 +33,8 @@ RAP_HD static inline void clamp_dense_row(const rap_desc *d, int64_t r)
     d->y[r] = rap_row_null(d, r) ? 0.0f : clamp_f(d->x[r], d->f0, d->f1);
 }
 
+#ifdef RAP_OP_ROWS_ONLY /* row kernels (rows.cu): compiled there only */
+
 /* Row r (row kernels, rows.cu): dense, or sparse SAME. */
 RAP_HD static inline void clamp_row_any(const rap_desc *d, int64_t r)
 {
@@ -44,7 +46,8 @@ RAP_HD static inline void clamp_row_any(const rap_desc *d, int64_t r)
     }
 }
 
-#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
+#else /* the op's own CPU reference, kernels, launchers */
+
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */

@@ -15,9 +15,9 @@
  * over [xoff[r0], xoff[r1]); x size from the rows, capped for sparse input
  * (mathf.h). Len kernel: one row per thread.
  *
- * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
- * gets the elements only (fill_null_row_any: one row of any
- * non-COMPUTED variant); the rest of the file is behind that macro.
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined,
+ * which compiles the elements plus fill_null_row_any (one row of any
+ * non-COMPUTED variant) and leaves out the rest of the file.
  */
 #include "prep/ops/mathf.h"
 
@@ -51,6 +51,8 @@ RAP_HD static inline void fill_null_computed_row(const rap_desc *d, int64_t r)
         d->yids[o + (j - a)] = d->xids[j];
 }
 
+#ifdef RAP_OP_ROWS_ONLY /* row kernels (rows.cu): compiled there only */
+
 /* Row r of any non-COMPUTED variant, as the CPU reference computes it (row
  * kernels, rows.cu); COMPUTED: nothing. */
 RAP_HD static inline void fill_null_row_any(const rap_desc *d, int64_t r)
@@ -65,7 +67,8 @@ RAP_HD static inline void fill_null_row_any(const rap_desc *d, int64_t r)
     }
 }
 
-#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
+#else /* the op's own CPU reference, kernels, launchers */
+
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */

@@ -14,9 +14,9 @@
  * thread; bx from the rows, capped at ~4 blocks per SM overall (grid-stride
  * loops). Len kernel: one row per thread.
  *
- * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
- * gets the elements only (firstx_row_any: one row of any
- * non-COMPUTED variant); the rest of the file is behind that macro.
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined,
+ * which compiles the elements plus firstx_row_any (one row of any
+ * non-COMPUTED variant) and leaves out the rest of the file.
  */
 #include "prep/ops/mathf.h"
 
@@ -35,6 +35,8 @@ RAP_HD static inline void firstx_computed_row(const rap_desc *d, int64_t r)
         d->yids[o + j] = d->xids[a + j];
 }
 
+#ifdef RAP_OP_ROWS_ONLY /* row kernels (rows.cu): compiled there only */
+
 /* Row r (row kernels, rows.cu): SAME copies the row's ids (an identity,
  * whose output is its input's buffers, is left alone); COMPUTED: nothing. */
 RAP_HD static inline void firstx_row_any(const rap_desc *d, int64_t r)
@@ -45,7 +47,8 @@ RAP_HD static inline void firstx_row_any(const rap_desc *d, int64_t r)
         d->yids[j] = d->xids[j];
 }
 
-#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
+#else /* the op's own CPU reference, kernels, launchers */
+
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */

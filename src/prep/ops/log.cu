@@ -7,9 +7,9 @@
  * Grid: (bx, nd), one row per thread (grid-stride), bx = ceil(rows / 256)
  * up to 65535.
  *
- * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
- * gets the elements only (log_row_any: one row of any
- * non-COMPUTED variant); the rest of the file is behind that macro.
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined,
+ * which compiles the elements plus log_row_any (one row of any
+ * non-COMPUTED variant) and leaves out the rest of the file.
  */
 #include "prep/ops/mathf.h"
 
@@ -27,10 +27,13 @@ RAP_HD static inline void log_row(const rap_desc *d, int64_t r)
     d->y[r] = rap_row_null(d, r) ? 0.0f : rap_canon_nanf(log_f(d->x[r], d->f0));
 }
 
+#ifdef RAP_OP_ROWS_ONLY /* row kernels (rows.cu): compiled there only */
+
 /* Row r (row kernels, rows.cu): the one variant. */
 RAP_HD static inline void log_row_any(const rap_desc *d, int64_t r) { log_row(d, r); }
 
-#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
+#else /* the op's own CPU reference, kernels, launchers */
+
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */

@@ -6,9 +6,9 @@
  * Grid: (bx, nd), one id per thread over [xoff[r0], xoff[r1]) in a
  * grid-stride loop; bx from the rows, capped at ~4 blocks per SM overall.
  *
- * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
- * gets the elements only (mapid_row_any: one row of any
- * non-COMPUTED variant); the rest of the file is behind that macro.
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined,
+ * which compiles the elements plus mapid_row_any (one row of any
+ * non-COMPUTED variant) and leaves out the rest of the file.
  */
 #include "prep/ops/mathf.h"
 
@@ -19,6 +19,8 @@ RAP_HD static inline int64_t mapid_id(const int64_t *map, int64_t n, int64_t v)
     return (v >= 0 && v < n) ? map[v] : 0;
 }
 
+#ifdef RAP_OP_ROWS_ONLY /* row kernels (rows.cu): compiled there only */
+
 /* Row r (row kernels, rows.cu): the one variant (SAME). */
 RAP_HD static inline void mapid_row_any(const rap_desc *d, int64_t r)
 {
@@ -27,7 +29,8 @@ RAP_HD static inline void mapid_row_any(const rap_desc *d, int64_t r)
         d->yids[j] = mapid_id(map, d->naux, d->xids[j]);
 }
 
-#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
+#else /* the op's own CPU reference, kernels, launchers */
+
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */

@@ -16,9 +16,9 @@
  * rows are coalesced; each thread recomputes its row's index); W lives on
  * the device, so bx = max(rows / 256, ~4 blocks per SM overall), <= 65535.
  *
- * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
- * gets the elements only (onehot_row_any: one row of any
- * non-COMPUTED variant); the rest of the file is behind that macro.
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined,
+ * which compiles the elements plus onehot_row_any (one row of any
+ * non-COMPUTED variant) and leaves out the rest of the file.
  */
 #include "prep/ops/mathf.h"
 
@@ -35,6 +35,8 @@ RAP_HD static inline int64_t onehot_index(const rap_desc *d, int64_t r)
     return (q > -1.0f && q < c) ? (int64_t)(int)q : 0;
 }
 
+#ifdef RAP_OP_ROWS_ONLY /* row kernels (rows.cu): compiled there only */
+
 /* Row r (row kernels, rows.cu): W floats, 1.0 at the hot index, as the CPU
  * reference writes them. */
 RAP_HD static inline void onehot_row_any(const rap_desc *d, int64_t r)
@@ -45,7 +47,8 @@ RAP_HD static inline void onehot_row_any(const rap_desc *d, int64_t r)
         y[j] = j == i ? 1.0f : 0.0f;
 }
 
-#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
+#else /* the op's own CPU reference, kernels, launchers */
+
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */

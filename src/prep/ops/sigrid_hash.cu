@@ -8,9 +8,9 @@
  * Grid: (bx, nd) with one id per thread over [xoff[r0], xoff[r1]) in a
  * grid-stride loop; bx from the rows, capped at ~4 blocks per SM overall.
  *
- * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined and
- * gets the elements only (sigrid_hash_row_any: one row of any
- * non-COMPUTED variant); the rest of the file is behind that macro.
+ * Row kernels: rows.cu includes this file with RAP_OP_ROWS_ONLY defined,
+ * which compiles the elements plus sigrid_hash_row_any (one row of any
+ * non-COMPUTED variant) and leaves out the rest of the file.
  */
 #include "prep/ops/mathf.h"
 
@@ -50,6 +50,8 @@ RAP_HD static inline int64_t sigrid_hash_id(int64_t x, int64_t salt, int64_t max
     return m < 0 ? m + max : m;
 }
 
+#ifdef RAP_OP_ROWS_ONLY /* row kernels (rows.cu): compiled there only */
+
 /* Row r (row kernels, rows.cu): the one variant (SAME). */
 RAP_HD static inline void sigrid_hash_row_any(const rap_desc *d, int64_t r)
 {
@@ -57,7 +59,8 @@ RAP_HD static inline void sigrid_hash_row_any(const rap_desc *d, int64_t r)
         d->yids[j] = sigrid_hash_id(d->xids[j], d->i0, d->i1);
 }
 
-#ifndef RAP_OP_ROWS_ONLY /* rows.cu takes the elements only */
+#else /* the op's own CPU reference, kernels, launchers */
+
 /* ------------------------------------------------------------ CPU reference */
 
 /* Write phase over rows [r0, r1) of one desc. Cannot fail. */
