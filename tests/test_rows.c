@@ -52,7 +52,9 @@ static float bitsf(uint32_t u)
 static float rnd_float(void)
 {
     switch (rnd() % 20) {
-    case 0: return bitsf((0x7f800001u + (uint32_t)(rnd() % 0x7fffffu)) | (rnd() & 1 ? 0x80000000u : 0));
+    case 0: /* NaN with a random payload and sign */
+        return bitsf((0x7f800001u + (uint32_t)(rnd() % 0x7fffffu)) |
+                     (rnd() & 1 ? 0x80000000u : 0));
     case 1: return rnd() & 1 ? INFINITY : -INFINITY;
     case 2: return rnd() & 1 ? 0.0f : -0.0f;
     case 3: return (float)((rnd01() - 0.5) * 2e30);
