@@ -7,10 +7,10 @@
  * is row-local (dense, vector, or sparse SAME / ARANGE; never COMPUTED).
  *
  * A deliberate unity include: this file #includes every op's .cu file with
- * RAP_OP_ROWS_ONLY defined, which keeps only their element functions (the
- * static <op>_row_any of each op; their exports and kernels are compiled
- * once, in their own files), so that one dispatch function here can inline
- * every op's row code into the CPU loop and into the one kernel.
+ * RAP_OP_ROWS_ONLY defined, which keeps their static element functions,
+ * adds their <op>_row_any (compiled only here) and drops their exports and
+ * kernels (compiled once, in their own files), so that one dispatch here
+ * inlines every op's row code into the CPU loop and into the one kernel.
  *
  * Grid: (bx, min(ng, 65535)) of 256 threads, blockIdx.y = the group;
  * threads cover rows [r0, r1) in a grid-stride loop whose sequence is the
