@@ -315,13 +315,19 @@ int rap_plan_n_ops(const rap_plan *p);
 /* ------------------------------------------------------------------ fusion */
 
 /* A kernel: live nodes of one op type (and one variant) at one dependency
- * level, run by one launch over a table of descriptors. */
+ * level, run by one launch over a table of descriptors. A row kernel
+ * (group != NULL) holds nodes of any op types whose outputs are row-local
+ * (no computed offsets) in groups: each group is a tree of nodes reading
+ * one another in order, nodes[group[g] .. group[g+1]), run row by row by
+ * one thread (vertical fusion, docs/EXECUTOR.md "Row kernels"). */
 typedef struct {
-    rap_op_type op;
-    int variant;   /* op-specific kernel variant (e.g. dense vs sparse input) */
+    rap_op_type op; /* RAP_OP_INPUT for a row kernel */
+    int variant;   /* op-specific kernel variant (e.g. dense vs sparse input); 0 for rows */
     int level;
     int *nodes;    /* (n) node indices, owned */
     int n;
+    int *group;    /* row kernel: (n_groups + 1) starts in nodes, owned; else NULL */
+    int n_groups;
 } rap_kernel;
 
 typedef struct {
@@ -334,6 +340,32 @@ typedef struct {
 rap_status rap_fuse_levels(const rap_plan *p, rap_fusion *f);
 /* No fusion: one kernel per op. */
 rap_status rap_fuse_none(const rap_plan *p, rap_fusion *f);
+/* Vertical fusion on top of fusion `in`: every live op whose output is
+ * row-local (offsets not computed) joins the group of its input when that
+ * is row-local too and the group has fewer than max_stages nodes; groups
+ * whose roots' inputs are ready at the same point form one row kernel,
+ * the other kernels of `in` stay as they are. Kernels come out in
+ * dependency order (longest path). *out is a new fusion. */
+rap_status rap_fuse_rows(const rap_plan *p, const rap_fusion *in, int max_stages, rap_fusion *out);
+/* The built-in fusions: by levels, none, or by levels then rows
+ * (rap_fuse_rows with RAP_ROW_STAGES). */
+typedef enum { RAP_FUSE_LEVELS = 0, RAP_FUSE_NONE = 1, RAP_FUSE_ROWS = 2 } rap_fuse_kind;
+#define RAP_ROW_STAGES 8
+rap_status rap_fuse(const rap_plan *p, rap_fuse_kind kind, rap_fusion *f);
+/* Whether node `node`'s output is row-local: row r of the output depends
+ * on row r of the input only and lies where row r alone says (dense,
+ * vector, or sparse with SAME or ARANGE offsets). */
+bool rap_node_row_local(const rap_plan *p, int node);
+/* The group of a row kernel holding its descriptor/node j (0 when k is
+ * not a row kernel: one desc is one unit). */
+int rap_kernel_group_of(const rap_kernel *k, int j);
+/* The op name of a kernel ("rows" for a row kernel). */
+const char *rap_kernel_op_name(const rap_kernel *k);
+/* Whether nodes a and b are in one group of row kernel k, a before b. */
+bool rap_fusion_same_group(const rap_fusion *f, int k, int a, int b);
+/* Kernel k's group table is well formed (none for a one-type kernel;
+ * else starting at 0, ending at n, no group empty). RAP_ERR_PLAN if not. */
+rap_status rap_fusion_check_groups(const rap_kernel *kn, int k);
 /* Whether op node `node` gives back its input as it is: firstx(k) on lists
  * of at most k ids (its SAME offsets: the ids stay where they are). The
  * executor lets its output be the input's buffers and launches nothing

@@ -570,9 +570,10 @@ RAP_TEST(exec_hand_multi_id)
     multi_plan m;
     REQUIRE(build_multi(t, &m));
     const int64_t B = 1500;
-    for (int fused = 0; fused < 2; fused++) {
+    for (int fused = 0; fused < 3; fused++) { /* none, levels, levels + rows */
         rap_fusion fu;
-        REQUIRE_OK(fused ? rap_fuse_levels(m.p, &fu) : rap_fuse_none(m.p, &fu));
+        REQUIRE_OK(rap_fuse(m.p, fused == 0 ? RAP_FUSE_NONE : fused == 1 ? RAP_FUSE_LEVELS
+                                                                        : RAP_FUSE_ROWS, &fu));
         rap_prep_config cfg = {.device = RAP_CPU, .max_rows = B, .threads = 3};
         rap_prep *ex;
         REQUIRE_OK(rap_prep_create(m.p, &fu, &cfg, &ex));
@@ -752,10 +753,12 @@ static rap_plan *random_plan(rap_test_ctx *t, rap_schema sc, int n_ops, uint64_t
     return p;
 }
 
-static rap_status make_exec(const rap_plan *p, bool fused, rap_device dev, int64_t B, rap_prep **ex)
+/* kind: rap_fuse_kind (LEVELS, NONE, ROWS). */
+static rap_status make_exec(const rap_plan *p, rap_fuse_kind kind, rap_device dev, int64_t B,
+                            rap_prep **ex)
 {
     rap_fusion fu;
-    RAP_TRY(fused ? rap_fuse_levels(p, &fu) : rap_fuse_none(p, &fu));
+    RAP_TRY(rap_fuse(p, kind, &fu));
     rap_prep_config cfg = {.device = dev, .max_rows = B, .threads = 2};
     rap_status s = rap_prep_create(p, &fu, &cfg, ex);
     rap_fusion_free(&fu);
@@ -764,17 +767,17 @@ static rap_status make_exec(const rap_plan *p, bool fused, rap_device dev, int64
 
 static const rap_schema g_rand_schema = {4, 5, 3};
 
-/* Fused and unfused runs of the same plan give identical columns (CPU). */
-RAP_TEST(exec_random_fused_vs_unfused_cpu)
+/* Fused (by levels, and by levels then rows) and unfused runs of the same
+ * plan give identical columns (CPU). */
+static void fused_vs_unfused(rap_test_ctx *t, rap_fuse_kind kind)
 {
-    NEED_OPS(RAP_OP_FILL_NULL, RAP_OP_SIGRID_HASH);
     const int64_t B = 777;
     for (uint64_t seed = 1; seed <= 12; seed++) {
         rap_plan *p = random_plan(t, g_rand_schema, 10 + (int)(seed * 5), seed, false);
         REQUIRE(p);
         rap_prep *a = NULL, *b = NULL;
-        REQUIRE_OK(make_exec(p, true, RAP_CPU, B, &a));
-        REQUIRE_OK(make_exec(p, false, RAP_CPU, B, &b));
+        REQUIRE_OK(make_exec(p, kind, RAP_CPU, B, &a));
+        REQUIRE_OK(make_exec(p, RAP_FUSE_NONE, RAP_CPU, B, &b));
         rap_batch bt;
         REQUIRE_OK(rap_batch_create(&bt, g_rand_schema, B, false));
         for (int round = 0; round < 2; round++) {
@@ -798,6 +801,18 @@ RAP_TEST(exec_random_fused_vs_unfused_cpu)
     }
 }
 
+RAP_TEST(exec_random_fused_vs_unfused_cpu)
+{
+    NEED_OPS(RAP_OP_FILL_NULL, RAP_OP_SIGRID_HASH);
+    fused_vs_unfused(t, RAP_FUSE_LEVELS);
+}
+
+RAP_TEST(exec_random_rows_vs_unfused_cpu)
+{
+    NEED_OPS(RAP_OP_FILL_NULL, RAP_OP_SIGRID_HASH);
+    fused_vs_unfused(t, RAP_FUSE_ROWS);
+}
+
 /* Runs every kernel of ex in pieces: descs split in up to 3 parts, each
  * part's rows in up to 4 parts (the last reaching past the batch, which
  * is clipped), in order of r0 or, with rotate, starting from a later part
@@ -815,7 +830,7 @@ static rap_status run_in_pieces(rap_prep *ex, int64_t rows, uint64_t seed, void 
             cut1 = cut2;
             cut2 = q;
         }
-        int dcuts[4] = {0, cut1, cut2, nd};
+        int dcuts[4] = {0, rap_prep_unit_start(ex, k, cut1), rap_prep_unit_start(ex, k, cut2), nd};
         for (int dp = 0; dp < 3; dp++) {
             int64_t cut[5] = {0};
             for (int rp = 0; rp < 4; rp++) {
@@ -847,12 +862,14 @@ static void pieces_test(rap_test_ctx *t, rap_device dev)
     }
 #endif
     const int64_t B = 900;
-    for (uint64_t seed = 1; seed <= 6; seed++) {
+    for (uint64_t seed = 1; seed <= 12; seed++) {
         rap_plan *p = random_plan(t, g_rand_schema, 30, seed + 100, dev == RAP_GPU);
         REQUIRE(p);
         rap_prep *whole = NULL, *parts = NULL;
-        REQUIRE_OK(make_exec(p, true, dev, B, &whole));
-        REQUIRE_OK(make_exec(p, true, dev, B, &parts));
+        /* odd seeds: row kernels, in pieces of whole groups */
+        rap_fuse_kind kind = (seed & 1) ? RAP_FUSE_ROWS : RAP_FUSE_LEVELS;
+        REQUIRE_OK(make_exec(p, RAP_FUSE_LEVELS, dev, B, &whole));
+        REQUIRE_OK(make_exec(p, kind, dev, B, &parts));
         rap_batch bt;
         REQUIRE_OK(rap_batch_create(&bt, g_rand_schema, B, dev == RAP_GPU));
         fill_batch(&bt, 851, seed + 7);
@@ -860,7 +877,7 @@ static void pieces_test(rap_test_ctx *t, rap_device dev)
         REQUIRE_OK(rap_prep_load(parts, &bt));
         REQUIRE_OK(rap_prep_run(whole));
         REQUIRE_OK(rap_prep_sync(parts));
-        REQUIRE_OK(run_in_pieces(parts, 851, seed, stream, (seed & 1) == 0));
+        REQUIRE_OK(run_in_pieces(parts, 851, seed, stream, (seed & 2) == 0));
         REQUIRE_OK(rap_prep_sync(whole));
 #ifdef RAP_HAVE_CUDA
         if (cs)
@@ -904,9 +921,10 @@ RAP_TEST(exec_random_gpu_vs_cpu)
         rap_plan *p = random_plan(t, g_rand_schema, 15 + (int)(seed * 6), seed + 1000, true);
         REQUIRE(p);
         rap_prep *cpu = NULL, *gpu = NULL, *gpu_unfused = NULL;
-        REQUIRE_OK(make_exec(p, true, RAP_CPU, B, &cpu));
-        REQUIRE_OK(make_exec(p, true, RAP_GPU, B, &gpu));
-        REQUIRE_OK(make_exec(p, false, RAP_GPU, B, &gpu_unfused));
+        REQUIRE_OK(make_exec(p, RAP_FUSE_NONE, RAP_CPU, B, &cpu));
+        /* odd seeds: the GPU's row kernels against the unfused CPU */
+        REQUIRE_OK(make_exec(p, (seed & 1) ? RAP_FUSE_ROWS : RAP_FUSE_LEVELS, RAP_GPU, B, &gpu));
+        REQUIRE_OK(make_exec(p, RAP_FUSE_NONE, RAP_GPU, B, &gpu_unfused));
         for (int round = 0; round < 3; round++) {
             int64_t cap = round == 2 ? 1500 : B, rows = round == 0 ? B : 1234;
             rap_batch bt;
@@ -1103,7 +1121,7 @@ RAP_TEST(exec_kernel_bytes)
     REQUIRE_OK(rap_plan_assign(p, "cat_0", add_op(t, p, RAP_OP_SIGRID_HASH, node_of(p, "cat_0"), 0, 0, 1, 100)));
     rap_plan_finish(p);
     rap_prep *ex;
-    REQUIRE_OK(make_exec(p, true, RAP_CPU, 500, &ex));
+    REQUIRE_OK(make_exec(p, RAP_FUSE_LEVELS, RAP_CPU, 500, &ex));
     REQUIRE(rap_prep_n_kernels(ex) == 2);
     rap_batch b;
     REQUIRE_OK(rap_batch_create(&b, sc, 500, false));

@@ -780,3 +780,203 @@ RAP_TEST(planner_capacity_aware_variant)
     rap_fusion_free(&f);
     rap_plan_free(p);
 }
+
+/* ------------------------------------------------------------- row fusion */
+
+/* The shape of a row fusion: every op once, row kernels hold row-local
+ * ops only in groups of at most S, each member after its input in its
+ * group (only a group's first node reads outside it), one-type kernels
+ * hold no row-local op. Returns the number of row kernels. */
+static int check_rows_shape(rap_test_ctx *t, const rap_plan *p, const rap_fusion *f, int S)
+{
+    int rows = 0, count = 0;
+    CHECK_OK(rap_fusion_check(p, f));
+    for (int k = 0; k < f->n; k++) {
+        const rap_kernel *kn = &f->kernels[k];
+        count += kn->n;
+        if (!kn->group) {
+            for (int j = 0; j < kn->n; j++)
+                CHECK_MSG(!rap_node_row_local(p, kn->nodes[j]), "kernel %d holds row-local node %d",
+                          k, kn->nodes[j]);
+            continue;
+        }
+        rows++;
+        CHECK(kn->op == RAP_OP_INPUT && kn->group[0] == 0 && kn->group[kn->n_groups] == kn->n);
+        for (int g = 0; g < kn->n_groups; g++) {
+            int a = kn->group[g], b = kn->group[g + 1];
+            CHECK_MSG(b > a && b - a <= S, "kernel %d group %d: %d nodes (at most %d)", k, g, b - a, S);
+            for (int j = a; j < b; j++) {
+                int i = kn->nodes[j], in = p->nodes[i].input;
+                CHECK(rap_node_row_local(p, i));
+                bool inside = false;
+                for (int q = a; q < j; q++)
+                    inside |= kn->nodes[q] == in;
+                CHECK_MSG(inside == (j > a), "kernel %d group %d node %d: input %s the group", k, g,
+                          i, inside ? "inside" : "outside");
+            }
+        }
+    }
+    CHECK(count == rap_plan_n_ops(p));
+    return rows;
+}
+
+RAP_TEST(planner_row_fusion_shipped_plans)
+{
+    static const char *const names[] = {"plan0.plan", "plan1.plan", "plan2.plan", "plan3.plan"};
+    for (int q = 0; q < 4; q++) {
+        char buf[256];
+        const char *path = plan_path(names[q], buf, sizeof buf);
+        if (!path)
+            SKIP("plans/ not found from the working directory");
+        rap_plan *p;
+        REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+        rap_fusion lv, r8, r1;
+        REQUIRE_OK(rap_fuse_levels(p, &lv));
+        REQUIRE_OK(rap_fuse_rows(p, &lv, 8, &r8));
+        REQUIRE_OK(rap_fuse_rows(p, &lv, 1, &r1));
+        CHECK(check_rows_shape(t, p, &r8, 8) >= 1);
+        check_rows_shape(t, p, &r1, 1);
+        CHECK_MSG(r8.n < lv.n, "%s: %d kernels with rows, %d without", names[q], r8.n, lv.n);
+        if (q <= 1) { /* plans 0 and 1: every op is row-local: one kernel, a group a column */
+            CHECK_MSG(r8.n == 1 && r8.kernels[0].n_groups == 39, "%s: %d kernels, %d groups",
+                      names[q], r8.n, r8.n ? r8.kernels[0].n_groups : 0);
+        }
+        /* on top of the ILP's fusion too */
+        rap_ilp_config cfg = rap_ilp_defaults();
+        cfg.time_limit_s = 1;
+        rap_fusion il, ir;
+        rap_ilp_result res;
+        REQUIRE_OK(rap_fuse_ilp(p, &cfg, &il, &res));
+        REQUIRE_OK(rap_fuse_rows(p, &il, 8, &ir));
+        check_rows_shape(t, p, &ir, 8);
+        CHECK(ir.n <= il.n);
+        rap_fusion_free(&il);
+        rap_fusion_free(&ir);
+        rap_fusion_free(&lv);
+        rap_fusion_free(&r8);
+        rap_fusion_free(&r1);
+        rap_plan_free(p);
+        if (t->failures)
+            return;
+    }
+}
+
+/* Row kernels through the file, the schedule check, the search's split
+ * (by whole groups and by rows) and the CPU executor: the slices of the
+ * schedule give the unfused result, byte for byte. */
+RAP_TEST(planner_row_fusion_file_schedule_split)
+{
+    const int64_t B = 50000;
+    rap_schema sc = {2, 4, 4};
+    rap_plan *p;
+    REQUIRE_OK(rap_plan_parse(g_split_plan, "split", sc, &p));
+    rap_fusion lv, f, g, none;
+    REQUIRE_OK(rap_fuse_levels(p, &lv));
+    REQUIRE_OK(rap_fuse_rows(p, &lv, 8, &f));
+    REQUIRE_OK(rap_fuse_none(p, &none));
+    int rk = -1;
+    for (int k = 0; k < f.n; k++)
+        if (f.kernels[k].group && f.kernels[k].n_groups >= 2 &&
+            (rk < 0 || f.kernels[k].n > f.kernels[rk].n))
+            rk = k;
+    REQUIRE(rk >= 0); /* a row kernel of 2 groups or more */
+    /* the file */
+    char fpath[512];
+    snprintf(fpath, sizeof fpath, "%s/rows.fusion", rap_test_tmpdir());
+    REQUIRE_OK(rap_fusion_save(p, &f, fpath));
+    REQUIRE_OK(rap_fusion_load(p, fpath, &g));
+    CHECK(g.n == f.n && rap_fusion_hash(p, &g) == rap_fusion_hash(p, &f));
+    CHECK(g.kernels[rk].n_groups == f.kernels[rk].n_groups);
+    rap_fusion_free(&g);
+    CHECK(rap_fusion_hash(p, &lv) != rap_fusion_hash(p, &f));
+    /* a schedule cutting a group is refused */
+    {
+        const rap_kernel *kn = &f.kernels[rk];
+        int cut = -1; /* a desc inside a group of 2 nodes or more */
+        for (int gi = 0; gi < kn->n_groups && cut < 0; gi++)
+            if (kn->group[gi + 1] - kn->group[gi] >= 2)
+                cut = kn->group[gi] + 1;
+        REQUIRE(cut > 0);
+        rap_schedule *bad;
+        REQUIRE_OK(rap_schedule_create(p, &f, "bad", &bad));
+        for (int k = 0; k < f.n; k++) {
+            if (k == rk) {
+                REQUIRE_OK(rap_schedule_add(bad, RAP_WIN_MLP_BACKWARD, k, 0, cut, 0, RAP_ROWS_END, 0));
+                REQUIRE_OK(rap_schedule_add(bad, RAP_WIN_MLP_BACKWARD, k, cut, kn->n, 0, RAP_ROWS_END, 0));
+            } else {
+                REQUIRE_OK(rap_schedule_add(bad, RAP_WIN_MLP_BACKWARD, k, 0, f.kernels[k].n, 0,
+                                            RAP_ROWS_END, 0));
+            }
+        }
+        CHECK(rap_schedule_validate(bad, p, &f, B) == RAP_ERR_PLAN);
+        CHECK(strstr(rap_last_error(), "cut one of its groups"));
+        rap_schedule_free(bad);
+    }
+    /* windows of 0.3 x the largest kernel: row kernels split by groups and rows */
+    double largest = 0;
+    for (int k = 0; k < f.n; k++) {
+        double ms = rap_slice_ms(p, &f, NULL, k, 0, f.kernels[k].n, 0, B, B);
+        largest = ms > largest ? ms : largest;
+    }
+    rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, B, 0};
+    rap_capacity cap;
+    rap_capacity_assumed(&sh, "test", &cap);
+    for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+        cap.capacity_ms[w] = 0.3 * largest;
+    rap_search_config c = {NULL, &cap, B, 1, false};
+    rap_schedule *s;
+    rap_search_result sr;
+    REQUIRE_OK(rap_schedule_search(p, &f, &c, "rows", &s, &sr));
+    CHECK_OK(rap_schedule_validate(s, p, &f, B));
+    int rk_slices = 0, rk_rowcut = 0;
+    for (int q = 0; q < s->n_slices; q++) {
+        const rap_slice *sl = &s->slices[q];
+        if (!f.kernels[sl->kernel].group)
+            continue;
+        rk_slices++;
+        rk_rowcut += sl->r0 > 0;
+    }
+    CHECK_MSG(rk_slices >= 3 && rk_rowcut >= 1, "row kernel slices %d, cut by rows %d", rk_slices,
+              rk_rowcut);
+    /* run: the schedule's slices on row kernels == unfused, whole */
+    rap_batch b;
+    REQUIRE_OK(rap_batch_create(&b, sc, B, false));
+    rap_test_fill_batch(&b, B, 11);
+    rap_prep_config pc = {RAP_CPU, B, 2, NULL};
+    rap_prep *whole = NULL, *split = NULL;
+    REQUIRE_OK(rap_prep_create(p, &none, &pc, &whole));
+    REQUIRE_OK(rap_prep_create(p, &f, &pc, &split));
+    REQUIRE_OK(rap_prep_load(whole, &b));
+    REQUIRE_OK(rap_prep_run(whole));
+    REQUIRE_OK(rap_prep_load(split, &b));
+    for (int q = 0; q < s->n_slices; q++) {
+        const rap_slice *sl = &s->slices[q];
+        REQUIRE_OK(rap_prep_run_kernel(split, sl->kernel, sl->d0, sl->d1, sl->r0, sl->r1, NULL));
+    }
+    for (int col = 0; col < p->n_cols; col++) {
+        rap_host_column x, y;
+        REQUIRE_OK(rap_prep_fetch(whole, col, &x));
+        REQUIRE_OK(rap_prep_fetch(split, col, &y));
+        CHECK_MSG(same_column(&x, &y), "column %s differs (row kernels in slices)", p->cols[col].name);
+        rap_host_column_free(&x);
+        rap_host_column_free(&y);
+    }
+    /* the executor refuses a piece cutting a group */
+    {
+        const rap_kernel *kn = &f.kernels[rk];
+        int cut = -1;
+        for (int gi = 0; gi < kn->n_groups && cut < 0; gi++)
+            if (kn->group[gi + 1] - kn->group[gi] >= 2)
+                cut = kn->group[gi] + 1;
+        CHECK(rap_prep_run_kernel(split, rk, 0, cut, 0, B, NULL) == RAP_ERR_ARG);
+        CHECK(strstr(rap_last_error(), "cut a group"));
+    }
+    rap_prep_free(whole);
+    rap_prep_free(split);
+    rap_batch_free(&b);
+    rap_schedule_free(s);
+    rap_fusion_free(&f);
+    rap_fusion_free(&lv);
+    rap_fusion_free(&none);
+    rap_plan_free(p);
+}

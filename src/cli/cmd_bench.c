@@ -724,7 +724,7 @@ int cmd_bench(int argc, char **argv)
     if (s.schedule[0] && access(fusion_file, R_OK) == 0) /* rap plan's, beside the schedule */
         st = rap_fusion_load(plan, fusion_file, &fus);
     else
-        st = s.fusion == FUSE_NONE ? rap_fuse_none(plan, &fus) : rap_fuse_levels(plan, &fus);
+        st = rap_fuse(plan, (rap_fuse_kind)s.fusion, &fus);
     if (st != RAP_OK)
         goto out;
     b.fus = &fus;

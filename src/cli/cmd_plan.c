@@ -50,6 +50,7 @@ typedef struct {
     int64_t max_moves;
     char owners[RAP_OPT_STR];
     bool split;
+    int64_t rows;            /* row fusion: stages per group, 0 off */
     bool quiet, verbose, help;
 } plan_settings;
 
@@ -68,6 +69,7 @@ static const rap_opt g_opts[] = {
     {"fusion-out", RAP_OPT_STRING, P, OFF(fusion_out), "", 0, 0, NULL, "FILE", "write the fusion the schedule runs (default: SCHEDULE.fusion; the runtime must load it)"},
     {"fusion", RAP_OPT_ENUM, P, OFF(fusion), "ilp", 0, 0, "ilp|levels|ilp-capacity|none", NULL, "fusion: the integer program, greedy by levels, the better (less exposed) of the ILP and its capacity-aware variant, or none (one kernel per op: the ablation)"},
     {"split", RAP_OPT_BOOL, P, OFF(split), "true", 0, 0, NULL, NULL, "split kernels that do not fit a window (--no-split: whole kernels only, the ablation)"},
+    {"rows", RAP_OPT_INT, P, OFF(rows), "8", 0, 64, NULL, "N", "row fusion after the fusion: chains of row-local ops of any types in one kernel, up to N ops a group (0: off, the ablation)"},
     {"time-limit", RAP_OPT_DOUBLE, P, OFF(time_limit), "5", 0.1, 3600, NULL, "SEC", "fusion ILP time limit (the best solution so far is used after it)"},
     {"extra-stages", RAP_OPT_INT, P, OFF(extra_stages), "2", -1, 1000, NULL, "N", "ILP stages beyond the longest op chain (-1: one per op, exact but slow)"},
     {"gpu", RAP_OPT_STRING, P, OFF(gpu), "", 0, 0, NULL, "NAME", "GPU the plan is for (default: the capacity file's); files for another GPU are refused"},
@@ -123,6 +125,18 @@ static const char *base_name(const char *path)
 }
 
 static int cmd_plan_gpus(const plan_settings *s);
+
+/* Row fusion (--rows N) on top of *f, in place; N == 0: f as it is. */
+static rap_status fuse_rows(const rap_plan *plan, const plan_settings *s, rap_fusion *f)
+{
+    if (s->rows <= 0)
+        return RAP_OK;
+    rap_fusion r;
+    RAP_TRY(rap_fuse_rows(plan, f, (int)s->rows, &r));
+    rap_fusion_free(f);
+    *f = r;
+    return RAP_OK;
+}
 
 int cmd_plan(int argc, char **argv)
 {
@@ -181,6 +195,8 @@ int cmd_plan(int argc, char **argv)
             ic.verbose = s.verbose;
             st = rap_fuse_ilp(plan, &ic, &fus, &ilp);
             if (st == RAP_OK)
+                st = fuse_rows(plan, &s, &fus);
+            if (st == RAP_OK)
                 st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
             if (st == RAP_OK && s.fusion == 2) {
                 /* the capacity-aware variant; kept when its schedule is
@@ -195,6 +211,8 @@ int cmd_plan(int argc, char **argv)
                 rap_schedule *s2 = NULL;
                 rap_search_result sr2;
                 st = rap_fuse_ilp(plan, &ic, &f2, &r2);
+                if (st == RAP_OK)
+                    st = fuse_rows(plan, &s, &f2);
                 if (st == RAP_OK)
                     st = rap_schedule_search(plan, &f2, &sc, s.out, &s2, &sr2);
                 if (st == RAP_OK && r2.capacity_aware &&
@@ -215,6 +233,8 @@ int cmd_plan(int argc, char **argv)
             }
         } else {
             st = s.fusion == 3 ? rap_fuse_none(plan, &fus) : rap_fuse_levels(plan, &fus);
+            if (st == RAP_OK && s.fusion != 3)
+                st = fuse_rows(plan, &s, &fus);
             if (st == RAP_OK)
                 st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
         }

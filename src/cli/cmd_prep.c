@@ -230,10 +230,9 @@ static rap_status run(cli_settings *s, prep_job *j)
     RAP_TRY(cli_resolve_device(s->device, &dev));
     RAP_TRY(cli_load_plan(s->plan, &j->plan));
     rap_plan *plan = j->plan;
-    RAP_TRY(s->fusion == FUSE_NONE ? rap_fuse_none(plan, &j->fusion)
-                                   : rap_fuse_levels(plan, &j->fusion));
+    RAP_TRY(rap_fuse(plan, (rap_fuse_kind)s->fusion, &j->fusion));
     rap_info("plan %s: %d ops in %d kernels (%s fusion), %d output columns", plan->source,
-             rap_plan_n_ops(plan), j->fusion.n, s->fusion == FUSE_NONE ? "no" : "level",
+             rap_plan_n_ops(plan), j->fusion.n, s->fusion == FUSE_NONE ? "no" : s->fusion == FUSE_ROWS ? "level + row" : "level",
              plan->n_cols);
     print_model_inputs(plan);
 

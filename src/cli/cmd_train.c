@@ -68,7 +68,7 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
     RAP_TRY(cli_load_plan(s->plan, &j->plan));
     c.plan = j->plan;
     c.plan_name = s->plan;
-    c.fuse_none = s->fusion == FUSE_NONE;
+    c.fusion = (rap_fuse_kind)s->fusion;
 
     rap_model_config *m = &c.model;
     RAP_TRY(cli_parse_widths("mlp-bot", s->mlp_bot, m->bot, RAP_MAX_LAYERS, &m->n_bot));

@@ -32,14 +32,18 @@ rap_status rap_fusion_save(const rap_plan *p, const rap_fusion *f, const char *p
     for (char *c = name; *c; c++)
         if (*c == ' ' || *c == '\t')
             *c = '_';
-    fprintf(fp, "rap-fusion 1\n# kernels in launch order; ops are live op ids in plan order (docs/PLANNER.md)\n");
+    fprintf(fp, "rap-fusion 2\n# kernels in launch order; ops are live op ids in plan order, a row "
+                "kernel's groups separated by ';' (docs/PLANNER.md)\n");
     fprintf(fp, "plan %s %016llx\n", name, (unsigned long long)rap_plan_hash(p));
     for (int k = 0; k < f->n; k++) {
         const rap_kernel *kn = &f->kernels[k];
-        fprintf(fp, "kernel op=%s variant=%d level=%d ops=", rap_op_name(kn->op), kn->variant,
-                kn->level);
-        for (int j = 0; j < kn->n; j++)
-            fprintf(fp, "%s%d", j ? "," : "", id[kn->nodes[j]]);
+        fprintf(fp, "kernel op=%s variant=%d level=%d ops=", rap_kernel_op_name(kn),
+                kn->variant, kn->level);
+        for (int j = 0, g = 0; j < kn->n; j++) {
+            bool head = kn->group && g < kn->n_groups && kn->group[g] == j;
+            g += head;
+            fprintf(fp, "%s%d", j == 0 ? "" : head ? ";" : ",", id[kn->nodes[j]]);
+        }
         fputc('\n', fp);
     }
     rap_free(id);
@@ -83,8 +87,9 @@ rap_status rap_fusion_load(const rap_plan *p, const char *path, rap_fusion *f)
             continue;
         int ver;
         if (!magic) {
-            if (sscanf(line, "rap-fusion %d", &ver) != 1 || ver != 1)
-                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"rap-fusion 1\"", path, lineno);
+            if (sscanf(line, "rap-fusion %d", &ver) != 1 || ver < 1 || ver > 2)
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"rap-fusion 1\" or \"rap-fusion 2\"",
+                              path, lineno);
             magic = true;
         } else if (!strncmp(line, "plan ", 5)) {
             char name[256];
@@ -109,28 +114,42 @@ rap_status rap_fusion_load(const rap_plan *p, const char *path, rap_fusion *f)
             kn->variant = variant;
             kn->level = level;
             kn->op = RAP_OP_COUNT;
+            bool rows = !strcmp(op, "rows");
             for (int t = 1; t < RAP_OP_COUNT; t++)
                 if (!strcmp(op, rap_op_name((rap_op_type)t)))
                     kn->op = (rap_op_type)t;
-            int count = 1;
-            for (const char *c = line + at; *c; c++)
-                count += *c == ',';
+            int count = 1, groups = 1;
+            for (const char *c = line + at; *c; c++) {
+                count += *c == ',' || *c == ';';
+                groups += *c == ';';
+            }
             kn->nodes = rap_malloc(sizeof(int) * (size_t)count, "fusion file");
-            if (!kn->nodes) {
+            if (rows) {
+                kn->op = RAP_OP_INPUT;
+                kn->group = rap_malloc(sizeof(int) * (size_t)(groups + 1), "fusion file");
+            }
+            if (!kn->nodes || (rows && !kn->group)) {
                 st = RAP_ERR_NOMEM;
                 break;
             }
+            if (rows)
+                kn->group[kn->n_groups++] = 0;
             const char *c = line + at;
             while (st == RAP_OK && *c) {
                 char *end;
                 long v = strtol(c, &end, 10);
-                if (end == c || v < 0 || v >= n_ops || (*end && *end != ','))
-                    st = rap_fail(RAP_ERR_DATA, "%s:%d: expected op ids 0..%d separated by commas",
-                                  path, lineno, n_ops - 1);
+                if (end == c || v < 0 || v >= n_ops || (*end && *end != ',' && *end != ';') ||
+                    (*end == ';' && !rows))
+                    st = rap_fail(RAP_ERR_DATA, "%s:%d: expected op ids 0..%d separated by commas%s",
+                                  path, lineno, n_ops - 1, rows ? " (groups by ';')" : "");
                 else
                     kn->nodes[kn->n++] = node[v];
+                if (st == RAP_OK && *end == ';')
+                    kn->group[kn->n_groups++] = kn->n;
                 c = *end ? end + 1 : end;
             }
+            if (rows && st == RAP_OK)
+                kn->group[kn->n_groups] = kn->n;
             if (st == RAP_OK && (kn->op == RAP_OP_COUNT || kn->n == 0))
                 st = rap_fail(RAP_ERR_DATA, "%s:%d: unknown op \"%s\" or no ops", path, lineno, op);
         } else {

@@ -13,6 +13,7 @@
  * so a time limit always leaves a solution at least as good as greedy.
  */
 #include "plan/fusion_ilp.h"
+#include "plan/search.h"
 
 #include <glpk.h>
 #include <math.h>
@@ -112,13 +113,8 @@ double rap_fusion_predicted_ms(const rap_plan *p, const rap_fusion *f, const rap
                                int64_t batch)
 {
     double s = 0;
-    for (int k = 0; k < f->n; k++) {
-        if (f->kernels[k].n > 0 && rap_node_is_identity(p, f->kernels[k].nodes[0]))
-            continue; /* launches nothing */
-        rap_kfeat kf;
-        rap_kfeat_of(p, f->kernels[k].nodes, 0, f->kernels[k].n, (double)batch, (double)batch, &kf);
-        s += rap_predict_ms(pred, &kf, NULL);
-    }
+    for (int k = 0; k < f->n; k++) /* identities: 0 (launch nothing); row kernels too */
+        s += rap_slice_ms(p, f, pred, k, 0, f->kernels[k].n, 0, batch, batch);
     return s;
 }
 
@@ -138,7 +134,8 @@ rap_status rap_fusion_check(const rap_plan *p, const rap_fusion *f)
                 st = rap_fail(RAP_ERR_PLAN, "fusion: kernel %d holds node %d, not a live op", k, i);
             else if (kof[i] >= 0)
                 st = rap_fail(RAP_ERR_PLAN, "fusion: node %d is in kernels %d and %d", i, kof[i], k);
-            else if (p->nodes[i].op != kn->op || rap_node_variant(p, i) != kn->variant)
+            else if (kn->group ? !rap_node_row_local(p, i)
+                               : p->nodes[i].op != kn->op || rap_node_variant(p, i) != kn->variant)
                 st = rap_fail(RAP_ERR_PLAN, "fusion: kernel %d (%s.%d) holds node %d of type %s.%d",
                               k, rap_op_name(kn->op), kn->variant, i, rap_op_name(p->nodes[i].op),
                               rap_node_variant(p, i));
@@ -152,10 +149,13 @@ rap_status rap_fusion_check(const rap_plan *p, const rap_fusion *f)
         if (kof[i] < 0)
             st = rap_fail(RAP_ERR_PLAN, "fusion: op node %d (plan line %d) is in no kernel", i,
                           p->nodes[i].line);
-        else if (is_op(p, p->nodes[i].input) && kof[p->nodes[i].input] >= kof[i])
+        else if (is_op(p, p->nodes[i].input) && kof[p->nodes[i].input] >= kof[i] &&
+                 !rap_fusion_same_group(f, kof[i], p->nodes[i].input, i))
             st = rap_fail(RAP_ERR_PLAN, "fusion: node %d runs in kernel %d, not after its input's "
                           "kernel %d", i, kof[i], kof[p->nodes[i].input]);
     }
+    for (int k = 0; k < f->n && st == RAP_OK; k++)
+        st = rap_fusion_check_groups(&f->kernels[k], k);
     rap_free(kof);
     return st;
 }

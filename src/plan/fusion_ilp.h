@@ -87,9 +87,10 @@ rap_status rap_fusion_check(const rap_plan *p, const rap_fusion *f);
 /* Fusion files: the runtime must run the fusion a schedule was made for
  * (the schedule holds only its hash), so `rap plan` writes it beside the
  * schedule. Format (docs/PLANNER.md, "Fusion file"):
- *   rap-fusion 1
+ *   rap-fusion 2            (version 1, without row kernels, still loads)
  *   plan NAME HASH          (rap_plan_hash, 16 hex digits)
  *   kernel op=OP variant=V level=L ops=I,J,...   (live op ids, plan order)
+ *   kernel op=rows variant=0 level=L ops=I,J;K,...  (a row kernel: groups by ';')
  * Loading checks the plan hash, every kernel against the plan and the
  * whole with rap_fusion_check. */
 rap_status rap_fusion_save(const rap_plan *p, const rap_fusion *f, const char *path);

@@ -6,11 +6,62 @@
 #include <math.h>
 #include <string.h>
 
+/* A row kernel's slice: one launch doing the work of one kernel per
+ * (op, variant) among its nodes, so the sum of those kernels' predictions
+ * less the launch cost of all but one. The launch cost of a type is its
+ * prediction for one desc over one row. Identities cost nothing. */
+static double rows_slice_ms(const rap_plan *p, const rap_kernel *kn, const rap_predictor *pred,
+                            int d0, int d1, double rows)
+{
+    int nodes[64];
+    double sum = 0, launch_min = 0;
+    int types = 0;
+    bool *seen = rap_calloc(sizeof(bool) * (size_t)(d1 - d0 + 1), "row kernel prediction");
+    if (!seen)
+        return 0;
+    for (int j = d0; j < d1; j++) {
+        if (seen[j - d0] || rap_node_is_identity(p, kn->nodes[j]))
+            continue;
+        int a = kn->nodes[j], var = rap_node_variant(p, a);
+        rap_op_type op = p->nodes[a].op;
+        /* this type's nodes, in chunks of 64 (a kernel of a type is at
+         * most as costly as its chunks together) */
+        int n = 0;
+        for (int i = j; i < d1; i++) {
+            int b = kn->nodes[i];
+            if (seen[i - d0] || p->nodes[b].op != op || rap_node_variant(p, b) != var)
+                continue;
+            seen[i - d0] = true;
+            nodes[n++] = b;
+            if (n == 64) {
+                rap_kfeat kf;
+                rap_kfeat_of(p, nodes, 0, n, rows, rows, &kf);
+                sum += rap_predict_ms(pred, &kf, NULL);
+                n = 0;
+            }
+        }
+        if (n > 0) {
+            rap_kfeat kf;
+            rap_kfeat_of(p, nodes, 0, n, rows, rows, &kf);
+            sum += rap_predict_ms(pred, &kf, NULL);
+        }
+        rap_kfeat k1;
+        rap_kfeat_of(p, &a, 0, 1, 1, 1, &k1);
+        double l = rap_predict_ms(pred, &k1, NULL);
+        launch_min = types == 0 || l < launch_min ? l : launch_min;
+        types++;
+    }
+    rap_free(seen);
+    return types > 1 ? sum - (types - 1) * launch_min : sum;
+}
+
 double rap_slice_ms(const rap_plan *p, const rap_fusion *f, const rap_predictor *pred, int k,
                     int d0, int d1, int64_t r0, int64_t r1, int64_t batch)
 {
     if (r1 > batch)
         r1 = batch;
+    if (f->kernels[k].group)
+        return rows_slice_ms(p, &f->kernels[k], pred, d0, d1, (double)(r1 - r0));
     if (rap_node_is_identity(p, f->kernels[k].nodes[d0]))
         return 0; /* a kernel of identities launches nothing (rap_node_is_identity) */
     rap_kfeat kf;
@@ -67,6 +118,22 @@ static int min_window(const search_state *ss, int k, int j)
     return w < 0 ? 0 : w;
 }
 
+/* End of the unit starting at desc d: d + 1, or for a row kernel the end
+ * of d's group (its slices hold whole groups). */
+static int unit_end(const rap_kernel *kn, int d)
+{
+    return kn->group ? kn->group[rap_kernel_group_of(kn, d) + 1] : d + 1;
+}
+
+/* Earliest window the unit starting at desc d may run in. */
+static int unit_min_window(const search_state *ss, int k, int d)
+{
+    int w = 0;
+    for (int j = d; j < unit_end(&ss->f->kernels[k], d); j++)
+        w = min_window(ss, k, j) > w ? min_window(ss, k, j) : w;
+    return w;
+}
+
 static rap_status place_kernel(search_state *ss, int k)
 {
     const rap_kernel *kn = &ss->f->kernels[k];
@@ -88,7 +155,8 @@ static rap_status place_kernel(search_state *ss, int k)
     }
     while (d < kn->n) {
         bool placed = false;
-        int w0 = min_window(ss, k, d);
+        int u = unit_end(kn, d); /* the unit [d, u): one desc, or a row kernel's group */
+        int w0 = unit_min_window(ss, k, d);
         if (r > 0 && row_win > w0)
             w0 = row_win;
         for (int w = w0; w < RAP_WIN_EXPOSED && !placed; w++) {
@@ -99,12 +167,13 @@ static rap_status place_kernel(search_state *ss, int k)
                 /* the most whole descs [d, e) that fit and may run in w */
                 int e = d;
                 double ms = 0;
-                while (e < kn->n && min_window(ss, k, e) <= w) {
-                    double m = rap_slice_ms(ss->p, ss->f, pred, k, d, e + 1, 0, B, B);
+                while (e < kn->n && unit_min_window(ss, k, e) <= w) {
+                    int e2 = unit_end(kn, e);
+                    double m = rap_slice_ms(ss->p, ss->f, pred, k, d, e2, 0, B, B);
                     if (m > left)
                         break;
                     ms = m;
-                    e++;
+                    e = e2;
                 }
                 if (e > d) {
                     RAP_TRY(place(ss, (rap_window)w, k, d, e, 0, B, ms));
@@ -113,22 +182,22 @@ static rap_status place_kernel(search_state *ss, int k)
                     break;
                 }
             }
-            /* desc d alone does not fit (or is part done): the most rows */
-            if (rap_slice_ms(ss->p, ss->f, pred, k, d, d + 1, r, r + 1, B) > left)
+            /* unit d alone does not fit (or is part done): the most rows */
+            if (rap_slice_ms(ss->p, ss->f, pred, k, d, u, r, r + 1, B) > left)
                 continue;
             int64_t lo = r + 1, hi = B; /* largest r1 in [lo, hi] that fits */
             while (lo < hi) {
                 int64_t mid = lo + (hi - lo + 1) / 2;
-                if (rap_slice_ms(ss->p, ss->f, pred, k, d, d + 1, r, mid, B) <= left)
+                if (rap_slice_ms(ss->p, ss->f, pred, k, d, u, r, mid, B) <= left)
                     lo = mid;
                 else
                     hi = mid - 1;
             }
-            double ms = rap_slice_ms(ss->p, ss->f, pred, k, d, d + 1, r, lo, B);
-            RAP_TRY(place(ss, (rap_window)w, k, d, d + 1, r, lo, ms));
+            double ms = rap_slice_ms(ss->p, ss->f, pred, k, d, u, r, lo, B);
+            RAP_TRY(place(ss, (rap_window)w, k, d, u, r, lo, ms));
             row_win = w;
             if (lo >= B) {
-                d++;
+                d = u;
                 r = 0;
             } else {
                 r = lo;
@@ -137,11 +206,11 @@ static rap_status place_kernel(search_state *ss, int k)
         }
         if (placed)
             continue;
-        /* nothing fits: the rest of desc d, then every later desc, exposed */
+        /* nothing fits: the rest of unit d, then every later unit, exposed */
         if (r > 0) {
-            RAP_TRY(place(ss, RAP_WIN_EXPOSED, k, d, d + 1, r, B,
-                          rap_slice_ms(ss->p, ss->f, pred, k, d, d + 1, r, B, B)));
-            d++;
+            RAP_TRY(place(ss, RAP_WIN_EXPOSED, k, d, u, r, B,
+                          rap_slice_ms(ss->p, ss->f, pred, k, d, u, r, B, B)));
+            d = u;
             r = 0;
         }
         if (d < kn->n) {
@@ -287,7 +356,7 @@ rap_status rap_plan_report_json(FILE *fp, const rap_plan *p, const rap_fusion *f
             w++;
         const rap_kernel *kn = &f->kernels[sl->kernel];
         fprintf(fp, "%s\n    {\"kernel\": %d, \"type\": \"%s.%d\", \"ops\": [", q ? "," : "",
-                sl->kernel, rap_op_name(kn->op), kn->variant);
+                sl->kernel, rap_kernel_op_name(kn), kn->variant);
         for (int j = sl->d0; j < sl->d1; j++)
             fprintf(fp, "%s%d", j > sl->d0 ? ", " : "", opid[kn->nodes[j]]);
         fprintf(fp, "], \"descs\": [%d, %d], \"rows\": [%lld, ", sl->d0, sl->d1, (long long)sl->r0);

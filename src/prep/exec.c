@@ -134,6 +134,7 @@ static void layout(rap_prep *p, const rap_plan *plan, arena_cursor *c, size_t au
     p->aux = place(c, (double)aux_total, 1);
     if (p->device == RAP_GPU) {
         p->descs_dev = place(c, (double)p->n_descs, sizeof(rap_desc));
+        p->heads_dev = place(c, (double)p->n_heads, sizeof(int32_t));
         p->scan_tmp = place(c, (double)p->scan_tmp_bytes, 1);
     }
     if (!c->base)
@@ -202,7 +203,11 @@ static rap_status check_fusion(const rap_plan *plan, const rap_fusion *f, int *k
             if (n->op == RAP_OP_INPUT || !n->live)
                 return rap_fail(RAP_ERR_ARG, "executor: kernel %d names node %d, which is %s", k,
                                 i, n->op == RAP_OP_INPUT ? "a raw input" : "not live");
-            if (n->op != kn->op || rap_node_variant(plan, i) != kn->variant)
+            if (kn->group && !rap_node_row_local(plan, i))
+                return rap_fail(RAP_ERR_ARG, "executor: row kernel %d holds node %d (%s, line %d), "
+                                             "whose offsets are computed: not row-local",
+                                k, i, rap_op_name(n->op), n->line);
+            if (!kn->group && (n->op != kn->op || rap_node_variant(plan, i) != kn->variant))
                 return rap_fail(RAP_ERR_ARG, "executor: kernel %d (%s, variant %d) holds node %d "
                                              "(%s, variant %d): a kernel fuses one op and variant",
                                 k, rap_op_name(kn->op), kn->variant, i, rap_op_name(n->op),
@@ -216,6 +221,9 @@ static rap_status check_fusion(const rap_plan *plan, const rap_fusion *f, int *k
             computed = c_;
             kernel_of[i] = k;
         }
+        rap_status st = rap_fusion_check_groups(kn, k);
+        if (st != RAP_OK)
+            return rap_fail_context(RAP_ERR_ARG, "executor");
     }
     for (int i = 0; i < plan->n_nodes; i++) {
         const rap_node *n = &plan->nodes[i];
@@ -226,7 +234,8 @@ static rap_status check_fusion(const rap_plan *plan, const rap_fusion *f, int *k
                                          "the fusion",
                             i, rap_op_name(n->op), n->line);
         int in = n->input;
-        if (plan->nodes[in].op != RAP_OP_INPUT && kernel_of[in] >= kernel_of[i])
+        if (plan->nodes[in].op != RAP_OP_INPUT && kernel_of[in] >= kernel_of[i] &&
+            !rap_fusion_same_group(f, kernel_of[i], in, i))
             return rap_fail(RAP_ERR_ARG, "executor: node %d (kernel %d) reads node %d, which runs "
                                          "in kernel %d: kernels must follow dependencies",
                             i, kernel_of[i], in, kernel_of[in]);
@@ -242,6 +251,8 @@ static rap_status check_fusion(const rap_plan *plan, const rap_fusion *f, int *k
 static rap_status check_impls(const rap_plan *plan, const rap_fusion *f, rap_device dev)
 {
     for (int k = 0; k < f->n; k++) {
+        if (f->kernels[k].group) /* row kernels: ops/rows.cu, every device */
+            continue;
         rap_op_type op = f->kernels[k].op;
         const rap_op_impl *im = &rap_op_impls[op];
         bool computed = plan->nodes[f->kernels[k].nodes[0]].off == RAP_OFF_COMPUTED;
@@ -350,6 +361,7 @@ void rap_prep_free(rap_prep *p)
     rap_free(p->descs);
     rap_free(p->desc_node);
     rap_free(p->ready);
+    rap_free(p->heads);
     rap_free(p);
 }
 
@@ -383,6 +395,11 @@ static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
         kn->identity = true;
         for (int j = 0; j < f->kernels[k].n; j++)
             kn->identity &= rap_node_is_identity(plan, f->kernels[k].nodes[j]);
+        if (f->kernels[k].group) {
+            kn->n_groups = f->kernels[k].n_groups;
+            kn->head0 = p->n_heads;
+            p->n_heads += kn->n_groups + 1;
+        }
         p->n_descs += kn->n;
         if (kn->computed && kn->n > p->ndc)
             p->ndc = kn->n;
@@ -390,8 +407,12 @@ static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
     p->descs = rap_calloc(sizeof(rap_desc) * (size_t)(p->n_descs + 1), "executor descriptors");
     p->desc_node = rap_malloc(sizeof(int) * (size_t)(p->n_descs + 1), "executor descriptors");
     p->ready = rap_calloc(sizeof(uint32_t) * (size_t)(p->n_descs + 1), "executor descriptors");
-    if (!p->descs || !p->desc_node || !p->ready)
+    p->heads = rap_malloc(sizeof(int32_t) * (size_t)(p->n_heads + 1), "executor row groups");
+    if (!p->descs || !p->desc_node || !p->ready || !p->heads)
         return RAP_ERR_NOMEM;
+    for (int k = 0; k < f->n; k++)
+        for (int g = 0; f->kernels[k].group && g <= f->kernels[k].n_groups; g++)
+            p->heads[p->kernels[k].head0 + g] = (int32_t)f->kernels[k].group[g];
 
     /* aux region: one slot per bucketize/mapid node, 16-byte aligned */
     size_t aux_total = 0;
@@ -471,10 +492,12 @@ static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
         if (aux_total > 0)
             RAP_TRY(rap_prep_gpu_upload(p, p->aux, *staging, aux_total));
         RAP_TRY(rap_prep_gpu_upload(p, p->descs_dev, p->descs, sizeof(rap_desc) * (size_t)p->n_descs));
+        RAP_TRY(rap_prep_gpu_upload(p, p->heads_dev, p->heads, sizeof(int32_t) * (size_t)p->n_heads));
         if (p->arange)
             RAP_TRY(rap_prep_gpu_fill_arange(p, p->arange, B + 1));
     } else {
         p->descs_dev = p->descs;
+        p->heads_dev = p->heads;
         if (p->arange)
             for (int64_t r = 0; r <= B; r++)
                 p->arange[r] = r;
@@ -675,6 +698,59 @@ static rap_status cpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0,
     return RAP_OK;
 }
 
+typedef struct {
+    const rap_desc *d;      /* the kernel's descs */
+    const int32_t *heads;   /* its group starts, from the piece's first group */
+    int64_t r0, r1, chunk, nchunks;
+} cpu_rows_job;
+
+static void cpu_rows_item(void *ctx, int64_t i)
+{
+    const cpu_rows_job *j = ctx;
+    int64_t g = i / j->nchunks, c = i % j->nchunks;
+    int64_t a = j->r0 + c * j->chunk;
+    int64_t b = a + j->chunk < j->r1 ? a + j->chunk : j->r1;
+    rap_op_rows_cpu(j->d, j->heads, (int)g, a, b);
+}
+
+/* CPU piece of a row kernel: groups [g0, g1) over rows [r0, r1), in row
+ * chunks so that every pool thread has work (a group's chunk runs its
+ * descs one after the other: rows never cross chunks). */
+static void cpu_run_rows(rap_prep *p, int k, int g0, int g1, int64_t r0, int64_t r1)
+{
+    const rap_prep_kernel *kn = &p->kernels[k];
+    int ng = g1 - g0;
+    int64_t n = r1 - r0, chunk = CPU_CHUNK_ROWS;
+    int64_t want = (4 * (int64_t)rap_pool_threads(p->pool) + ng - 1) / ng;
+    if (want > 1 && (n + want - 1) / want < chunk)
+        chunk = (n + want - 1) / want;
+    if (chunk < CPU_MIN_CHUNK_ROWS)
+        chunk = CPU_MIN_CHUNK_ROWS;
+    cpu_rows_job job = {p->descs + kn->first, p->heads + kn->head0 + g0, r0, r1, chunk,
+                        (n + chunk - 1) / chunk};
+    rap_pool_for(p->pool, (int64_t)ng * job.nchunks, cpu_rows_item, &job);
+    p->launches++;
+}
+
+/* Group g0 of row kernel k starting at desc d0 and g1 ending at d1, or
+ * RAP_ERR_ARG: a piece of a row kernel holds whole groups. */
+static rap_status rows_range(const rap_prep *p, int k, int d0, int d1, int *g0, int *g1)
+{
+    const rap_prep_kernel *kn = &p->kernels[k];
+    const int32_t *h = p->heads + kn->head0;
+    *g0 = *g1 = -1;
+    for (int g = 0; g <= kn->n_groups; g++) {
+        if (h[g] == d0)
+            *g0 = g;
+        if (h[g] == d1)
+            *g1 = g;
+    }
+    if (*g0 < 0 || *g1 < 0)
+        return rap_fail(RAP_ERR_ARG, "rap_prep_run_kernel: row kernel %d: descriptors [%d, %d) "
+                        "cut a group (a piece holds whole groups)", k, d0, d1);
+    return RAP_OK;
+}
+
 /* ------------------------------------------------------------ run */
 
 /* Checks the ranges, clips r1 to the loaded rows, then runs the piece on
@@ -701,6 +777,16 @@ rap_status rap_prep_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, i
         r1 = p->rows;
     if (d0 == d1 || p->rows == 0 || kn->identity) /* identities: nothing to compute */
         return RAP_OK;
+    if (kn->n_groups > 0) {
+        int g0, g1;
+        RAP_TRY(rows_range(p, k, d0, d1, &g0, &g1));
+        if (r1 <= r0)
+            return RAP_OK;
+        if (p->device == RAP_GPU)
+            return rap_prep_gpu_run_rows(p, k, g0, g1, r0, r1, stream);
+        cpu_run_rows(p, k, g0, g1, r0, r1);
+        return RAP_OK;
+    }
     bool len = kn->computed && r0 == 0;
     for (int j = d0; kn->computed && !len && j < d1; j++)
         len = p->ready[kn->first + j] != p->generation;
@@ -733,6 +819,18 @@ rap_status rap_prep_sync(rap_prep *p)
 }
 
 int rap_prep_n_kernels(const rap_prep *p) { return p ? p->n_kernels : 0; }
+
+int rap_prep_unit_start(const rap_prep *p, int k, int d)
+{
+    const rap_prep_kernel *kn = &p->kernels[k];
+    if (kn->n_groups == 0 || d >= kn->n)
+        return d;
+    const int32_t *h = p->heads + kn->head0;
+    int g = 0;
+    while (g + 1 < kn->n_groups && h[g + 1] <= d)
+        g++;
+    return h[g];
+}
 
 int rap_prep_n_descs(const rap_prep *p, int k)
 {

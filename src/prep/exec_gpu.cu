@@ -196,6 +196,16 @@ extern "C" rap_status rap_prep_gpu_run_kernel(rap_prep *p, int k, int d0, int d1
     return RAP_OK;
 }
 
+extern "C" rap_status rap_prep_gpu_run_rows(rap_prep *p, int k, int g0, int g1, int64_t r0,
+                                            int64_t r1, void *stream)
+{
+    const rap_prep_kernel *kn = &p->kernels[k];
+    RAP_TRY(rap_op_rows_gpu(p->descs_dev + kn->first, p->heads_dev + kn->head0 + g0, g1 - g0, r0,
+                            r1, stream_of(p, stream)));
+    p->launches++;
+    return RAP_OK;
+}
+
 extern "C" rap_status rap_prep_gpu_sync(const rap_prep *p)
 {
     RAP_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)p->stream));
@@ -274,6 +284,19 @@ rap_status rap_prep_gpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r
     (void)k;
     (void)d0;
     (void)d1;
+    (void)r0;
+    (void)r1;
+    (void)stream;
+    return no_gpu();
+}
+
+rap_status rap_prep_gpu_run_rows(rap_prep *p, int k, int g0, int g1, int64_t r0, int64_t r1,
+                                 void *stream)
+{
+    (void)p;
+    (void)k;
+    (void)g0;
+    (void)g1;
     (void)r0;
     (void)r1;
     (void)stream;

@@ -51,6 +51,8 @@ typedef struct {
                            * is its input's buffers, nothing is launched */
     int n;                /* ND */
     int first;            /* index of its first descriptor in the tables */
+    int n_groups;         /* row kernel (ops/op.h "Row kernels"): its groups; else 0 */
+    int head0;            /* row kernel: index of its first group's entry in heads */
 } rap_prep_kernel;
 
 struct rap_prep {
@@ -74,6 +76,10 @@ struct rap_prep {
     rap_desc *descs_dev;     /* GPU: (NDESC) the same table in the arena; CPU: == descs */
     int *desc_node;          /* (NDESC) plan node of each descriptor */
     uint32_t *ready;         /* (NDESC) generation whose offsets a COMPUTED desc holds */
+    int n_heads;             /* NH: sum over row kernels of n_groups + 1 */
+    int32_t *heads;          /* (NH) host: each row kernel's group starts, relative to its
+                              * first desc, then its n */
+    int32_t *heads_dev;      /* GPU: (NH) the same in the arena; CPU: == heads */
     int ndc;                 /* NDC */
 
     /* the arena and what lies in it */
@@ -119,6 +125,9 @@ rap_status rap_prep_gpu_load(rap_prep *p, const rap_batch *b);
  * COMPUTED kernel's len phase over all loaded rows and its offsets. */
 rap_status rap_prep_gpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0, int64_t r1,
                                    bool len, void *stream);
+/* Runs groups [g0, g1) of row kernel k over rows [r0, r1) (one launch). */
+rap_status rap_prep_gpu_run_rows(rap_prep *p, int k, int g0, int g1, int64_t r0, int64_t r1,
+                                 void *stream);
 rap_status rap_prep_gpu_sync(const rap_prep *p);
 /* Copies n bytes from device to host after all work queued on the
  * executor's stream; returns when the copy is done. */
@@ -133,6 +142,10 @@ rap_status rap_prep_gpu_download(const rap_prep *p, void *dst, const void *src_d
  * written). Scratch traffic of the prefix sum is not counted. Reads the
  * list ends from the executor's buffers (small copies on the GPU). */
 rap_status rap_prep_kernel_bytes(const rap_prep *p, int k, int64_t *bytes);
+/* The first desc of the unit holding desc d of kernel k: d itself, or for
+ * a row kernel its group's first desc (d == the kernel's ND: ND). Pieces
+ * of a row kernel start and end at units. */
+int rap_prep_unit_start(const rap_prep *p, int k, int d);
 /* Number of descriptors (fused ops) of kernel k; 0 when k is out of range. */
 int rap_prep_n_descs(const rap_prep *p, int k);
 

@@ -484,8 +484,10 @@ void rap_fusion_free(rap_fusion *f)
 {
     if (!f)
         return;
-    for (int k = 0; k < f->n; k++)
+    for (int k = 0; k < f->n; k++) {
         rap_free(f->kernels[k].nodes);
+        rap_free(f->kernels[k].group);
+    }
     rap_free(f->kernels);
     f->kernels = NULL;
     f->n = 0;
@@ -571,4 +573,237 @@ rap_status rap_fuse_levels(const rap_plan *p, rap_fusion *f)
     }
     rap_free(group);
     return RAP_OK;
+}
+
+/* ------------------------------------------------------------ row fusion */
+
+bool rap_node_row_local(const rap_plan *p, int node)
+{
+    const rap_node *n = &p->nodes[node];
+    return n->live && n->op != RAP_OP_INPUT && n->off != RAP_OFF_COMPUTED;
+}
+
+const char *rap_kernel_op_name(const rap_kernel *k)
+{
+    return k->group ? "rows" : rap_op_name(k->op);
+}
+
+int rap_kernel_group_of(const rap_kernel *k, int j)
+{
+    if (!k->group)
+        return j;
+    int lo = 0, hi = k->n_groups - 1; /* last g with group[g] <= j */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (k->group[mid] <= j)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+static int uf_find(int *parent, int i)
+{
+    while (parent[i] != i) {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    return i;
+}
+
+/* Units: the groups (by their root node) and the kernels of `in` holding
+ * no row-local node. unit_of[i]: unit of node i (-1 raw input). A group
+ * has one input from outside, its root's; a unit's level is 1 + the
+ * largest level of the units it reads (raw inputs: 0). */
+rap_status rap_fuse_rows(const rap_plan *p, const rap_fusion *in, int max_stages, rap_fusion *out)
+{
+    memset(out, 0, sizeof *out);
+    const int N = p->n_nodes;
+    if (max_stages < 1)
+        return rap_fail(RAP_ERR_ARG, "row fusion: at most %d stages a group: need 1 or more",
+                        max_stages);
+    int *parent = rap_malloc(sizeof(int) * (size_t)(N + 1), "row fusion");
+    int *size = rap_calloc(sizeof(int) * (size_t)(N + 1), "row fusion");
+    int *unit_of = rap_malloc(sizeof(int) * (size_t)(N + 1), "row fusion");
+    int *ulevel = rap_calloc(sizeof(int) * (size_t)(2 * N + in->n + 1), "row fusion");
+    int *kof = rap_malloc(sizeof(int) * (size_t)(N + 1), "row fusion");
+    rap_status st = RAP_OK;
+    out->kernels = rap_calloc(sizeof *out->kernels * (size_t)(N + in->n + 1), "row fusion");
+    if (!parent || !size || !unit_of || !ulevel || !kof || !out->kernels) {
+        st = RAP_ERR_NOMEM;
+        goto done;
+    }
+    for (int i = 0; i < N; i++) {
+        parent[i] = i;
+        size[i] = 1;
+        unit_of[i] = -1;
+        kof[i] = -1;
+    }
+    for (int k = 0; k < in->n; k++)
+        for (int j = 0; j < in->kernels[k].n; j++)
+            kof[in->kernels[k].nodes[j]] = k;
+    /* groups: node order is a topological order (inputs come first) */
+    for (int i = 0; i < N; i++) {
+        if (!rap_node_row_local(p, i))
+            continue;
+        int x = p->nodes[i].input;
+        if (x < 0 || !rap_node_row_local(p, x))
+            continue;
+        int r = uf_find(parent, x);
+        if (size[r] >= max_stages)
+            continue;
+        parent[i] = r;
+        size[r]++;
+    }
+    /* units: groups are numbered by root node (0..N), kernels of `in` N + k */
+    for (int i = 0; i < N; i++) {
+        if (!p->nodes[i].live || p->nodes[i].op == RAP_OP_INPUT)
+            continue;
+        if (rap_node_row_local(p, i))
+            unit_of[i] = uf_find(parent, i);
+        else if (kof[i] >= 0)
+            unit_of[i] = N + kof[i];
+        else {
+            st = rap_fail(RAP_ERR_ARG, "row fusion: live node %d is in no kernel of the fusion", i);
+            goto done;
+        }
+    }
+    /* unit levels, by relaxation in node order: a node's unit is at least
+     * one above its input's unit (same unit: a group member, no step).
+     * Nodes come in topological order, but a kernel of `in` may hold
+     * nodes of several plan levels: repeat until nothing changes. */
+    bool changed = true;
+    int rounds = 0;
+    while (changed) {
+        changed = false;
+        if (++rounds > N + 2) {
+            st = rap_fail(RAP_ERR_INTERNAL, "row fusion: the kernels of the fusion form a cycle");
+            goto done;
+        }
+        for (int i = 0; i < N; i++) {
+            int u = unit_of[i];
+            if (u < 0)
+                continue;
+            int x = p->nodes[i].input, ux = x >= 0 ? unit_of[x] : -1;
+            int need = ux < 0 ? 1 : (ux == u ? ulevel[u] : ulevel[ux] + 1);
+            if (ulevel[u] < need) {
+                ulevel[u] = need;
+                changed = true;
+            }
+        }
+    }
+    int max_level = 0;
+    for (int u = 0; u < 2 * N + in->n; u++)
+        max_level = ulevel[u] > max_level ? ulevel[u] : max_level;
+    /* kernels, level by level: the level's groups as one row kernel (a
+     * group of one node still: vertical or not, one launch for the
+     * level's row-local ops), then the level's kernels of `in` in their order */
+    for (int lv = 1; lv <= max_level; lv++) {
+        int n_nodes = 0, n_groups = 0;
+        for (int i = 0; i < N; i++) {
+            if (unit_of[i] < 0 || unit_of[i] >= N || ulevel[unit_of[i]] != lv)
+                continue;
+            n_nodes++;
+            n_groups += unit_of[i] == i;
+        }
+        if (n_nodes > 0) {
+            rap_kernel *kn = &out->kernels[out->n++];
+            kn->op = RAP_OP_INPUT;
+            kn->level = lv;
+            kn->nodes = rap_malloc(sizeof(int) * (size_t)n_nodes, "row fusion");
+            kn->group = rap_malloc(sizeof(int) * (size_t)(n_groups + 1), "row fusion");
+            if (!kn->nodes || !kn->group) {
+                st = RAP_ERR_NOMEM;
+                goto done;
+            }
+            /* groups in order of their roots; members in node order
+             * (inputs before the nodes that read them) */
+            for (int root = 0; root < N; root++) {
+                if (unit_of[root] != root || ulevel[root] != lv)
+                    continue;
+                kn->group[kn->n_groups++] = kn->n;
+                for (int i = root; i < N; i++)
+                    if (unit_of[i] == root)
+                        kn->nodes[kn->n++] = i;
+            }
+            kn->group[kn->n_groups] = kn->n;
+        }
+        for (int k = 0; k < in->n; k++) {
+            if (ulevel[N + k] != lv)
+                continue;
+            const rap_kernel *src = &in->kernels[k];
+            rap_kernel *kn = &out->kernels[out->n++];
+            *kn = *src;
+            kn->level = lv;
+            kn->group = NULL;
+            kn->n_groups = 0;
+            kn->nodes = rap_malloc(sizeof(int) * (size_t)src->n, "row fusion");
+            if (!kn->nodes) {
+                st = RAP_ERR_NOMEM;
+                goto done;
+            }
+            kn->n = 0;
+            for (int j = 0; j < src->n; j++) /* only its non-row-local nodes */
+                if (!rap_node_row_local(p, src->nodes[j]))
+                    kn->nodes[kn->n++] = src->nodes[j];
+            if (kn->n == 0) {
+                rap_free(kn->nodes);
+                out->n--;
+            }
+        }
+    }
+done:
+    if (st != RAP_OK)
+        rap_fusion_free(out);
+    rap_free(parent);
+    rap_free(size);
+    rap_free(unit_of);
+    rap_free(ulevel);
+    rap_free(kof);
+    return st;
+}
+
+bool rap_fusion_same_group(const rap_fusion *f, int k, int a, int b)
+{
+    const rap_kernel *kn = &f->kernels[k];
+    if (!kn->group)
+        return false;
+    int ja = -1, jb = -1;
+    for (int j = 0; j < kn->n; j++) {
+        ja = kn->nodes[j] == a ? j : ja;
+        jb = kn->nodes[j] == b ? j : jb;
+    }
+    return ja >= 0 && jb > ja && rap_kernel_group_of(kn, ja) == rap_kernel_group_of(kn, jb);
+}
+
+rap_status rap_fusion_check_groups(const rap_kernel *kn, int k)
+{
+    if (!kn->group)
+        return kn->n_groups == 0 ? RAP_OK
+                                 : rap_fail(RAP_ERR_PLAN, "fusion: kernel %d has groups but no "
+                                            "group table", k);
+    if (kn->op != RAP_OP_INPUT || kn->n_groups < 1 || kn->group[0] != 0 ||
+        kn->group[kn->n_groups] != kn->n)
+        return rap_fail(RAP_ERR_PLAN, "fusion: row kernel %d: its %d groups must start at node 0 "
+                        "and end at its last node (%d)", k, kn->n_groups, kn->n);
+    for (int g = 0; g < kn->n_groups; g++)
+        if (kn->group[g + 1] <= kn->group[g])
+            return rap_fail(RAP_ERR_PLAN, "fusion: row kernel %d: group %d is empty", k, g);
+    return RAP_OK;
+}
+
+rap_status rap_fuse(const rap_plan *p, rap_fuse_kind kind, rap_fusion *f)
+{
+    if (kind == RAP_FUSE_NONE)
+        return rap_fuse_none(p, f);
+    RAP_TRY(rap_fuse_levels(p, f));
+    if (kind != RAP_FUSE_ROWS)
+        return RAP_OK;
+    rap_fusion r;
+    rap_status st = rap_fuse_rows(p, f, RAP_ROW_STAGES, &r);
+    rap_fusion_free(f);
+    if (st == RAP_OK)
+        *f = r;
+    return st;
 }

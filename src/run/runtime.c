@@ -840,7 +840,7 @@ static rap_status launch_slice(rap_runtime *rt, rt_slot *s, int k, int d0, int d
     int sp = -1;
     if (rt->cfg.trace && on_gpu(rt)) {
         char name[RAP_TRACE_NAME];
-        snprintf(name, sizeof name, "k%d %s", k, rap_op_name(rt->fus->kernels[k].op));
+        snprintf(name, sizeof name, "k%d %s", k, rap_kernel_op_name(&rt->fus->kernels[k]));
         sp = rap_trace_gpu_begin(rt->cfg.trace, track, name, "prep", s->info.seq, stream);
     }
     RAP_TRY(rap_prep_run_kernel(s->prep, k, d0, d1, r0, r1, stream));

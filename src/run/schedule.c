@@ -125,6 +125,8 @@ uint64_t rap_fusion_hash(const rap_plan *p, const rap_fusion *f)
             int nd = kn->nodes[j];
             h = hmix(h, (uint64_t)(int64_t)(nd >= 0 && nd < p->n_nodes ? rank[nd] : -2));
         }
+        for (int g = 0; kn->group && g <= kn->n_groups; g++) /* row kernels: their groups */
+            h = hmix(h, (uint64_t)(int64_t)kn->group[g] + 0x9e37);
     }
     rap_free(rank);
     return h;
@@ -677,6 +679,12 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
         if (sl->d0 < 0 || sl->d1 > nd || sl->d0 >= sl->d1)
             return rap_fail(RAP_ERR_PLAN, "%s: kernel %d: descriptors [%d, %d) out of its %d",
                             where(s, i, w1, sizeof w1), sl->kernel, sl->d0, sl->d1, nd);
+        const rap_kernel *kr = &f->kernels[sl->kernel];
+        if (kr->group && (kr->group[rap_kernel_group_of(kr, sl->d0)] != sl->d0 ||
+                          (sl->d1 < nd && kr->group[rap_kernel_group_of(kr, sl->d1)] != sl->d1)))
+            return rap_fail(RAP_ERR_PLAN, "%s: row kernel %d: descriptors [%d, %d) cut one of its "
+                                          "groups (a slice of a row kernel holds whole groups)",
+                            where(s, i, w1, sizeof w1), sl->kernel, sl->d0, sl->d1);
         if (sl->r0 < 0 || sl->r1 <= sl->r0)
             return rap_fail(RAP_ERR_PLAN, "%s: kernel %d: empty or negative rows [%lld, %lld)",
                             where(s, i, w1, sizeof w1), sl->kernel, (long long)sl->r0,
@@ -721,7 +729,7 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
             st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) computes columns this rank receives "
                                         "from others: it must not run",
                           where(s, order[first[k]], w1, sizeof w1), k,
-                          rap_op_name(f->kernels[k].op));
+                          rap_kernel_op_name(&f->kernels[k]));
             goto out;
         }
     /* coverage: each desc over [0, max_rows) exactly once, or each share
@@ -744,7 +752,7 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
             if (np == 0) {
                 st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d (plan %s:%d) is never run: "
                                             "every descriptor must be covered once",
-                              s->source, k, rap_op_name(kn->op), j, p->source, p->nodes[node].line);
+                              s->source, k, rap_kernel_op_name(kn), j, p->source, p->nodes[node].line);
                 goto out;
             }
             qsort(pc, (size_t)np, sizeof *pc, cmp_piece);
@@ -756,7 +764,7 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                     st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: its pieces lie in "
                                                 "shares of different splits of the batch, or in "
                                                 "shares and over the whole batch",
-                                  where(s, pc[q].slice, w1, sizeof w1), k, rap_op_name(kn->op), j);
+                                  where(s, pc[q].slice, w1, sizeof w1), k, rap_kernel_op_name(kn), j);
                     goto out;
                 }
             }
@@ -776,14 +784,14 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                         st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d rows [%lld, %s) "
                                                     "are already run by %s: rows covered twice",
                                       where(s, pc[q].slice, w1, sizeof w1), k,
-                                      rap_op_name(kn->op), j, (long long)pc[q].r0, e1,
+                                      rap_kernel_op_name(kn), j, (long long)pc[q].r0, e1,
                                       where(s, last, w2, sizeof w2));
                         goto out;
                     }
                     if (pc[q].r0 > at && at < cover) {
                         st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) "
                                                     "are never run (a gap before %s)",
-                                      s->source, k, rap_op_name(kn->op), j, (long long)at,
+                                      s->source, k, rap_kernel_op_name(kn), j, (long long)at,
                                       (long long)pc[q].r0, where(s, pc[q].slice, w1, sizeof w1));
                         goto out;
                     }
@@ -797,7 +805,7 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                     st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) are "
                                                 "never run (%s hold up to %lld rows; write "
                                                 "rows=R0:end)",
-                                  s->source, k, rap_op_name(kn->op), j, (long long)at,
+                                  s->source, k, rap_kernel_op_name(kn), j, (long long)at,
                                   (long long)cover,
                                   pc[g0].share != RAP_SH_WHOLE ? "its share's" : "batches",
                                   (long long)cover);
@@ -817,6 +825,9 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
             int in = p->nodes[kn->nodes[j]].input;
             if (in < 0 || p->nodes[in].op == RAP_OP_INPUT)
                 continue;
+            if (kof[in] == sl->kernel && kn->group && jof[in] < j &&
+                rap_kernel_group_of(kn, jof[in]) == rap_kernel_group_of(kn, j))
+                continue; /* its own group: the same thread computed it just before */
             if (kof[in] < 0) {
                 st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d desc %d reads plan node %d, which no "
                                             "kernel of the fusion produces",
@@ -826,7 +837,7 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
             if (kof[in] >= run_kernels) {
                 st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d reads kernel %d (%s) desc "
                                             "%d, a column this rank receives and does not compute",
-                              where(s, i, w1, sizeof w1), sl->kernel, rap_op_name(kn->op), j,
+                              where(s, i, w1, sizeof w1), sl->kernel, rap_kernel_op_name(kn), j,
                               kof[in], rap_op_name(f->kernels[kof[in]].op), jof[in]);
                 goto out;
             }
@@ -836,7 +847,7 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                 st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d reads rows its input, "
                                             "kernel %d (%s) desc %d, does not compute (%s): run "
                                             "the input over those rows too",
-                              where(s, i, w1, sizeof w1), sl->kernel, rap_op_name(kn->op), j,
+                              where(s, i, w1, sizeof w1), sl->kernel, rap_kernel_op_name(kn), j,
                               kof[in], rap_op_name(f->kernels[kof[in]].op), jof[in],
                               sh == RAP_SH_WHOLE ? "it runs on shares of the batch only"
                                                  : "not in this share");
@@ -846,7 +857,7 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                 st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d (plan %s:%d) runs before its "
                                             "input, kernel %d (%s) desc %d, is complete (%s): list "
                                             "producers first",
-                              where(s, i, w1, sizeof w1), sl->kernel, rap_op_name(kn->op), j,
+                              where(s, i, w1, sizeof w1), sl->kernel, rap_kernel_op_name(kn), j,
                               p->source, p->nodes[kn->nodes[j]].line, kof[in],
                               rap_op_name(f->kernels[kof[in]].op), jof[in],
                               where(s, d, w2, sizeof w2));

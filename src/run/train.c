@@ -853,7 +853,7 @@ static rap_status setup(trainer *t)
     if (c->fusion_file && c->fusion_file[0])
         RAP_TRY(rap_fusion_load(c->plan, c->fusion_file, &t->fus));
     else
-        RAP_TRY(c->fuse_none ? rap_fuse_none(c->plan, &t->fus) : rap_fuse_levels(c->plan, &t->fus));
+        RAP_TRY(rap_fuse(c->plan, (rap_fuse_kind)c->fusion, &t->fus));
     rap_prep_config pc;
     memset(&pc, 0, sizeof pc);
     pc.device = c->device;
@@ -1047,7 +1047,7 @@ void rap_train_rank_plan_free(rap_plan *s, rap_fusion *fus)
 
 static rap_status rank_plan(trainer *t, const uint64_t *extra)
 {
-    return rap_train_rank_plan_with(t->c->plan, &t->rshard, extra, t->c->fuse_none, &t->rplan,
+    return rap_train_rank_plan_with(t->c->plan, &t->rshard, extra, t->c->fusion == RAP_FUSE_NONE, &t->rplan,
                                     &t->rfus, t->rtab, &t->n_rtab);
 }
 

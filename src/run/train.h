@@ -55,7 +55,7 @@ typedef struct {
     /* preprocessing */
     const rap_plan *plan;
     const char *plan_name;     /* as given (--plan), recorded in checkpoints */
-    bool fuse_none;            /* one kernel per op instead of level fusion */
+    int fusion;                /* rap_fuse_kind without a fusion file; ranks: levels or none */
     /* model: n_dense, n_tables and table_rows are filled from the plan */
     rap_model_config model;
     rap_device device;
@@ -67,7 +67,7 @@ typedef struct {
     int cpu_workers;           /* cpu mode: worker threads; 0 = all cores */
     const rap_schedule *schedule; /* rap mode; NULL = the built-in one */
     const char *fusion_file;   /* the fusion the schedule was made for (rap plan's
-                                * SCHEDULE.fusion); NULL = level fusion (fuse_none) */
+                                * SCHEDULE.fusion); NULL = rap_fuse(fusion) */
     const char *rank_schedule; /* with ranks: the prefix S of the placement planner's
                                 * per-rank manifests (S.rank<r>, rap plan --gpus R
                                 * --out S): each rank runs its own (rank_schedule.h);
