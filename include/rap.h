@@ -405,6 +405,16 @@ rap_status rap_prep_run(rap_prep *p);
 rap_status rap_prep_run_kernel(rap_prep *p, int k, int d0, int d1,
                                int64_t r0, int64_t r1, void *stream);
 rap_status rap_prep_sync(rap_prep *p);
+/* Packing in place: asks the row kernels to also write output columns
+ * cols[0..n) (frame indices of dense or vector columns) side by side into
+ * dst (max_rows, stride) as they compute them: column i at dst + the sum of
+ * the earlier columns' widths (dst on the executor's device). *in_place is
+ * true when every column is computed by a row kernel and no node feeds two
+ * of them: then every run writes dst, and the caller need not pack.
+ * Otherwise nothing changes and *in_place is false. GPU: uploads the
+ * descriptor table (call it before the training loop). */
+rap_status rap_prep_pack_dense(rap_prep *p, const int *cols, int n, float *dst, int stride,
+                               bool *in_place);
 int rap_prep_n_kernels(const rap_prep *p);
 /* Kernel launches (GPU) or kernel calls (CPU) since creation. */
 int64_t rap_prep_launches(const rap_prep *p);

@@ -610,7 +610,7 @@ RAP_TEST(place_cli_rap_plan_gpus)
         snprintf(f, sizeof f, "%s.rank%d.0", s, r);
         CHECK(access(f, R_OK) == 0);
         snprintf(f, sizeof f, "%s.rank%d.0.fusion", s, r);
-        CHECK(file_has(f, "rap-fusion 1"));
+        CHECK(file_has(f, "rap-fusion 2"));
     }
     CHECK(file_has(rep, "\"placement\": \"owner\""));
     CHECK(file_has(rep, "\"placement\": \"batch\""));

@@ -611,3 +611,109 @@ RAP_TEST(cli_train_interrupt)
     rap_ckpt_close(c);
     remove(fifo);
 }
+
+/* Packing in place (rap_input_bind): row kernels that compute every dense
+ * column write the packed input as they run, and the result is byte for
+ * byte what the packing kernel makes from a level-fused executor. A plan
+ * with a raw dense column, or one node feeding two columns, packs as
+ * before (in_place false), still right. */
+static void pack_in_place_case(rap_test_ctx *t, rap_device dev, const char *text,
+                               const char *keep_raw, bool want)
+{
+    rap_plan *p = NULL;
+    REQUIRE_OK(rap_plan_parse(text, "pack", rap_schema_criteo(), &p));
+    for (int c = p->n_cols - 1; c >= 0; c--) /* raw columns out, but keep_raw */
+        if (p->nodes[p->cols[c].node].op == RAP_OP_INPUT && strcmp(p->cols[c].name, keep_raw)) {
+            char n[64];
+            snprintf(n, sizeof n, "%s", p->cols[c].name);
+            REQUIRE_OK(rap_plan_drop(p, n));
+        }
+    rap_plan_finish(p);
+    const int64_t B = 3000, rows = 2789;
+    rap_fusion fr, fl;
+    REQUIRE_OK(rap_fuse(p, RAP_FUSE_ROWS, &fr));
+    REQUIRE_OK(rap_fuse(p, RAP_FUSE_LEVELS, &fl));
+    rap_prep_config pc = {dev, B, 2, NULL};
+    rap_prep *er = NULL, *el = NULL;
+    REQUIRE_OK(rap_prep_create(p, &fr, &pc, &er));
+    REQUIRE_OK(rap_prep_create(p, &fl, &pc, &el));
+    rap_input *ir = NULL, *il = NULL;
+    REQUIRE_OK(rap_input_create(p, dev, B, NULL, &ir));
+    REQUIRE_OK(rap_input_create(p, dev, B, NULL, &il));
+    bool in_place = !want;
+    REQUIRE_OK(rap_input_bind(ir, er, &in_place));
+    CHECK_MSG(in_place == want, "in place %d, expected %d", in_place, want);
+    rap_batch b;
+    REQUIRE_OK(rap_batch_create(&b, rap_schema_criteo(), B, dev == RAP_GPU));
+    for (int round = 0; round < 2; round++) { /* two batches: nothing stale */
+        rap_test_fill_batch(&b, round ? rows : B, 41 + (uint64_t)round);
+        rap_model_batch mr, ml;
+        REQUIRE_OK(rap_prep_load(er, &b));
+        REQUIRE_OK(rap_prep_run(er));
+        REQUIRE_OK(rap_input_make(ir, er, &mr));
+        REQUIRE_OK(rap_prep_load(el, &b));
+        REQUIRE_OK(rap_prep_run(el));
+        REQUIRE_OK(rap_input_make(il, el, &ml));
+        REQUIRE_OK(rap_prep_sync(er));
+        REQUIRE_OK(rap_prep_sync(el));
+        int nd = 0, nt = 0;
+        int64_t tr[RAP_MAX_TABLES];
+        REQUIRE_OK(rap_input_shape(p, &nd, &nt, tr));
+        size_t n = sizeof(float) * (size_t)mr.rows * (size_t)nd;
+        CHECK(mr.rows == ml.rows && mr.rows == (round ? rows : B));
+        float *a = malloc(n + 4), *c = malloc(n + 4);
+        REQUIRE(a && c);
+        if (dev == RAP_GPU) {
+            REQUIRE_OK(rap_run_download(a, mr.dense, n, NULL));
+            REQUIRE_OK(rap_run_download(c, ml.dense, n, NULL));
+        } else {
+            memcpy(a, mr.dense, n);
+            memcpy(c, ml.dense, n);
+        }
+        CHECK_MSG(!memcmp(a, c, n), "round %d: packed in place differs from the packing kernel",
+                  round);
+        bool some = false; /* not all zero: the comparison can fail */
+        for (size_t i = 0; i < n / sizeof(float); i++)
+            some |= a[i] != 0;
+        CHECK(some);
+        free(a);
+        free(c);
+    }
+    rap_batch_free(&b);
+    rap_input_free(ir);
+    rap_input_free(il);
+    rap_prep_free(er);
+    rap_prep_free(el);
+    rap_fusion_free(&fr);
+    rap_fusion_free(&fl);
+    rap_plan_free(p);
+}
+
+static const char *const k_pack_plans[3] = {
+    /* every dense column from a row kernel, one a vector (onehot) */
+    "df[\"int_0\"] = functional.logit(df[\"int_0\"].fill_null(0), 1e-5)\n"
+    "df[\"int_1\"] = (df[\"int_1\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"oh\"] = functional.onehot(df[\"int_2\"].fill_null(0).clamp(0, 5), 0, 5, 6)\n"
+    "df[\"b0\"] = functional.bucketize(df[\"int_0\"], [0.5, 1.0])\n"
+    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"].fill_null(0), 0, 100)\n"
+    "del df[\"int_2\"]\n",
+    /* a raw dense column left as it is (int_5): packed by the kernel */
+    "df[\"int_0\"] = functional.logit(df[\"int_0\"].fill_null(0), 1e-5)\n"
+    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"].fill_null(0), 0, 100)\n",
+    /* one node feeding two columns */
+    "df[\"int_0\"] = functional.logit(df[\"int_0\"].fill_null(0), 1e-5)\n"
+    "df[\"int_1\"] = df[\"int_0\"]\n"
+    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"].fill_null(0), 0, 100)\n"};
+
+RAP_TEST(train_pack_in_place_cpu)
+{
+    for (int q = 0; q < 3 && !t->failures; q++)
+        pack_in_place_case(t, RAP_CPU, k_pack_plans[q], q == 1 ? "int_5" : "", q == 0);
+}
+
+RAP_TEST(train_pack_in_place_gpu)
+{
+    REQUIRE_GPU();
+    for (int q = 0; q < 3 && !t->failures; q++)
+        pack_in_place_case(t, RAP_GPU, k_pack_plans[q], q == 1 ? "int_5" : "", q == 0);
+}

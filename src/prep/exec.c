@@ -818,6 +818,66 @@ rap_status rap_prep_sync(rap_prep *p)
     return p->device == RAP_GPU ? rap_prep_gpu_sync(p) : RAP_OK;
 }
 
+rap_status rap_prep_pack_dense(rap_prep *p, const int *cols, int n, float *dst, int stride,
+                               bool *in_place)
+{
+    *in_place = false;
+    if (!p || n < 0 || (n > 0 && (!cols || !dst)) || stride < 1)
+        return rap_fail(RAP_ERR_ARG, "rap_prep_pack_dense: bad arguments (%d columns, stride %d)",
+                        n, stride);
+    int *desc_of = rap_malloc(sizeof(int) * (size_t)(n + 1), "packing in place");
+    if (!desc_of)
+        return RAP_ERR_NOMEM;
+    /* the row-kernel desc computing each column; all or nothing */
+    bool ok = true;
+    int at = 0;
+    for (int i = 0; i < n && ok; i++) {
+        if (cols[i] < 0 || cols[i] >= p->n_cols) {
+            rap_free(desc_of);
+            return rap_fail(RAP_ERR_ARG, "rap_prep_pack_dense: column %d of %d", cols[i], p->n_cols);
+        }
+        int node = p->col_node[cols[i]];
+        const rap_prep_node *v = &p->nodes[node];
+        if (v->kind == RAP_SPARSE) {
+            rap_free(desc_of);
+            return rap_fail(RAP_ERR_ARG, "rap_prep_pack_dense: column %d is sparse", cols[i]);
+        }
+        desc_of[i] = -1;
+        for (int k = 0; k < p->n_kernels && desc_of[i] < 0; k++)
+            for (int j = 0; p->kernels[k].n_groups > 0 && j < p->kernels[k].n; j++)
+                if (p->desc_node[p->kernels[k].first + j] == node)
+                    desc_of[i] = p->kernels[k].first + j;
+        for (int q = 0; q < i && desc_of[i] >= 0; q++)
+            ok &= desc_of[q] != desc_of[i];
+        ok &= desc_of[i] >= 0;
+        at += v->width;
+    }
+    if (ok && at > stride) {
+        rap_free(desc_of);
+        return rap_fail(RAP_ERR_ARG, "rap_prep_pack_dense: the columns are %d floats wide, the "
+                        "packed rows %d", at, stride);
+    }
+    if (ok) {
+        at = 0;
+        for (int i = 0; i < n; i++) {
+            p->descs[desc_of[i]].pack = dst + at;
+            p->descs[desc_of[i]].pack_stride = stride;
+            at += p->nodes[p->col_node[cols[i]]].width;
+        }
+        if (p->device == RAP_GPU) {
+            rap_status st = rap_prep_gpu_upload(p, p->descs_dev, p->descs,
+                                                sizeof(rap_desc) * (size_t)p->n_descs);
+            if (st != RAP_OK) {
+                rap_free(desc_of);
+                return st;
+            }
+        }
+        *in_place = true;
+    }
+    rap_free(desc_of);
+    return RAP_OK;
+}
+
 int rap_prep_n_kernels(const rap_prep *p) { return p ? p->n_kernels : 0; }
 
 int rap_prep_unit_start(const rap_prep *p, int k, int d)

@@ -18,6 +18,7 @@ struct rap_input {
     int *scol;          /* (T) frame index of table t's column */
     rap_pack_col *pc;   /* (n_dcols) packing descriptors, rebuilt per batch */
     float *dense;       /* (B, ND) packed, on dev */
+    const rap_prep *bound; /* an executor whose row kernels pack in place, or NULL */
 };
 
 rap_status rap_input_shape(const rap_plan *plan, int *n_dense, int *n_tables,
@@ -149,12 +150,24 @@ rap_status rap_input_make(rap_input *in, const rap_prep *prep, rap_model_batch *
     if (rows < 0 || rows > in->max_rows)
         return rap_fail(RAP_ERR_ARG, "input: batch of %lld rows, the trainer was made for %lld",
                         (long long)rows, (long long)in->max_rows);
-    if (in->dev == RAP_GPU)
+    if (prep == in->bound)
+        ; /* packed in place by the executor's row kernels */
+    else if (in->dev == RAP_GPU)
         RAP_TRY(rap_pack_dense_gpu(in->pc, in->n_dcols, rows, in->n_dense, in->dense, in->stream));
     else
         RAP_TRY(rap_pack_dense_cpu(in->pc, in->n_dcols, rows, in->n_dense, in->dense));
     mb->rows = rows;
     mb->dense = in->dense;
     mb->label = label;
+    return RAP_OK;
+}
+
+rap_status rap_input_bind(rap_input *in, rap_prep *prep, bool *in_place)
+{
+    bool ok = false;
+    RAP_TRY(rap_prep_pack_dense(prep, in->dcol, in->n_dcols, in->dense, in->n_dense, &ok));
+    in->bound = ok ? prep : NULL;
+    if (in_place)
+        *in_place = ok;
     return RAP_OK;
 }

@@ -42,6 +42,12 @@ void rap_input_free(rap_input *in);
  * GPU, on in's stream). mb stays valid until the next rap_prep_load.
  * Fails if a column's kind or bound disagrees with the plan. */
 rap_status rap_input_make(rap_input *in, const rap_prep *prep, rap_model_batch *mb);
+/* Packing in place (rap_prep_pack_dense): when prep's row kernels compute
+ * every dense column, they write in's packed matrix as they run, and
+ * rap_input_make with this prep launches no packing. *in_place (may be
+ * NULL) says whether it applies; otherwise in packs as before. in and
+ * prep must be on one device; prep serves this input alone. */
+rap_status rap_input_bind(rap_input *in, rap_prep *prep, bool *in_place);
 
 #ifdef __cplusplus
 }

@@ -2079,7 +2079,9 @@ static rap_status make_slot(rap_runtime *rt, rt_slot *s, void *exec_stream, void
     RAP_TRY(rap_prep_create(rt->plan, rt->fus, &pc, &s->prep));
     if (rt->cfg.row_share_ranks > 1)
         RAP_TRY(rap_batch_create(&s->share, rt->plan->schema, rt->B, on_gpu(rt)));
-    return rap_input_create(rt->plan, rt->dev, rt->B, pack_stream, &s->input);
+    RAP_TRY(rap_input_create(rt->plan, rt->dev, rt->B, pack_stream, &s->input));
+    /* row kernels that compute every dense column pack them in place */
+    return rap_input_bind(s->input, s->prep, NULL);
 }
 
 

@@ -862,6 +862,7 @@ static rap_status setup(trainer *t)
     pc.stream = t->stream;
     RAP_TRY(rap_prep_create(c->plan, &t->fus, &pc, &t->prep));
     RAP_TRY(rap_input_create(c->plan, c->device, t->mc.batch, t->stream, &t->input));
+    RAP_TRY(rap_input_bind(t->input, t->prep, NULL));
 
     rap_ckpt *ck = NULL;
     if (c->resume && c->resume[0]) {

@@ -73,6 +73,10 @@ typedef struct {
     int32_t in_kind;        /* rap_kind of the input */
     int32_t out_kind;       /* rap_kind of the output */
     int32_t op;             /* rap_op_type (row kernels dispatch on it) */
+    int32_t pack_stride;    /* row kernels, pack != NULL: floats between packed rows */
+    float *pack;            /* row kernels: NULL, or where row r's W output floats are
+                             * also written: pack[r * pack_stride + w] (the model's
+                             * packed dense input, rap_prep_pack_dense) */
 } rap_desc;
 
 /* CPU reference over rows [r0, r1) of one desc (write phase). */
@@ -100,7 +104,8 @@ typedef struct {
  * the group's descs run one after the other on that row with no barrier.
  * Every desc's output is row-local: dense or vector, or sparse with SAME
  * or ARANGE offsets (never COMPUTED). Identities (firstx SAME) may appear
- * and are copies. */
+ * and are copies. A desc with pack != NULL also copies its row into the
+ * packed dense input (packing in place: no packing launch). */
 /* CPU reference: group g over rows [r0, r1), desc after desc. */
 void rap_op_rows_cpu(const rap_desc *descs, const int32_t *heads, int g, int64_t r0,
                                    int64_t r1);

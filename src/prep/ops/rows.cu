@@ -56,6 +56,18 @@ RAP_HD static inline void rap_row_dispatch(const rap_desc *d, int64_t r)
     }
 }
 
+/* Row r of desc d, then its copy into the packed dense input when d has
+ * one (null rows hold 0 in y: op.h, as pack.h packs them). */
+RAP_HD static inline void rap_row_run(const rap_desc *d, int64_t r)
+{
+    rap_row_dispatch(d, r);
+    if (d->pack) {
+        const int W = d->out_kind == RAP_VECTOR ? d->width : 1;
+        for (int w = 0; w < W; w++)
+            d->pack[r * d->pack_stride + w] = d->y[r * W + w];
+    }
+}
+
 /* ------------------------------------------------------------ CPU reference */
 
 /* Group g of heads over rows [r0, r1): desc after desc, each over all the
@@ -66,7 +78,7 @@ RAP_OP_EXPORT void rap_op_rows_cpu(const rap_desc *descs, const int32_t *heads, 
 {
     for (int32_t s = heads[g]; s < heads[g + 1]; s++)
         for (int64_t r = r0; r < r1; r++)
-            rap_row_dispatch(&descs[s], r);
+            rap_row_run(&descs[s], r);
 }
 
 /* ------------------------------------------------------------ kernel */
@@ -83,7 +95,7 @@ static __global__ void rows_kernel(const rap_desc *descs, const int32_t *heads, 
     for (int32_t s = heads[g]; s < s1; s++) {
         const rap_desc d = descs[s];
         for (int64_t r = r0 + tid; r < r1; r += st)
-            rap_row_dispatch(&d, r);
+            rap_row_run(&d, r);
     }
 }
 
