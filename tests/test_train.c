@@ -648,14 +648,17 @@ static void pack_in_place_case(rap_test_ctx *t, rap_device dev, const char *text
     for (int round = 0; round < 2; round++) { /* two batches: nothing stale */
         rap_test_fill_batch(&b, round ? rows : B, 41 + (uint64_t)round);
         rap_model_batch mr, ml;
+        /* the inputs pack on the default stream, the executors run on
+         * their own: wait for each before the next (rap_run_download waits
+         * for the default stream) */
         REQUIRE_OK(rap_prep_load(er, &b));
         REQUIRE_OK(rap_prep_run(er));
+        REQUIRE_OK(rap_prep_sync(er));
         REQUIRE_OK(rap_input_make(ir, er, &mr));
         REQUIRE_OK(rap_prep_load(el, &b));
         REQUIRE_OK(rap_prep_run(el));
-        REQUIRE_OK(rap_input_make(il, el, &ml));
-        REQUIRE_OK(rap_prep_sync(er));
         REQUIRE_OK(rap_prep_sync(el));
+        REQUIRE_OK(rap_input_make(il, el, &ml));
         int nd = 0, nt = 0;
         int64_t tr[RAP_MAX_TABLES];
         REQUIRE_OK(rap_input_shape(p, &nd, &nt, tr));
