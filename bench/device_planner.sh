@@ -115,6 +115,7 @@ if has replan; then
     timeout 60 "$B/rap" plan $common --fusion none --out ${S}_nofusion.schedule
     timeout 60 "$B/rap" plan $common --fusion ilp-capacity --time-limit 4 --no-split --out ${S}_nosplit.schedule
     timeout 60 "$B/rap" plan $common --fusion ilp-capacity --time-limit 4 --rows 0 --out ${S}_norows.schedule
+    timeout 60 "$B/rap" plan $common --fusion ilp-capacity --time-limit 4 --window-choice earliest --out ${S}_earliest.schedule
     echo "planned $plan $b: exit $?"
   done; done
   SCHED_DIR=$W/h200
@@ -135,7 +136,7 @@ if has bench; then
       --warmup 34 --repeat $REP $G --schedule "$S.schedule" --json --quiet > "$W/bench/${plan}_$b.json" 2> "$W/bench/${plan}_$b.err"
     echo "exit $?"; tail -2 "$W/bench/${plan}_$b.err"
     [ "${ABLATION:-1}" = 0 ] && continue
-    for v in nofusion nosplit norows; do
+    for v in ${VARIANTS:-nofusion nosplit norows earliest}; do
       [ -f "${S}_$v.schedule" ] || continue
       echo "== rap bench $plan $b: rap without ${v#no}"
       timeout $((100 * REP)) "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \

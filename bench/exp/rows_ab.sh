@@ -2,8 +2,9 @@
 # A/B: the schedules planned with row fusion (plans/h200/<P>_<B>.schedule) vs
 # without (<P>_<B>_norows.schedule), same binary, alternating, ideal and rap,
 # --cuda-graph, median of REPEAT runs per invocation (bench/RESULTS.md, fifth
-# session). PLANS, BATCHES, ROUNDS select; also VARIANTS (default "rows norows",
-# any other name V = the hand-made schedule bench/exp/<P>_<B>_<V>.schedule
+# session). PLANS, BATCHES, ROUNDS select; also VARIANTS (default "rows norows":
+# any other name V = the ablation schedule plans/h200/<P>_<B>_<V>.schedule or
+# the hand-made bench/exp/<P>_<B>_<V>.schedule
 # (e.g. the row kernel whole in one window: emb_forward .. emb_backward),
 # "prev" = the rows schedule run by .carry/build/rap_prev, an older binary).
 export LD_LIBRARY_PATH=.carry/build/lib
@@ -11,8 +12,8 @@ for round in $(seq 1 ${ROUNDS:-2}); do for P in ${PLANS:-plan1 plan0}; do for B 
 for V in ${VARIANTS:-rows norows}; do
   M="--model paper"; [ $P = plan1 ] && M="--model paper --emb-dim 64 --mlp-bot 512-256-64"
   S=plans/h200/${P}_$B.schedule
-  [ $V = norows ] && S=plans/h200/${P}_${B}_norows.schedule
-  case $V in rows|norows|prev) ;; *) S=bench/exp/${P}_${B}_$V.schedule;; esac
+  case $V in rows|prev) ;; *) S=plans/h200/${P}_${B}_$V.schedule
+    [ -f $S ] || S=bench/exp/${P}_${B}_$V.schedule;; esac
   BIN=.carry/build/rap; [ $V = prev ] && BIN=.carry/build/rap_prev
   [ -f $S ] && [ -x $BIN ] || continue
   timeout 200 $BIN bench --plan plans/$P.plan $M --batch $B \

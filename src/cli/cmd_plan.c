@@ -51,6 +51,7 @@ typedef struct {
     char owners[RAP_OPT_STR];
     bool split;
     int64_t rows;            /* row fusion: stages per group, 0 off */
+    int window_choice;       /* 0 slowdown, 1 earliest */
     bool quiet, verbose, help;
 } plan_settings;
 
@@ -69,6 +70,7 @@ static const rap_opt g_opts[] = {
     {"fusion-out", RAP_OPT_STRING, P, OFF(fusion_out), "", 0, 0, NULL, "FILE", "write the fusion the schedule runs (default: SCHEDULE.fusion; the runtime must load it)"},
     {"fusion", RAP_OPT_ENUM, P, OFF(fusion), "ilp", 0, 0, "ilp|levels|ilp-capacity|none", NULL, "fusion: the integer program, greedy by levels, the better (less exposed) of the ILP and its capacity-aware variant, or none (one kernel per op: the ablation)"},
     {"split", RAP_OPT_BOOL, P, OFF(split), "true", 0, 0, NULL, NULL, "split kernels that do not fit a window (--no-split: whole kernels only, the ablation)"},
+    {"window-choice", RAP_OPT_ENUM, P, OFF(window_choice), "slowdown", 0, 0, "slowdown|earliest", NULL, "a kernel that fits whole goes to the window it slows least (standalone / capacity of the capacity file), or to the earliest it fits (the ablation)"},
     {"rows", RAP_OPT_INT, P, OFF(rows), "8", 0, 64, NULL, "N", "row fusion after the fusion: chains of row-local ops of any types in one kernel, up to N ops a group (0: off, the ablation)"},
     {"time-limit", RAP_OPT_DOUBLE, P, OFF(time_limit), "5", 0.1, 3600, NULL, "SEC", "fusion ILP time limit (the best solution so far is used after it)"},
     {"extra-stages", RAP_OPT_INT, P, OFF(extra_stages), "2", -1, 1000, NULL, "N", "ILP stages beyond the longest op chain (-1: one per op, exact but slow)"},
@@ -182,7 +184,7 @@ int cmd_plan(int argc, char **argv)
     double t0 = rap_now();
     if (st == RAP_OK)
         st = rap_fuse_levels(plan, &greedy);
-    rap_search_config sc = {pred, &cap, s.batch, 1, !s.split};
+    rap_search_config sc = {pred, &cap, s.batch, 1, !s.split, s.window_choice == 1};
     const bool use_ilp = s.fusion == 0 || s.fusion == 2;
     const char *method = s.fusion == 1 ? "levels" : s.fusion == 3 ? "none" : "ilp";
     if (st == RAP_OK) {

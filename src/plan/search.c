@@ -134,6 +134,13 @@ static int unit_min_window(const search_state *ss, int k, int d)
     return w;
 }
 
+double rap_window_rate(const rap_capacity *cap, int w)
+{
+    if (w < 0 || w >= RAP_CAP_WINDOWS || cap->capacity_ms[w] <= 0)
+        return HUGE_VAL;
+    return cap->standalone_ms[w] > 0 ? cap->standalone_ms[w] / cap->capacity_ms[w] : 0;
+}
+
 static rap_status place_kernel(search_state *ss, int k)
 {
     const rap_kernel *kn = &ss->f->kernels[k];
@@ -152,6 +159,20 @@ static rap_status place_kernel(search_state *ss, int k)
         while (w < RAP_WIN_EXPOSED && ss->left[w] < ms)
             w++;
         return place(ss, (rap_window)w, k, 0, kn->n, 0, B, ms);
+    }
+    if (!ss->c->earliest) {
+        /* whole, where a ms of it slows training least */
+        int w0 = 0;
+        for (int j = 0; j < kn->n; j++)
+            w0 = min_window(ss, k, j) > w0 ? min_window(ss, k, j) : w0;
+        double ms = rap_slice_ms(ss->p, ss->f, pred, k, 0, kn->n, 0, B, B);
+        int best = -1;
+        for (int w = w0; w < RAP_WIN_EXPOSED; w++)
+            if (ss->left[w] >= ms && (best < 0 || rap_window_rate(ss->c->cap, w) <
+                                                      rap_window_rate(ss->c->cap, best)))
+                best = w;
+        if (best >= 0)
+            return place(ss, (rap_window)best, k, 0, kn->n, 0, B, ms);
     }
     while (d < kn->n) {
         bool placed = false;

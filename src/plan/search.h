@@ -27,6 +27,9 @@ typedef struct {
     int gpus;                   /* 1; see rap_place_zero_comm */
     bool no_split;              /* ablation: kernels only whole (the earliest window
                                  * where the whole kernel fits, else exposed) */
+    bool earliest;              /* first fit only: a kernel that fits whole goes to the
+                                 * earliest window it fits, not to the one it slows
+                                 * least (the ablation of rap_window_rate) */
 } rap_search_config;
 
 typedef struct {
@@ -38,13 +41,22 @@ typedef struct {
     int n_split;                       /* kernels cut into more than one slice */
 } rap_search_result;
 
+/* How much a ms of work slows window w (capacity file): the window may
+ * slow by tolerance x standalone_ms for capacity_ms of work, so
+ * standalone_ms / capacity_ms up to the common factor; HUGE_VAL for a
+ * window without capacity, 0 when the standalone time is unknown. */
+double rap_window_rate(const rap_capacity *cap, int w);
+
 /* Predicted standalone ms of descs [d0, d1) of kernel k over rows [r0, r1)
  * (r1 RAP_ROWS_END or past B: to B). */
 double rap_slice_ms(const rap_plan *p, const rap_fusion *f, const rap_predictor *pred, int k,
                     int d0, int d1, int64_t r0, int64_t r1, int64_t batch);
 
-/* Places every kernel of f, in f's order (dependencies respected): each
- * piece goes to the earliest window at or after the windows of its
+/* Places every kernel of f, in f's order (dependencies respected). A
+ * kernel that fits whole in a window at or after its inputs' windows goes
+ * to the one with the lowest rap_window_rate (ties: the earliest; with
+ * `earliest`: the earliest). Otherwise each piece goes to the earliest
+ * window at or after the windows of its
  * inputs' last pieces where it fits the capacity left; a kernel that does
  * not fit whole is split by descriptors, then (one descriptor) by rows,
  * the r0 == 0 piece first, so that the first piece fills what is left;
