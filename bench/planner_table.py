@@ -52,7 +52,8 @@ for plan in ["plan0", "plan1", "plan2", "plan3"]:
             " | ".join(f"{pair(m['rap'], m[k]):.3f}" if k in m and "rap" in m else "-" for k in
                        ["sequential", "stream", "mps", "cpu"]) + " |")
         a = [f"{ratio.get('rap') or 0:.3f}"]
-        for v, mode in [("nofusion", "rap"), ("nosched", "stream"), ("nosplit", "rap")]:
+        for v, mode in [("nofusion", "rap"), ("nosched", "stream"), ("nosplit", "rap"),
+                        ("norows", "rap"), ("earliest", "rap")]:
             mm = load(f"{d}/{plan}_{b}_{v}.json")
             a.append(f"{vs_ideal(mm, mode):.3f}" if mode in mm and "ideal" in mm else "-")
         abl.append(f"| {plan} | {b} | " + " | ".join(a) + " |")
@@ -71,8 +72,8 @@ print("| plan | batch | sequential | stream | mps | cpu | **rap** | ideal sample
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 print("\n".join(rows))
 print("\nAblation (throughput / ideal of the same invocation):\n")
-print("| plan | batch | rap | without fusion | without the schedule (stream, planned fusion) | without the split |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| plan | batch | rap | without fusion | without the schedule (stream, planned fusion) | without the split | without row fusion | first fit (not least slowdown) |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 print("\n".join(abl))
 print("\nPredicted vs measured, per window (ms per step; training windows: predicted load / predicted exposed / measured slowdown of the phase vs ideal; exposed window: predicted / measured):\n")
 print("| plan | batch | " + " | ".join(PH) + " | exposed | step vs ideal |")

@@ -1019,6 +1019,20 @@ RAP_TEST(planner_window_least_slowdown)
         rap_schedule_free(s);
     }
     rap_fusion_free(&f);
+    /* level fusion: least slowdown kernel by kernel would send fill_null to
+     * emb_backward and its logit past every window; the first-fit schedule,
+     * which exposes nothing, is kept */
+    REQUIRE_OK(rap_fuse_levels(p, &f));
+    for (int earliest = 0; earliest < 2; earliest++) {
+        rap_search_config c = {pred, &cap, 4096, 1, false, earliest == 1};
+        rap_schedule *s;
+        rap_search_result sr;
+        REQUIRE_OK(rap_schedule_search(p, &f, &c, "l", &s, &sr));
+        CHECK_MSG(sr.total_exposed_ms == 0 && sr.load_ms[RAP_WIN_EXPOSED] == 0,
+                  "earliest %d: %.4f ms exposed", earliest, sr.total_exposed_ms);
+        rap_schedule_free(s);
+    }
+    rap_fusion_free(&f);
     rap_predictor_free(pred);
     rap_plan_free(p);
 }

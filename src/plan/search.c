@@ -245,8 +245,8 @@ static rap_status place_kernel(search_state *ss, int k)
     return RAP_OK;
 }
 
-rap_status rap_schedule_search(const rap_plan *p, const rap_fusion *f, const rap_search_config *c,
-                               const char *source, rap_schedule **out, rap_search_result *res)
+static rap_status search_once(const rap_plan *p, const rap_fusion *f, const rap_search_config *c,
+                              const char *source, rap_schedule **out, rap_search_result *res)
 {
     *out = NULL;
     memset(res, 0, sizeof *res);
@@ -287,6 +287,44 @@ rap_status rap_schedule_search(const rap_plan *p, const rap_fusion *f, const rap
         res->hidden_ms += res->load_ms[w] - res->exposed_ms[w];
     }
     *out = ss.s;
+    return RAP_OK;
+}
+
+/* The predicted slowdown of a schedule's windows, up to the common
+ * factor tolerance: sum over windows of load x rap_window_rate. */
+static double slowdown_of(const rap_search_result *r, const rap_capacity *cap)
+{
+    double s = 0;
+    for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+        if (r->load_ms[w] > 0)
+            s += r->load_ms[w] * rap_window_rate(cap, w);
+    return s;
+}
+
+rap_status rap_schedule_search(const rap_plan *p, const rap_fusion *f, const rap_search_config *c,
+                               const char *source, rap_schedule **out, rap_search_result *res)
+{
+    RAP_TRY(search_once(p, f, c, source, out, res));
+    if (c->earliest)
+        return RAP_OK;
+    /* least slowdown per kernel can push a later kernel past every window
+     * (its input went late): exposed latency first, then slowdown; the
+     * first-fit schedule wins when it exposes less */
+    rap_search_config ce = *c;
+    ce.earliest = true;
+    rap_schedule *se = NULL;
+    rap_search_result re;
+    RAP_TRY(search_once(p, f, &ce, source, &se, &re));
+    bool first_fit = re.total_exposed_ms < res->total_exposed_ms - 1e-12 ||
+                     (re.total_exposed_ms <= res->total_exposed_ms + 1e-12 &&
+                      slowdown_of(&re, c->cap) < slowdown_of(res, c->cap) - 1e-12);
+    if (first_fit) {
+        rap_schedule_free(*out);
+        *out = se;
+        *res = re;
+    } else {
+        rap_schedule_free(se);
+    }
     return RAP_OK;
 }
 
