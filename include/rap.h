@@ -343,14 +343,17 @@ rap_status rap_fuse_none(const rap_plan *p, rap_fusion *f);
 /* Vertical fusion on top of fusion `in`: every live op whose output is
  * row-local (offsets not computed) joins the group of its input when that
  * is row-local too and the group has fewer than max_stages nodes; groups
- * whose roots' inputs are ready at the same point form one row kernel,
- * the other kernels of `in` stay as they are. Kernels come out in
- * dependency order (longest path). *out is a new fusion. */
-rap_status rap_fuse_rows(const rap_plan *p, const rap_fusion *in, int max_stages, rap_fusion *out);
+ * whose roots' inputs are ready at the same point form row kernels of at
+ * most max_descs nodes (>= max_stages), the other kernels of `in` stay as
+ * they are. Kernels come out in dependency order (longest path). *out is
+ * a new fusion. */
+rap_status rap_fuse_rows(const rap_plan *p, const rap_fusion *in, int max_stages, int max_descs,
+                        rap_fusion *out);
 /* The built-in fusions: by levels, none, or by levels then rows
  * (rap_fuse_rows with RAP_ROW_STAGES). */
 typedef enum { RAP_FUSE_LEVELS = 0, RAP_FUSE_NONE = 1, RAP_FUSE_ROWS = 2 } rap_fuse_kind;
 #define RAP_ROW_STAGES 8
+#define RAP_ROW_DESCS 128
 rap_status rap_fuse(const rap_plan *p, rap_fuse_kind kind, rap_fusion *f);
 /* Whether node `node`'s output is row-local: row r of the output depends
  * on row r of the input only and lies where row r alone says (dense,

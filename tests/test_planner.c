@@ -832,10 +832,18 @@ RAP_TEST(planner_row_fusion_shipped_plans)
         REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
         rap_fusion lv, r8, r1;
         REQUIRE_OK(rap_fuse_levels(p, &lv));
-        REQUIRE_OK(rap_fuse_rows(p, &lv, 8, &r8));
-        REQUIRE_OK(rap_fuse_rows(p, &lv, 1, &r1));
+        REQUIRE_OK(rap_fuse_rows(p, &lv, 8, 1000000, &r8));
+        REQUIRE_OK(rap_fuse_rows(p, &lv, 1, 64, &r1));
         CHECK(check_rows_shape(t, p, &r8, 8) >= 1);
         check_rows_shape(t, p, &r1, 1);
+        rap_fusion rc; /* at most 16 ops a row kernel */
+        REQUIRE_OK(rap_fuse_rows(p, &lv, 8, 16, &rc));
+        check_rows_shape(t, p, &rc, 8);
+        for (int k = 0; k < rc.n; k++)
+            CHECK_MSG(!rc.kernels[k].group || rc.kernels[k].n <= 16, "row kernel %d: %d ops", k,
+                      rc.kernels[k].n);
+        CHECK(rc.n > r8.n);
+        rap_fusion_free(&rc);
         CHECK_MSG(r8.n < lv.n, "%s: %d kernels with rows, %d without", names[q], r8.n, lv.n);
         if (q <= 1) { /* plans 0 and 1: every op is row-local: one kernel, a group a column */
             CHECK_MSG(r8.n == 1 && r8.kernels[0].n_groups == 39, "%s: %d kernels, %d groups",
@@ -847,7 +855,7 @@ RAP_TEST(planner_row_fusion_shipped_plans)
         rap_fusion il, ir;
         rap_ilp_result res;
         REQUIRE_OK(rap_fuse_ilp(p, &cfg, &il, &res));
-        REQUIRE_OK(rap_fuse_rows(p, &il, 8, &ir));
+        REQUIRE_OK(rap_fuse_rows(p, &il, 8, 128, &ir));
         check_rows_shape(t, p, &ir, 8);
         CHECK(ir.n <= il.n);
         rap_fusion_free(&il);
@@ -872,7 +880,7 @@ RAP_TEST(planner_row_fusion_file_schedule_split)
     REQUIRE_OK(rap_plan_parse(g_split_plan, "split", sc, &p));
     rap_fusion lv, f, g, none;
     REQUIRE_OK(rap_fuse_levels(p, &lv));
-    REQUIRE_OK(rap_fuse_rows(p, &lv, 8, &f));
+    REQUIRE_OK(rap_fuse_rows(p, &lv, 8, 128, &f));
     REQUIRE_OK(rap_fuse_none(p, &none));
     int rk = -1;
     for (int k = 0; k < f.n; k++)

@@ -616,13 +616,14 @@ static int uf_find(int *parent, int i)
  * no row-local node. unit_of[i]: unit of node i (-1 raw input). A group
  * has one input from outside, its root's; a unit's level is 1 + the
  * largest level of the units it reads (raw inputs: 0). */
-rap_status rap_fuse_rows(const rap_plan *p, const rap_fusion *in, int max_stages, rap_fusion *out)
+rap_status rap_fuse_rows(const rap_plan *p, const rap_fusion *in, int max_stages, int max_descs,
+                        rap_fusion *out)
 {
     memset(out, 0, sizeof *out);
     const int N = p->n_nodes;
-    if (max_stages < 1)
-        return rap_fail(RAP_ERR_ARG, "row fusion: at most %d stages a group: need 1 or more",
-                        max_stages);
+    if (max_stages < 1 || max_descs < max_stages)
+        return rap_fail(RAP_ERR_ARG, "row fusion: at most %d ops a group and %d a kernel: need 1 "
+                        "or more, and a kernel at least a group", max_stages, max_descs);
     int *parent = rap_malloc(sizeof(int) * (size_t)(N + 1), "row fusion");
     int *size = rap_calloc(sizeof(int) * (size_t)(N + 1), "row fusion");
     int *unit_of = rap_malloc(sizeof(int) * (size_t)(N + 1), "row fusion");
@@ -696,39 +697,43 @@ rap_status rap_fuse_rows(const rap_plan *p, const rap_fusion *in, int max_stages
     int max_level = 0;
     for (int u = 0; u < 2 * N + in->n; u++)
         max_level = ulevel[u] > max_level ? ulevel[u] : max_level;
-    /* kernels, level by level: the level's groups as one row kernel (a
-     * group of one node still: vertical or not, one launch for the
-     * level's row-local ops), then the level's kernels of `in` in their order */
+    /* kernels, level by level: the level's groups in row kernels of at
+     * most max_descs ops (a group of one node still: vertical or not, one
+     * launch for many row-local ops), then the level's kernels of `in` in
+     * their order */
     for (int lv = 1; lv <= max_level; lv++) {
-        int n_nodes = 0, n_groups = 0;
-        for (int i = 0; i < N; i++) {
-            if (unit_of[i] < 0 || unit_of[i] >= N || ulevel[unit_of[i]] != lv)
+        rap_kernel *kn = NULL;
+        /* groups in order of their roots; members in node order (inputs
+         * before the nodes that read them) */
+        for (int root = 0; root < N; root++) {
+            if (unit_of[root] != root || ulevel[root] != lv)
                 continue;
-            n_nodes++;
-            n_groups += unit_of[i] == i;
+            int size = 0;
+            for (int i = root; i < N; i++)
+                size += unit_of[i] == root;
+            if (kn && kn->n + size > max_descs) { /* full: close it */
+                kn->group[kn->n_groups] = kn->n;
+                kn = NULL;
+            }
+            if (!kn) {
+                kn = &out->kernels[out->n++];
+                kn->op = RAP_OP_INPUT;
+                kn->level = lv;
+                int cap = max_descs < N ? max_descs : N;
+                kn->nodes = rap_malloc(sizeof(int) * (size_t)(cap + 1), "row fusion");
+                kn->group = rap_malloc(sizeof(int) * (size_t)(cap + 2), "row fusion");
+                if (!kn->nodes || !kn->group) {
+                    st = RAP_ERR_NOMEM;
+                    goto done;
+                }
+            }
+            kn->group[kn->n_groups++] = kn->n;
+            for (int i = root; i < N; i++)
+                if (unit_of[i] == root)
+                    kn->nodes[kn->n++] = i;
         }
-        if (n_nodes > 0) {
-            rap_kernel *kn = &out->kernels[out->n++];
-            kn->op = RAP_OP_INPUT;
-            kn->level = lv;
-            kn->nodes = rap_malloc(sizeof(int) * (size_t)n_nodes, "row fusion");
-            kn->group = rap_malloc(sizeof(int) * (size_t)(n_groups + 1), "row fusion");
-            if (!kn->nodes || !kn->group) {
-                st = RAP_ERR_NOMEM;
-                goto done;
-            }
-            /* groups in order of their roots; members in node order
-             * (inputs before the nodes that read them) */
-            for (int root = 0; root < N; root++) {
-                if (unit_of[root] != root || ulevel[root] != lv)
-                    continue;
-                kn->group[kn->n_groups++] = kn->n;
-                for (int i = root; i < N; i++)
-                    if (unit_of[i] == root)
-                        kn->nodes[kn->n++] = i;
-            }
+        if (kn)
             kn->group[kn->n_groups] = kn->n;
-        }
         for (int k = 0; k < in->n; k++) {
             if (ulevel[N + k] != lv)
                 continue;
@@ -801,7 +806,7 @@ rap_status rap_fuse(const rap_plan *p, rap_fuse_kind kind, rap_fusion *f)
     if (kind != RAP_FUSE_ROWS)
         return RAP_OK;
     rap_fusion r;
-    rap_status st = rap_fuse_rows(p, f, RAP_ROW_STAGES, &r);
+    rap_status st = rap_fuse_rows(p, f, RAP_ROW_STAGES, RAP_ROW_DESCS, &r);
     rap_fusion_free(f);
     if (st == RAP_OK)
         *f = r;
