@@ -349,11 +349,20 @@ rap_status rap_fuse_none(const rap_plan *p, rap_fusion *f);
  * a new fusion. */
 rap_status rap_fuse_rows(const rap_plan *p, const rap_fusion *in, int max_stages, int max_descs,
                         rap_fusion *out);
-/* The built-in fusions: by levels, none, or by levels then rows
- * (rap_fuse_rows with RAP_ROW_STAGES). */
-typedef enum { RAP_FUSE_LEVELS = 0, RAP_FUSE_NONE = 1, RAP_FUSE_ROWS = 2 } rap_fuse_kind;
+/* The built-in fusions: by levels, none, by levels then rows
+ * (rap_fuse_rows with RAP_ROW_STAGES, RAP_ROW_DESCS), or auto: rows when
+ * the fusion by levels has at most RAP_ROW_AUTO_KERNELS kernels (small,
+ * launch-bound plans gain from row kernels, larger ones lose: measured in
+ * bench/RESULTS.md), else levels. */
+typedef enum {
+    RAP_FUSE_LEVELS = 0,
+    RAP_FUSE_NONE = 1,
+    RAP_FUSE_ROWS = 2,
+    RAP_FUSE_AUTO = 3
+} rap_fuse_kind;
 #define RAP_ROW_STAGES 8
 #define RAP_ROW_DESCS 128
+#define RAP_ROW_AUTO_KERNELS 8
 rap_status rap_fuse(const rap_plan *p, rap_fuse_kind kind, rap_fusion *f);
 /* Whether node `node`'s output is row-local: row r of the output depends
  * on row r of the input only and lies where row r alone says (dense,

@@ -836,6 +836,15 @@ RAP_TEST(planner_row_fusion_shipped_plans)
         REQUIRE_OK(rap_fuse_rows(p, &lv, 1, 64, &r1));
         CHECK(check_rows_shape(t, p, &r8, 8) >= 1);
         check_rows_shape(t, p, &r1, 1);
+        rap_fusion fa; /* auto: rows for plans 0 and 1 (6 level kernels), not 2 and 3 */
+        REQUIRE_OK(rap_fuse(p, RAP_FUSE_AUTO, &fa));
+        int rk = 0;
+        for (int k = 0; k < fa.n; k++)
+            rk += fa.kernels[k].group != NULL;
+        CHECK_MSG((rk > 0) == (q <= 1) && (rk > 0) == (lv.n <= RAP_ROW_AUTO_KERNELS),
+                  "%s: auto made %d row kernels of %d (levels: %d kernels)", names[q], rk, fa.n,
+                  lv.n);
+        rap_fusion_free(&fa);
         rap_fusion rc; /* at most 16 ops a row kernel */
         REQUIRE_OK(rap_fuse_rows(p, &lv, 8, 16, &rc));
         check_rows_shape(t, p, &rc, 8);

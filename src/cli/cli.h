@@ -21,7 +21,12 @@ enum {
 
 typedef enum { DEV_AUTO = 0, DEV_CPU = 1, DEV_GPU = 2 } cli_device;
 typedef enum { FMT_TSV = 0, FMT_BIN = 1 } cli_format;
-typedef enum { FUSE_LEVELS = RAP_FUSE_LEVELS, FUSE_NONE = RAP_FUSE_NONE, FUSE_ROWS = RAP_FUSE_ROWS } cli_fusion;
+typedef enum {
+    FUSE_LEVELS = RAP_FUSE_LEVELS,
+    FUSE_NONE = RAP_FUSE_NONE,
+    FUSE_ROWS = RAP_FUSE_ROWS,
+    FUSE_AUTO = RAP_FUSE_AUTO
+} cli_fusion;
 typedef enum { MODEL_SMALL = 0, MODEL_PAPER = 1 } cli_model;
 
 typedef struct {

@@ -52,6 +52,7 @@ typedef struct {
     bool split;
     int64_t rows;            /* row fusion: stages per group, 0 off */
     int64_t row_descs;       /* row fusion: ops per row kernel */
+    int row_fusion;          /* 0 auto, 1 always, 2 never */
     int window_choice;       /* 0 slowdown, 1 earliest */
     bool quiet, verbose, help;
 } plan_settings;
@@ -72,6 +73,7 @@ static const rap_opt g_opts[] = {
     {"fusion", RAP_OPT_ENUM, P, OFF(fusion), "ilp", 0, 0, "ilp|levels|ilp-capacity|none", NULL, "fusion: the integer program, greedy by levels, the better (less exposed) of the ILP and its capacity-aware variant, or none (one kernel per op: the ablation)"},
     {"split", RAP_OPT_BOOL, P, OFF(split), "true", 0, 0, NULL, NULL, "split kernels that do not fit a window (--no-split: whole kernels only, the ablation)"},
     {"window-choice", RAP_OPT_ENUM, P, OFF(window_choice), "slowdown", 0, 0, "slowdown|earliest", NULL, "a kernel that fits whole goes to the window it slows least (standalone / capacity of the capacity file), or to the earliest it fits (the ablation)"},
+    {"row-fusion", RAP_OPT_ENUM, P, OFF(row_fusion), "auto", 0, 0, "auto|always|never", NULL, "row fusion after the fusion: auto = when the fusion has at most 8 kernels (small plans gain, larger ones lose: bench/RESULTS.md)"},
     {"row-descs", RAP_OPT_INT, P, OFF(row_descs), "128", 1, 1000000, NULL, "N", "row fusion: at most N ops a row kernel (at least --rows); more groups make more row kernels"},
     {"rows", RAP_OPT_INT, P, OFF(rows), "8", 0, 64, NULL, "N", "row fusion after the fusion: chains of row-local ops of any types in one kernel, up to N ops a group (0: off, the ablation)"},
     {"time-limit", RAP_OPT_DOUBLE, P, OFF(time_limit), "5", 0.1, 3600, NULL, "SEC", "fusion ILP time limit (the best solution so far is used after it)"},
@@ -130,10 +132,11 @@ static const char *base_name(const char *path)
 
 static int cmd_plan_gpus(const plan_settings *s);
 
-/* Row fusion (--rows N) on top of *f, in place; N == 0: f as it is. */
+/* Row fusion (--rows N, --row-fusion) on top of *f, in place; N == 0,
+ * never, or auto with more than RAP_ROW_AUTO_KERNELS kernels: f as it is. */
 static rap_status fuse_rows(const rap_plan *plan, const plan_settings *s, rap_fusion *f)
 {
-    if (s->rows <= 0)
+    if (s->rows <= 0 || s->row_fusion == 2 || (s->row_fusion == 0 && f->n > RAP_ROW_AUTO_KERNELS))
         return RAP_OK;
     rap_fusion r;
     RAP_TRY(rap_fuse_rows(plan, f, (int)s->rows, (int)s->row_descs, &r));

@@ -232,7 +232,7 @@ static rap_status run(cli_settings *s, prep_job *j)
     rap_plan *plan = j->plan;
     RAP_TRY(rap_fuse(plan, (rap_fuse_kind)s->fusion, &j->fusion));
     rap_info("plan %s: %d ops in %d kernels (%s fusion), %d output columns", plan->source,
-             rap_plan_n_ops(plan), j->fusion.n, s->fusion == FUSE_NONE ? "no" : s->fusion == FUSE_ROWS ? "level + row" : "level",
+             rap_plan_n_ops(plan), j->fusion.n, s->fusion == FUSE_NONE ? "no" : s->fusion == FUSE_LEVELS ? "level" : "level + row",
              plan->n_cols);
     print_model_inputs(plan);
 

@@ -58,7 +58,7 @@ const rap_opt cli_options[] = {
     /* the train entry first: rap_opts_given finds the first of a name */
     {"batch", RAP_OPT_INT, TB, OFF(batch), SMALL_BATCH, 1, 1 << 24, NULL, "B", "rows per training step (with ranks: the global batch, split over the ranks)"},
     {"batch", RAP_OPT_INT, CMD_PREP, OFF(batch), "65536", 1, 1 << 26, NULL, "B", "rows per batch"},
-    {"fusion", RAP_OPT_ENUM, CMD_PREP | TB, OFF(fusion), "rows", 0, 0, "levels|none|rows", NULL, "fusion without a schedule: same-type ops of a level in one kernel, one kernel per op, or levels then rows (chains of row-local ops of any types in one kernel, docs/EXECUTOR.md)"},
+    {"fusion", RAP_OPT_ENUM, CMD_PREP | TB, OFF(fusion), "auto", 0, 0, "levels|none|rows|auto", NULL, "fusion without a schedule: same-type ops of a level in one kernel, one kernel per op, levels then rows (chains of row-local ops of any types in one kernel, docs/EXECUTOR.md), or auto: rows for plans of at most 8 level kernels, else levels"},
     {"steps", RAP_OPT_INT, TR, OFF(steps), "0", 0, BIG, NULL, "N", "stop at step N, counted from the start of training (resumed steps included)"},
     {"epochs", RAP_OPT_INT, TR, OFF(epochs), "0", 0, 1000000, NULL, "E", "stop after E passes over --data (default: 1 unless --steps is given)"},
     {"model", RAP_OPT_ENUM, TB, OFF(model), "small", 0, 0, "small|paper", NULL, "model preset; the options below override it (paper: emb-dim 128, 512-256-128, 1024-1024-512-256-1, batch 4096)"},

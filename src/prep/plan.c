@@ -803,7 +803,7 @@ rap_status rap_fuse(const rap_plan *p, rap_fuse_kind kind, rap_fusion *f)
     if (kind == RAP_FUSE_NONE)
         return rap_fuse_none(p, f);
     RAP_TRY(rap_fuse_levels(p, f));
-    if (kind != RAP_FUSE_ROWS)
+    if (kind != RAP_FUSE_ROWS && (kind != RAP_FUSE_AUTO || f->n > RAP_ROW_AUTO_KERNELS))
         return RAP_OK;
     rap_fusion r;
     rap_status st = rap_fuse_rows(p, f, RAP_ROW_STAGES, RAP_ROW_DESCS, &r);
