@@ -1222,7 +1222,7 @@ RAP_TEST(rt_schedule_builtin_plans)
         const rap_slice *a = rap_schedule_window(s, RAP_WIN_EMB_FORWARD, &n0);
         const rap_slice *b = rap_schedule_window(s, RAP_WIN_EMB_BACKWARD, &n3);
         rap_schedule_window(s, RAP_WIN_MLP_FORWARD, &nm);
-        CHECK(n0 == (f.n + 1) / 2 && n3 == f.n - n0 && nm == 0);
+        CHECK(n0 == f.n / 2 && n3 == f.n - n0 && nm == 0);
         CHECK(n0 == 0 || (a[0].kernel == 0 && a[0].d0 == 0 && a[0].d1 == f.kernels[0].n &&
                           a[0].r0 == 0 && a[0].r1 == RAP_ROWS_END));
         CHECK(n3 == 0 || b[n3 - 1].kernel == f.n - 1);

@@ -925,7 +925,7 @@ rap_status rap_schedule_builtin_embedding(const rap_plan *p, const rap_fusion *f
                                           rap_schedule **out)
 {
     RAP_TRY(rap_schedule_create(p, f, "<builtin embedding schedule>", out));
-    int half = (f->n + 1) / 2;
+    int half = f->n / 2; /* one kernel (a row kernel): emb_backward, where it costs least */
     rap_status st = whole_kernels(*out, f, 0, half, RAP_WIN_EMB_FORWARD);
     if (st == RAP_OK)
         st = whole_kernels(*out, f, half, f->n, RAP_WIN_EMB_BACKWARD);

@@ -138,7 +138,8 @@ rap_status rap_schedule_validate_hybrid(const rap_schedule *s, const rap_plan *p
 
 /* Built-in schedules (valid by construction for (p, f)):
  * embedding: every kernel whole, in the fusion's order (levels), the first
- * half (rounded up) beside emb_forward and the rest beside emb_backward.
+ * half (rounded down) beside emb_forward and the rest beside emb_backward
+ * (a single kernel: emb_backward, where it slows training least, measured).
  * all_in: every kernel whole, in order, in window w (e.g. RAP_WIN_EXPOSED
  * for the sequential baseline). */
 rap_status rap_schedule_builtin_embedding(const rap_plan *p, const rap_fusion *f,
