@@ -73,6 +73,9 @@ typedef struct rap_test_rank {
     int64_t steps;      /* runs compared */
 } rap_test_rank;
 typedef rap_status (*rap_test_rank_fn)(rap_test_rank *x);
+/* splitmix64 on *state: deterministic test data; rnd01 uniform in [0, 1). */
+uint64_t rap_test_rnd(uint64_t *state);
+double rap_test_rnd01(uint64_t *state);
 /* Random raw rows (seeded): labels 0/1, about 10 % nulls, dense values in
  * [-5, 45), 0..ids_per_row ids a row (below 2^31). */
 void rap_test_fill_batch(rap_batch *b, int64_t rows, uint64_t seed);

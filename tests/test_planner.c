@@ -323,6 +323,43 @@ static bool same_column(const rap_host_column *a, const rap_host_column *b)
            !memcmp(a->ids, b->ids, sizeof(int64_t) * (size_t)a->off[a->rows]);
 }
 
+/* Runs one batch of B rows (schema sc, fill seed) whole with fusion fw and
+ * in schedule s's slices with fusion fs, on the CPU: every column must be
+ * the same bytes. *split (may be NULL) keeps the sliced executor. */
+static void slices_match_whole(rap_test_ctx *t, const rap_plan *p, rap_schema sc,
+                               const rap_fusion *fw, const rap_fusion *fs, const rap_schedule *s,
+                               int64_t B, uint64_t seed, const char *what, rap_prep **split)
+{
+    rap_batch b;
+    REQUIRE_OK(rap_batch_create(&b, sc, B, false));
+    rap_test_fill_batch(&b, B, seed);
+    rap_prep_config pc = {RAP_CPU, B, 2, NULL};
+    rap_prep *whole = NULL, *sp = NULL;
+    REQUIRE_OK(rap_prep_create(p, fw, &pc, &whole));
+    REQUIRE_OK(rap_prep_create(p, fs, &pc, &sp));
+    REQUIRE_OK(rap_prep_load(whole, &b));
+    REQUIRE_OK(rap_prep_run(whole));
+    REQUIRE_OK(rap_prep_load(sp, &b));
+    for (int q = 0; q < s->n_slices; q++) {
+        const rap_slice *sl = &s->slices[q];
+        REQUIRE_OK(rap_prep_run_kernel(sp, sl->kernel, sl->d0, sl->d1, sl->r0, sl->r1, NULL));
+    }
+    for (int col = 0; col < p->n_cols; col++) {
+        rap_host_column x, y;
+        REQUIRE_OK(rap_prep_fetch(whole, col, &x));
+        REQUIRE_OK(rap_prep_fetch(sp, col, &y));
+        CHECK_MSG(same_column(&x, &y), "column %s differs (%s)", p->cols[col].name, what);
+        rap_host_column_free(&x);
+        rap_host_column_free(&y);
+    }
+    rap_prep_free(whole);
+    rap_batch_free(&b);
+    if (split)
+        *split = sp;
+    else
+        rap_prep_free(sp);
+}
+
 RAP_TEST(planner_split_exact_and_windows_within_capacity)
 {
     const int64_t B = 200000;
@@ -406,31 +443,7 @@ RAP_TEST(planner_split_exact_and_windows_within_capacity)
     rap_schedule_free(sw);
 
     /* run: whole vs the schedule's slices, on the CPU */
-    rap_batch b;
-    REQUIRE_OK(rap_batch_create(&b, sc, B, false));
-    rap_test_fill_batch(&b, B, 7);
-    rap_prep_config pc = {RAP_CPU, B, 2, NULL};
-    rap_prep *whole = NULL, *split = NULL;
-    REQUIRE_OK(rap_prep_create(p, &f, &pc, &whole));
-    REQUIRE_OK(rap_prep_create(p, &f, &pc, &split));
-    REQUIRE_OK(rap_prep_load(whole, &b));
-    REQUIRE_OK(rap_prep_run(whole));
-    REQUIRE_OK(rap_prep_load(split, &b));
-    for (int q = 0; q < s->n_slices; q++) {
-        const rap_slice *sl = &s->slices[q];
-        REQUIRE_OK(rap_prep_run_kernel(split, sl->kernel, sl->d0, sl->d1, sl->r0, sl->r1, NULL));
-    }
-    for (int col = 0; col < p->n_cols; col++) {
-        rap_host_column x, y;
-        REQUIRE_OK(rap_prep_fetch(whole, col, &x));
-        REQUIRE_OK(rap_prep_fetch(split, col, &y));
-        CHECK_MSG(same_column(&x, &y), "column %s differs after the split", p->cols[col].name);
-        rap_host_column_free(&x);
-        rap_host_column_free(&y);
-    }
-    rap_prep_free(whole);
-    rap_prep_free(split);
-    rap_batch_free(&b);
+    slices_match_whole(t, p, sc, &f, &f, s, B, 7, "after the split", NULL);
     rap_schedule_free(s);
     rap_fusion_free(&f);
     rap_plan_free(p);
@@ -956,28 +969,9 @@ RAP_TEST(planner_row_fusion_file_schedule_split)
     CHECK_MSG(rk_slices >= 3 && rk_rowcut >= 1, "row kernel slices %d, cut by rows %d", rk_slices,
               rk_rowcut);
     /* run: the schedule's slices on row kernels == unfused, whole */
-    rap_batch b;
-    REQUIRE_OK(rap_batch_create(&b, sc, B, false));
-    rap_test_fill_batch(&b, B, 11);
-    rap_prep_config pc = {RAP_CPU, B, 2, NULL};
-    rap_prep *whole = NULL, *split = NULL;
-    REQUIRE_OK(rap_prep_create(p, &none, &pc, &whole));
-    REQUIRE_OK(rap_prep_create(p, &f, &pc, &split));
-    REQUIRE_OK(rap_prep_load(whole, &b));
-    REQUIRE_OK(rap_prep_run(whole));
-    REQUIRE_OK(rap_prep_load(split, &b));
-    for (int q = 0; q < s->n_slices; q++) {
-        const rap_slice *sl = &s->slices[q];
-        REQUIRE_OK(rap_prep_run_kernel(split, sl->kernel, sl->d0, sl->d1, sl->r0, sl->r1, NULL));
-    }
-    for (int col = 0; col < p->n_cols; col++) {
-        rap_host_column x, y;
-        REQUIRE_OK(rap_prep_fetch(whole, col, &x));
-        REQUIRE_OK(rap_prep_fetch(split, col, &y));
-        CHECK_MSG(same_column(&x, &y), "column %s differs (row kernels in slices)", p->cols[col].name);
-        rap_host_column_free(&x);
-        rap_host_column_free(&y);
-    }
+    rap_prep *split = NULL;
+    slices_match_whole(t, p, sc, &none, &f, s, B, 11, "row kernels in slices", &split);
+    REQUIRE(split);
     /* the executor refuses a piece cutting a group */
     {
         const rap_kernel *kn = &f.kernels[rk];
@@ -988,9 +982,7 @@ RAP_TEST(planner_row_fusion_file_schedule_split)
         CHECK(rap_prep_run_kernel(split, rk, 0, cut, 0, B, NULL) == RAP_ERR_ARG);
         CHECK(strstr(rap_last_error(), "cut a group"));
     }
-    rap_prep_free(whole);
     rap_prep_free(split);
-    rap_batch_free(&b);
     rap_schedule_free(s);
     rap_fusion_free(&f);
     rap_fusion_free(&lv);

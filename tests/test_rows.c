@@ -29,16 +29,8 @@
 
 static uint64_t g_rng;
 
-/* splitmix64: deterministic test data. */
-static uint64_t rnd(void)
-{
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static double rnd01(void) { return (double)(rnd() >> 11) * (1.0 / 9007199254740992.0); }
+static uint64_t rnd(void) { return rap_test_rnd(&g_rng); }
+static double rnd01(void) { return rap_test_rnd01(&g_rng); }
 
 static float bitsf(uint32_t u)
 {
@@ -589,6 +581,17 @@ static void build_chains(prog *p, const inputs *in)
 
 typedef void (*builder)(prog *p, const inputs *in);
 
+/* Builds b into ref and rows alike (at least min_groups groups). */
+static void build_twice(rap_test_ctx *t, builder b, const inputs *in, prog *ref, prog *rows,
+                        int min_groups)
+{
+    prog_init(ref, in->n, 512, 1024);
+    prog_init(rows, in->n, 512, 1024);
+    b(ref, in);
+    b(rows, in);
+    CHECK(!ref->bad && !rows->bad && ref->ng >= min_groups);
+}
+
 /* ------------------------------------------------------------ CPU tests */
 
 #define RN 3001 /* rows: not a multiple of the block size */
@@ -599,11 +602,7 @@ static void cpu_case(rap_test_ctx *t, builder b, const inputs *in, int nr, const
                      const char *what)
 {
     prog ref, rows;
-    prog_init(&ref, in->n, 512, 1024);
-    prog_init(&rows, in->n, 512, 1024);
-    b(&ref, in);
-    b(&rows, in);
-    CHECK(!ref.bad && !rows.bad && ref.ng > 0);
+    build_twice(t, b, in, &ref, &rows, 1);
     for (int i = 0; i < nr; i++) {
         run_ref(&ref, ranges[2 * i], ranges[2 * i + 1]);
         run_rows(&rows, ranges[2 * i], ranges[2 * i + 1]);
@@ -807,11 +806,7 @@ static void gpu_case(rap_test_ctx *t, builder b, const inputs *in, int nr, const
                      const char *what)
 {
     prog ref, rows;
-    prog_init(&ref, in->n, 512, 1024);
-    prog_init(&rows, in->n, 512, 1024);
-    b(&ref, in);
-    b(&rows, in);
-    CHECK(!ref.bad && !rows.bad && ref.ng > 1);
+    build_twice(t, b, in, &ref, &rows, 2);
     for (int i = 0; i < nr; i++)
         run_ref(&ref, ranges[2 * i], ranges[2 * i + 1]);
     gpu_rows(t, &rows, nr, ranges);

@@ -289,7 +289,7 @@ bool rap_test_run_ranks(rap_test_ctx *t, int R, double timeout, rap_test_rank_fn
 
 /* ------------------------------------------------------------ raw batches */
 
-static uint64_t fb_rnd(uint64_t *s)
+uint64_t rap_test_rnd(uint64_t *s)
 {
     uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -297,7 +297,10 @@ static uint64_t fb_rnd(uint64_t *s)
     return x ^ (x >> 31);
 }
 
-static double fb_rnd01(uint64_t *s) { return (double)(fb_rnd(s) >> 11) * (1.0 / 9007199254740992.0); }
+double rap_test_rnd01(uint64_t *s)
+{
+    return (double)(rap_test_rnd(s) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 void rap_test_fill_batch(rap_batch *b, int64_t rows, uint64_t seed)
 {
@@ -305,23 +308,23 @@ void rap_test_fill_batch(rap_batch *b, int64_t rows, uint64_t seed)
     const int64_t cap = b->cap, K = b->schema.ids_per_row;
     b->rows = rows;
     for (int64_t r = 0; r < rows; r++)
-        b->label[r] = (float)(fb_rnd(&s) & 1);
+        b->label[r] = (float)(rap_test_rnd(&s) & 1);
     for (int j = 0; j < b->schema.n_dense; j++)
         for (int64_t r = 0; r < rows; r++) {
-            bool v = fb_rnd01(&s) > 0.1;
+            bool v = rap_test_rnd01(&s) > 0.1;
             b->dense_valid[j * cap + r] = v;
-            b->dense[j * cap + r] = v ? (float)(fb_rnd01(&s) * 50 - 5) : 0;
+            b->dense[j * cap + r] = v ? (float)(rap_test_rnd01(&s) * 50 - 5) : 0;
         }
     for (int j = 0; j < b->schema.n_sparse; j++) {
         int64_t *off = b->sparse_off + j * (cap + 1);
         int64_t *ids = b->sparse_ids + j * cap * K;
         off[0] = 0;
         for (int64_t r = 0; r < rows; r++) {
-            bool v = fb_rnd01(&s) > 0.1;
+            bool v = rap_test_rnd01(&s) > 0.1;
             b->sparse_valid[j * cap + r] = v;
-            int64_t n = v ? (int64_t)(fb_rnd(&s) % (uint64_t)(K + 1)) : 0;
+            int64_t n = v ? (int64_t)(rap_test_rnd(&s) % (uint64_t)(K + 1)) : 0;
             for (int64_t q = 0; q < n; q++)
-                ids[off[r] + q] = (int64_t)(fb_rnd(&s) >> 33);
+                ids[off[r] + q] = (int64_t)(rap_test_rnd(&s) >> 33);
             off[r + 1] = off[r] + n;
         }
     }

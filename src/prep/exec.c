@@ -629,32 +629,45 @@ rap_status rap_prep_load(rap_prep *p, const rap_batch *b)
 
 typedef struct {
     const rap_desc *d;
-    rap_op_cpu_fn fn;
+    rap_op_cpu_fn fn;       /* one-type kernels: fn on desc u */
+    const int32_t *heads;   /* row kernels (fn NULL): group u of these heads */
     int64_t r0, r1, chunk, nchunks;
 } cpu_job;
 
 static void cpu_job_item(void *ctx, int64_t i)
 {
     const cpu_job *j = ctx;
-    int64_t di = i / j->nchunks, c = i % j->nchunks;
+    int64_t u = i / j->nchunks, c = i % j->nchunks;
     int64_t a = j->r0 + c * j->chunk;
     int64_t b = a + j->chunk < j->r1 ? a + j->chunk : j->r1;
-    j->fn(&j->d[di], a, b);
+    if (j->fn)
+        j->fn(&j->d[u], a, b);
+    else
+        rap_op_rows_cpu(j->d, j->heads, (int)u, a, b);
 }
 
-/* Runs fn over nd descs x rows [r0, r1), split into row chunks so that
- * every pool thread has work. */
-static void cpu_for(rap_prep *p, const rap_desc *d, int nd, int64_t r0, int64_t r1,
-                    rap_op_cpu_fn fn)
+/* Runs nu units (descs with fn, else row-kernel groups of heads) x rows
+ * [r0, r1), split into row chunks so that every pool thread has work (a
+ * group's chunk runs its descs one after the other: rows never cross
+ * chunks). */
+static void cpu_for_units(rap_prep *p, const rap_desc *d, rap_op_cpu_fn fn, const int32_t *heads,
+                          int nu, int64_t r0, int64_t r1)
 {
     int64_t n = r1 - r0, chunk = CPU_CHUNK_ROWS;
-    int64_t want = (4 * (int64_t)rap_pool_threads(p->pool) + nd - 1) / nd; /* chunks per desc */
+    int64_t want = (4 * (int64_t)rap_pool_threads(p->pool) + nu - 1) / nu; /* chunks per unit */
     if (want > 1 && (n + want - 1) / want < chunk)
         chunk = (n + want - 1) / want;
     if (chunk < CPU_MIN_CHUNK_ROWS)
         chunk = CPU_MIN_CHUNK_ROWS;
-    cpu_job job = {d, fn, r0, r1, chunk, (n + chunk - 1) / chunk};
-    rap_pool_for(p->pool, (int64_t)nd * job.nchunks, cpu_job_item, &job);
+    cpu_job job = {d, fn, heads, r0, r1, chunk, (n + chunk - 1) / chunk};
+    rap_pool_for(p->pool, (int64_t)nu * job.nchunks, cpu_job_item, &job);
+}
+
+/* fn over nd descs x rows [r0, r1). */
+static void cpu_for(rap_prep *p, const rap_desc *d, int nd, int64_t r0, int64_t r1,
+                    rap_op_cpu_fn fn)
+{
+    cpu_for_units(p, d, fn, NULL, nd, r0, r1);
 }
 
 typedef struct {
@@ -698,37 +711,11 @@ static rap_status cpu_run_kernel(rap_prep *p, int k, int d0, int d1, int64_t r0,
     return RAP_OK;
 }
 
-typedef struct {
-    const rap_desc *d;      /* the kernel's descs */
-    const int32_t *heads;   /* its group starts, from the piece's first group */
-    int64_t r0, r1, chunk, nchunks;
-} cpu_rows_job;
-
-static void cpu_rows_item(void *ctx, int64_t i)
-{
-    const cpu_rows_job *j = ctx;
-    int64_t g = i / j->nchunks, c = i % j->nchunks;
-    int64_t a = j->r0 + c * j->chunk;
-    int64_t b = a + j->chunk < j->r1 ? a + j->chunk : j->r1;
-    rap_op_rows_cpu(j->d, j->heads, (int)g, a, b);
-}
-
-/* CPU piece of a row kernel: groups [g0, g1) over rows [r0, r1), in row
- * chunks so that every pool thread has work (a group's chunk runs its
- * descs one after the other: rows never cross chunks). */
+/* CPU piece of a row kernel: groups [g0, g1) over rows [r0, r1). */
 static void cpu_run_rows(rap_prep *p, int k, int g0, int g1, int64_t r0, int64_t r1)
 {
     const rap_prep_kernel *kn = &p->kernels[k];
-    int ng = g1 - g0;
-    int64_t n = r1 - r0, chunk = CPU_CHUNK_ROWS;
-    int64_t want = (4 * (int64_t)rap_pool_threads(p->pool) + ng - 1) / ng;
-    if (want > 1 && (n + want - 1) / want < chunk)
-        chunk = (n + want - 1) / want;
-    if (chunk < CPU_MIN_CHUNK_ROWS)
-        chunk = CPU_MIN_CHUNK_ROWS;
-    cpu_rows_job job = {p->descs + kn->first, p->heads + kn->head0 + g0, r0, r1, chunk,
-                        (n + chunk - 1) / chunk};
-    rap_pool_for(p->pool, (int64_t)ng * job.nchunks, cpu_rows_item, &job);
+    cpu_for_units(p, p->descs + kn->first, NULL, p->heads + kn->head0 + g0, g1 - g0, r0, r1);
     p->launches++;
 }
 
