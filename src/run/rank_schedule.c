@@ -413,6 +413,11 @@ rap_status rap_rank_schedule_make(const rap_rank_manifest *m, const rap_plan *p,
         st = rap_place_sub_plan(p, parts[q].cols, parts[q].n_cols, &sub[q]);
         if (st == RAP_OK)
             st = rap_fusion_load(sub[q], parts[q].fusion, &pf[q]);
+        for (int k = 0; st == RAP_OK && k < pf[q].n; k++)
+            if (pf[q].kernels[k].group) /* the merge below keeps or drops single ops */
+                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d is a row kernel: parts of a rank's "
+                              "manifest hold one-type kernels only (rap plan --gpus R makes "
+                              "them so)", parts[q].fusion, k);
         if (st == RAP_OK)
             st = rap_schedule_load(parts[q].sched, &ps[q]);
         if (st == RAP_OK)
@@ -477,6 +482,8 @@ rap_status rap_rank_schedule_make(const rap_rank_manifest *m, const rap_plan *p,
             int *dm = dmap + (size_t)(koff[q] + k) * (size_t)max_n; /* (n+1) kept before desc j */
             rap_kernel *d = &fus->kernels[fus->n];
             *d = *s;
+            d->group = NULL; /* one-type kernels only (checked above) */
+            d->n_groups = 0;
             d->n = 0;
             d->nodes = rap_malloc(sizeof(int) * (size_t)(s->n + 1), "rank fusion");
             if (!d->nodes) {
