@@ -1045,3 +1045,54 @@ RAP_TEST(planner_window_least_slowdown)
     rap_predictor_free(pred);
     rap_plan_free(p);
 }
+
+/* Row kernels have a type of their own, "rows" (rap profile kernels
+ * measures them): trained from a CSV, loaded back, and used for a row
+ * kernel's slices instead of the estimate from the one-type models. */
+RAP_TEST(planner_predictor_rows_type)
+{
+    char csv[512], dir[512], buf[256];
+    const char *path = plan_path("plan1.plan", buf, sizeof buf);
+    if (!path)
+        SKIP("plans/ not found from the working directory");
+    snprintf(csv, sizeof csv, "%s/rows_kernels.csv", rap_test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/rows_pred", rap_test_tmpdir());
+    FILE *f = fopen(csv, "w");
+    REQUIRE(f);
+    fprintf(f, "gpu,op,variant,descs,rows,avg_width,total_ids,bytes,batch_rows,ms\n");
+    uint64_t s = 17;
+    for (int i = 0; i < 1500; i++) {
+        double descs = 1 + (double)(rap_test_rnd(&s) % 128);
+        double rows = floor(exp(log(256) + rap_test_rnd01(&s) * (log(65536) - log(256))));
+        double ms = true_ms(descs, rows, 1, false) * 0.7 * (1 + 0.02 * (2 * rap_test_rnd01(&s) - 1));
+        fprintf(f, "NVIDIA H200,rows,0,%g,%g,1,%g,%g,%g,%.9g\n", descs, rows, rows * descs,
+                rows * descs * 21, rows, ms);
+    }
+    fclose(f);
+    rap_pred_quality q[4];
+    int nq = 0;
+    REQUIRE_OK(rap_predictor_train(csv, dir, q, 4, &nq));
+    REQUIRE(nq == 1);
+    CHECK_MSG(!strcmp(q[0].type, "rows.0"), "type %s", q[0].type);
+    rap_predictor *pred;
+    REQUIRE_OK(rap_predictor_load(dir, &pred));
+    rap_plan *p;
+    REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+    rap_fusion fr;
+    REQUIRE_OK(rap_fuse(p, RAP_FUSE_ROWS, &fr));
+    REQUIRE(fr.n == 1 && fr.kernels[0].group);
+    rap_kfeat kf;
+    rap_kfeat_of_rows(p, fr.kernels[0].nodes, 0, fr.kernels[0].n, 4096, &kf);
+    CHECK(kf.op == RAP_OP_INPUT && kf.variant == 0 && !kf.computed && kf.descs == fr.kernels[0].n);
+    bool model = false;
+    double want = rap_predict_ms(pred, &kf, &model);
+    CHECK(model);
+    double got = rap_slice_ms(p, &fr, pred, 0, 0, fr.kernels[0].n, 0, 4096, 4096);
+    CHECK_MSG(got == want, "row kernel slice %.6f ms, the rows model says %.6f", got, want);
+    /* without the model: the estimate from one-type models (here the analytic ones) */
+    double est = rap_slice_ms(p, &fr, NULL, 0, 0, fr.kernels[0].n, 0, 4096, 4096);
+    CHECK(est > 0 && est != want);
+    rap_fusion_free(&fr);
+    rap_plan_free(p);
+    rap_predictor_free(pred);
+}

@@ -82,5 +82,14 @@ void rap_kfeat_vector(const rap_kfeat *f, float out[RAP_KFEAT_N])
 
 void rap_ktype_name(rap_op_type op, int variant, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s.%d", rap_op_name(op), variant);
+    snprintf(buf, n, "%s.%d", op == RAP_OP_INPUT ? "rows" : rap_op_name(op), variant);
+}
+
+void rap_kfeat_of_rows(const rap_plan *p, const int *nodes, int d0, int d1, double rows,
+                       rap_kfeat *f)
+{
+    rap_kfeat_of(p, nodes, d0, d1, rows, rows, f);
+    f->op = RAP_OP_INPUT;
+    f->variant = 0;
+    f->computed = false;
 }

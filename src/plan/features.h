@@ -54,10 +54,16 @@ double rap_node_in_width(const rap_plan *p, int node);
  * one op and variant) over `rows` rows of a batch of batch_rows rows. */
 void rap_kfeat_of(const rap_plan *p, const int *nodes, int d0, int d1, double rows,
                   double batch_rows, rap_kfeat *f);
+/* Features of a row kernel's descs [d0, d1) (whole groups, ops of any
+ * types): op RAP_OP_INPUT (type name "rows"), variant 0, not computed;
+ * descs counts its ops, widths and bytes summed over them as above. */
+void rap_kfeat_of_rows(const rap_plan *p, const int *nodes, int d0, int d1, double rows,
+                       rap_kfeat *f);
 /* The feature vector for a model, in CSV column order (RAP_KFEAT_N). */
 void rap_kfeat_vector(const rap_kfeat *f, float out[RAP_KFEAT_N]);
 
-/* "sigrid_hash.10": the kernel type's key (op name, variant). */
+/* "sigrid_hash.10": the kernel type's key (op name, variant); row kernels
+ * (RAP_OP_INPUT): "rows.0". */
 void rap_ktype_name(rap_op_type op, int variant, char *buf, size_t n);
 
 #ifdef __cplusplus

@@ -36,8 +36,11 @@ static rap_status xgb_fail(const char *what)
     return rap_fail(RAP_ERR_INTERNAL, "xgboost: %s: %s", what, XGBGetLastError());
 }
 
+/* An op type by name; "rows" (row kernels) is RAP_OP_INPUT (features.h). */
 static int op_parse(const char *name)
 {
+    if (!strcmp(name, "rows"))
+        return RAP_OP_INPUT;
     for (int t = 1; t < RAP_OP_COUNT; t++)
         if (!strcmp(rap_op_name((rap_op_type)t), name))
             return t;
@@ -352,7 +355,8 @@ static rap_status save_bundle(const rap_predictor *p, const char *dir)
     for (int i = 0; i < p->n; i++) {
         const rap_pred_quality *q = &p->m[i].q;
         fprintf(f, "model %s op=%s variant=%d train=%d test=%d within10=%.6g median=%.6g p95=%.6g p99=%.6g\n",
-                q->type, rap_op_name(p->m[i].op), p->m[i].variant, q->n_train, q->n_test,
+                q->type, p->m[i].op == RAP_OP_INPUT ? "rows" : rap_op_name(p->m[i].op),
+                p->m[i].variant, q->n_train, q->n_test,
                 q->within10, q->median, q->p95, q->p99);
     }
     bool bad = ferror(f) != 0;

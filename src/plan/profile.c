@@ -109,10 +109,14 @@ static rap_status measure(kprof *K, const rap_plan *p, rap_prep *prep, const rap
     bool computed = p->nodes[kn->nodes[d0]].off == RAP_OFF_COMPUTED;
     /* batch_rows: the rows a computed kernel's r0 == 0 piece scans; 0 for a
      * later piece, which scans nothing (features.h) */
-    rap_kfeat_of(p, kn->nodes, d0, d1, (double)(r1 - r0),
-                 computed && r0 > 0 ? 0.0 : (double)N, &f);
-    fprintf(K->csv, "%s,%s,%d,%.0f,%.0f,%.4f,%.0f,%.0f,%.0f,%.6f\n", K->gpu, rap_op_name(f.op),
-            f.variant, f.descs, f.rows, f.avg_width, f.total_ids, f.bytes, f.batch_rows, ms);
+    if (kn->group)
+        rap_kfeat_of_rows(p, kn->nodes, d0, d1, (double)(r1 - r0), &f);
+    else
+        rap_kfeat_of(p, kn->nodes, d0, d1, (double)(r1 - r0),
+                     computed && r0 > 0 ? 0.0 : (double)N, &f);
+    fprintf(K->csv, "%s,%s,%d,%.0f,%.0f,%.4f,%.0f,%.0f,%.0f,%.6f\n", K->gpu,
+            rap_kernel_op_name(kn), f.variant, f.descs, f.rows, f.avg_width, f.total_ids, f.bytes,
+            f.batch_rows, ms);
     K->n++;
     if (K->n % 1000 == 0)
         rap_info("profile kernels: %lld measurements", (long long)K->n);
@@ -125,14 +129,19 @@ static bool done(const kprof *K) { return K->c->target > 0 && K->n >= K->c->targ
  * descriptor ranges whole, first one, first half, and a random range;
  * row ranges whole, first half, second half, a random range. */
 static rap_status grid_fusion(kprof *K, const rap_plan *p, const rap_fusion *f, rap_prep *prep,
-                              int64_t N, int max_per_type)
+                              int64_t N, int max_per_type, bool rows_only)
 {
     int counted[64][24];
     memset(counted, 0, sizeof counted);
     for (int k = 0; k < f->n && !done(K); k++) {
         const rap_kernel *kn = &f->kernels[k];
+        if (rows_only && !kn->group)
+            continue; /* measured with the other fusions */
         int v = kn->variant < 24 ? kn->variant : 23;
-        if (kn->n > 0 && rap_node_is_identity(p, kn->nodes[0]))
+        bool identity = true;
+        for (int j = 0; j < kn->n; j++)
+            identity &= rap_node_is_identity(p, kn->nodes[j]);
+        if (identity)
             continue; /* identities launch nothing: nothing to measure */
         if (max_per_type > 0 && counted[kn->op][v]++ >= max_per_type)
             continue;
@@ -146,12 +155,22 @@ static rap_status grid_fusion(kprof *K, const rap_plan *p, const rap_fusion *f, 
             dr[3][1] = b;
             nd = 4;
         }
+        if (kn->group) /* row kernels: pieces of whole groups */
+            for (int i = 0; i < nd; i++)
+                for (int e = 0; e < 2; e++) {
+                    int x = dr[i][e];
+                    if (x > 0 && x < n) {
+                        int g = rap_kernel_group_of(kn, x);
+                        x = e == 1 && kn->group[g] == 0 ? kn->group[g + 1] : kn->group[g];
+                    }
+                    dr[i][e] = x;
+                }
         int64_t h = N / 2;
         int64_t ra = (int64_t)(next_rand(&K->rng) % (uint64_t)N);
         int64_t rb = ra + 1 + (int64_t)(next_rand(&K->rng) % (uint64_t)(N - ra));
         int64_t rr[4][2] = {{0, N}, {0, h}, {h, N}, {ra, rb}};
         for (int i = 0; i < nd && !done(K); i++) {
-            if (i > 0 && dr[i][0] == dr[0][0] && dr[i][1] == dr[0][1])
+            if (dr[i][1] <= dr[i][0] || (i > 0 && dr[i][0] == dr[0][0] && dr[i][1] == dr[0][1]))
                 continue;
             if (i == 2 && dr[2][1] == dr[1][1])
                 continue;
@@ -205,13 +224,16 @@ rap_status rap_profile_kernels(const rap_prof_kernels_config *c, FILE *csv, int6
     for (int pi = 0; st == RAP_OK && pi < c->n_plans && !done(&K); pi++) {
         const rap_plan *p = c->plans[pi];
         /* fusions: by levels (every op type, real degrees), one per op
-         * (degree 1; a few kernels per type), and the ILP's when asked */
-        for (int fi = 0; st == RAP_OK && fi < 3 && !done(&K); fi++) {
+         * (degree 1; a few kernels per type), levels then rows (row
+         * kernels: the "rows" type), and the ILP's when asked */
+        for (int fi = 0; st == RAP_OK && fi < 4 && !done(&K); fi++) {
             rap_fusion f = {0};
             if (fi == 0)
                 st = rap_fuse_levels(p, &f);
             else if (fi == 1)
                 st = rap_fuse_none(p, &f);
+            else if (fi == 3)
+                st = rap_fuse(p, RAP_FUSE_ROWS, &f);
             else if (c->ilp_time_s > 0) {
                 rap_ilp_config ic = rap_ilp_defaults();
                 ic.batch = maxN;
@@ -236,9 +258,10 @@ rap_status rap_profile_kernels(const rap_prof_kernels_config *c, FILE *csv, int6
                 if (st == RAP_OK)
                     st = rap_prep_sync(prep);
                 if (st == RAP_OK)
-                    st = grid_fusion(&K, p, &f, prep, N, fi == 1 ? 3 : 0);
+                    st = grid_fusion(&K, p, &f, prep, N, fi == 1 ? 3 : 0, fi == 3);
                 rap_info("profile kernels: %s, %s fusion, %lld rows: %lld measurements so far",
-                         p->source, fi == 0 ? "levels" : fi == 1 ? "no" : "ILP", (long long)N,
+                         p->source, fi == 0 ? "levels" : fi == 1 ? "no" : fi == 3 ? "row" : "ILP",
+                         (long long)N,
                          (long long)K.n);
             }
             rap_prep_free(prep);

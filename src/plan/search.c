@@ -6,13 +6,20 @@
 #include <math.h>
 #include <string.h>
 
-/* A row kernel's slice: one launch doing the work of one kernel per
+/* A row kernel's slice: the predictor's "rows" model when it has one.
+ * Else an estimate: one launch doing the work of one kernel per
  * (op, variant) among its nodes, so the sum of those kernels' predictions
  * less the launch cost of all but one. The launch cost of a type is its
  * prediction for one desc over one row. Identities cost nothing. */
 static double rows_slice_ms(const rap_plan *p, const rap_kernel *kn, const rap_predictor *pred,
                             int d0, int d1, double rows)
 {
+    rap_kfeat kr; /* a trained "rows" model (rap profile kernels measures row kernels) first */
+    rap_kfeat_of_rows(p, kn->nodes, d0, d1, rows, &kr);
+    bool model = false;
+    double ms = rap_predict_ms(pred, &kr, &model);
+    if (model)
+        return ms;
     int nodes[64];
     double sum = 0, launch_min = 0;
     int types = 0;
