@@ -383,6 +383,11 @@ rap_status rap_fusion_check_groups(const rap_kernel *kn, int k);
  * executor lets its output be the input's buffers and launches nothing
  * for a kernel of identities (docs/EXECUTOR.md). */
 bool rap_node_is_identity(const rap_plan *p, int node);
+/* Whether every node of kernel k is an identity: it launches nothing. */
+bool rap_kernel_is_identity(const rap_plan *p, const rap_kernel *k);
+/* Whether `auto` row fusion applies to fusion f: at most
+ * RAP_ROW_AUTO_KERNELS kernels (small, launch-bound plans). */
+bool rap_fuse_rows_pays(const rap_fusion *f);
 /* Kernel variant of a node: nodes fuse only with equal (op, variant). */
 int rap_node_variant(const rap_plan *p, int node);
 void rap_fusion_free(rap_fusion *f);

@@ -136,7 +136,7 @@ static int cmd_plan_gpus(const plan_settings *s);
  * never, or auto with more than RAP_ROW_AUTO_KERNELS kernels: f as it is. */
 static rap_status fuse_rows(const rap_plan *plan, const plan_settings *s, rap_fusion *f)
 {
-    if (s->rows <= 0 || s->row_fusion == 2 || (s->row_fusion == 0 && f->n > RAP_ROW_AUTO_KERNELS))
+    if (s->rows <= 0 || s->row_fusion == 2 || (s->row_fusion == 0 && !rap_fuse_rows_pays(f)))
         return RAP_OK;
     rap_fusion r;
     RAP_TRY(rap_fuse_rows(plan, f, (int)s->rows, (int)s->row_descs, &r));

@@ -36,9 +36,7 @@ struct rap_ids_xchg {
     size_t scratch_bytes;
     int *flag;              /* GPU: (3) overflow flag (ids.h) */
     int64_t bytes_me, bytes_all;
-    bool bad;               /* CPU: a row had more than K ids */
-    int bad_t;              /* its (lowest) table */
-    int64_t bad_len;        /* the most ids seen in such a row */
+    rap_ids_overflow over;  /* rows with more than K ids seen so far */
 };
 
 
@@ -280,11 +278,7 @@ rap_status rap_ids_xchg_run(rap_ids_xchg *x, const rap_model_batch *mine, int64_
     }
     count_bytes(x, n);
     if (bad) {
-        if (!x->bad || bad_t < x->bad_t)
-            x->bad_t = bad_t;
-        if (bad_len > x->bad_len)
-            x->bad_len = bad_len;
-        x->bad = true;
+        rap_ids_overflow_note(&x->over, bad_t, bad_len);
         return rap_fail(RAP_ERR_DATA, "id exchange: rank %d, table %d: row %lld of the global "
                         "batch has %lld ids, more than K = %d (max_bag)", x->rank, bad_t,
                         (long long)bad_row, (long long)bad_len, x->K);
@@ -300,24 +294,34 @@ void rap_ids_xchg_bytes(const rap_ids_xchg *x, int64_t *sent_by_me, int64_t *all
         *all_ranks = x->bytes_all;
 }
 
+void rap_ids_overflow_note(rap_ids_overflow *o, int t, int64_t len)
+{
+    if (!o->bad || t < o->t)
+        o->t = t;
+    if (len > o->len)
+        o->len = len;
+    o->bad = true;
+}
+
+rap_status rap_ids_overflow_read(rap_ids_overflow *o, const int *flag, void *stream)
+{
+    int f[3];
+    RAP_TRY(rap_ids_flag_read(flag, f, stream));
+    if (f[0])
+        rap_ids_overflow_note(o, f[1], f[2]);
+    return RAP_OK;
+}
+
 rap_status rap_ids_xchg_check(rap_ids_xchg *x)
 {
     if (x->dev == RAP_GPU) {
-        int f[3];
         RAP_TRY(rap_comm_wait(x->c, NULL, "id exchange check"));
-        RAP_TRY(rap_ids_flag_read(x->flag, f, rap_comm_stream(x->c)));
-        if (f[0]) {
-            if (!x->bad || f[1] < x->bad_t)
-                x->bad_t = f[1];
-            if (f[2] > x->bad_len)
-                x->bad_len = f[2];
-            x->bad = true;
-        }
+        RAP_TRY(rap_ids_overflow_read(&x->over, x->flag, rap_comm_stream(x->c)));
     }
-    if (x->bad)
+    if (x->over.bad)
         return rap_fail(RAP_ERR_DATA, "id exchange: rank %d, table %d: a row had more than K = "
                         "%d ids (max_bag; the lowest such table; most ids in a row: %lld)",
-                        x->rank, x->bad_t, x->K, (long long)x->bad_len);
+                        x->rank, x->over.t, x->K, (long long)x->over.len);
     return RAP_OK;
 }
 

@@ -149,6 +149,19 @@ int64_t rap_ids_pack_cpu(const int64_t *off, const int64_t *ids, const int *ublk
 void rap_ids_assemble_cpu(const int64_t *recv, int64_t n, int R, int ntab, int K, int64_t Bg,
                           int64_t *off, int64_t *ids);
 
+/* Rows with more ids than a bag holds, as seen so far (the id exchange's
+ * and the moves' check): the lowest such table and the most ids in a row. */
+typedef struct {
+    bool bad;
+    int t;
+    int64_t len;
+} rap_ids_overflow;
+/* Notes a row of table t with len ids over the bound. */
+void rap_ids_overflow_note(rap_ids_overflow *o, int t, int64_t len);
+/* GPU: reads the overflow flag (synchronising on stream) and notes what
+ * it holds. */
+rap_status rap_ids_overflow_read(rap_ids_overflow *o, const int *flag, void *stream);
+
 /* Device helpers for ids.c (C): RAP_ERR_NO_GPU without CUDA. upload and
  * flag_read synchronise; flag_reset writes {0, INT_MAX, 0}. */
 rap_status rap_ids_flag_reset(int *flag);

@@ -56,9 +56,7 @@ struct rap_moves {
     size_t scratch_bytes;
     int *flag;              /* GPU: (3) overflow flag */
     int64_t bytes_me;
-    bool bad;               /* a row had more than L ids (CPU, or read from the flag) */
-    int bad_t;
-    int64_t bad_len;
+    rap_ids_overflow over;  /* rows with more than L ids (CPU, or read from the flag) */
 };
 
 /* ------------------------------------------------------------ buffers */
@@ -744,11 +742,7 @@ rap_status rap_moves_run(rap_moves *x, const rap_model_batch *mb, float *dense, 
     }
     x->bytes_me += 4 * uoff(&x->sd, x->K, x->sd.n, n) + 8 * uoff(&x->ss, x->K, x->ss.n, n);
     if (bad.on) {
-        if (!x->bad || bad.t < x->bad_t)
-            x->bad_t = bad.t;
-        if (bad.len > x->bad_len)
-            x->bad_len = bad.len;
-        x->bad = true;
+        rap_ids_overflow_note(&x->over, bad.t, bad.len);
         return rap_fail(RAP_ERR_DATA, "moves: rank %d, table %d: row %lld of the global batch "
                         "has %lld ids, more than L = %d (max_bag)", x->rank, bad.t,
                         (long long)bad.row, (long long)bad.len, x->L);
@@ -765,20 +759,12 @@ void rap_moves_bytes(const rap_moves *x, int64_t *sent_by_me)
 rap_status rap_moves_check(rap_moves *x)
 {
     if (x->dev == RAP_GPU) {
-        int f[3];
         RAP_TRY(rap_comm_wait(x->c, NULL, "moves check"));
-        RAP_TRY(rap_ids_flag_read(x->flag, f, x->stream));
-        if (f[0]) {
-            if (!x->bad || f[1] < x->bad_t)
-                x->bad_t = f[1];
-            if (f[2] > x->bad_len)
-                x->bad_len = f[2];
-            x->bad = true;
-        }
+        RAP_TRY(rap_ids_overflow_read(&x->over, x->flag, x->stream));
     }
-    if (x->bad)
+    if (x->over.bad)
         return rap_fail(RAP_ERR_DATA, "moves: rank %d, table %d: a row had more than L = %d ids "
                         "(max_bag; the lowest such table; most ids in a row: %lld)", x->rank,
-                        x->bad_t, x->L, (long long)x->bad_len);
+                        x->over.t, x->L, (long long)x->over.len);
     return RAP_OK;
 }

@@ -138,10 +138,7 @@ static rap_status grid_fusion(kprof *K, const rap_plan *p, const rap_fusion *f, 
         if (rows_only && !kn->group)
             continue; /* measured with the other fusions */
         int v = kn->variant < 24 ? kn->variant : 23;
-        bool identity = true;
-        for (int j = 0; j < kn->n; j++)
-            identity &= rap_node_is_identity(p, kn->nodes[j]);
-        if (identity)
+        if (rap_kernel_is_identity(p, kn))
             continue; /* identities launch nothing: nothing to measure */
         if (max_per_type > 0 && counted[kn->op][v]++ >= max_per_type)
             continue;

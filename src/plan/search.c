@@ -69,7 +69,7 @@ double rap_slice_ms(const rap_plan *p, const rap_fusion *f, const rap_predictor 
         r1 = batch;
     if (f->kernels[k].group)
         return rows_slice_ms(p, &f->kernels[k], pred, d0, d1, (double)(r1 - r0));
-    if (rap_node_is_identity(p, f->kernels[k].nodes[d0]))
+    if (rap_kernel_is_identity(p, &f->kernels[k]))
         return 0; /* a kernel of identities launches nothing (rap_node_is_identity) */
     rap_kfeat kf;
     /* a computed kernel's later pieces (r0 > 0) scan nothing: batch_rows 0 */

@@ -392,9 +392,7 @@ static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
         kn->n = f->kernels[k].n;
         kn->first = p->n_descs;
         kn->computed = plan->nodes[f->kernels[k].nodes[0]].off == RAP_OFF_COMPUTED;
-        kn->identity = true;
-        for (int j = 0; j < f->kernels[k].n; j++)
-            kn->identity &= rap_node_is_identity(plan, f->kernels[k].nodes[j]);
+        kn->identity = rap_kernel_is_identity(plan, &f->kernels[k]);
         if (f->kernels[k].group) {
             kn->n_groups = f->kernels[k].n_groups;
             kn->head0 = p->n_heads;

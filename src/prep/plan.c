@@ -474,6 +474,16 @@ bool rap_node_is_identity(const rap_plan *p, int node)
     return n->op == RAP_OP_FIRSTX && n->off == RAP_OFF_SAME;
 }
 
+bool rap_kernel_is_identity(const rap_plan *p, const rap_kernel *k)
+{
+    for (int j = 0; j < k->n; j++)
+        if (!rap_node_is_identity(p, k->nodes[j]))
+            return false;
+    return true;
+}
+
+bool rap_fuse_rows_pays(const rap_fusion *f) { return f->n <= RAP_ROW_AUTO_KERNELS; }
+
 int rap_node_variant(const rap_plan *p, int node)
 {
     const rap_node *n = &p->nodes[node];
@@ -803,7 +813,7 @@ rap_status rap_fuse(const rap_plan *p, rap_fuse_kind kind, rap_fusion *f)
     if (kind == RAP_FUSE_NONE)
         return rap_fuse_none(p, f);
     RAP_TRY(rap_fuse_levels(p, f));
-    if (kind != RAP_FUSE_ROWS && (kind != RAP_FUSE_AUTO || f->n > RAP_ROW_AUTO_KERNELS))
+    if (kind != RAP_FUSE_ROWS && (kind != RAP_FUSE_AUTO || !rap_fuse_rows_pays(f)))
         return RAP_OK;
     rap_fusion r;
     rap_status st = rap_fuse_rows(p, f, RAP_ROW_STAGES, RAP_ROW_DESCS, &r);
