@@ -918,6 +918,21 @@ RAP_TEST(planner_row_fusion_file_schedule_split)
     CHECK(g.n == f.n && rap_fusion_hash(p, &g) == rap_fusion_hash(p, &f));
     CHECK(g.kernels[rk].n_groups == f.kernels[rk].n_groups);
     rap_fusion_free(&g);
+    { /* a truncated file (cut inside a row kernel's line) names the fault */
+        FILE *in = fopen(fpath, "r");
+        REQUIRE(in);
+        char text[8192];
+        size_t n = fread(text, 1, sizeof text - 1, in);
+        fclose(in);
+        char tpath[600];
+        snprintf(tpath, sizeof tpath, "%s.cut", fpath);
+        FILE *out = fopen(tpath, "w");
+        REQUIRE(out && n > 10);
+        fwrite(text, 1, n - 3, out);
+        fclose(out);
+        CHECK(rap_fusion_load(p, tpath, &g) == RAP_ERR_DATA);
+        CHECK(strstr(rap_last_error(), "truncated"));
+    }
     CHECK(rap_fusion_hash(p, &lv) != rap_fusion_hash(p, &f));
     /* a schedule cutting a group is refused */
     {

@@ -81,6 +81,11 @@ rap_status rap_fusion_load(const rap_plan *p, const char *path, rap_fusion *f)
             st = rap_fail(RAP_ERR_DATA, "%s:%d: line longer than %zu bytes", path, lineno, cap - 2);
             break;
         }
+        if (len && line[len - 1] != '\n' && feof(fp)) { /* rap_fusion_save ends every line */
+            st = rap_fail(RAP_ERR_DATA, "%s:%d: the file ends inside this line (no newline): "
+                          "truncated? write it again with rap plan", path, lineno);
+            break;
+        }
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' '))
             line[--len] = 0;
         if (!len || line[0] == '#')
