@@ -625,8 +625,9 @@ struct rap_runtime {
     bool gc_late;            /* hooked hybrid step: grad_comm's slices after emb_backward's
                               * (check_hooked_order) */
     int pack_after;          /* rap mode: pack_window(), set at create */
-    rap_row_batch *deferred; /* rap mode: the next batch, copied once emb_forward is
-                              * queued (the copy slowed the memory-bound lookups) */
+    rap_row_batch *deferred; /* rap mode: the next batch, copied at copy_at's start
+                              * (copy_window) when no emb_forward slice needs it */
+    rap_window copy_at;
     /* ideal */
     int ideal_count, ideal_at;
     /* mps */
@@ -1066,6 +1067,18 @@ static const char *const g_hyb_names[RAP_HYB_PHASES] = {"emb_forward", "mlp_forw
                                                         "mlp_backward", "grad_comm",
                                                         "emb_backward"};
 
+/* rap mode: the phase at whose start the next batch's copy is queued when
+ * no emb_forward slice needs the batch. Beside emb_forward the copy slowed
+ * the memory-bound lookups (about 11 µs a step at batch 4096), beside
+ * mlp_forward's GEMMs 1-3 µs more than beside mlp_backward's
+ * (bench/RESULTS.md): so as late as mlp_backward, but no later than the
+ * first window whose slices read the batch. */
+static rap_window copy_window(const rap_runtime *rt)
+{
+    return rt->sched && window_used(rt, RAP_WIN_MLP_FORWARD) ? RAP_WIN_MLP_FORWARD
+                                                             : RAP_WIN_MLP_BACKWARD;
+}
+
 static int pack_window(const rap_runtime *rt)
 {
     bool hook = hooked(rt);
@@ -1159,7 +1172,8 @@ static rap_status q_begin(step_q *q, rap_window w, int ev, const char *name)
      * kernels: recording it after them released the slices only when the
      * phase had ended, one window late, bench/RESULTS.md) */
     RAP_TRY(q_mark(q, ev));
-    if (w == RAP_WIN_MLP_FORWARD && rt->deferred) { /* never while capturing (step_pipelined) */ /* the next batch's copy, after the lookups */
+    if (w == rt->copy_at && rt->deferred) { /* the next batch's copy (copy_window); never
+                                             * while capturing (step_pipelined) */
         rap_row_batch *b = rt->deferred;
         rt->deferred = NULL;
         RAP_TRY(rap_rt_wait(rt->copy_s, q->e->ev[ev])); /* emb_forward's end */
@@ -2382,6 +2396,7 @@ static rap_status create_inner(rap_runtime *rt)
         if (c->train_fn && c->hybrid && on_gpu(rt))
             RAP_TRY(check_hooked_order(rt));
         rt->pack_after = pack_window(rt);
+        rt->copy_at = copy_window(rt);
         rt->n_lanes = c->prep_lanes > 0 ? c->prep_lanes : RAP_RT_DEFAULT_LANES;
         if (rt->n_lanes > RAP_RT_MAX_LANES)
             return rap_fail(RAP_ERR_ARG, "runtime: %d preprocessing lanes, at most %d",
