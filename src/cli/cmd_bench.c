@@ -67,7 +67,6 @@ typedef struct {
                               * manifests with moves: what this rank's moves send per
                               * step (NaN: none) */
     double starved_s;
-    double graph_steps;      /* --step-graph: timed steps replayed from step graphs */
     int64_t steps, samples;
     double gpu_gb;
 } bench_row;
@@ -150,7 +149,6 @@ static void summarize(const bench_row *runs, int R, int n, bench_row *out, doubl
         MED(step_ms);
         MED(exposed_ms);
         MED(starved_s);
-        MED(graph_steps);
         for (int p = 0; p < 4; p++)
             MED(phase_ms[p]);
         MED(grad_comm_ms);
@@ -317,7 +315,6 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     rc.prep_threads = (int)s->threads;
     rc.ideal_batches = (int)(warm + steps < 32 ? warm + steps : 32);
     rc.cuda_graph = s->cuda_graph;
-    rc.step_graph = s->step_graph;
     rc.prep_lanes = (int)s->prep_lanes;
     rc.trace = tr;
     rc.max_records = warm + steps;
@@ -372,7 +369,6 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     if (comm && (st = rap_comm_barrier(comm, "set-up done")) != RAP_OK)
         goto out;
     double t0 = 0, pre0 = 0, starved0 = 0;
-    int64_t graph0 = 0;
     int64_t xg_mine = 0, xg_all0 = 0, xg_all = 0, mv0 = 0, mv1 = 0;
     int64_t trained = 0, measured0 = 0;
     rap_runtime_stats rs;
@@ -390,7 +386,6 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
             rap_runtime_get_stats(rt, &rs);
             pre0 = rs.preload_s;
             starved0 = rs.starved_s;
-            graph0 = rs.graph_steps;
             measured0 = rs.samples;
             rap_trace_set_enabled(tr, true);
             t0 = rap_now();
@@ -419,7 +414,6 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     row->samples = rs.samples - measured0;
     row->samples_per_s = wall > 0 ? (double)row->samples / wall : 0;
     row->starved_s = rs.starved_s - starved0;
-    row->graph_steps = (double)(rs.graph_steps - graph0);
     row->gpu_gb = (double)rs.gpu_bytes_used / 1e9;
     if (b->dev == RAP_GPU) {
         size_t used = 0;
@@ -642,8 +636,6 @@ static void print_json(const bench_row *rows, const bench_row *runs, int n, cons
             fprintf(f, ",\"prep_bytes_per_step\":%s", rap_json_num(r->prep_bytes, x));
         }
         fprintf(f, ",\"starved_s\":%s", rap_json_num(r->starved_s, x));
-        if (b->s->step_graph)
-            fprintf(f, ",\"graph_steps\":%s", rap_json_num(r->graph_steps, x));
         fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s", (long long)r->samples,
                 rap_json_num(r->gpu_gb, x));
         fprintf(f, ",\"samples_per_s_runs\":[");

@@ -89,7 +89,6 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
     m->seed = (uint64_t)s->seed;
     m->threads = (int)s->threads;
     c.cuda_graph = s->cuda_graph;
-    c.step_graph = s->step_graph;
     c.prep_lanes = (int)s->prep_lanes;
     c.mode = s->mode - 1;
     c.cpu_workers = (int)s->cpu_workers;

@@ -146,11 +146,7 @@ extern "C" rap_status rap_run_graph_end(void *stream, void **graph)
     cudaGraph_t g = NULL;
     RAP_CUDA_TRY(cudaStreamEndCapture((cudaStream_t)stream, &g));
     cudaGraphExec_t e = NULL;
-    /* kernels keep the priority of the stream they were captured on (a
-     * step graph's preprocessing branch stays below the training kernels;
-     * with the launch stream's priority for all, the slices took the
-     * training kernels' SMs: rap/ideal 0.95, bench/RESULTS.md) */
-    cudaError_t err = cudaGraphInstantiate(&e, g, cudaGraphInstantiateFlagUseNodePriority);
+    cudaError_t err = cudaGraphInstantiate(&e, g, 0);
     cudaGraphDestroy(g);
     if (err != cudaSuccess)
         return rap_fail(RAP_ERR_CUDA, "cudaGraphInstantiate: %s", cudaGetErrorString(err));

@@ -611,17 +611,6 @@ struct rap_runtime {
     void **graphs;        /* (S, 4) --cuda-graph: each phase captured per slot
                            * (a graph holds the slot's buffer addresses) */
     bool graph_failed;
-    /* --step-graph: each whole step captured once per ring entry (RT_RING):
-     * the training stream's phases and, in rap mode, the next batch's
-     * slices on the preprocessing stream; sg_s/sg_nx: the slots it holds */
-    void **sgraph;
-    rt_slot *sg_s[RT_RING], *sg_nx[RT_RING];
-    bool sgraph_failed;
-    bool capturing;          /* a step graph's capture is being queued */
-    bool cap_prep;           /* ... and the preprocessing stream has joined it */
-    void *edge_ev[EV_N];     /* capture-only records: the boundaries' order for
-                              * the preprocessing stream */
-    void *cap_fork, *cap_join;
     bool gc_late;            /* hooked hybrid step: grad_comm's slices after emb_backward's
                               * (check_hooked_order) */
     int pack_after;          /* rap mode: pack_window(), set at create */
@@ -1068,15 +1057,18 @@ static const char *const g_hyb_names[RAP_HYB_PHASES] = {"emb_forward", "mlp_forw
                                                         "emb_backward"};
 
 /* rap mode: the phase at whose start the next batch's copy is queued when
- * no emb_forward slice needs the batch. Beside emb_forward the copy slowed
- * the memory-bound lookups (about 11 µs a step at batch 4096), beside
- * mlp_forward's GEMMs 1-3 µs more than beside mlp_backward's
- * (bench/RESULTS.md): so as late as mlp_backward, but no later than the
- * first window whose slices read the batch. */
+ * no emb_forward slice needs the batch. Beside emb_forward the copy (2 MB
+ * at batch 4096) slowed the memory-bound lookups by 10-13 µs a step;
+ * beside mlp_backward's GEMMs it cost 1-3 µs a step less than beside
+ * mlp_forward's (bench/RESULTS.md, sixth session). So: the start of
+ * mlp_backward when the first window with slices comes after it, else of
+ * mlp_forward (slices beside mlp_backward would otherwise wait for the
+ * whole copy). */
 static rap_window copy_window(const rap_runtime *rt)
 {
-    return rt->sched && window_used(rt, RAP_WIN_MLP_FORWARD) ? RAP_WIN_MLP_FORWARD
-                                                             : RAP_WIN_MLP_BACKWARD;
+    bool early = rt->sched && (window_used(rt, RAP_WIN_MLP_FORWARD) ||
+                               window_used(rt, RAP_WIN_MLP_BACKWARD));
+    return early ? RAP_WIN_MLP_FORWARD : RAP_WIN_MLP_BACKWARD;
 }
 
 static int pack_window(const rap_runtime *rt)
@@ -1110,32 +1102,6 @@ static rap_status check_hooked_order(rap_runtime *rt)
     return RAP_OK;
 }
 
-/* Records and waits that work outside a step graph sees: while a step
- * graph is captured they become its event nodes (timing, the host, the
- * copy stream and the next step read them after each replay). */
-static rap_status rec_out(rap_runtime *rt, void *ev, void *stream)
-{
-    return rt->capturing ? rap_rt_record_ext(ev, stream) : rap_rt_record(ev, stream);
-}
-
-static rap_status wait_in(rap_runtime *rt, void *stream, void *ev)
-{
-    return rt->capturing ? rap_rt_wait_ext(stream, ev) : rap_rt_wait(stream, ev);
-}
-
-/* The preprocessing stream waits for the batch it preprocesses next: its
- * copy. In a capture, it first joins the capture (forked from the
- * training stream where the graph starts). */
-static rap_status prep_wait_copy(rap_runtime *rt, rt_slot *nx)
-{
-    if (rt->capturing && !rt->cap_prep) {
-        RAP_TRY(rap_rt_record(rt->cap_fork, rt->train_s));
-        RAP_TRY(rap_rt_wait(rt->prep_s, rt->cap_fork));
-        rt->cap_prep = true;
-    }
-    return wait_in(rt, rt->prep_s, nx->ev_copied);
-}
-
 /* One step's phases as they are queued: timing and sync events, trace
  * spans and, in rap mode, the next batch's slices beside each phase. */
 typedef struct {
@@ -1147,23 +1113,6 @@ typedef struct {
     int span;            /* trace span of the phase queued, -1 none */
 } step_q;
 
-/* Boundary ev of the step on the training stream: its timing event, which
- * the other streams also wait on (q_dep); in a step graph's capture an
- * event node for the timing plus a capture-only record for the order. */
-static rap_status q_mark(step_q *q, int ev)
-{
-    rap_runtime *rt = q->rt;
-    if (!rt->capturing)
-        return rap_rt_record(q->e->ev[ev], rt->train_s);
-    RAP_TRY(rap_rt_record_ext(q->e->ev[ev], rt->train_s));
-    return rap_rt_record(rt->edge_ev[ev], rt->train_s);
-}
-
-static void *q_dep(const step_q *q, int ev)
-{
-    return q->rt->capturing ? q->rt->edge_ev[ev] : q->e->ev[ev];
-}
-
 static rap_status q_begin(step_q *q, rap_window w, int ev, const char *name)
 {
     rap_runtime *rt = q->rt;
@@ -1171,12 +1120,11 @@ static rap_status q_begin(step_q *q, rap_window w, int ev, const char *name)
      * the release of the window's slices (recorded before the phase's
      * kernels: recording it after them released the slices only when the
      * phase had ended, one window late, bench/RESULTS.md) */
-    RAP_TRY(q_mark(q, ev));
-    if (w == rt->copy_at && rt->deferred) { /* the next batch's copy (copy_window); never
-                                             * while capturing (step_pipelined) */
+    RAP_TRY(rap_rt_record(q->e->ev[ev], rt->train_s));
+    if (w == rt->copy_at && rt->deferred) { /* the next batch's copy (copy_window) */
         rap_row_batch *b = rt->deferred;
         rt->deferred = NULL;
-        RAP_TRY(rap_rt_wait(rt->copy_s, q->e->ev[ev])); /* emb_forward's end */
+        RAP_TRY(rap_rt_wait(rt->copy_s, q->e->ev[ev])); /* phase copy_at's start */
         RAP_TRY(load_slot(rt, q->nx, b));
         RAP_TRY(rap_rt_wait(rt->prep_s, q->nx->ev_copied));
     }
@@ -1196,13 +1144,13 @@ static rap_status q_end(step_q *q, rap_window w, int ev)
      * is just in time, training kernels must reach the GPU first (blocks
      * are not pre-empted; bench/RESULTS.md) */
     if (q->nx && window_used(rt, w) && !(rt->gc_late && w == RAP_WIN_GRAD_COMM)) {
-        RAP_TRY(rap_rt_wait(rt->prep_s, q_dep(q, ev)));
+        RAP_TRY(rap_rt_wait(rt->prep_s, q->e->ev[ev]));
         RAP_TRY(launch_window(rt, q->nx, w));
         if (rt->gc_late && w == RAP_WIN_EMB_BACKWARD) /* check_hooked_order */
             RAP_TRY(launch_window(rt, q->nx, RAP_WIN_GRAD_COMM));
         if ((int)w == q->pack_after) {
             RAP_TRY(rap_input_make(q->nx->input, q->nx->prep, &q->nx->mb));
-            RAP_TRY(rec_out(rt, q->nx->ev_ready, rt->prep_s));
+            RAP_TRY(rap_rt_record(q->nx->ev_ready, rt->prep_s));
         }
     }
     return RAP_OK;
@@ -1244,76 +1192,7 @@ static rap_status phase_graph(rap_runtime *rt, int gi, int p, const rap_model_ba
     return rap_run_graph_launch(rt->graphs[gi], rt->train_s);
 }
 
-/* Whether this runtime's steps may run as step graphs (the batch's rows
- * are checked per step): --step-graph on the GPU, no hybrid step, no trace
- * (its spans are host-read events per step), no failed capture yet. */
-static bool step_graphs_on(const rap_runtime *rt)
-{
-    return rt->sgraph && !rt->sgraph_failed && !rt->cfg.train_fn && !rt->cfg.trace;
-}
-
-static rap_status queue_step(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx);
-
-/* Slot s's step (and nx's slices) from the step graph of ring entry e:
- * captured when the entry's graph holds other slots, then replayed (one
- * launch a step; the streams' order inside is the graph's edges). A step
- * that cannot be captured is queued directly (*done false), and step
- * graphs are off from then on. */
-static rap_status step_graph(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx, bool *done)
-{
-    int k = (int)(e - rt->ring);
-    *done = false;
-    if (!rt->sgraph[k] || rt->sg_s[k] != s || rt->sg_nx[k] != nx) {
-        rap_run_graph_free(rt->sgraph[k]);
-        rt->sgraph[k] = NULL;
-        rap_status st = rap_run_graph_begin(rt->train_s);
-        if (st == RAP_OK) {
-            rt->capturing = true;
-            rt->cap_prep = false;
-            st = queue_step(rt, s, e, nx);
-            if (rt->cap_prep) { /* the graph ends when both streams have */
-                rap_status sj = rap_rt_record(rt->cap_join, rt->prep_s);
-                if (sj == RAP_OK)
-                    sj = rap_rt_wait(rt->train_s, rt->cap_join);
-                if (st == RAP_OK)
-                    st = sj;
-            }
-            rt->capturing = false;
-            rap_status se = rap_run_graph_end(rt->train_s, &rt->sgraph[k]);
-            if (st == RAP_OK)
-                st = se;
-        }
-        if (st != RAP_OK) {
-            rap_warn("--step-graph: cannot capture a step (%s); running without step graphs",
-                     rap_last_error());
-            rap_run_graph_free(rt->sgraph[k]);
-            rt->sgraph[k] = NULL;
-            rt->sgraph_failed = true;
-            return RAP_OK;
-        }
-        rt->sg_s[k] = s;
-        rt->sg_nx[k] = nx;
-    }
-    *done = true;
-    rt->st.graph_steps++;
-    return rap_run_graph_launch(rt->sgraph[k], rt->train_s);
-}
-
 static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx)
-{
-    if (step_graphs_on(rt) && s->info.rows == rt->B && (!nx || nx->info.rows == rt->B)) {
-        bool done;
-        RAP_TRY(step_graph(rt, s, e, nx, &done));
-        if (done)
-            return RAP_OK;
-    }
-    return queue_step(rt, s, e, nx);
-}
-
-/* Queues slot s's step: its phases on the training stream (with their
- * timing events), in rap mode nx's slices beside them, the loss's copy and
- * the step's end. */
-static rap_status queue_step(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx)
 {
     rap_trace *tr = rt->cfg.trace;
     int gi = -1; /* the slot's index: its graph */
@@ -1321,7 +1200,7 @@ static rap_status queue_step(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
         if (s == &rt->slots[i])
             gi = i;
     bool use_graph = rt->graphs && !rt->graph_failed && s->mb.rows == rt->B && gi >= 0 &&
-                     !rt->cfg.train_fn && !rt->capturing;
+                     !rt->cfg.train_fn;
     bool hook = hooked(rt);
     step_q q = {rt, s, e, nx, nx ? rt->pack_after : -1, -1};
     if (rt->cfg.train_fn && !hook) { /* one span: the next batch's slices first, then the step */
@@ -1356,7 +1235,7 @@ static rap_status queue_step(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
             nx = NULL; /* packed already: nothing left for the end of the step */
     } else {
         if (nx && !rt->deferred)
-            RAP_TRY(prep_wait_copy(rt, nx));
+            RAP_TRY(rap_rt_wait(rt->prep_s, nx->ev_copied));
         for (int p = 0; p < 4; p++) {
             RAP_TRY(q_begin(&q, (rap_window)p, EV_P0 + p, g_phase_names[p]));
             if (use_graph)
@@ -1370,16 +1249,16 @@ static rap_status queue_step(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
     }
     if (!rt->cfg.train_fn || rt->cfg.train_fn_model_loss)
         RAP_TRY(rap_rt_d2h(e->h_loss, rt->loss_dev, sizeof(float), rt->train_s));
-    RAP_TRY(q_mark(&q, EV_END));
+    RAP_TRY(rap_rt_record(e->ev[EV_END], rt->train_s));
     if (nx) {
-        RAP_TRY(rap_rt_wait(rt->prep_s, q_dep(&q, EV_END)));
+        RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_END]));
         if (!hook)
             RAP_TRY(launch_window(rt, nx, RAP_WIN_GRAD_COMM));
         RAP_TRY(launch_window(rt, nx, RAP_WIN_EXPOSED));
         RAP_TRY(rap_input_make(nx->input, nx->prep, &nx->mb));
-        RAP_TRY(rec_out(rt, nx->ev_ready, rt->prep_s));
+        RAP_TRY(rap_rt_record(nx->ev_ready, rt->prep_s));
     }
-    RAP_TRY(rec_out(rt, s->ev_done, rt->train_s));
+    RAP_TRY(rap_rt_record(s->ev_done, rt->train_s));
     return RAP_OK;
 }
 
@@ -1659,7 +1538,7 @@ static rap_status step_pipelined(rap_runtime *rt, rap_step_info *info)
         /* rap mode without emb_forward slices: the copy waits for the lookups
          * (phases_gpu); cur's step then takes nx as the batch to come */
         bool defer = b && rt->mode == RAP_MODE_RAP && (!rt->cfg.train_fn || rt->cfg.hybrid) &&
-                     !window_used(rt, RAP_WIN_EMB_FORWARD) && !step_graphs_on(rt);
+                     !window_used(rt, RAP_WIN_EMB_FORWARD);
         if (defer) {
             rt->deferred = b;
         } else if (b) {
@@ -2274,13 +2153,6 @@ void rap_runtime_free(rap_runtime *rt)
     for (int i = 0; rt->graphs && i < 4 * rt->S; i++)
         rap_run_graph_free(rt->graphs[i]);
     rap_free(rt->graphs);
-    for (int i = 0; rt->sgraph && i < RT_RING; i++)
-        rap_run_graph_free(rt->sgraph[i]);
-    rap_free(rt->sgraph);
-    for (int k = 0; k < EV_N; k++)
-        rap_rt_event_free(rt->edge_ev[k]);
-    rap_rt_event_free(rt->cap_fork);
-    rap_rt_event_free(rt->cap_join);
     if (rt->own_streams) {
         rap_rt_stream_free(rt->prep_s);
         rap_rt_stream_free(rt->copy_s);
@@ -2451,20 +2323,10 @@ static rap_status create_inner(rap_runtime *rt)
         if (!rt->slots)
             return RAP_ERR_NOMEM;
     }
-    if ((c->cuda_graph || c->step_graph) && on_gpu(rt) && rt->mode != RAP_MODE_MPS &&
-        rt->S <= 64) {
+    if (c->cuda_graph && on_gpu(rt) && rt->mode != RAP_MODE_MPS && rt->S <= 64) {
         rt->graphs = rap_calloc(sizeof(void *) * 4 * (size_t)rt->S, "graphs");
         if (!rt->graphs)
             return RAP_ERR_NOMEM;
-    }
-    if (c->step_graph && rt->graphs) {
-        rt->sgraph = rap_calloc(sizeof(void *) * RT_RING, "step graphs");
-        if (!rt->sgraph)
-            return RAP_ERR_NOMEM;
-        for (int k = 0; k < EV_N; k++)
-            RAP_TRY(rap_rt_sync_event_create(&rt->edge_ev[k]));
-        RAP_TRY(rap_rt_sync_event_create(&rt->cap_fork));
-        RAP_TRY(rap_rt_sync_event_create(&rt->cap_join));
     }
     void *pack_s = rt->mode == RAP_MODE_SEQUENTIAL ? rt->train_s : rt->prep_s;
     for (int i = 0; i < rt->S; i++)

@@ -148,9 +148,6 @@ typedef struct {
     int prep_threads;             /* CPU executor threads (sequential on the CPU); 0 = all */
     int ideal_batches;            /* ideal: batches resident at once (0: 8) */
     bool cuda_graph;              /* GPU: each phase captured once per slot as a CUDA graph, replayed */
-    bool step_graph;              /* GPU: each whole step captured once per ring entry as one
-                                   * CUDA graph (both streams; implies cuda_graph's phases for
-                                   * steps it cannot hold), docs/RUNTIME.md */
     int prep_lanes;               /* rap mode on the GPU: streams a window's independent slices
                                    * run on at once (1..RAP_RT_MAX_LANES; 0: RAP_RT_DEFAULT_LANES):
                                    * each dependency level of a window together, so they share
@@ -233,7 +230,6 @@ typedef struct {
     double preload_s;             /* ideal: preprocessing before training */
     double starved_s;             /* host seconds waiting for the feed (data-bound time) */
     int64_t starved_steps;        /* steps that waited more than 1 ms for data */
-    int64_t graph_steps;          /* steps replayed from step graphs (--step-graph) */
     double phase_ms[4];           /* sums over timed steps */
     double grad_comm_ms;
     double exposed_ms, step_ms;
@@ -288,8 +284,6 @@ rap_status rap_rt_sync_event_create(void **ev);
 void rap_rt_event_free(void *ev);
 rap_status rap_rt_record(void *ev, void *stream);
 rap_status rap_rt_wait(void *stream, void *ev);
-rap_status rap_rt_record_ext(void *ev, void *stream); /* in a capture: a graph node */
-rap_status rap_rt_wait_ext(void *stream, void *ev);
 rap_status rap_rt_event_sync(void *ev);
 /* Waits for ev like rap_rt_event_sync, but at most limit_s seconds: past
  * that RAP_ERR_INTERNAL saying that `what` hangs (for waits that can only

@@ -62,23 +62,6 @@ extern "C" rap_status rap_rt_wait(void *stream, void *ev)
     return RAP_OK;
 }
 
-/* Inside a stream capture (the step graph): an event record / wait that
- * becomes a node of the graph, so that work outside it (the host, other
- * streams, timing) sees each replay; plain records and waits only order
- * the captured work. */
-extern "C" rap_status rap_rt_record_ext(void *ev, void *stream)
-{
-    RAP_CUDA_TRY(cudaEventRecordWithFlags((cudaEvent_t)ev, (cudaStream_t)stream,
-                                          cudaEventRecordExternal));
-    return RAP_OK;
-}
-
-extern "C" rap_status rap_rt_wait_ext(void *stream, void *ev)
-{
-    RAP_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)ev, cudaEventWaitExternal));
-    return RAP_OK;
-}
-
 extern "C" rap_status rap_rt_event_sync(void *ev)
 {
     RAP_CUDA_TRY(cudaEventSynchronize((cudaEvent_t)ev));
@@ -223,18 +206,6 @@ rap_status rap_rt_record(void *ev, void *stream)
     return NO_GPU;
 }
 rap_status rap_rt_wait(void *stream, void *ev)
-{
-    (void)ev;
-    (void)stream;
-    return NO_GPU;
-}
-rap_status rap_rt_record_ext(void *ev, void *stream)
-{
-    (void)ev;
-    (void)stream;
-    return NO_GPU;
-}
-rap_status rap_rt_wait_ext(void *stream, void *ev)
 {
     (void)ev;
     (void)stream;

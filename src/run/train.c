@@ -798,8 +798,6 @@ static rap_status setup(trainer *t)
                         "computes in float32)");
     if (c->device != RAP_GPU && c->cuda_graph)
         return rap_fail(RAP_ERR_ARG, "--cuda-graph needs --device gpu");
-    if (c->device != RAP_GPU && c->step_graph)
-        return rap_fail(RAP_ERR_ARG, "--step-graph needs --device gpu");
     if (t->dist && t->R > 1 && !strcmp(c->data, "-"))
         return rap_fail(RAP_ERR_ARG, "--data -: with %d ranks every rank reads the input itself, "
                         "and stdin reaches one of them: give a file", t->R);
@@ -807,10 +805,9 @@ static rap_status setup(trainer *t)
         return rap_fail(RAP_ERR_ARG, "--follow: with %d ranks every rank reads the input itself "
                         "and they could see a growing file end at different rows: not supported",
                         t->R);
-    if (t->dist && (c->cuda_graph || c->step_graph))
-        return rap_fail(RAP_ERR_ARG, "--%s: the hybrid-parallel step (ranks, --gpus) "
-                        "exchanges data between ranks in every step and is not captured",
-                        c->cuda_graph ? "cuda-graph" : "step-graph");
+    if (t->dist && c->cuda_graph)
+        return rap_fail(RAP_ERR_ARG, "--cuda-graph: the hybrid-parallel step (ranks, --gpus) "
+                        "exchanges data between ranks in every step and is not captured");
     t->data_id = c->data_id && c->data_id[0] ? c->data_id : c->data;
     t->holdout = c->eval_data && c->eval_data[0] ? 0 : c->eval_fraction;
     t->plan_hash = rap_train_plan_hash(c->plan, &t->plan_cols);
@@ -1472,7 +1469,6 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
     rc.cpu_workers = c->cpu_workers;
     rc.prep_threads = c->reader.threads;
     rc.cuda_graph = c->cuda_graph;
-    rc.step_graph = c->step_graph;
     rc.prep_lanes = c->prep_lanes;
     rc.trace = c->trace;
     if (t->dist) {
@@ -1536,7 +1532,6 @@ static void close_pipeline(trainer *t)
         rap_runtime_sync(t->rt);
         rap_runtime_get_stats(t->rt, &rs);
         t->res->starved_s += rs.starved_s;
-        t->res->graph_steps += rs.graph_steps;
         if (rs.timed_steps > 0)
             t->res->exposed_ms = rs.exposed_ms / (double)rs.timed_steps;
         if (rs.have_reader)

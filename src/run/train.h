@@ -60,7 +60,6 @@ typedef struct {
     rap_model_config model;
     rap_device device;
     bool cuda_graph;           /* GPU: replay the step as a CUDA graph (sequential mode) */
-    bool step_graph;           /* GPU: each whole step as one CUDA graph (runtime.h) */
     int prep_lanes;            /* rap mode on the GPU: runtime.h's prep_lanes (0: default) */
     /* runtime (runtime.h): mode -1 = auto: sequential on the CPU (and with
      * cuda_graph), rap on the GPU */
@@ -122,7 +121,6 @@ typedef struct {
     rap_mode mode;             /* the mode that ran */
     double starved_s;          /* seconds the trainer waited for data (data-bound) */
     double exposed_ms;         /* mean exposed preprocessing per step (ms) */
-    int64_t graph_steps;       /* steps replayed from step graphs (--step-graph) */
     int64_t nan_step;          /* the step whose loss was NaN or inf, else 0 */
     bool interrupted;
     bool saved;

@@ -1,16 +1,15 @@
 #!/bin/bash
-# --cuda-graph (one graph per phase; rap mode defers the next batch's copy
-# until emb_forward is queued) against --step-graph (one graph per step:
-# both streams' work, the copy before the step) on the shipped schedules,
-# ideal and rap in the same invocation, alternating ROUNDS times, median of
-# REPEAT runs each (bench/RESULTS.md). Build carried in .carry/build.
-# VARIANTS: BINARY:FLAG pairs (binaries in .carry/build), e.g. an
-# experimental build beside rap.
-# Usage: OUT=DIR [PLANS=..] [BATCHES=..] [ROUNDS=2] [REPEAT=5] [VARIANTS=..] bash bench/exp/step_graph_ab.sh
+# A/B of builds or flags on the shipped schedules (plans/h200), ideal and
+# rap in the same invocation, alternating ROUNDS times, median of REPEAT
+# runs each (bench/RESULTS.md, sixth session: the step graph of df9c1d1
+# and the copy's phase). VARIANTS: BINARY:FLAG pairs, binaries in
+# .carry/build (e.g. an experimental build beside rap), FLAG a rap bench
+# option without its dashes.
+# Usage: OUT=DIR [PLANS=..] [BATCHES=..] [ROUNDS=2] [REPEAT=5] [VARIANTS=..] bash bench/exp/ab_variants.sh
 export LD_LIBRARY_PATH=.carry/build/lib
 OUT=${OUT:-out}; mkdir -p "$OUT"; W=$(mktemp -d)
 for R in $(seq ${ROUNDS:-2}); do
-for P in ${PLANS:-plan1 plan0}; do for B in ${BATCHES:-4096}; do for V in ${VARIANTS:-rap:cuda-graph rap:step-graph}; do
+for P in ${PLANS:-plan1 plan0}; do for B in ${BATCHES:-4096}; do for V in ${VARIANTS:-rap:cuda-graph}; do
   X=${V%%:*}; G=${V#*:}
   M="--model paper"; [ $P = plan1 ] && M="--model paper --emb-dim 64 --mlp-bot 512-256-64"
   F=$W/${P}_${B}_${X}_${G}_$R
@@ -27,4 +26,4 @@ print('%s %s %-22s round %s: rap/ideal %.4f runs %s | step ideal %.4f rap %.4f m
       1e3*(r['step_ms']-i['step_ms']), i.get('graph_steps','-'), r.get('graph_steps','-')))
 P
 done; done; done; done
-tar czf "$OUT/step_graph_ab.tgz" -C $W .
+tar czf "$OUT/ab_variants.tgz" -C $W .
