@@ -422,9 +422,6 @@ rap_status rap_prep_run(rap_prep *p);
 rap_status rap_prep_run_kernel(rap_prep *p, int k, int d0, int d1,
                                int64_t r0, int64_t r1, void *stream);
 rap_status rap_prep_sync(rap_prep *p);
-/* GPU: the executor's device memory, one allocation holding its input,
- * every output and its scratch (*base NULL, *bytes 0 on the CPU). */
-void rap_prep_device_memory(const rap_prep *p, void **base, size_t *bytes);
 /* Packing in place: asks the row kernels to also write output columns
  * cols[0..n) (frame indices of dense or vector columns) side by side into
  * dst (max_rows, stride) as they compute them: column i at dst + the sum of

@@ -77,7 +77,6 @@ typedef struct {
     int optimizer;           /* rap_optimizer */
     int precision;           /* rap_precision */
     bool cuda_graph;
-    bool prep_l2_streaming;
     int64_t prep_lanes;      /* rap mode: streams of a window's independent slices */
     /* runtime: train and bench */
     int mode;                /* 0 auto, else 1 + rap_mode */

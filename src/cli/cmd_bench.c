@@ -316,7 +316,6 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     rc.ideal_batches = (int)(warm + steps < 32 ? warm + steps : 32);
     rc.cuda_graph = s->cuda_graph;
     rc.prep_lanes = (int)s->prep_lanes;
-    rc.prep_l2_streaming = s->prep_l2_streaming;
     rc.trace = tr;
     rc.max_records = warm + steps;
     rc.plan_spec = s->plan;

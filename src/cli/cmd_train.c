@@ -90,7 +90,6 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
     m->threads = (int)s->threads;
     c.cuda_graph = s->cuda_graph;
     c.prep_lanes = (int)s->prep_lanes;
-    c.prep_l2_streaming = s->prep_l2_streaming;
     c.mode = s->mode - 1;
     c.cpu_workers = (int)s->cpu_workers;
     if (s->schedule[0] && access(s->schedule, R_OK) != 0 && rap_rank_schedule_exists(s->schedule)) {

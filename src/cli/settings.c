@@ -70,7 +70,6 @@ const rap_opt cli_options[] = {
     {"optimizer", RAP_OPT_ENUM, TB, OFF(optimizer), SMALL_OPT, 0, 0, "sgd|adagrad", NULL, "optimizer (embedding rows and MLPs)"},
     {"precision", RAP_OPT_ENUM, TB, OFF(precision), "fp32", 0, 0, "fp32|bf16|fp32-strict", NULL, "GEMM precision on the GPU (fp32: fp32 storage, TF32 tensor-core GEMMs; bf16: bf16 inputs, fp32 accumulation and master weights; fp32-strict: plain fp32 GEMMs, slower, for comparing runs to float tolerance)"},
     {"cuda-graph", RAP_OPT_BOOL, TB, OFF(cuda_graph), "false", 0, 0, NULL, NULL, "GPU: capture each training phase once as a CUDA graph and replay it (every mode but mps)"},
-    {"prep-l2-streaming", RAP_OPT_BOOL, TB, OFF(prep_l2_streaming), "false", 0, 0, NULL, NULL, "GPU: preprocessing beside training (stream, rap) marks its memory streaming in L2 (evicted first), so it does not push the training phases' data out of L2"},
     {"prep-lanes", RAP_OPT_INT, TB, OFF(prep_lanes), "1", 1, 8, NULL, "N", "rap mode on the GPU: streams a window's independent preprocessing kernels run on at once (1: one stream, in schedule order)"},
     {"metrics", RAP_OPT_STRING, TR, OFF(metrics), "", 0, 0, NULL, "FILE", "write JSON lines: one per logged step and evaluation, then a final line"},
     {"save", RAP_OPT_STRING, TR, OFF(save), "", 0, 0, NULL, "CKPT", "write a checkpoint (safetensors) at the end"},

@@ -570,13 +570,6 @@ rap_status rap_prep_create(const rap_plan *plan, const rap_fusion *fusion,
  * input block: CPU synchronously (b reusable at once), GPU asynchronously
  * on the executor's stream (b unchanged until rap_prep_sync). Starts a new
  * generation: COMPUTED offsets of the previous batch no longer count. */
-void rap_prep_device_memory(const rap_prep *p, void **base, size_t *bytes)
-{
-    bool gpu = p && p->device == RAP_GPU;
-    *base = gpu ? (void *)p->arena : NULL;
-    *bytes = gpu && p->arena ? p->arena_bytes : 0;
-}
-
 rap_status rap_prep_load(rap_prep *p, const rap_batch *b)
 {
     if (!p || !b)

@@ -611,11 +611,6 @@ struct rap_runtime {
     void **graphs;        /* (S, 4) --cuda-graph: each phase captured per slot
                            * (a graph holds the slot's buffer addresses) */
     bool graph_failed;
-    /* --prep-l2-streaming: the slot whose executor memory each preprocessing
-     * stream's L2 access policy window covers now (l2_stream[i] ->
-     * l2_slot[i]) */
-    void *l2_stream[RAP_RT_MAX_LANES + 1];
-    rt_slot *l2_slot[RAP_RT_MAX_LANES + 1];
     bool gc_late;            /* hooked hybrid step: grad_comm's slices after emb_backward's
                               * (check_hooked_order) */
     int pack_after;          /* rap mode: pack_window(), set at create */
@@ -838,34 +833,11 @@ bool rap_runtime_next_loss(rap_runtime *rt, bool wait, int64_t *step_index, doub
 
 /* ---- preprocessing launches */
 
-/* --prep-l2-streaming: kernels launched on stream (beside training) from
- * now on access slot s's executor memory as streaming in L2 (evicted
- * first), so that the batch's input, intermediates and outputs do not push
- * the training phases' working set out of L2. Set when the stream's slot
- * changes. */
-static rap_status l2_streaming(rap_runtime *rt, rt_slot *s, void *stream)
-{
-    int i = 0;
-    while (i < RAP_RT_MAX_LANES && rt->l2_stream[i] && rt->l2_stream[i] != stream)
-        i++;
-    if (rt->l2_stream[i] == stream && rt->l2_slot[i] == s)
-        return RAP_OK;
-    void *base;
-    size_t bytes;
-    rap_prep_device_memory(s->prep, &base, &bytes);
-    RAP_TRY(rap_rt_l2_streaming(stream, base, bytes));
-    rt->l2_stream[i] = stream;
-    rt->l2_slot[i] = s;
-    return RAP_OK;
-}
-
 static rap_status launch_slice(rap_runtime *rt, rt_slot *s, int k, int d0, int d1, int64_t r0,
                                int64_t r1, void *stream, int track)
 {
     if (r0 >= s->prep->rows) /* a piece past the end of a short (last) batch */
         return RAP_OK;
-    if (rt->cfg.prep_l2_streaming && on_gpu(rt) && stream != rt->train_s)
-        RAP_TRY(l2_streaming(rt, s, stream));
     int sp = -1;
     if (rt->cfg.trace && on_gpu(rt)) {
         char name[RAP_TRACE_NAME];

@@ -148,8 +148,6 @@ typedef struct {
     int prep_threads;             /* CPU executor threads (sequential on the CPU); 0 = all */
     int ideal_batches;            /* ideal: batches resident at once (0: 8) */
     bool cuda_graph;              /* GPU: each phase captured once per slot as a CUDA graph, replayed */
-    bool prep_l2_streaming;       /* GPU: preprocessing beside training accesses its executor's
-                                   * memory as streaming in L2 (docs/RUNTIME.md) */
     int prep_lanes;               /* rap mode on the GPU: streams a window's independent slices
                                    * run on at once (1..RAP_RT_MAX_LANES; 0: RAP_RT_DEFAULT_LANES):
                                    * each dependency level of a window together, so they share
@@ -286,10 +284,6 @@ rap_status rap_rt_sync_event_create(void **ev);
 void rap_rt_event_free(void *ev);
 rap_status rap_rt_record(void *ev, void *stream);
 rap_status rap_rt_wait(void *stream, void *ev);
-/* Kernels launched on stream from now on access [base, base + bytes) as
- * streaming in L2 (evict first; the first maxAccessPolicyWindowSize
- * bytes); nothing on a GPU without L2 access policies. */
-rap_status rap_rt_l2_streaming(void *stream, void *base, size_t bytes);
 rap_status rap_rt_event_sync(void *ev);
 /* Waits for ev like rap_rt_event_sync, but at most limit_s seconds: past
  * that RAP_ERR_INTERNAL saying that `what` hangs (for waits that can only

@@ -10,7 +10,6 @@
 #include "model/gpu/gpu_model.h"
 
 #include <cuda_runtime.h>
-#include <string.h>
 #include <unistd.h>
 
 extern "C" rap_status rap_rt_stream_create(void **stream, bool highest)
@@ -60,29 +59,6 @@ extern "C" rap_status rap_rt_record(void *ev, void *stream)
 extern "C" rap_status rap_rt_wait(void *stream, void *ev)
 {
     RAP_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)ev, 0));
-    return RAP_OK;
-}
-
-extern "C" rap_status rap_rt_l2_streaming(void *stream, void *base, size_t bytes)
-{
-    static int max_window = -1; /* bytes; the same for every GPU of a host */
-    if (max_window < 0) {
-        int dev, w = 0;
-        RAP_CUDA_TRY(cudaGetDevice(&dev));
-        RAP_CUDA_TRY(cudaDeviceGetAttribute(&w, cudaDevAttrMaxAccessPolicyWindowSize, dev));
-        max_window = w;
-    }
-    if (max_window <= 0 || !base || bytes == 0)
-        return RAP_OK;
-    cudaStreamAttrValue v;
-    memset(&v, 0, sizeof v);
-    v.accessPolicyWindow.base_ptr = base;
-    v.accessPolicyWindow.num_bytes = bytes < (size_t)max_window ? bytes : (size_t)max_window;
-    v.accessPolicyWindow.hitRatio = 1.0f;
-    v.accessPolicyWindow.hitProp = cudaAccessPropertyStreaming;
-    v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    RAP_CUDA_TRY(cudaStreamSetAttribute((cudaStream_t)stream, cudaStreamAttributeAccessPolicyWindow,
-                                        &v));
     return RAP_OK;
 }
 
@@ -233,11 +209,6 @@ rap_status rap_rt_wait(void *stream, void *ev)
 {
     (void)ev;
     (void)stream;
-    return NO_GPU;
-}
-rap_status rap_rt_l2_streaming(void *stream, void *base, size_t bytes)
-{
-    (void)stream, (void)base, (void)bytes;
     return NO_GPU;
 }
 rap_status rap_rt_event_sync(void *ev)

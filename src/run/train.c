@@ -1470,7 +1470,6 @@ static rap_status open_pipeline(trainer *t, int64_t passes)
     rc.prep_threads = c->reader.threads;
     rc.cuda_graph = c->cuda_graph;
     rc.prep_lanes = c->prep_lanes;
-    rc.prep_l2_streaming = c->prep_l2_streaming;
     rc.trace = c->trace;
     if (t->dist) {
         rc.train_fn = dist_train;

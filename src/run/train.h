@@ -61,7 +61,6 @@ typedef struct {
     rap_device device;
     bool cuda_graph;           /* GPU: replay the step as a CUDA graph (sequential mode) */
     int prep_lanes;            /* rap mode on the GPU: runtime.h's prep_lanes (0: default) */
-    bool prep_l2_streaming;    /* runtime.h's prep_l2_streaming */
     /* runtime (runtime.h): mode -1 = auto: sequential on the CPU (and with
      * cuda_graph), rap on the GPU */
     int mode;                  /* rap_mode or -1 */
