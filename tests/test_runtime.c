@@ -643,6 +643,16 @@ static rap_status split_schedule(const rap_plan *p, const rap_fusion *f, rap_sch
     return RAP_OK;
 }
 
+/* A schedule with every kernel whole in window w (in order). */
+static rap_status window_schedule(const rap_plan *p, const rap_fusion *f, rap_window w,
+                                  rap_schedule **out)
+{
+    RAP_TRY(rap_schedule_create(p, f, "<test one window>", out));
+    for (int k = 0; k < f->n; k++)
+        RAP_TRY(rap_schedule_add(*out, w, k, 0, f->kernels[k].n, 0, RAP_ROWS_END, -1));
+    return RAP_OK;
+}
+
 static void gpu_modes_same_weights(rap_test_ctx *t)
 {
     char data[512];
@@ -655,6 +665,12 @@ static void gpu_modes_same_weights(rap_test_ctx *t)
     rap_schedule *split;
     REQUIRE_OK(split_schedule(plan, &fus, &split));
     REQUIRE_OK(rap_schedule_validate(split, plan, &fus, 64));
+    /* the next batch's copy is deferred (no emb_forward slices): to
+     * mlp_backward's start when only emb_backward has slices, to
+     * mlp_forward's when mlp_backward has (runtime.c, copy_window) */
+    rap_schedule *embb, *mlpb;
+    REQUIRE_OK(window_schedule(plan, &fus, RAP_WIN_EMB_BACKWARD, &embb));
+    REQUIRE_OK(window_schedule(plan, &fus, RAP_WIN_MLP_BACKWARD, &mlpb));
     const struct {
         rap_mode mode;
         const rap_schedule *sched;
@@ -665,9 +681,10 @@ static void gpu_modes_same_weights(rap_test_ctx *t)
         {RAP_MODE_RAP, NULL, "rap", 0},               {RAP_MODE_RAP, split, "rap_split", 0},
         {RAP_MODE_IDEAL, NULL, "ideal", 0},           {RAP_MODE_CPU, NULL, "cpu", 0},
         {RAP_MODE_RAP, NULL, "rap_4_lanes", 4},       {RAP_MODE_RAP, split, "rap_split_3_lanes", 3},
+        {RAP_MODE_RAP, embb, "rap_emb_backward", 0},  {RAP_MODE_RAP, mlpb, "rap_mlp_backward", 0},
     };
     const int n = (int)(sizeof runs / sizeof runs[0]);
-    char ck[8][512];
+    char ck[16][512];
     for (int i = 0; i < n; i++) {
         char name[64];
         snprintf(name, sizeof name, "gpu_%s.st", runs[i].name);
@@ -695,6 +712,8 @@ static void gpu_modes_same_weights(rap_test_ctx *t)
                       runs[i].name);
     }
     rap_schedule_free(split);
+    rap_schedule_free(embb);
+    rap_schedule_free(mlpb);
     rap_fusion_free(&fus);
     rap_plan_free(plan);
 }
