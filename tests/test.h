@@ -76,6 +76,16 @@ typedef rap_status (*rap_test_rank_fn)(rap_test_rank *x);
 /* splitmix64 on *state: deterministic test data; rnd01 uniform in [0, 1). */
 uint64_t rap_test_rnd(uint64_t *state);
 double rap_test_rnd01(uint64_t *state);
+/* A float that exercises the ops: NaNs with random payloads and signs,
+ * infinities, signed zeros, huge, subnormal, small integers, [0, 1),
+ * ordinary values. */
+float rap_test_rnd_float(uint64_t *state);
+/* n dense values of rap_test_rnd_float into a new *x; nulls: a new *valid
+ * with ~15 % null rows (their values 0), else *valid NULL. */
+void rap_test_rnd_dense(uint64_t *state, int64_t n, bool nulls, float **x, uint8_t **valid);
+/* The shipped plan file `name` looked up in plans/ from the working
+ * directory or up to two folders above: buf, or NULL when not found. */
+const char *rap_test_plan_path(const char *name, char *buf, size_t n);
 /* Random raw rows (seeded): labels 0/1, about 10 % nulls, dense values in
  * [-5, 45), 0..ids_per_row ids a row (below 2^31). */
 void rap_test_fill_batch(rap_batch *b, int64_t rows, uint64_t seed);

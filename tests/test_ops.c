@@ -27,16 +27,10 @@
 static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
 
 /* splitmix64: deterministic test data. */
-static uint64_t rnd(void)
-{
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return rap_test_rnd(&g_rng); }
 
 /* uniform in [0, 1) */
-static double rnd01(void) { return (double)(rnd() >> 11) * (1.0 / 9007199254740992.0); }
+static double rnd01(void) { return rap_test_rnd01(&g_rng); }
 
 static uint32_t fbits(float f)
 {
@@ -777,23 +771,6 @@ static void gcase_free(gcase *g)
 /* A float that exercises the ops: ordinary values in several ranges, exact
  * integers, [0, 1] (logit), zeros of both signs, NaNs with payloads,
  * infinities, huge and subnormal values. */
-static float rnd_float(void)
-{
-    uint64_t k = rnd() % 20;
-    switch (k) {
-    case 0: /* NaN with a random payload and sign */
-        return bitsf((0x7f800001u + (uint32_t)(rnd() % 0x7fffffu)) | (rnd() & 1 ? 0x80000000u : 0));
-    case 1: return rnd() & 1 ? INFINITY : -INFINITY;
-    case 2: return rnd() & 1 ? 0.0f : -0.0f;
-    case 3: return (float)((rnd01() - 0.5) * 2e30);
-    case 4: return bitsf((uint32_t)(rnd() % 0x800000u)); /* subnormal */
-    case 5: case 6: return (float)(int)(rnd() % 21) - 5.0f;
-    case 7: case 8: case 9: return (float)rnd01();
-    case 10: return (float)(rnd01() * 1e5);
-    default: return (float)((rnd01() - 0.5) * 40.0);
-    }
-}
-
 static int64_t rnd_id(int flavor)
 {
     switch (flavor) {
@@ -806,16 +783,9 @@ static int64_t rnd_id(int flavor)
 /* Dense input column of n rows (nulls: ~15 % null rows, holding 0). */
 static void gen_dense(gcase *g, int64_t n, bool nulls)
 {
-    float *x = malloc(sizeof *x * (size_t)n);
-    uint8_t *v = nulls ? malloc((size_t)n) : NULL;
-    for (int64_t r = 0; r < n; r++) {
-        x[r] = rnd_float();
-        if (v) {
-            v[r] = rnd() % 100 >= 15;
-            if (!v[r])
-                x[r] = 0.0f;
-        }
-    }
+    float *x;
+    uint8_t *v;
+    rap_test_rnd_dense(&g_rng, n, nulls, &x, &v);
     g->h.x = x;
     g->h.xvalid = v;
     g->h.in_kind = RAP_DENSE;

@@ -15,19 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *plan_path(const char *name, char *buf, size_t n)
-{
-    static const char *const pre[] = {"plans/", "../plans/", "../../plans/"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(buf, n, "%s%s", pre[i], name);
-        FILE *f = fopen(buf, "r");
-        if (f) {
-            fclose(f);
-            return buf;
-        }
-    }
-    return NULL;
-}
 
 static rap_model_shape paper_shape(const rap_plan *p, int64_t B)
 {
@@ -178,7 +165,7 @@ static void place_plans(rap_test_ctx *t, const char *const *names, int n_names, 
     const int64_t B = 4096;
     for (int q = 0; q < n_names; q++) {
         char buf[256];
-        const char *path = plan_path(names[q], buf, sizeof buf);
+        const char *path = rap_test_plan_path(names[q], buf, sizeof buf);
         if (!path)
             SKIP("plans/ not found from the working directory");
         rap_plan *p;
@@ -271,7 +258,7 @@ RAP_TEST(place_one_rank_is_one_gpu)
     static const char *const names[] = {"plan0.plan", "plan2.plan"};
     for (int q = 0; q < 2; q++) {
         char buf[256];
-        const char *path = plan_path(names[q], buf, sizeof buf);
+        const char *path = rap_test_plan_path(names[q], buf, sizeof buf);
         if (!path)
             SKIP("plans/ not found from the working directory");
         rap_plan *p;
@@ -325,7 +312,7 @@ RAP_TEST(place_one_rank_is_one_gpu)
 RAP_TEST(place_evaluate_units_and_comm)
 {
     char buf[256];
-    const char *path = plan_path("plan0.plan", buf, sizeof buf);
+    const char *path = rap_test_plan_path("plan0.plan", buf, sizeof buf);
     if (!path)
         SKIP("plans/ not found from the working directory");
     rap_plan *p;
@@ -505,7 +492,7 @@ RAP_TEST(place_bench_multi_script_fake_rap)
 RAP_TEST(place_row_split_table_holders)
 {
     char buf[256];
-    const char *path = plan_path("plan0.plan", buf, sizeof buf);
+    const char *path = rap_test_plan_path("plan0.plan", buf, sizeof buf);
     if (!path)
         SKIP("plans/ not found from the working directory");
     rap_plan *p;
@@ -593,7 +580,7 @@ static bool same_file(const char *a, const char *b)
 RAP_TEST(place_cli_rap_plan_gpus)
 {
     char buf[256];
-    const char *path = plan_path("plan0.plan", buf, sizeof buf);
+    const char *path = rap_test_plan_path("plan0.plan", buf, sizeof buf);
     if (!path)
         SKIP("plans/ not found from the working directory");
     char s[512], rep[512], args[2048], out[1 << 14], f[700];

@@ -80,16 +80,6 @@ static bool write_file(const char *path, const char *text)
 }
 
 /* Finds plans/<name> from the repository root or a build directory. */
-static bool plan_path(const char *name, char *buf, size_t n)
-{
-    static const char *const pre[] = {"plans/", "../plans/", "../../plans/"};
-    for (size_t k = 0; k < sizeof pre / sizeof pre[0]; k++) {
-        snprintf(buf, n, "%s%s", pre[k], name);
-        if (access(buf, R_OK) == 0)
-            return true;
-    }
-    return false;
-}
 
 /* ------------------------------------------------------------- accepted */
 
@@ -612,7 +602,7 @@ RAP_TEST(plan_parse_warns_unused_results)
 static rap_plan *load_shipped(rap_test_ctx *t, const char *name)
 {
     char path[256];
-    if (!plan_path(name, path, sizeof path)) {
+    if (!rap_test_plan_path(name, path, sizeof path)) {
         CHECK_MSG(false, "plans/%s not found (run from the repository root)", name);
         return NULL;
     }

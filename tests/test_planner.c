@@ -12,19 +12,6 @@
 
 #include <stdlib.h>
 
-static const char *plan_path(const char *name, char *buf, size_t n)
-{
-    static const char *const pre[] = {"plans/", "../plans/", "../../plans/"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(buf, n, "%s%s", pre[i], name);
-        FILE *f = fopen(buf, "r");
-        if (f) {
-            fclose(f);
-            return buf;
-        }
-    }
-    return NULL;
-}
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -47,7 +34,7 @@ RAP_TEST(planner_fusion_valid_on_shipped_plans)
     static const char *const names[] = {"plan0.plan", "plan1.plan", "plan2.plan"};
     for (int q = 0; q < 3; q++) {
         char buf[256];
-        const char *path = plan_path(names[q], buf, sizeof buf);
+        const char *path = rap_test_plan_path(names[q], buf, sizeof buf);
         if (!path)
             SKIP("plans/ not found from the working directory");
         rap_plan *p;
@@ -267,7 +254,7 @@ RAP_TEST(planner_ilp_optimal_vs_brute_force)
 RAP_TEST(planner_plan3_under_10s)
 {
     char buf[256];
-    const char *path = plan_path("plan3.plan", buf, sizeof buf);
+    const char *path = rap_test_plan_path("plan3.plan", buf, sizeof buf);
     if (!path)
         SKIP("plans/ not found from the working directory");
     double t0 = rap_now();
@@ -641,7 +628,7 @@ RAP_TEST(planner_cli_plan_and_refusals)
     if (access(exe, X_OK) != 0)
         SKIP("%s not built", exe);
     char pbuf[256];
-    const char *path = plan_path("plan0.plan", pbuf, sizeof pbuf);
+    const char *path = rap_test_plan_path("plan0.plan", pbuf, sizeof pbuf);
     if (!path)
         SKIP("plans/ not found from the working directory");
     rap_plan *p;
@@ -721,7 +708,7 @@ RAP_TEST(planner_cli_plan_and_refusals)
 RAP_TEST(planner_fusion_file_roundtrip)
 {
     char buf[256];
-    const char *path = plan_path("plan2.plan", buf, sizeof buf);
+    const char *path = rap_test_plan_path("plan2.plan", buf, sizeof buf);
     if (!path)
         SKIP("plans/ not found from the working directory");
     rap_plan *p, *q;
@@ -738,7 +725,7 @@ RAP_TEST(planner_fusion_file_roundtrip)
     CHECK(rap_fusion_hash(p, &g) == rap_fusion_hash(p, &f));
     rap_fusion_free(&g);
     /* another plan is refused */
-    const char *path0 = plan_path("plan0.plan", buf, sizeof buf);
+    const char *path0 = rap_test_plan_path("plan0.plan", buf, sizeof buf);
     REQUIRE(path0);
     REQUIRE_OK(rap_plan_load(path0, rap_schema_criteo(), &q));
     CHECK(rap_fusion_load(q, fpath, &g) == RAP_ERR_PLAN);
@@ -760,7 +747,7 @@ RAP_TEST(planner_capacity_aware_variant)
      * fusion is valid and its own whole-kernel exposed estimate is no
      * worse than the plain ILP fusion placed the same way (its start) */
     char buf[256];
-    const char *path = plan_path("plan0.plan", buf, sizeof buf);
+    const char *path = rap_test_plan_path("plan0.plan", buf, sizeof buf);
     if (!path)
         SKIP("plans/ not found from the working directory");
     rap_plan *p;
@@ -838,7 +825,7 @@ RAP_TEST(planner_row_fusion_shipped_plans)
     static const char *const names[] = {"plan0.plan", "plan1.plan", "plan2.plan", "plan3.plan"};
     for (int q = 0; q < 4; q++) {
         char buf[256];
-        const char *path = plan_path(names[q], buf, sizeof buf);
+        const char *path = rap_test_plan_path(names[q], buf, sizeof buf);
         if (!path)
             SKIP("plans/ not found from the working directory");
         rap_plan *p;
@@ -1012,9 +999,9 @@ RAP_TEST(planner_row_fusion_file_schedule_split)
 RAP_TEST(planner_window_least_slowdown)
 {
     char buf[256], cbuf[256], pbuf[256];
-    const char *path = plan_path("plan1.plan", buf, sizeof buf);
-    const char *cpath = plan_path("h200/capacity/plan1_4096.capacity", cbuf, sizeof cbuf);
-    const char *ppath = plan_path("h200/predictor", pbuf, sizeof pbuf);
+    const char *path = rap_test_plan_path("plan1.plan", buf, sizeof buf);
+    const char *cpath = rap_test_plan_path("h200/capacity/plan1_4096.capacity", cbuf, sizeof cbuf);
+    const char *ppath = rap_test_plan_path("h200/predictor", pbuf, sizeof pbuf);
     if (!path || !cpath || !ppath)
         SKIP("plans/ not found from the working directory");
     rap_plan *p;
@@ -1067,7 +1054,7 @@ RAP_TEST(planner_window_least_slowdown)
 RAP_TEST(planner_predictor_rows_type)
 {
     char csv[512], dir[512], buf[256];
-    const char *path = plan_path("plan1.plan", buf, sizeof buf);
+    const char *path = rap_test_plan_path("plan1.plan", buf, sizeof buf);
     if (!path)
         SKIP("plans/ not found from the working directory");
     snprintf(csv, sizeof csv, "%s/rows_kernels.csv", rap_test_tmpdir());

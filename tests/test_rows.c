@@ -30,34 +30,6 @@
 static uint64_t g_rng;
 
 static uint64_t rnd(void) { return rap_test_rnd(&g_rng); }
-static double rnd01(void) { return rap_test_rnd01(&g_rng); }
-
-static float bitsf(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* A float that exercises the ops: NaNs with payloads, infinities, signed
- * zeros, huge, subnormal, small integers, [0, 1), ordinary values. */
-static float rnd_float(void)
-{
-    switch (rnd() % 20) {
-    case 0: /* NaN with a random payload and sign */
-        return bitsf((0x7f800001u + (uint32_t)(rnd() % 0x7fffffu)) |
-                     (rnd() & 1 ? 0x80000000u : 0));
-    case 1: return rnd() & 1 ? INFINITY : -INFINITY;
-    case 2: return rnd() & 1 ? 0.0f : -0.0f;
-    case 3: return (float)((rnd01() - 0.5) * 2e30);
-    case 4: return bitsf((uint32_t)(rnd() % 0x800000u));
-    case 5: case 6: return (float)(int)(rnd() % 21) - 5.0f;
-    case 7: case 8: case 9: return (float)rnd01();
-    case 10: return (float)(rnd01() * 1e5);
-    default: return (float)((rnd01() - 0.5) * 40.0);
-    }
-}
-
 /* flavor 0: small ids, some negative; 1: 32-bit hashes; 2: any int64 */
 static int64_t rnd_id(int flavor)
 {
@@ -84,16 +56,9 @@ typedef struct {
 /* Dense column of n rows; nulls: ~15 % null rows holding 0. */
 static col gen_dense(int64_t n, bool nulls)
 {
-    float *x = malloc(sizeof *x * (size_t)n);
-    uint8_t *v = nulls ? malloc((size_t)n) : NULL;
-    for (int64_t r = 0; r < n; r++) {
-        x[r] = rnd_float();
-        if (v) {
-            v[r] = rnd() % 100 >= 15;
-            if (!v[r])
-                x[r] = 0.0f;
-        }
-    }
+    float *x;
+    uint8_t *v;
+    rap_test_rnd_dense(&g_rng, n, nulls, &x, &v);
     col c = {RAP_DENSE, n, 1, x, NULL, NULL, v};
     return c;
 }

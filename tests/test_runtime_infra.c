@@ -668,16 +668,6 @@ RAP_TEST(rt_feeder_threads_invariance)
 
 /* ================================================================ schedule */
 
-static bool plan_path(const char *name, char *buf, size_t n)
-{
-    static const char *const pre[] = {"plans/", "../plans/", "../../plans/"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(buf, n, "%s%s", pre[i], name);
-        if (access(buf, R_OK) == 0)
-            return true;
-    }
-    return false;
-}
 
 /* A small plan whose bucketize kernel computes its offsets (the input can
  * be null), with a consumer after it. */
@@ -694,7 +684,7 @@ static rap_status load_plan(int i, rap_plan **p, rap_fusion *f)
         RAP_TRY(rap_plan_parse(COMPUTED_PLAN, "computed.plan", rap_schema_criteo(), p));
     } else {
         snprintf(name, sizeof name, "plan%d.plan", i);
-        if (!plan_path(name, path, sizeof path))
+        if (!rap_test_plan_path(name, path, sizeof path))
             return rap_fail(RAP_ERR_IO, "plans/%s not found (run from the repository root)", name);
         RAP_TRY(rap_plan_load(path, rap_schema_criteo(), p));
     }

@@ -302,6 +302,55 @@ double rap_test_rnd01(uint64_t *s)
     return (double)(rap_test_rnd(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+static float bits_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float rap_test_rnd_float(uint64_t *s)
+{
+    switch (rap_test_rnd(s) % 20) {
+    case 0: /* NaN with a random payload and sign */
+        return bits_float((0x7f800001u + (uint32_t)(rap_test_rnd(s) % 0x7fffffu)) |
+                          (rap_test_rnd(s) & 1 ? 0x80000000u : 0));
+    case 1: return rap_test_rnd(s) & 1 ? INFINITY : -INFINITY;
+    case 2: return rap_test_rnd(s) & 1 ? 0.0f : -0.0f;
+    case 3: return (float)((rap_test_rnd01(s) - 0.5) * 2e30);
+    case 4: return bits_float((uint32_t)(rap_test_rnd(s) % 0x800000u)); /* subnormal */
+    case 5: case 6: return (float)(int)(rap_test_rnd(s) % 21) - 5.0f;
+    case 7: case 8: case 9: return (float)rap_test_rnd01(s);
+    case 10: return (float)(rap_test_rnd01(s) * 1e5);
+    default: return (float)((rap_test_rnd01(s) - 0.5) * 40.0);
+    }
+}
+
+void rap_test_rnd_dense(uint64_t *s, int64_t n, bool nulls, float **x, uint8_t **valid)
+{
+    *x = malloc(sizeof **x * (size_t)n);
+    *valid = nulls ? malloc((size_t)n) : NULL;
+    for (int64_t r = 0; r < n; r++) {
+        (*x)[r] = rap_test_rnd_float(s);
+        if (*valid) {
+            (*valid)[r] = rap_test_rnd(s) % 100 >= 15;
+            if (!(*valid)[r])
+                (*x)[r] = 0.0f;
+        }
+    }
+}
+
+const char *rap_test_plan_path(const char *name, char *buf, size_t n)
+{
+    static const char *const pre[] = {"plans/", "../plans/", "../../plans/"};
+    for (size_t k = 0; k < sizeof pre / sizeof pre[0]; k++) {
+        snprintf(buf, n, "%s%s", pre[k], name);
+        if (access(buf, R_OK) == 0)
+            return buf;
+    }
+    return NULL;
+}
+
 void rap_test_fill_batch(rap_batch *b, int64_t rows, uint64_t seed)
 {
     uint64_t s = seed;
