@@ -12,15 +12,8 @@
 
 #include <stdlib.h>
 
-
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-static double rnd01(uint64_t *s) { return (double)(rnd(s) >> 11) * (1.0 / 9007199254740992.0); }
+static uint64_t rnd(uint64_t *s) { return rap_test_rnd(s); }
+static double rnd01(uint64_t *s) { return rap_test_rnd01(s); }
 
 static bool is_op(const rap_plan *p, int i)
 {
