@@ -537,6 +537,7 @@ typedef struct {
     bool inflight;        /* GPU: events not read yet */
     bool done;            /* loss and record valid, not consumed */
     float *h_loss;        /* GPU: pinned (1) */
+    float *h_loss_dev;    /* h_loss by the device's address */
     double loss;
     void *ev[EV_N];      /* timing events; in rap mode also what the preprocessing and
                           * copy streams wait on (one record per boundary: a second,
@@ -604,6 +605,7 @@ struct rap_runtime {
     int n_markers, marker_head;
     ring_entry ring[RT_RING];
     float *h_losses;      /* pinned (RT_RING) */
+    float *h_losses_dev;  /* the same, by the device's address (rap_rt_store_f32) */
     const float *loss_dev;
     int64_t trained;      /* steps trained (ring index) */
     int64_t loss_head;    /* next step whose loss next_loss returns */
@@ -1247,8 +1249,9 @@ static rap_status phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot
         if (q.pack_after >= 0)
             nx = NULL; /* packed already: nothing left for the end of the step */
     }
+    /* the loss to the host by a kernel, not a copy (rap_rt_store_f32) */
     if (!rt->cfg.train_fn || rt->cfg.train_fn_model_loss)
-        RAP_TRY(rap_rt_d2h(e->h_loss, rt->loss_dev, sizeof(float), rt->train_s));
+        RAP_TRY(rap_rt_store_f32(e->h_loss_dev, rt->loss_dev, rt->train_s));
     RAP_TRY(rap_rt_record(e->ev[EV_END], rt->train_s));
     if (nx) {
         RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_END]));
@@ -2230,8 +2233,10 @@ static rap_status create_inner(rap_runtime *rt)
         RAP_TRY(rap_rt_stream_create(&rt->prep_s, false));
         RAP_TRY(rap_rt_stream_create(&rt->copy_s, false));
         RAP_TRY(rap_rt_host_alloc((void **)&rt->h_losses, sizeof(float) * RT_RING));
+        RAP_TRY(rap_rt_host_dev_ptr(rt->h_losses, (void **)&rt->h_losses_dev));
         for (int i = 0; i < RT_RING; i++) {
             rt->ring[i].h_loss = rt->h_losses + i;
+            rt->ring[i].h_loss_dev = rt->h_losses_dev + i;
             for (int k = 0; k < EV_N; k++) {
                 RAP_TRY(rap_rt_event_create(&rt->ring[i].ev[k]));
             }

@@ -111,13 +111,6 @@ extern "C" rap_status rap_rt_h2d(void *dst, const void *src, size_t n, void *str
     return RAP_OK;
 }
 
-extern "C" rap_status rap_rt_d2h(void *dst, const void *src, size_t n, void *stream)
-{
-    if (n)
-        RAP_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, (cudaStream_t)stream));
-    return RAP_OK;
-}
-
 extern "C" rap_status rap_rt_host_alloc(void **p, size_t n)
 {
     *p = NULL;
@@ -134,6 +127,22 @@ extern "C" void rap_rt_host_free(void *p)
 {
     if (p)
         cudaFreeHost(p);
+}
+
+extern "C" rap_status rap_rt_host_dev_ptr(void *p, void **dev)
+{
+    *dev = NULL;
+    RAP_CUDA_TRY(cudaHostGetDevicePointer(dev, p, 0));
+    return RAP_OK;
+}
+
+static __global__ void store_f32_kernel(float *dst, const float *src) { *dst = *src; }
+
+extern "C" rap_status rap_rt_store_f32(float *dst, const float *src, void *stream)
+{
+    store_f32_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(dst, src);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
 }
 
 extern "C" rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **loss_dev)
@@ -244,18 +253,23 @@ rap_status rap_rt_h2d(void *dst, const void *src, size_t n, void *stream)
     (void)stream;
     return NO_GPU;
 }
-rap_status rap_rt_d2h(void *dst, const void *src, size_t n, void *stream)
-{
-    (void)dst;
-    (void)src;
-    (void)n;
-    (void)stream;
-    return NO_GPU;
-}
 rap_status rap_rt_host_alloc(void **p, size_t n)
 {
     (void)n;
     *p = NULL;
+    return NO_GPU;
+}
+rap_status rap_rt_host_dev_ptr(void *p, void **dev)
+{
+    (void)p;
+    *dev = NULL;
+    return NO_GPU;
+}
+rap_status rap_rt_store_f32(float *dst, const float *src, void *stream)
+{
+    (void)dst;
+    (void)src;
+    (void)stream;
     return NO_GPU;
 }
 void rap_rt_host_free(void *p) { (void)p; }
