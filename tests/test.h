@@ -159,6 +159,18 @@ void rap_test_tune_restore(const rap_test_env *e);
         return;                                                            \
     } while (0)
 
+/* Loads shipped plan plans/NAME (Criteo schema) into *pp, or skips the test
+ * when plans/ is not found from the working directory (rap_test_plan_path). */
+#define REQUIRE_SHIPPED_PLAN(name, pp)                                     \
+    do {                                                                   \
+        char plan_buf_[256];                                               \
+        const char *plan_path_ =                                           \
+            rap_test_plan_path((name), plan_buf_, sizeof plan_buf_);       \
+        if (!plan_path_)                                                   \
+            SKIP("plans/ not found from the working directory");           \
+        REQUIRE_OK(rap_plan_load(plan_path_, rap_schema_criteo(), (pp)));  \
+    } while (0)
+
 /* Skips the test with the reason when no GPU is usable. */
 #define REQUIRE_GPU()                                                      \
     do {                                                                   \

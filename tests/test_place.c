@@ -164,12 +164,8 @@ static void place_plans(rap_test_ctx *t, const char *const *names, int n_names, 
 {
     const int64_t B = 4096;
     for (int q = 0; q < n_names; q++) {
-        char buf[256];
-        const char *path = rap_test_plan_path(names[q], buf, sizeof buf);
-        if (!path)
-            SKIP("plans/ not found from the working directory");
         rap_plan *p;
-        REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+        REQUIRE_SHIPPED_PLAN(names[q], &p);
         rap_model_shape sh = paper_shape(p, B);
         rap_capacity cap1;
         REQUIRE_OK(rap_place_capacity_fraction(p, NULL, B, frac, &sh, "test", &cap1));
@@ -257,12 +253,8 @@ RAP_TEST(place_one_rank_is_one_gpu)
 {
     static const char *const names[] = {"plan0.plan", "plan2.plan"};
     for (int q = 0; q < 2; q++) {
-        char buf[256];
-        const char *path = rap_test_plan_path(names[q], buf, sizeof buf);
-        if (!path)
-            SKIP("plans/ not found from the working directory");
         rap_plan *p;
-        REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+        REQUIRE_SHIPPED_PLAN(names[q], &p);
         rap_model_shape sh = paper_shape(p, 4096);
         rap_capacity cap;
         REQUIRE_OK(rap_place_capacity_fraction(p, NULL, 4096, 0.2, &sh, "test", &cap));
@@ -311,12 +303,8 @@ RAP_TEST(place_one_rank_is_one_gpu)
  * the training stream before the step, whatever grad_comm's capacity). */
 RAP_TEST(place_evaluate_units_and_comm)
 {
-    char buf[256];
-    const char *path = rap_test_plan_path("plan0.plan", buf, sizeof buf);
-    if (!path)
-        SKIP("plans/ not found from the working directory");
     rap_plan *p;
-    REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+    REQUIRE_SHIPPED_PLAN("plan0.plan", &p);
     const int R = 2;
     const int64_t B = 4096;
     rap_model_shape sh = paper_shape(p, B);
@@ -491,12 +479,8 @@ RAP_TEST(place_bench_multi_script_fake_rap)
  * batch: each rank sends its rows' ids to the other holder. */
 RAP_TEST(place_row_split_table_holders)
 {
-    char buf[256];
-    const char *path = rap_test_plan_path("plan0.plan", buf, sizeof buf);
-    if (!path)
-        SKIP("plans/ not found from the working directory");
     rap_plan *p;
-    REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+    REQUIRE_SHIPPED_PLAN("plan0.plan", &p);
     const int R = 2;
     const int64_t B = 4096;
     rap_model_shape sh = paper_shape(p, B);

@@ -26,12 +26,8 @@ RAP_TEST(planner_fusion_valid_on_shipped_plans)
 {
     static const char *const names[] = {"plan0.plan", "plan1.plan", "plan2.plan"};
     for (int q = 0; q < 3; q++) {
-        char buf[256];
-        const char *path = rap_test_plan_path(names[q], buf, sizeof buf);
-        if (!path)
-            SKIP("plans/ not found from the working directory");
         rap_plan *p;
-        REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+        REQUIRE_SHIPPED_PLAN(names[q], &p);
         rap_ilp_config cfg = rap_ilp_defaults();
         rap_fusion f, g;
         rap_ilp_result r;
@@ -739,12 +735,8 @@ RAP_TEST(planner_capacity_aware_variant)
     /* windows that hold about one kernel each: the variant runs, its
      * fusion is valid and its own whole-kernel exposed estimate is no
      * worse than the plain ILP fusion placed the same way (its start) */
-    char buf[256];
-    const char *path = rap_test_plan_path("plan0.plan", buf, sizeof buf);
-    if (!path)
-        SKIP("plans/ not found from the working directory");
     rap_plan *p;
-    REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+    REQUIRE_SHIPPED_PLAN("plan0.plan", &p);
     rap_ilp_config cfg = rap_ilp_defaults();
     cfg.time_limit_s = 2;
     double caps[RAP_WIN_COUNT] = {0.008, 0.008, 0.008, 0.008, 0, 0};
@@ -817,12 +809,8 @@ RAP_TEST(planner_row_fusion_shipped_plans)
 {
     static const char *const names[] = {"plan0.plan", "plan1.plan", "plan2.plan", "plan3.plan"};
     for (int q = 0; q < 4; q++) {
-        char buf[256];
-        const char *path = rap_test_plan_path(names[q], buf, sizeof buf);
-        if (!path)
-            SKIP("plans/ not found from the working directory");
         rap_plan *p;
-        REQUIRE_OK(rap_plan_load(path, rap_schema_criteo(), &p));
+        REQUIRE_SHIPPED_PLAN(names[q], &p);
         rap_fusion lv, r8, r1;
         REQUIRE_OK(rap_fuse_levels(p, &lv));
         REQUIRE_OK(rap_fuse_rows(p, &lv, 8, 1000000, &r8));
