@@ -762,6 +762,39 @@ RAP_TEST(rt_gpu_modes_same_weights)
     rap_test_tune_restore(&te);
 }
 
+/* A schedule given is checked in every mode, also on the CPU where only
+ * rap mode would run it: one made for another fusion (a cut hash) is
+ * refused, naming the file, instead of being ignored. */
+RAP_TEST(rt_schedule_checked_in_every_mode)
+{
+    char data[512];
+    int64_t bad;
+    REQUIRE_OK(make_data("sched_check.tsv", 600, 61, data, sizeof data, &bad));
+    rap_plan *plan;
+    REQUIRE_OK(parse_plan(&plan));
+    rap_fusion fus;
+    REQUIRE_OK(rap_fuse_levels(plan, &fus));
+    rap_schedule *s;
+    REQUIRE_OK(window_schedule(plan, &fus, RAP_WIN_EMB_BACKWARD, &s));
+    rap_train_config c;
+    rap_train_result r;
+    small_config(&c, plan, data);
+    c.mode = RAP_MODE_SEQUENTIAL;
+    c.schedule = s;
+    c.steps = 3;
+    CHECK_MSG(rap_train_run(&c, &r) == RAP_OK, "%s", rap_last_error());
+    s->fusion_hash >>= 20; /* the hash of a file cut mid-line */
+    small_config(&c, plan, data);
+    c.mode = RAP_MODE_SEQUENTIAL;
+    c.schedule = s;
+    c.steps = 3;
+    CHECK(rap_train_run(&c, &r) == RAP_ERR_PLAN);
+    CHECK(strstr(rap_last_error(), "<test one window>: made for a fusion") != NULL);
+    rap_schedule_free(s);
+    rap_fusion_free(&fus);
+    rap_plan_free(plan);
+}
+
 /* On the GPU the pipeline keeps the accounting and the resume exact too. */
 static void gpu_stop_and_resume(rap_test_ctx *t)
 {

@@ -2262,14 +2262,19 @@ static rap_status create_inner(rap_runtime *rt)
             rap_rt_mem_used(&rt->st.gpu_bytes_used);
         return RAP_OK;
     }
+    /* a schedule given is checked in every mode, also where only rap mode
+     * runs it: it names the fusion the run builds, and a cut or foreign
+     * one is refused instead of ignored */
+    if (c->schedule)
+        RAP_TRY(rap_schedule_validate(c->schedule, rt->plan, rt->fus, rt->B));
     if (rt->mode == RAP_MODE_RAP) {
         if (c->schedule) {
             rt->sched = c->schedule;
         } else {
             RAP_TRY(rap_schedule_builtin_embedding(rt->plan, rt->fus, &rt->own_sched));
+            RAP_TRY(rap_schedule_validate(rt->own_sched, rt->plan, rt->fus, rt->B));
             rt->sched = rt->own_sched;
         }
-        RAP_TRY(rap_schedule_validate(rt->sched, rt->plan, rt->fus, rt->B));
         if (c->train_fn && c->hybrid && on_gpu(rt))
             RAP_TRY(check_hooked_order(rt));
         rt->pack_after = pack_window(rt);
