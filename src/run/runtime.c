@@ -605,7 +605,6 @@ struct rap_runtime {
     int n_markers, marker_head;
     ring_entry ring[RT_RING];
     float *h_losses;      /* pinned (RT_RING) */
-    float *h_losses_dev;  /* the same, by the device's address (rap_rt_store_f32) */
     const float *loss_dev;
     int64_t trained;      /* steps trained (ring index) */
     int64_t loss_head;    /* next step whose loss next_loss returns */
@@ -2233,10 +2232,11 @@ static rap_status create_inner(rap_runtime *rt)
         RAP_TRY(rap_rt_stream_create(&rt->prep_s, false));
         RAP_TRY(rap_rt_stream_create(&rt->copy_s, false));
         RAP_TRY(rap_rt_host_alloc((void **)&rt->h_losses, sizeof(float) * RT_RING));
-        RAP_TRY(rap_rt_host_dev_ptr(rt->h_losses, (void **)&rt->h_losses_dev));
+        float *h_losses_dev; /* the same, by the device's address (rap_rt_store_f32) */
+        RAP_TRY(rap_rt_host_dev_ptr(rt->h_losses, (void **)&h_losses_dev));
         for (int i = 0; i < RT_RING; i++) {
             rt->ring[i].h_loss = rt->h_losses + i;
-            rt->ring[i].h_loss_dev = rt->h_losses_dev + i;
+            rt->ring[i].h_loss_dev = h_losses_dev + i;
             for (int k = 0; k < EV_N; k++) {
                 RAP_TRY(rap_rt_event_create(&rt->ring[i].ev[k]));
             }
