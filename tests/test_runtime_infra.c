@@ -3,7 +3,7 @@
  * stop, errors, thread-count invariance), schedules (round trip, every
  * parse error, validation, built-ins on plans 0..3, slices reproduce a
  * whole run) and the trace writer (valid JSON, sorted, named tracks,
- * overflow). */
+ * overflow), and the rewrite of CUDA graphs' memset nodes into kernels. */
 #include "test.h"
 
 #include <pthread.h>
@@ -17,6 +17,7 @@
 
 #include "core/core.h"
 #include "run/feeder.h"
+#include "run/graph.h"
 #include "run/queue.h"
 #include "run/schedule.h"
 #include "run/trace.h"
@@ -1650,5 +1651,108 @@ RAP_TEST(rt_trace_gpu)
     cudaFree(buf);
     cudaStreamDestroy(s);
     rap_trace_free(tr);
+#endif
+}
+
+/* ------------------------------------------------------------ graphs */
+
+/* The memset node's reference: elements little-endian, only width *
+ * elem_size bytes of each pitched row written. */
+RAP_TEST(graph_memset_ref_bytes)
+{
+    unsigned char b[24];
+    memset(b, 0xee, sizeof b);
+    rap_graph_memset_ref(b, 8, 0xa1b2c3d4u, 4, 1, 3);
+    const unsigned char w4[4] = {0xd4, 0xc3, 0xb2, 0xa1};
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 8; i++)
+            CHECK_MSG(b[8 * r + i] == (i < 4 ? w4[i] : 0xee), "row %d byte %d: %02x", r, i,
+                      b[8 * r + i]);
+    memset(b, 0xee, sizeof b);
+    rap_graph_memset_ref(b + 2, 0, 0xff1234u, 2, 3, 1);
+    const unsigned char w2[24] = {0xee, 0xee, 0x34, 0x12, 0x34, 0x12, 0x34, 0x12, 0xee};
+    for (int i = 0; i < 9; i++)
+        CHECK_MSG(b[i] == w2[i], "byte %d: %02x, expected %02x", i, b[i], w2[i]);
+    memset(b, 0xee, sizeof b);
+    rap_graph_memset_ref(b + 1, 0, 0x3c5au, 1, 5, 1);
+    for (int i = 0; i < 8; i++)
+        CHECK_MSG(b[i] == (i >= 1 && i <= 5 ? 0x5a : 0xee), "byte %d: %02x", i, b[i]);
+}
+
+#ifdef RAP_HAVE_CUDA
+static cudaGraphNode_t add_memset(cudaGraph_t g, cudaGraphNode_t after, void *dst, size_t pitch,
+                                  unsigned value, unsigned es, size_t width, size_t height)
+{
+    struct cudaMemsetParams p = {dst, pitch, value, es, width, height};
+    cudaGraphNode_t n = NULL;
+    if (cudaGraphAddMemsetNode(&n, g, after ? &after : NULL, after ? 1 : 0, &p) != cudaSuccess)
+        return NULL;
+    return n;
+}
+
+static void ref_memset(unsigned char *h, unsigned char *base, void *dst, size_t pitch,
+                       unsigned value, unsigned es, size_t width, size_t height)
+{
+    rap_graph_memset_ref(h + ((unsigned char *)dst - base), pitch, value, es, width, height);
+}
+#endif
+
+/* Memset nodes (1, 2 and 4-byte elements, unaligned starts, odd widths,
+ * pitched rows, a chain and a lone node) become kernel nodes that write
+ * the same bytes as the CPU reference, and the chain's edges survive. */
+RAP_TEST(graph_gpu_memset_nodes_become_kernels)
+{
+    REQUIRE_GPU();
+#ifdef RAP_HAVE_CUDA
+    enum { BYTES = 8192 };
+    unsigned char *d = NULL;
+    unsigned char *h = malloc(BYTES), *want = malloc(BYTES);
+    REQUIRE(h && want);
+    REQUIRE(cudaMalloc((void **)&d, BYTES) == cudaSuccess);
+    REQUIRE(cudaMemset(d, 0xee, BYTES) == cudaSuccess);
+    memset(want, 0xee, BYTES);
+    cudaGraph_t g = NULL;
+    REQUIRE(cudaGraphCreate(&g, 0) == cudaSuccess);
+    /* the chain a -> b -> c: each overwrites part of the one before */
+    cudaGraphNode_t a = add_memset(g, NULL, d, 0, 0xa1b2c3d4u, 4, 1024, 1);
+    cudaGraphNode_t b = add_memset(g, a, d + 3, 0, 0x5eu, 1, 1001, 1);
+    cudaGraphNode_t c = add_memset(g, b, d + 1200, 400, 0x1234u, 2, 77, 5);
+    cudaGraphNode_t e = add_memset(g, NULL, d + 6144, 160, 7u, 4, 33, 3); /* alone */
+    REQUIRE(a && b && c && e);
+    ref_memset(want, d, d, 0, 0xa1b2c3d4u, 4, 1024, 1);
+    ref_memset(want, d, d + 3, 0, 0x5eu, 1, 1001, 1);
+    ref_memset(want, d, d + 1200, 400, 0x1234u, 2, 77, 5);
+    ref_memset(want, d, d + 6144, 160, 7u, 4, 33, 3);
+    int replaced = -1;
+    CHECK_OK(rap_run_graph_rewrite_memsets(g, &replaced));
+    CHECK_MSG(replaced == 4, "%d memset nodes replaced, expected 4", replaced);
+    size_t n = 0, edges = 0;
+    CHECK(cudaGraphGetNodes(g, NULL, &n) == cudaSuccess && n == 4);
+    cudaGraphNode_t nodes[8];
+    n = 8;
+    CHECK(cudaGraphGetNodes(g, nodes, &n) == cudaSuccess);
+    for (size_t i = 0; i < n && i < 8; i++) {
+        enum cudaGraphNodeType type;
+        CHECK(cudaGraphNodeGetType(nodes[i], &type) == cudaSuccess &&
+              type == cudaGraphNodeTypeKernel);
+    }
+    CHECK(cudaGraphGetEdges(g, NULL, NULL, NULL, &edges) == cudaSuccess);
+    CHECK_MSG(edges == 2, "%zu edges, expected the chain's 2", edges);
+    cudaGraphExec_t x = NULL;
+    CHECK(cudaGraphInstantiate(&x, g, 0) == cudaSuccess);
+    if (x) {
+        CHECK(cudaGraphLaunch(x, 0) == cudaSuccess);
+        CHECK(cudaMemcpy(h, d, BYTES, cudaMemcpyDeviceToHost) == cudaSuccess);
+        int bad = 0;
+        for (int i = 0; i < BYTES; i++)
+            if (h[i] != want[i] && bad++ < 5)
+                CHECK_MSG(false, "byte %d: %02x, expected %02x", i, h[i], want[i]);
+        CHECK(bad == 0);
+        cudaGraphExecDestroy(x);
+    }
+    cudaGraphDestroy(g);
+    cudaFree(d);
+    free(h);
+    free(want);
 #endif
 }

@@ -135,37 +135,6 @@ extern "C" rap_status rap_run_download(void *host, const void *dev, size_t n, vo
     return RAP_OK;
 }
 
-extern "C" rap_status rap_run_graph_begin(void *stream)
-{
-    RAP_CUDA_TRY(cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal));
-    return RAP_OK;
-}
-
-extern "C" rap_status rap_run_graph_end(void *stream, void **graph)
-{
-    cudaGraph_t g = NULL;
-    RAP_CUDA_TRY(cudaStreamEndCapture((cudaStream_t)stream, &g));
-    cudaGraphExec_t e = NULL;
-    cudaError_t err = cudaGraphInstantiate(&e, g, 0);
-    cudaGraphDestroy(g);
-    if (err != cudaSuccess)
-        return rap_fail(RAP_ERR_CUDA, "cudaGraphInstantiate: %s", cudaGetErrorString(err));
-    *graph = (void *)e;
-    return RAP_OK;
-}
-
-extern "C" rap_status rap_run_graph_launch(void *graph, void *stream)
-{
-    RAP_CUDA_TRY(cudaGraphLaunch((cudaGraphExec_t)graph, (cudaStream_t)stream));
-    return RAP_OK;
-}
-
-extern "C" void rap_run_graph_free(void *graph)
-{
-    if (graph)
-        cudaGraphExecDestroy((cudaGraphExec_t)graph);
-}
-
 #else /* no CUDA: every GPU entry point says so */
 
 #define NO_GPU rap_fail(RAP_ERR_NO_GPU, "rap was built without CUDA (make CUDA=0)")
@@ -192,22 +161,5 @@ rap_status rap_run_download(void *host, const void *dev, size_t n, void *stream)
     (void)host, (void)dev, (void)n, (void)stream;
     return NO_GPU;
 }
-rap_status rap_run_graph_begin(void *stream)
-{
-    (void)stream;
-    return NO_GPU;
-}
-rap_status rap_run_graph_end(void *stream, void **graph)
-{
-    (void)stream;
-    *graph = NULL;
-    return NO_GPU;
-}
-rap_status rap_run_graph_launch(void *graph, void *stream)
-{
-    (void)graph, (void)stream;
-    return NO_GPU;
-}
-void rap_run_graph_free(void *graph) { (void)graph; }
 
 #endif

@@ -45,13 +45,6 @@ rap_status rap_run_stream_sync(void *stream);
 /* Device -> host copy of n bytes after the stream's queued work. */
 rap_status rap_run_download(void *host, const void *dev, size_t n, void *stream);
 
-/* CUDA graphs: record the work queued on stream between begin and end into
- * an executable graph (*graph, opaque), then replay it with launch. */
-rap_status rap_run_graph_begin(void *stream);
-rap_status rap_run_graph_end(void *stream, void **graph);
-rap_status rap_run_graph_launch(void *graph, void *stream);
-void rap_run_graph_free(void *graph);
-
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 #include "data/shard.h"
 #include "dist/hybrid.h"
 #include "prep/exec_internal.h"
+#include "run/graph.h"
 #include "run/input.h"
 #include "run/mps.h"
 #include "run/pack.h"
@@ -1177,9 +1178,13 @@ static rap_status phase_graph(rap_runtime *rt, int gi, int p, const rap_model_ba
         rap_status st = rap_run_graph_begin(rt->train_s);
         if (st == RAP_OK) {
             rap_status s2 = g_phases[p](rt->model, mb);
-            st = rap_run_graph_end(rt->train_s, &rt->graphs[gi]);
+            int memsets = 0;
+            st = rap_run_graph_end(rt->train_s, &rt->graphs[gi], &memsets);
             if (s2 != RAP_OK)
                 st = s2;
+            if (st == RAP_OK && memsets > 0)
+                rap_debug("--cuda-graph: %s phase: %d memset nodes made kernel nodes",
+                          g_phase_names[p], memsets);
         }
         if (st != RAP_OK) {
             rap_warn("--cuda-graph: cannot capture the %s phase (%s); running without graphs",
