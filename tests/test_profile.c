@@ -117,6 +117,36 @@ RAP_TEST(profile_capacity_gpu)
     remove(cur);
 }
 
+/* --cuda-graph: the phases replayed as graphs (as rap bench --cuda-graph
+ * runs them); the file says so in a comment and loads as any other. */
+RAP_TEST(profile_capacity_gpu_graphs)
+{
+    REQUIRE_GPU();
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
+    char path[512], args[2048], out[8192];
+    rap_test_path(path, sizeof path, "prof_graph.capacity");
+    snprintf(args, sizeof args,
+             "profile capacity --model small --batch 2048 --reps 5 --cuda-graph --out %s", path);
+    REQUIRE(rap_test_run_rap(args, out, sizeof out) == 0);
+    rap_capacity c;
+    REQUIRE_OK(rap_capacity_load(path, &c));
+    CHECK(c.shape.batch == 2048);
+    for (int w = 0; w < RAP_WIN_GRAD_COMM; w++) {
+        CHECK(c.standalone_ms[w] > 0);
+        CHECK(c.capacity_ms[w] >= 0 && c.capacity_ms[w] < 100 * c.standalone_ms[w]);
+    }
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    char line[512];
+    bool said = false;
+    while (fgets(line, sizeof line, f))
+        said |= strstr(line, "# measured by rap profile capacity --cuda-graph") == line;
+    fclose(f);
+    CHECK(said);
+    remove(path);
+}
+
 /* Lists longer than the table holds are refused, not cut short. */
 RAP_TEST(profile_cli_list_limits)
 {

@@ -21,9 +21,9 @@ typedef struct {
     char out[RAP_OPT_STR];
     char currency[RAP_OPT_STR];
     char currency_phase[RAP_OPT_STR];
-    int64_t reps, target, batch, emb_dim, seed;
+    int64_t reps, rounds, target, batch, emb_dim, seed;
     double ilp_time, tolerance;
-    bool flush;
+    bool flush, cuda_graph;
     int model, precision;
     char mlp_bot[RAP_OPT_STR], mlp_top[RAP_OPT_STR];
     bool quiet, verbose, help;
@@ -48,6 +48,8 @@ static const rap_opt g_opts[] = {
     {"precision", RAP_OPT_ENUM, C, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "training precision"},
     {"tolerance", RAP_OPT_DOUBLE, C, OFF(tolerance), "0.02", 0.001, 0.5, NULL, "F", "allowed slowdown of a phase by co-running work"},
     {"reps", RAP_OPT_INT, C, OFF(reps), "15", 3, 1000, NULL, "N", "training steps per measured point (median)"},
+    {"rounds", RAP_OPT_INT, C, OFF(rounds), "5", 1, RAP_PROF_MAX_ROUNDS, NULL, "N", "searches per phase; the capacity is their median"},
+    {"cuda-graph", RAP_OPT_BOOL, C, OFF(cuda_graph), "false", 0, 0, NULL, NULL, "run each training phase as a CUDA graph, as rap train and rap bench --cuda-graph do (capacities for runs with graphs)"},
     {"currency", RAP_OPT_STRING, C, OFF(currency), "", 0, 0, NULL, "FILE.csv", "also run the currency check: real kernels beside a phase, capacity consumed vs standalone latency vs thread blocks"},
     {"currency-phase", RAP_OPT_STRING, C, OFF(currency_phase), "mlp_backward", 0, 0, NULL, "PHASE", "phase the currency check co-runs beside"},
     {"out", RAP_OPT_STRING, K, OFF(out), "", 0, 0, NULL, "FILE.csv", "write the measurements here (default: stdout)"},
@@ -167,9 +169,11 @@ static int profile_capacity(int argc, char **argv)
         c.plan = plan;
         c.tolerance = s.tolerance;
         c.reps = (int)s.reps;
+        c.rounds = (int)s.rounds;
         c.seed = (uint64_t)s.seed;
         c.currency_csv = cur;
         c.currency_phase = s.currency_phase;
+        c.cuda_graph = s.cuda_graph;
         st = rap_profile_capacity(&c, &cap);
     }
     if (cur && fclose(cur) != 0 && st == RAP_OK)

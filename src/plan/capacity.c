@@ -64,6 +64,8 @@ rap_status rap_capacity_write(const rap_capacity *c, FILE *f)
     rap_shape_widths(c->shape.bot, c->shape.n_bot, bot, sizeof bot);
     rap_shape_widths(c->shape.top, c->shape.n_top, top, sizeof top);
     fprintf(f, "rap-capacity %d\n", RAP_CAPACITY_VERSION);
+    if (!strncmp(c->source, "measured", 8)) /* how (a comment: loading skips it) */
+        fprintf(f, "# %s\n", c->source);
     fprintf(f, "gpu %s\n", c->gpu);
     fprintf(f, "model tables=%d emb_dim=%d bot=%s top=%s batch=%lld precision=%s\n", c->shape.tables,
             c->shape.emb_dim, bot, top, (long long)c->shape.batch,

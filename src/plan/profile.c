@@ -6,6 +6,7 @@
 
 #include "plan/features.h"
 #include "plan/fusion_ilp.h"
+#include "run/graph.h"
 #include "run/input.h"
 
 #include <math.h>
@@ -285,6 +286,7 @@ typedef struct {
     rap_fusion fus;
     double *a, *e;         /* (reps) scratch */
     double *r0, *r1;       /* (reps) scratch */
+    void *graphs[4];       /* each phase's CUDA graph (cuda_graph), else NULL */
 } cprof;
 
 typedef rap_status (*phase_fn)(rap_model *, const rap_model_batch *);
@@ -310,7 +312,10 @@ static rap_status step(cprof *C, const corun *j, double ph[4], double *end)
     RAP_TRY(rap_prof_spin(C->g, ts, 150));
     for (int p = 0; p < 4; p++) {
         RAP_TRY(rap_prof_record(C->g, EV_PHASE0 + p, ts));
-        RAP_TRY(g_phase[p](C->m, &C->mb));
+        if (C->graphs[p])
+            RAP_TRY(rap_run_graph_launch(C->graphs[p], ts));
+        else
+            RAP_TRY(g_phase[p](C->m, &C->mb));
     }
     RAP_TRY(rap_prof_record(C->g, EV_END, ts));
     bool work = j && (j->probes > 0 || j->kernel >= 0);
@@ -370,6 +375,12 @@ static rap_status fits(cprof *C, const corun *j, bool *ok)
               "%.4f ms, work ends %.4f: %s", j->phase, j->probes, j->kernel >= 0 ? j->copies : 0,
               base, rest0, rest1, end, *ok ? "fits" : "no");
     return RAP_OK;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
 }
 
 /* Most probes that fit beside the phase j.phase (no kernel). */
@@ -547,10 +558,25 @@ rap_status rap_profile_capacity(const rap_prof_capacity_config *c, rap_capacity 
         sh->batch = B;
         sh->precision = (int)mc.precision;
         cap->tolerance = c->tolerance;
-        snprintf(cap->source, sizeof cap->source, "measured by rap profile capacity");
+        snprintf(cap->source, sizeof cap->source, "measured by rap profile capacity%s",
+                 c->cuda_graph ? " --cuda-graph" : "");
+    }
+    /* with graphs: one direct step first (lazy module loading), then each
+     * phase captured as the runtime captures it */
+    double ph[4], e;
+    if (st == RAP_OK && c->cuda_graph)
+        st = step(&C, NULL, ph, &e);
+    for (int p = 0; st == RAP_OK && c->cuda_graph && p < 4; p++) {
+        void *ts = rap_prof_train_stream(C.g);
+        st = rap_run_graph_begin(ts);
+        if (st == RAP_OK) {
+            rap_status s2 = g_phase[p](C.m, &C.mb);
+            st = rap_run_graph_end(ts, &C.graphs[p], NULL);
+            if (s2 != RAP_OK)
+                st = s2;
+        }
     }
     /* warm up (GEMM tuning happened at create; caches, clocks) */
-    double ph[4], e;
     for (int i = 0; st == RAP_OK && i < 20; i++)
         st = step(&C, NULL, ph, &e);
     int cur_phase = -1;
@@ -573,8 +599,19 @@ rap_status rap_profile_capacity(const rap_prof_capacity_config *c, rap_capacity 
             break;
         cap->standalone_ms[p] = rap_prof_median(v[p], reps);
         corun j = {p, 0, -1, 0, 0, 0, 0, 0};
-        int n = 0;
-        st = max_probes(&C, j, &n);
+        /* the median of rounds searches: one search of a small window
+         * varies by a few probes from run to run */
+        int n = 0, got[RAP_PROF_MAX_ROUNDS];
+        const int rounds = c->rounds < 1 ? 1 : c->rounds;
+        for (int r = 0; st == RAP_OK && r < rounds; r++)
+            st = max_probes(&C, j, &got[r]);
+        if (st == RAP_OK) {
+            qsort(got, (size_t)rounds, sizeof got[0], cmp_int);
+            n = got[rounds / 2];
+            if (rounds > 1)
+                rap_debug("profile capacity: %s: probes that fit, %d rounds: %d to %d, median %d",
+                          g_phase_names[p], rounds, got[0], got[rounds - 1], n);
+        }
         double ms = 0;
         if (st == RAP_OK && n > 0)
             st = standalone(&C, NULL, n, &ms);
@@ -590,6 +627,8 @@ rap_status rap_profile_capacity(const rap_prof_capacity_config *c, rap_capacity 
         st = currency(&C, cur_phase, cap->capacity_ms[cur_phase], probes_of[cur_phase]);
     if (st == RAP_OK)
         st = rap_prof_sync();
+    for (int p = 0; p < 4; p++)
+        rap_run_graph_free(C.graphs[p]);
     rap_model_free(C.m);
     rap_input_free(in);
     rap_prep_free(C.prep);

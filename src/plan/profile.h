@@ -54,15 +54,21 @@ rap_status rap_profile_kernels(const rap_prof_kernels_config *c, FILE *csv, int6
 
 /* ------------------------------------------------------------ capacity */
 
+#define RAP_PROF_MAX_ROUNDS 64
+
 typedef struct {
     const rap_plan *plan;      /* plan the model trains (tables, ids) */
     rap_model_config model;    /* shape, batch, precision (tables from the plan) */
     double tolerance;          /* allowed phase slowdown, e.g. 0.02 */
     int reps;                  /* training steps per measured point (median) */
+    int rounds;                /* searches per phase, capacity from the median
+                                * (1 to RAP_PROF_MAX_ROUNDS) */
     uint64_t seed;
     FILE *currency_csv;        /* NULL: no currency check; else one line per
                                 * co-run kernel slice (docs/PROFILE.md) */
     const char *currency_phase; /* phase the currency check co-runs beside */
+    bool cuda_graph;           /* each phase replayed as a CUDA graph (run/graph.h), as
+                                * the runtime runs them with --cuda-graph */
 } rap_prof_capacity_config;
 
 /* Fills cap (gpu, shape, tolerance, standalone_ms, capacity_ms; grad_comm 0
