@@ -53,7 +53,7 @@ typedef struct {
     int64_t rows;            /* row fusion: stages per group, 0 off */
     int64_t row_descs;       /* row fusion: ops per row kernel */
     int row_fusion;          /* 0 auto, 1 always, 2 never */
-    int window_choice;       /* 0 slowdown, 1 earliest */
+    int window_choice;       /* 0 slowdown, 1 earliest, 2 room */
     bool quiet, verbose, help;
 } plan_settings;
 
@@ -72,7 +72,7 @@ static const rap_opt g_opts[] = {
     {"fusion-out", RAP_OPT_STRING, P, OFF(fusion_out), "", 0, 0, NULL, "FILE", "write the fusion the schedule runs (default: SCHEDULE.fusion; the runtime must load it)"},
     {"fusion", RAP_OPT_ENUM, P, OFF(fusion), "ilp", 0, 0, "ilp|levels|ilp-capacity|none", NULL, "fusion: the integer program, greedy by levels, the better (less exposed) of the ILP and its capacity-aware variant, or none (one kernel per op: the ablation)"},
     {"split", RAP_OPT_BOOL, P, OFF(split), "true", 0, 0, NULL, NULL, "split kernels that do not fit a window (--no-split: whole kernels only, the ablation)"},
-    {"window-choice", RAP_OPT_ENUM, P, OFF(window_choice), "slowdown", 0, 0, "slowdown|earliest", NULL, "a kernel that fits whole goes to the window it slows least (standalone / capacity of the capacity file), or to the earliest it fits (the ablation)"},
+    {"window-choice", RAP_OPT_ENUM, P, OFF(window_choice), "slowdown", 0, 0, "slowdown|earliest|room", NULL, "a kernel that fits whole goes to the window it slows least (standalone / capacity of the capacity file), to the earliest it fits (the ablation), or to the one with the most capacity left (plans 0 and 1: docs/PLANNER.md)"},
     {"row-fusion", RAP_OPT_ENUM, P, OFF(row_fusion), "auto", 0, 0, "auto|always|never", NULL, "row fusion after the fusion: auto = when the fusion has at most 8 kernels (small plans gain, larger ones lose: bench/RESULTS.md)"},
     {"row-descs", RAP_OPT_INT, P, OFF(row_descs), "128", 1, 1000000, NULL, "N", "row fusion: at most N ops a row kernel (at least --rows); more groups make more row kernels"},
     {"rows", RAP_OPT_INT, P, OFF(rows), "8", 0, 64, NULL, "N", "row fusion after the fusion: chains of row-local ops of any types in one kernel, up to N ops a group (0: off, the ablation)"},
@@ -189,7 +189,8 @@ int cmd_plan(int argc, char **argv)
     double t0 = rap_now();
     if (st == RAP_OK)
         st = rap_fuse_levels(plan, &greedy);
-    rap_search_config sc = {pred, &cap, s.batch, 1, !s.split, s.window_choice == 1};
+    rap_search_config sc = {pred, &cap, s.batch, 1, !s.split, s.window_choice == 1,
+                            s.window_choice == 2};
     const bool use_ilp = s.fusion == 0 || s.fusion == 2;
     const char *method = s.fusion == 1 ? "levels" : s.fusion == 3 ? "none" : "ilp";
     if (st == RAP_OK) {

@@ -174,10 +174,16 @@ static rap_status place_kernel(search_state *ss, int k)
             w0 = min_window(ss, k, j) > w0 ? min_window(ss, k, j) : w0;
         double ms = rap_slice_ms(ss->p, ss->f, pred, k, 0, kn->n, 0, B, B);
         int best = -1;
-        for (int w = w0; w < RAP_WIN_EXPOSED; w++)
-            if (ss->left[w] >= ms && (best < 0 || rap_window_rate(ss->c->cap, w) <
-                                                      rap_window_rate(ss->c->cap, best)))
+        for (int w = w0; w < RAP_WIN_EXPOSED; w++) {
+            if (ss->left[w] < ms)
+                continue;
+            bool better = best < 0 ||
+                          (ss->c->most_room ? ss->left[w] > ss->left[best]
+                                            : rap_window_rate(ss->c->cap, w) <
+                                                  rap_window_rate(ss->c->cap, best));
+            if (better)
                 best = w;
+        }
         if (best >= 0)
             return place(ss, (rap_window)best, k, 0, kn->n, 0, B, ms);
     }
@@ -323,7 +329,7 @@ rap_status rap_schedule_search(const rap_plan *p, const rap_fusion *f, const rap
     rap_search_result re;
     RAP_TRY(search_once(p, f, &ce, source, &se, &re));
     bool first_fit = re.total_exposed_ms < res->total_exposed_ms - 1e-12 ||
-                     (re.total_exposed_ms <= res->total_exposed_ms + 1e-12 &&
+                     (!c->most_room && re.total_exposed_ms <= res->total_exposed_ms + 1e-12 &&
                       slowdown_of(&re, c->cap) < slowdown_of(res, c->cap) - 1e-12);
     if (first_fit) {
         rap_schedule_free(*out);

@@ -30,6 +30,9 @@ typedef struct {
     bool earliest;              /* first fit only: a kernel that fits whole goes to the
                                  * earliest window it fits, not to the one it slows
                                  * least (the ablation of rap_window_rate) */
+    bool most_room;             /* a kernel that fits whole goes to the window with the
+                                 * most capacity left (ties: the earliest), not to the
+                                 * one it slows least (docs/PLANNER.md: plans 0 and 1) */
 } rap_search_config;
 
 typedef struct {
@@ -55,9 +58,10 @@ double rap_slice_ms(const rap_plan *p, const rap_fusion *f, const rap_predictor 
 /* Places every kernel of f, in f's order (dependencies respected). A
  * kernel that fits whole in a window at or after its inputs' windows goes
  * to the one with the lowest rap_window_rate (ties: the earliest; with
- * `earliest`: the earliest); the first-fit schedule (as with `earliest`)
- * is kept instead when it exposes less, or as much with less slowdown
- * (sum of load x rate). Otherwise each piece goes to the earliest
+ * `earliest`: the earliest; with `most_room`: the most capacity left); the
+ * first-fit schedule (as with `earliest`) is kept instead when it exposes
+ * less, or (not with `most_room`) as much with less slowdown (sum of load
+ * x rate). Otherwise each piece goes to the earliest
  * window at or after the windows of its
  * inputs' last pieces where it fits the capacity left; a kernel that does
  * not fit whole is split by descriptors, then (one descriptor) by rows,
