@@ -629,3 +629,47 @@ RAP_TEST(model_gpu_ids_overflow_reported)
     rap_model_free(m);
 #endif
 }
+
+/* A second model with the same GEMMs takes the first one's tuning choices
+ * from the process's cache (no timing), and trains as the first does. */
+RAP_TEST(model_gpu_tune_cache_reused)
+{
+    REQUIRE_GPU();
+#ifdef RAP_HAVE_CUDA
+    const char *old = getenv("RAP_GPU_TUNE");
+    char keep[64] = "";
+    if (old)
+        snprintf(keep, sizeof keep, "%s", old);
+    setenv("RAP_GPU_TUNE", "1", 1);
+    rap_model_config c;
+    small_config(&c, 16, RAP_ADAGRAD, RAP_FP32, false);
+    c.batch = 2048;
+    rap_model *a = NULL, *b = NULL;
+    rap_status sa = rap_model_create(&c, RAP_GPU, &a);
+    const long long h0 = rap_gpu_tune_cache_hits();
+    rap_status sb = sa == RAP_OK ? rap_model_create(&c, RAP_GPU, &b) : sa;
+    const long long h1 = rap_gpu_tune_cache_hits();
+    if (old)
+        setenv("RAP_GPU_TUNE", keep, 1);
+    else
+        unsetenv("RAP_GPU_TUNE");
+    REQUIRE_OK(sa);
+    REQUIRE_OK(sb);
+    /* every GEMM of b (at least one per layer op) came from the cache */
+    CHECK_MSG(h1 - h0 >= c.n_bot + c.n_top - 1, "%lld cache hits for the second model",
+              h1 - h0);
+    tbatch t2;
+    REQUIRE(tbatch_make(&t2, &c, c.batch, 5, 2, c.batch * c.n_tables));
+    for (int k = 0; k < 3; k++) {
+        CHECK_OK(step(a, &t2));
+        CHECK_OK(step(b, &t2));
+    }
+    double la = 0, lb = 0;
+    CHECK_OK(rap_model_last_loss(a, &la));
+    CHECK_OK(rap_model_last_loss(b, &lb));
+    CHECK_MSG(fabs(la - lb) <= 1e-5 * fabs(la), "loss %.9g and %.9g", la, lb);
+    tbatch_free(&t2);
+    rap_model_free(a);
+    rap_model_free(b);
+#endif
+}

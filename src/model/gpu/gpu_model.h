@@ -62,6 +62,10 @@ extern "C" {
  * table, RAP_ERR_NO_GPU when built without CUDA. */
 rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host);
 
+/* Test hook: how many tuning decisions models took from the process's
+ * tune cache (mlp.cu) so far; 0 without CUDA. */
+long long rap_gpu_tune_cache_hits(void);
+
 #ifdef __cplusplus
 }
 #endif

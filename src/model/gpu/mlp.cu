@@ -24,6 +24,13 @@
  * cuBLASLt runs as an extra pass can lose). RAP_GPU_VERBOSE=1 prints every
  * choice (algorithm id, tile, stages, split-K, times).
  *
+ * Tuning decisions are kept for the process (tune_cache): a later model with
+ * the same GEMM (shapes, types, epilogue, alignments, rows, device) takes
+ * the first model's algorithm and fused-or-plain choice without timing. So
+ * every mode of one `rap bench` trains with the same kernels: each timing
+ * is a mean of TUNE_REPS short runs, and models tuned apart could differ by
+ * a percent of the step (bench/RESULTS.md, eighth session).
+ *
  * A plain forward's bias_act_kernel writes its own ReLU bitmask (a 32-bit
  * word per 32 columns, into l->aux) when out % 32 == 0, and the next
  * layer's plain dX masks with it (drelu_mask_kernel) instead of reading y.
@@ -36,6 +43,7 @@
  */
 #include "model/gpu/gpu_model.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +210,96 @@ static rap_status time_op(rap_gpu *g, timed_fn op, void *arg, float *ms)
 
 static rap_status run_gemm_op(rap_gpu *g, void *x) { return gemm_run(g, (rap_gpu_gemm *)x); }
 
+/* ------------------------------------------------------------ tune cache */
+
+/* What a tuning decision depends on (no pointers, only their alignments). */
+typedef struct {
+    int dev, compute, kind; /* kind 0: an algorithm; 1: fused or plain */
+    uint64_t role;          /* kind 1: hash of the layer op's name */
+    int ta, tb, at, bt, dt, epi, bias_type;
+    uint64_t ar, ac, br, bc, dr, dc;
+    int64_t lda, ldb, ldd, aux_ld, rows;
+    uint32_t aa, ab, ad;
+    bool bias, aux;
+} tune_key;
+
+typedef struct {
+    tune_key key;
+    bool found;                    /* kind 0: an algorithm exists; kind 1: plain won */
+    cublasLtMatmulAlgo_t algo;     /* kind 0 */
+} tune_entry;
+
+#define TUNE_CACHE_MAX 512
+static tune_entry g_tune[TUNE_CACHE_MAX];
+static int g_n_tune;
+static long long g_tune_hits;
+static pthread_mutex_t g_tune_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static tune_key key_of(const rap_gpu *g, const gemm_spec *s, int kind)
+{
+    tune_key k;
+    memset(&k, 0, sizeof k); /* padding too: keys compare with memcmp */
+    k.dev = g->dev;
+    k.compute = (int)g->compute;
+    k.kind = kind;
+    k.ta = (int)s->ta;
+    k.tb = (int)s->tb;
+    k.at = (int)s->at;
+    k.bt = (int)s->bt;
+    k.dt = (int)s->dt;
+    k.epi = (int)s->epi;
+    k.bias_type = s->bias_type;
+    k.ar = s->ar, k.ac = s->ac, k.br = s->br, k.bc = s->bc, k.dr = s->dr, k.dc = s->dc;
+    k.lda = s->lda, k.ldb = s->ldb, k.ldd = s->ldd, k.aux_ld = s->aux_ld;
+    k.rows = g->B;
+    k.aa = align_of(s->pa), k.ab = align_of(s->pb), k.ad = align_of(s->pd);
+    k.bias = s->bias != NULL;
+    k.aux = s->aux != NULL;
+    return k;
+}
+
+/* *e = the cached decision for k; false when there is none. */
+static bool tune_find(const tune_key *k, tune_entry *e)
+{
+    bool hit = false;
+    pthread_mutex_lock(&g_tune_mu);
+    for (int i = 0; i < g_n_tune && !hit; i++)
+        if (memcmp(&g_tune[i].key, k, sizeof *k) == 0) {
+            *e = g_tune[i];
+            hit = true;
+            g_tune_hits++;
+        }
+    pthread_mutex_unlock(&g_tune_mu);
+    return hit;
+}
+
+/* Keeps a decision (the first one made for k stays; a full cache keeps
+ * nothing more: later models tune again). */
+static void tune_keep(const tune_key *k, bool found, const cublasLtMatmulAlgo_t *algo)
+{
+    pthread_mutex_lock(&g_tune_mu);
+    bool have = false;
+    for (int i = 0; i < g_n_tune && !have; i++)
+        have = memcmp(&g_tune[i].key, k, sizeof *k) == 0;
+    if (!have && g_n_tune < TUNE_CACHE_MAX) {
+        tune_entry *e = &g_tune[g_n_tune++];
+        memset(e, 0, sizeof *e);
+        e->key = *k;
+        e->found = found;
+        if (algo)
+            e->algo = *algo;
+    }
+    pthread_mutex_unlock(&g_tune_mu);
+}
+
+extern "C" long long rap_gpu_tune_cache_hits(void)
+{
+    pthread_mutex_lock(&g_tune_mu);
+    long long n = g_tune_hits;
+    pthread_mutex_unlock(&g_tune_mu);
+    return n;
+}
+
 static rap_status time_gemm(rap_gpu *g, rap_gpu_gemm *x, float *ms)
 {
     return time_op(g, run_gemm_op, x, ms);
@@ -258,9 +356,24 @@ static rap_status gemm_make(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s, boo
     x->n_in_a = s->n_in_a;
     x->n_in_d = s->n_in_d;
     x->rows = g->B;
+    const bool tune = tuning();
+    const tune_key key = key_of(g, s, 0);
+    tune_entry te;
+    if (tune && tune_find(&key, &te)) { /* a model before this one tuned it */
+        if (!te.found) {
+            gemm_destroy(x);
+            return RAP_OK;
+        }
+        x->algo = te.algo;
+        x->ready = true;
+        *ok = true;
+        return RAP_OK;
+    }
     cublasLtMatmulHeuristicResult_t res[RAP_GPU_TUNE_ALGOS];
     int n = 0;
-    rap_status rs = gemm_candidates(g, x, res, tuning() ? RAP_GPU_TUNE_ALGOS : 1, &n);
+    rap_status rs = gemm_candidates(g, x, res, tune ? RAP_GPU_TUNE_ALGOS : 1, &n);
+    if (rs == RAP_OK && n == 0 && tune)
+        tune_keep(&key, false, NULL);
     if (rs != RAP_OK || n == 0) {
         gemm_destroy(x);
         return rs;
@@ -285,6 +398,8 @@ static rap_status gemm_make(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s, boo
         }
         x->algo = res[bi].algo;
     }
+    if (tune)
+        tune_keep(&key, true, &x->algo);
     *ok = true;
     return RAP_OK;
 }
@@ -702,7 +817,16 @@ static rap_status fused_or_plain(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool 
 {
     char d1[96], d2[96] = "-";
     float tf = 0.0f, tp = 1e30f;
-    RAP_TRY(time_op(g, run_layer_op, o, &tf));
+    /* the decision is keyed by the plain GEMM (the fused one follows from
+     * it and the layer) */
+    tune_key key = key_of(g, plain, 1);
+    key.role = 1469598103934665603ull; /* FNV-1a of what */
+    for (const char *c = what; *c; c++)
+        key.role = (key.role ^ (unsigned char)*c) * 1099511628211ull;
+    tune_entry te;
+    const bool cached = tune_find(&key, &te);
+    if (!cached)
+        RAP_TRY(time_op(g, run_layer_op, o, &tf));
     describe(x, d1, sizeof d1);
     const bool f1 = *flag, f2 = flag2 ? *flag2 : false;
     rap_gpu_gemm keep = *x;
@@ -716,14 +840,17 @@ static rap_status fused_or_plain(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool 
         *flag = false;
         if (flag2)
             *flag2 = false;
-        s = time_op(g, run_layer_op, o, &tp);
+        if (!cached)
+            s = time_op(g, run_layer_op, o, &tp);
         describe(x, d2, sizeof d2);
         if (s != RAP_OK) {
             gemm_destroy(&keep);
             return s;
         }
     }
-    const bool use_plain = ok && tp < 0.97f * tf;
+    const bool use_plain = ok && (cached ? te.found : tp < 0.97f * tf);
+    if (!cached)
+        tune_keep(&key, use_plain, NULL);
     if (use_plain) {
         gemm_destroy(&keep);
     } else {
@@ -734,7 +861,10 @@ static rap_status fused_or_plain(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool 
         if (flag2)
             *flag2 = f2;
     }
-    if (verbose())
+    if (verbose() && cached)
+        fprintf(stderr, "rap GPU tune: %s: as tuned before [%s] -> %s\n", what,
+                use_plain ? d2 : d1, use_plain ? "plain" : "fused");
+    else if (verbose())
         fprintf(stderr, "rap GPU tune: %s: fused %.4f ms [%s], plain+kernel %.4f ms [%s] -> %s\n",
                 what, tf, d1, tp, d2, use_plain ? "plain" : "fused");
     return RAP_OK;
@@ -1036,5 +1166,5 @@ rap_status rap_gpu_mlp_backward(rap_gpu *g, rap_gpu_layer *L, int n, int64_t row
 }
 
 #else
-typedef int rap_mlp_cu_empty;
+long long rap_gpu_tune_cache_hits(void) { return 0; }
 #endif
