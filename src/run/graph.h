@@ -6,9 +6,10 @@
  * radix sort of the embedding backward) issue cudaMemsetAsync, which a
  * capture turns into memset nodes. On the H200 each such node costs the
  * training stream gaps before and after it that a kernel node does not
- * (docs/GRAPHS.md), so rap_run_graph_end replaces every memset node by a
- * kernel that writes the same bytes, with the same edges. The environment
- * variable RAP_GRAPH_MEMSET=node keeps the memset nodes (for A/B runs).
+ * (docs/RUNTIME.md, "Modes"), so rap_run_graph_end replaces every memset
+ * node by a kernel that writes the same bytes, with the same edges. The
+ * environment variable RAP_GRAPH_MEMSET=node keeps the memset nodes (for
+ * A/B runs).
  *
  * rap_graph_memset_ref is the CPU reference of that kernel: what a memset
  * node with these parameters writes. All entry points but the reference
