@@ -602,7 +602,9 @@ rap_status rap_profile_capacity(const rap_prof_capacity_config *c, rap_capacity 
         /* the median of rounds searches: one search of a small window
          * varies by a few probes from run to run */
         int n = 0, got[RAP_PROF_MAX_ROUNDS];
-        const int rounds = c->rounds < 1 ? 1 : c->rounds;
+        const int rounds = c->rounds < 1                     ? 1
+                           : c->rounds > RAP_PROF_MAX_ROUNDS ? RAP_PROF_MAX_ROUNDS
+                                                             : c->rounds;
         for (int r = 0; st == RAP_OK && r < rounds; r++)
             st = max_probes(&C, j, &got[r]);
         if (st == RAP_OK) {
