@@ -289,8 +289,7 @@ typedef struct {
     void *graphs[4];       /* each phase's CUDA graph (cuda_graph), else NULL */
 } cprof;
 
-typedef rap_status (*phase_fn)(rap_model *, const rap_model_batch *);
-static const phase_fn g_phase[4] = {rap_model_emb_forward, rap_model_mlp_forward,
+static const rap_run_phase_fn g_phase[4] = {rap_model_emb_forward, rap_model_mlp_forward,
                                     rap_model_mlp_backward, rap_model_emb_backward};
 
 /* A co-run job: n probes and optionally one kernel slice, beside phase p. */
@@ -566,16 +565,9 @@ rap_status rap_profile_capacity(const rap_prof_capacity_config *c, rap_capacity 
     double ph[4], e;
     if (st == RAP_OK && c->cuda_graph)
         st = step(&C, NULL, ph, &e);
-    for (int p = 0; st == RAP_OK && c->cuda_graph && p < 4; p++) {
-        void *ts = rap_prof_train_stream(C.g);
-        st = rap_run_graph_begin(ts);
-        if (st == RAP_OK) {
-            rap_status s2 = g_phase[p](C.m, &C.mb);
-            st = rap_run_graph_end(ts, &C.graphs[p], NULL);
-            if (s2 != RAP_OK)
-                st = s2;
-        }
-    }
+    for (int p = 0; st == RAP_OK && c->cuda_graph && p < 4; p++)
+        st = rap_run_graph_capture(rap_prof_train_stream(C.g), g_phase[p], C.m, &C.mb,
+                                   &C.graphs[p], NULL);
     /* warm up (GEMM tuning happened at create; caches, clocks) */
     for (int i = 0; st == RAP_OK && i < 20; i++)
         st = step(&C, NULL, ph, &e);

@@ -36,6 +36,24 @@ void rap_graph_memset_ref(void *dst, size_t pitch, unsigned value, unsigned elem
     }
 }
 
+rap_status rap_run_graph_capture(void *stream, rap_run_phase_fn phase, rap_model *m,
+                                 const rap_model_batch *mb, void **graph,
+                                 int *memsets_replaced)
+{
+    *graph = NULL;
+    if (memsets_replaced)
+        *memsets_replaced = 0;
+    RAP_TRY(rap_run_graph_begin(stream));
+    rap_status sp = phase(m, mb);
+    rap_status se = rap_run_graph_end(stream, graph, memsets_replaced); /* ends it anyway */
+    if (sp != RAP_OK) {
+        rap_run_graph_free(*graph);
+        *graph = NULL;
+        return sp;
+    }
+    return se;
+}
+
 #ifdef __CUDACC__
 
 /* height rows of row_bytes bytes, row r at dst + r * pitch, each byte at

@@ -18,6 +18,7 @@
 #ifndef RAP_RUN_GRAPH_H
 #define RAP_RUN_GRAPH_H
 
+#include "model/model.h"
 #include "rap.h"
 
 #include <stddef.h>
@@ -32,6 +33,13 @@ rap_status rap_run_graph_begin(void *stream);
  * *graph (opaque). *memsets_replaced (may be NULL) = how many memset nodes
  * became kernel nodes. */
 rap_status rap_run_graph_end(void *stream, void **graph, int *memsets_replaced);
+/* A training phase's graph: phase(m, mb) recorded on stream between
+ * begin and end. A failing phase wins over the capture's status (*graph
+ * NULL then). */
+typedef rap_status (*rap_run_phase_fn)(rap_model *m, const rap_model_batch *mb);
+rap_status rap_run_graph_capture(void *stream, rap_run_phase_fn phase, rap_model *m,
+                                 const rap_model_batch *mb, void **graph,
+                                 int *memsets_replaced);
 rap_status rap_run_graph_launch(void *graph, void *stream);
 /* The rewrite alone, on graph (a cudaGraph_t, not instantiated): every
  * memset node with plain edges and a destination aligned to its element

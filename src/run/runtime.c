@@ -1030,8 +1030,7 @@ static rap_status release_copied(rap_runtime *rt, int except)
 
 /* ---- training phases */
 
-typedef rap_status (*phase_fn)(rap_model *, const rap_model_batch *);
-static const phase_fn g_phases[4] = {rap_model_emb_forward, rap_model_mlp_forward,
+static const rap_run_phase_fn g_phases[4] = {rap_model_emb_forward, rap_model_mlp_forward,
                                      rap_model_mlp_backward, rap_model_emb_backward};
 
 /* GPU: the four phases of slot s's batch on the training stream, timing
@@ -1175,17 +1174,12 @@ static rap_status hyb_end(void *ctx, rap_hybrid_phase p)
 static rap_status phase_graph(rap_runtime *rt, int gi, int p, const rap_model_batch *mb, bool *use)
 {
     if (!rt->graphs[gi]) {
-        rap_status st = rap_run_graph_begin(rt->train_s);
-        if (st == RAP_OK) {
-            rap_status s2 = g_phases[p](rt->model, mb);
-            int memsets = 0;
-            st = rap_run_graph_end(rt->train_s, &rt->graphs[gi], &memsets);
-            if (s2 != RAP_OK)
-                st = s2;
-            if (st == RAP_OK && memsets > 0)
-                rap_debug("--cuda-graph: %s phase: %d memset nodes made kernel nodes",
-                          g_phase_names[p], memsets);
-        }
+        int memsets = 0;
+        rap_status st = rap_run_graph_capture(rt->train_s, g_phases[p], rt->model, mb,
+                                              &rt->graphs[gi], &memsets);
+        if (st == RAP_OK && memsets > 0)
+            rap_debug("--cuda-graph: %s phase: %d memset nodes made kernel nodes",
+                      g_phase_names[p], memsets);
         if (st != RAP_OK) {
             rap_warn("--cuda-graph: cannot capture the %s phase (%s); running without graphs",
                      g_phase_names[p], rap_last_error());
