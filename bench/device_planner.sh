@@ -132,23 +132,25 @@ if has bench; then
     S=${SCHED_DIR:-plans/h200}/${plan}_$b
     [ -f "$S.schedule" ] || { echo "no $S.schedule"; continue; }
     echo "== rap bench $plan $b: every mode, planned schedule"
-    timeout $((150 * REP)) "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \
-      --warmup 34 --repeat $REP $G --schedule "$S.schedule" --json --quiet > "$W/bench/${plan}_$b.json" 2> "$W/bench/${plan}_$b.err"
+    timeout $((150 * REP)) "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-300} \
+      --warmup 34 --repeat $REP $G --schedule "$S.schedule" ${MODES:+--modes $MODES} --json --quiet \
+      > "$W/bench/${plan}_$b.json" 2> "$W/bench/${plan}_$b.err"
     echo "exit $?"; tail -2 "$W/bench/${plan}_$b.err"
     [ "${ABLATION:-1}" = 0 ] && continue
     for v in ${VARIANTS:-nofusion nosplit norows earliest}; do
       [ -f "${S}_$v.schedule" ] || continue
       echo "== rap bench $plan $b: rap without ${v#no}"
-      timeout $((100 * REP)) "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \
+      timeout $((100 * REP)) "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-300} \
         --warmup 34 --repeat $REP $G --schedule "${S}_$v.schedule" --modes ideal,rap --json --quiet \
         > "$W/bench/${plan}_${b}_$v.json" 2> "$W/bench/${plan}_${b}_$v.err"
       echo "exit $?"
     done
     echo "== rap bench $plan $b: rap without the schedule (planned fusion, launched when ready = stream)"
-    timeout $((100 * REP)) "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-60} \
+    timeout $((100 * REP)) "$B/rap" bench --plan plans/$plan.plan $(model_of $plan) --batch $b --steps ${STEPS:-300} \
       --warmup 34 --repeat $REP $G --schedule "$S.schedule" --modes ideal,stream --json --quiet \
       > "$W/bench/${plan}_${b}_nosched.json" 2> "$W/bench/${plan}_${b}_nosched.err"
     echo "exit $?"
+    [ -n "${PARTIAL_TGZ:-}" ] && tar czf "$OUT/bench.tgz" -C "$W" bench
   done; done
   [ -d "$W/h200" ] && tar czf "$OUT/bench.tgz" -C "$W" bench h200 || tar czf "$OUT/bench.tgz" -C "$W" bench
 fi

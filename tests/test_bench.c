@@ -320,3 +320,41 @@ RAP_TEST(bench_repeat_gpu_ratios)
             CHECK_MSG(v == 1 && vs[0] == 1 && vs[1] == 1 && vs[2] == 1, "%.*s", (int)len, o);
     }
 }
+
+/* The defaults: no --steps measures 50 steps on the CPU (300 on the GPU);
+ * no --modes runs every mode with mps last (the mode right after mps
+ * measured faster than itself elsewhere, bench/RESULTS.md, ninth session),
+ * listed in that order, those that cannot run here as skipped. */
+RAP_TEST(bench_defaults_steps_and_mode_order)
+{
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
+    char plan[512], args[2048];
+    REQUIRE(tiny_plan(plan, sizeof plan));
+    static char out[1 << 16];
+    snprintf(args, sizeof args,
+             "bench --device cpu --quiet --plan %s --warmup 1 --batch 64 --threads 2 "
+             "--cpu-workers 2 --json", plan);
+    int rc = rap_test_run_rap(args, out, sizeof out);
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
+    const char *json = strstr(out, "{\"plan\"");
+    REQUIRE(json);
+    CHECK_MSG(strstr(json, "\"steps\":50,"), "%s", json);
+    static const char *const order[] = {"ideal", "cpu", "sequential", "stream", "rap", "mps"};
+    const char *prev = json;
+    for (int i = 0; i < 6; i++) {
+        size_t len = 0;
+        const char *o = mode_obj(json, order[i], &len);
+        CHECK_MSG(o && o > prev, "mode %s missing or out of order: %s", order[i], json);
+        if (o)
+            prev = o;
+    }
+    size_t len = 0;
+    const char *seq = mode_obj(json, "sequential", &len);
+    CHECK_MSG(seq && strstr(seq, "\"samples\":3200") && strstr(seq, "\"samples\":3200") < seq + len,
+              "50 steps of 64 rows: %.*s", (int)len, seq ? seq : "");
+    int r2 = rap_test_run_rap("bench --help", out, sizeof out);
+    CHECK_MSG(r2 == 0 && strstr(out, "ideal,cpu,sequential,stream,rap,mps") &&
+                  strstr(out, "0: 300 on the GPU"),
+              "%s", out);
+}

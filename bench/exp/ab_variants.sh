@@ -6,7 +6,7 @@
 # .carry/build (e.g. an experimental build beside rap), FLAG a rap bench
 # option without its dashes (several joined by +: cuda-graph+prep-l2-streaming); BINARY:FLAG:NAME runs bench/exp/<plan>_<batch>_NAME.schedule
 # instead of the shipped one.
-# Usage: OUT=DIR [PLANS=..] [BATCHES=..] [ROUNDS=2] [REPEAT=5] [VARIANTS=..] bash bench/exp/ab_variants.sh
+# Usage: OUT=DIR [PLANS=..] [BATCHES=..] [ROUNDS=2] [REPEAT=5] [STEPS=300] [VARIANTS=..] bash bench/exp/ab_variants.sh
 export LD_LIBRARY_PATH=.carry/build/lib
 OUT=${OUT:-out}; mkdir -p "$OUT"; W=$(mktemp -d)
 for R in $(seq ${ROUNDS:-2}); do
@@ -15,7 +15,7 @@ for P in ${PLANS:-plan1 plan0}; do for B in ${BATCHES:-4096}; do for V in ${VARI
   M="--model paper"; [ $P = plan1 ] && M="--model paper --emb-dim 64 --mlp-bot 512-256-64"
   S=plans/h200/${P}_$B.schedule; [ -n "$N" ] && S=bench/exp/${P}_${B}_$N.schedule
   F=$W/${P}_${B}_${X}_${G}_${N}_$R
-  timeout 300 .carry/build/$X bench --plan plans/$P.plan $M --batch $B --steps 60 --warmup 34 \
+  timeout 300 .carry/build/$X bench --plan plans/$P.plan $M --batch $B --steps ${STEPS:-300} --warmup 34 \
     --repeat ${REPEAT:-5} --${G//+/ --} --schedule $S --modes ideal,rap \
     --json --quiet > $F.json 2> $F.err || { echo "$P $B $V failed"; tail -3 $F.err; continue; }
   python3 - $F.json $P $B $V $R <<'P'

@@ -50,6 +50,12 @@
 #include <string.h>
 #include <unistd.h>
 
+/* --steps 0 (the default): measured steps per mode. On the H200 a step is
+ * under a millisecond, and at 60 steps a single host hiccup moved a run's
+ * ratio to ideal by 1-8 % (bench/RESULTS.md, ninth session). */
+#define RAP_BENCH_GPU_STEPS 300
+#define RAP_BENCH_CPU_STEPS 50
+
 typedef struct {
     rap_mode mode;
     bool ran;
@@ -716,6 +722,8 @@ int cmd_bench(int argc, char **argv)
         goto out;
     if ((st = cli_resolve_device(s.device, &b.dev)) != RAP_OK)
         goto out;
+    if (s.steps == 0) /* the default: a GPU step is under a millisecond */
+        s.steps = b.dev == RAP_GPU ? RAP_BENCH_GPU_STEPS : RAP_BENCH_CPU_STEPS;
     if ((st = cli_load_plan(s.plan, &plan)) != RAP_OK)
         goto out;
     b.plan = plan;

@@ -78,8 +78,8 @@ const rap_opt cli_options[] = {
     {"log-every", RAP_OPT_INT, TR, OFF(log_every), "0", 0, BIG, NULL, "N", "progress and metrics line every N steps (0: every 5 seconds)"},
     /* runtime (docs/RUNTIME.md) */
     {"mode", RAP_OPT_ENUM, TB, OFF(mode), "auto", 0, 0, "auto|ideal|cpu|sequential|stream|mps|rap", NULL, "how preprocessing runs beside training (auto: rap on the GPU, sequential on the CPU)"},
-    {"modes", RAP_OPT_STRING, BE, OFF(modes), "ideal,cpu,sequential,stream,mps,rap", 0, 0, NULL, "M,M,..", "modes to compare, run one after the other on the same data and model"},
-    {"steps", RAP_OPT_INT, BE, OFF(steps), "50", 1, BIG, NULL, "N", "measured steps per mode (after --warmup)"},
+    {"modes", RAP_OPT_STRING, BE, OFF(modes), "ideal,cpu,sequential,stream,rap,mps", 0, 0, NULL, "M,M,..", "modes to compare, run one after the other on the same data and model (mps last: the mode after it measured faster than itself elsewhere)"},
+    {"steps", RAP_OPT_INT, BE, OFF(steps), "0", 0, BIG, NULL, "N", "measured steps per mode (after --warmup); 0: 300 on the GPU (fewer let one host hiccup move a ratio by percents), 50 on the CPU"},
     {"warmup", RAP_OPT_INT, BE, OFF(warmup), "5", 0, BIG, NULL, "N", "steps run before measuring, per mode"},
     {"repeat", RAP_OPT_INT, BE, OFF(repeat), "1", 1, 100, NULL, "R", "run the mode list R times (interleaved: every mode once, then again); each reported number is the median over the R runs, vs ideal the median of the per-run ratios"},
     {"cpu-workers", RAP_OPT_INT, TB, OFF(cpu_workers), "0", 0, 4096, NULL, "N", "cpu mode: preprocessing worker threads (0: all cores)"},
