@@ -745,11 +745,25 @@ static void record_step(rap_runtime *rt, const rap_step_record *r)
 /* The GPU step is the hybrid step with phase hooks (EV_GC recorded). */
 static bool hooked(const rap_runtime *rt) { return rt->cfg.train_fn && rt->cfg.hybrid; }
 
+/* The event where the wait for a batch ends. On one GPU the training
+ * stream records the first phase's event right after the wait, so that
+ * event ends the wait too and EV_W1 is not recorded: the extra record,
+ * queued behind the wait for a batch the preprocessing stream made in the
+ * step before, cost rap 1-2 µs a step more than ideal (bench/RESULTS.md,
+ * ninth session). A hybrid step (train_fn) may queue work before its first
+ * phase: it records EV_W1. */
+static int w1_ev(const rap_runtime *rt) { return rt->cfg.train_fn ? EV_W1 : EV_P0; }
+
+static rap_status record_w1(rap_runtime *rt, ring_entry *e)
+{
+    return w1_ev(rt) == EV_W1 ? rap_rt_record(e->ev[EV_W1], rt->train_s) : RAP_OK;
+}
+
 static rap_status ring_finish(rap_runtime *rt, ring_entry *e)
 {
     rap_step_record r;
     memset(&r, 0, sizeof r);
-    RAP_TRY(rap_rt_elapsed(e->ev[EV_W0], e->ev[EV_W1], &r.exposed_ms));
+    RAP_TRY(rap_rt_elapsed(e->ev[EV_W0], e->ev[w1_ev(rt)], &r.exposed_ms));
     for (int p = 0; p < 4; p++)
         RAP_TRY(rap_rt_elapsed(e->ev[EV_P0 + p],
                                e->ev[p == 2 && hooked(rt) ? EV_GC : EV_P0 + p + 1],
@@ -1492,7 +1506,7 @@ static rap_status train_slot_gpu(rap_runtime *rt, rt_slot *s, rt_slot *nx)
         RAP_TRY(prep_whole(rt, s, rt->train_s, RAP_TRACK_TRAIN));
     else
         RAP_TRY(rap_rt_wait(rt->train_s, s->ev_ready));
-    RAP_TRY(rap_rt_record(e->ev[EV_W1], rt->train_s));
+    RAP_TRY(record_w1(rt, e));
     RAP_TRY(phases_gpu(rt, s, e, rt->mode == RAP_MODE_RAP ? nx : NULL));
     rt->trained++;
     return RAP_OK;
@@ -1605,7 +1619,7 @@ static rap_status step_ideal(rap_runtime *rt, rap_step_info *info)
     RAP_TRY(ring_acquire(rt, s->info.seq, &e));
     RAP_TRY(rap_rt_record(e->ev[EV_W0], rt->train_s));
     RAP_TRY(rap_rt_wait(rt->train_s, s->ev_ready));
-    RAP_TRY(rap_rt_record(e->ev[EV_W1], rt->train_s));
+    RAP_TRY(record_w1(rt, e));
     RAP_TRY(phases_gpu(rt, s, e, NULL));
     rt->trained++;
     *info = s->info; /* a marker queued while filling the group follows its batches */
@@ -1912,7 +1926,7 @@ static rap_status step_shard(rap_runtime *rt, rap_step_info *info)
     ring_entry *e;
     RAP_TRY(ring_acquire(rt, seq, &e));
     RAP_TRY(rap_rt_record(e->ev[EV_W0], rt->train_s));
-    RAP_TRY(rap_rt_record(e->ev[EV_W1], rt->train_s));
+    RAP_TRY(record_w1(rt, e));
     RAP_TRY(phases_gpu(rt, s, e, NULL));
     rt->trained++;
     return RAP_OK;
@@ -1996,7 +2010,7 @@ static rap_status step_mps(rap_runtime *rt, rap_step_info *info)
     s.mb.rows = rows;
     s.info.rows = rows;
     s.info.seq = rt->mps_seq++;
-    RAP_TRY(rap_rt_record(e->ev[EV_W1], rt->train_s));
+    RAP_TRY(record_w1(rt, e));
     /* phases_gpu records the slot's done event: a scratch one */
     s.ev_done = rt->slots[0].ev_done;
     RAP_TRY(phases_gpu(rt, &s, e, NULL));
