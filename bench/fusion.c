@@ -110,7 +110,7 @@ int main(int argc, char **argv)
         rap_ilp_config cc = cfg;
         cc.window_cap_ms = caps;
         cc.n_windows = RAP_WIN_COUNT;
-        rap_search_config sc = {pred, &cap, cfg.batch, 1, false, false, false};
+        rap_search_config sc = {pred, &cap, cfg.batch, 1, false, RAP_CHOICE_SLOWDOWN};
         if (rap_fuse_ilp(p, &cfg, &f, &r) != RAP_OK || rap_fuse_ilp(p, &cc, &h, &rh) != RAP_OK ||
             rap_schedule_search(p, &g, &sc, "g", &s1, &x1) != RAP_OK ||
             rap_schedule_search(p, &f, &sc, "f", &s2, &x2) != RAP_OK ||

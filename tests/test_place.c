@@ -262,7 +262,7 @@ RAP_TEST(place_one_rank_is_one_gpu)
         REQUIRE_OK(rap_place_owners_tablewise(p, 1, owner, 256, &T));
         rap_fusion f;
         REQUIRE_OK(rap_fuse_levels(p, &f));
-        rap_search_config sc = {NULL, &cap, 4096, 1, false, true, false}; /* first fit, as placement */
+        rap_search_config sc = {NULL, &cap, 4096, 1, false, RAP_CHOICE_EARLIEST}; /* first fit, as placement */
         rap_schedule *one;
         rap_search_result sr;
         REQUIRE_OK(rap_schedule_search(p, &f, &sc, "one", &one, &sr));

@@ -257,7 +257,7 @@ RAP_TEST(planner_plan3_under_10s)
     rap_model_shape sh = {26, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0};
     rap_capacity cap;
     rap_capacity_assumed(&sh, "test", &cap);
-    rap_search_config sc = {NULL, &cap, 4096, 1, false, false, false};
+    rap_search_config sc = {NULL, &cap, 4096, 1, false, RAP_CHOICE_SLOWDOWN};
     rap_schedule *s;
     rap_search_result sr;
     REQUIRE_OK(rap_schedule_search(p, &f, &sc, "plan3", &s, &sr));
@@ -369,7 +369,7 @@ RAP_TEST(planner_split_exact_and_windows_within_capacity)
     CHECK(largest_computed);
     for (int w = 0; w < RAP_CAP_WINDOWS; w++)
         cap.capacity_ms[w] = 0.75 * largest;
-    rap_search_config c = {NULL, &cap, B, 1, false, false, false};
+    rap_search_config c = {NULL, &cap, B, 1, false, RAP_CHOICE_SLOWDOWN};
     rap_schedule *s;
     rap_search_result sr;
     REQUIRE_OK(rap_schedule_search(p, &f, &c, "split", &s, &sr));
@@ -573,7 +573,7 @@ RAP_TEST(planner_report_json)
     rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, 1000, 0};
     rap_capacity cap;
     rap_capacity_assumed(&sh, "test", &cap);
-    rap_search_config c = {NULL, &cap, 1000, 1, false, false, false};
+    rap_search_config c = {NULL, &cap, 1000, 1, false, RAP_CHOICE_SLOWDOWN};
     rap_schedule *s;
     rap_search_result sr;
     REQUIRE_OK(rap_schedule_search(p, &f, &c, "r", &s, &sr));
@@ -754,7 +754,7 @@ RAP_TEST(planner_capacity_aware_variant)
     rap_capacity_assumed(&sh, "t", &cap);
     for (int w = 0; w < RAP_CAP_WINDOWS; w++)
         cap.capacity_ms[w] = caps[w];
-    rap_search_config sc = {NULL, &cap, 4096, 1, false, false, false};
+    rap_search_config sc = {NULL, &cap, 4096, 1, false, RAP_CHOICE_SLOWDOWN};
     rap_schedule *s;
     rap_search_result sr;
     REQUIRE_OK(rap_schedule_search(p, &f, &sc, "c", &s, &sr));
@@ -936,7 +936,7 @@ RAP_TEST(planner_row_fusion_file_schedule_split)
     rap_capacity_assumed(&sh, "test", &cap);
     for (int w = 0; w < RAP_CAP_WINDOWS; w++)
         cap.capacity_ms[w] = 0.3 * largest;
-    rap_search_config c = {NULL, &cap, B, 1, false, false, false};
+    rap_search_config c = {NULL, &cap, B, 1, false, RAP_CHOICE_SLOWDOWN};
     rap_schedule *s;
     rap_search_result sr;
     REQUIRE_OK(rap_schedule_search(p, &f, &c, "rows", &s, &sr));
@@ -1001,7 +1001,7 @@ RAP_TEST(planner_window_least_slowdown)
     /* 0: least slowdown, 1: earliest, 2: most room (mlp_backward has
      * 29.5 us left, emb_backward 10.5) */
     for (int choice = 0; choice < 3; choice++) {
-        rap_search_config c = {pred, &cap, 4096, 1, false, choice == 1, choice == 2};
+        rap_search_config c = {pred, &cap, 4096, 1, false, (rap_window_choice)choice};
         rap_schedule *s;
         rap_search_result sr;
         REQUIRE_OK(rap_schedule_search(p, &f, &c, "w", &s, &sr));
@@ -1018,7 +1018,8 @@ RAP_TEST(planner_window_least_slowdown)
      * which exposes nothing, is kept */
     REQUIRE_OK(rap_fuse_levels(p, &f));
     for (int earliest = 0; earliest < 2; earliest++) {
-        rap_search_config c = {pred, &cap, 4096, 1, false, earliest == 1, false};
+        rap_search_config c = {pred, &cap, 4096, 1, false,
+                               earliest ? RAP_CHOICE_EARLIEST : RAP_CHOICE_SLOWDOWN};
         rap_schedule *s;
         rap_search_result sr;
         REQUIRE_OK(rap_schedule_search(p, &f, &c, "l", &s, &sr));

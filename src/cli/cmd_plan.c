@@ -53,7 +53,7 @@ typedef struct {
     int64_t rows;            /* row fusion: stages per group, 0 off */
     int64_t row_descs;       /* row fusion: ops per row kernel */
     int row_fusion;          /* 0 auto, 1 always, 2 never */
-    int window_choice;       /* 0 slowdown, 1 earliest, 2 room */
+    int window_choice;       /* rap_window_choice: slowdown, earliest, room */
     bool quiet, verbose, help;
 } plan_settings;
 
@@ -189,8 +189,8 @@ int cmd_plan(int argc, char **argv)
     double t0 = rap_now();
     if (st == RAP_OK)
         st = rap_fuse_levels(plan, &greedy);
-    rap_search_config sc = {pred, &cap, s.batch, 1, !s.split, s.window_choice == 1,
-                            s.window_choice == 2};
+    rap_search_config sc = {pred, &cap, s.batch, 1, !s.split,
+                            (rap_window_choice)s.window_choice};
     const bool use_ilp = s.fusion == 0 || s.fusion == 2;
     const char *method = s.fusion == 1 ? "levels" : s.fusion == 3 ? "none" : "ilp";
     if (st == RAP_OK) {

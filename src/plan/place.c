@@ -386,7 +386,7 @@ static rap_status plan_rank(const shape *s, const int *src, int r, rap_place_ran
                          : rap_fuse_levels(pt->sub, &pt->fusion);
         char source[64];
         snprintf(source, sizeof source, "<placement rank %d part %d>", r, q);
-        rap_search_config sc = {c->pred, &left, pt->rows, 1, false, true, false}; /* first fit: parts share the windows */
+        rap_search_config sc = {c->pred, &left, pt->rows, 1, false, RAP_CHOICE_EARLIEST}; /* first fit: parts share the windows */
         if (st == RAP_OK)
             st = rap_schedule_search(pt->sub, &pt->fusion, &sc, source, &pt->sched, &pt->sr);
         if (st != RAP_OK)

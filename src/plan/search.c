@@ -167,7 +167,7 @@ static rap_status place_kernel(search_state *ss, int k)
             w++;
         return place(ss, (rap_window)w, k, 0, kn->n, 0, B, ms);
     }
-    if (!ss->c->earliest) {
+    if (ss->c->choice != RAP_CHOICE_EARLIEST) {
         /* whole, where a ms of it slows training least */
         int w0 = 0;
         for (int j = 0; j < kn->n; j++)
@@ -178,7 +178,7 @@ static rap_status place_kernel(search_state *ss, int k)
             if (ss->left[w] < ms)
                 continue;
             bool better = best < 0 ||
-                          (ss->c->most_room ? ss->left[w] > ss->left[best]
+                          (ss->c->choice == RAP_CHOICE_ROOM ? ss->left[w] > ss->left[best]
                                             : rap_window_rate(ss->c->cap, w) <
                                                   rap_window_rate(ss->c->cap, best));
             if (better)
@@ -318,18 +318,18 @@ rap_status rap_schedule_search(const rap_plan *p, const rap_fusion *f, const rap
                                const char *source, rap_schedule **out, rap_search_result *res)
 {
     RAP_TRY(search_once(p, f, c, source, out, res));
-    if (c->earliest)
+    if (c->choice == RAP_CHOICE_EARLIEST)
         return RAP_OK;
     /* least slowdown per kernel can push a later kernel past every window
      * (its input went late): exposed latency first, then slowdown; the
      * first-fit schedule wins when it exposes less */
     rap_search_config ce = *c;
-    ce.earliest = true;
+    ce.choice = RAP_CHOICE_EARLIEST;
     rap_schedule *se = NULL;
     rap_search_result re;
     RAP_TRY(search_once(p, f, &ce, source, &se, &re));
     bool first_fit = re.total_exposed_ms < res->total_exposed_ms - 1e-12 ||
-                     (!c->most_room && re.total_exposed_ms <= res->total_exposed_ms + 1e-12 &&
+                     (c->choice != RAP_CHOICE_ROOM && re.total_exposed_ms <= res->total_exposed_ms + 1e-12 &&
                       slowdown_of(&re, c->cap) < slowdown_of(res, c->cap) - 1e-12);
     if (first_fit) {
         rap_schedule_free(*out);

@@ -20,6 +20,15 @@
 extern "C" {
 #endif
 
+/* Where a kernel that fits whole in several windows goes (rap plan
+ * --window-choice, in this order). */
+typedef enum {
+    RAP_CHOICE_SLOWDOWN = 0, /* the window it slows least (rap_window_rate) */
+    RAP_CHOICE_EARLIEST,     /* first fit only: the earliest (the ablation of the rate) */
+    RAP_CHOICE_ROOM          /* the most capacity left (ties: the earliest;
+                              * docs/PLANNER.md: plans 0 and 1) */
+} rap_window_choice;
+
 typedef struct {
     const rap_predictor *pred;  /* NULL: analytic fallback */
     const rap_capacity *cap;    /* capacities of emb_forward .. grad_comm */
@@ -27,12 +36,7 @@ typedef struct {
     int gpus;                   /* 1; see rap_place_zero_comm */
     bool no_split;              /* ablation: kernels only whole (the earliest window
                                  * where the whole kernel fits, else exposed) */
-    bool earliest;              /* first fit only: a kernel that fits whole goes to the
-                                 * earliest window it fits, not to the one it slows
-                                 * least (the ablation of rap_window_rate) */
-    bool most_room;             /* a kernel that fits whole goes to the window with the
-                                 * most capacity left (ties: the earliest), not to the
-                                 * one it slows least (docs/PLANNER.md: plans 0 and 1) */
+    rap_window_choice choice;   /* a kernel that fits whole: which window */
 } rap_search_config;
 
 typedef struct {
@@ -58,9 +62,10 @@ double rap_slice_ms(const rap_plan *p, const rap_fusion *f, const rap_predictor 
 /* Places every kernel of f, in f's order (dependencies respected). A
  * kernel that fits whole in a window at or after its inputs' windows goes
  * to the one with the lowest rap_window_rate (ties: the earliest; with
- * `earliest`: the earliest; with `most_room`: the most capacity left); the
- * first-fit schedule (as with `earliest`) is kept instead when it exposes
- * less, or (not with `most_room`) as much with less slowdown (sum of load
+ * RAP_CHOICE_EARLIEST: the earliest; with RAP_CHOICE_ROOM: the most
+ * capacity left); the first-fit schedule (as with RAP_CHOICE_EARLIEST) is
+ * kept instead when it exposes less, or (not with RAP_CHOICE_ROOM) as much
+ * with less slowdown (sum of load
  * x rate). Otherwise each piece goes to the earliest
  * window at or after the windows of its
  * inputs' last pieces where it fits the capacity left; a kernel that does

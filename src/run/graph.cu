@@ -164,9 +164,10 @@ static rap_status replace_memset(cudaGraph_t g, cudaGraphNode_t m, bool *done)
     return st;
 }
 
-/* Every memset node of g replaced (replace_memset); *n = how many. */
-static rap_status rewrite_memsets(cudaGraph_t g, int *n)
+/* Every memset node of graph replaced (replace_memset); *n = how many. */
+extern "C" rap_status rap_run_graph_rewrite_memsets(void *graph, int *n)
 {
+    cudaGraph_t g = (cudaGraph_t)graph;
     *n = 0;
     size_t count = 0;
     RAP_CUDA_TRY(cudaGraphGetNodes(g, NULL, &count));
@@ -197,11 +198,6 @@ static rap_status rewrite_memsets(cudaGraph_t g, int *n)
     return st;
 }
 
-extern "C" rap_status rap_run_graph_rewrite_memsets(void *graph, int *replaced)
-{
-    return rewrite_memsets((cudaGraph_t)graph, replaced);
-}
-
 extern "C" rap_status rap_run_graph_begin(void *stream)
 {
     RAP_CUDA_TRY(cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal));
@@ -216,7 +212,7 @@ extern "C" rap_status rap_run_graph_end(void *stream, void **graph, int *memsets
     cudaGraph_t g = NULL;
     RAP_CUDA_TRY(cudaStreamEndCapture((cudaStream_t)stream, &g));
     int n = 0;
-    rap_status st = keep_memset_nodes() ? RAP_OK : rewrite_memsets(g, &n);
+    rap_status st = keep_memset_nodes() ? RAP_OK : rap_run_graph_rewrite_memsets(g, &n);
     if (st != RAP_OK) {
         cudaGraphDestroy(g);
         return st;

@@ -59,7 +59,8 @@ typedef struct {
     /* model: n_dense, n_tables and table_rows are filled from the plan */
     rap_model_config model;
     rap_device device;
-    bool cuda_graph;           /* GPU: replay the step as a CUDA graph (sequential mode) */
+    bool cuda_graph;           /* GPU: each phase captured once per slot as a CUDA graph,
+                                * replayed (runtime.h; every mode but mps) */
     int prep_lanes;            /* rap mode on the GPU: runtime.h's prep_lanes (0: default) */
     /* runtime (runtime.h): mode -1 = auto: sequential on the CPU (and with
      * cuda_graph), rap on the GPU */

@@ -258,19 +258,26 @@ static tune_key key_of(const rap_gpu *g, const gemm_spec *s, int kind)
     return k;
 }
 
+/* The entry of k, or NULL; g_tune_mu held. */
+static tune_entry *tune_at(const tune_key *k)
+{
+    for (int i = 0; i < g_n_tune; i++)
+        if (memcmp(&g_tune[i].key, k, sizeof *k) == 0)
+            return &g_tune[i];
+    return NULL;
+}
+
 /* *e = the cached decision for k; false when there is none. */
 static bool tune_find(const tune_key *k, tune_entry *e)
 {
-    bool hit = false;
     pthread_mutex_lock(&g_tune_mu);
-    for (int i = 0; i < g_n_tune && !hit; i++)
-        if (memcmp(&g_tune[i].key, k, sizeof *k) == 0) {
-            *e = g_tune[i];
-            hit = true;
-            g_tune_hits++;
-        }
+    const tune_entry *at = tune_at(k);
+    if (at) {
+        *e = *at;
+        g_tune_hits++;
+    }
     pthread_mutex_unlock(&g_tune_mu);
-    return hit;
+    return at != NULL;
 }
 
 /* Keeps a decision (the first one made for k stays; a full cache keeps
@@ -278,10 +285,7 @@ static bool tune_find(const tune_key *k, tune_entry *e)
 static void tune_keep(const tune_key *k, bool found, const cublasLtMatmulAlgo_t *algo)
 {
     pthread_mutex_lock(&g_tune_mu);
-    bool have = false;
-    for (int i = 0; i < g_n_tune && !have; i++)
-        have = memcmp(&g_tune[i].key, k, sizeof *k) == 0;
-    if (!have && g_n_tune < TUNE_CACHE_MAX) {
+    if (!tune_at(k) && g_n_tune < TUNE_CACHE_MAX) {
         tune_entry *e = &g_tune[g_n_tune++];
         memset(e, 0, sizeof *e);
         e->key = *k;
