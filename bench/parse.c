@@ -57,7 +57,7 @@ static const rap_opt OPTS[] = {
 };
 #define NOPTS ((int)(sizeof OPTS / sizeof OPTS[0]))
 
-/* Criteo Kaggle cardinalities (criteo.md). */
+/* Criteo Kaggle cardinalities (docs/DATA.md). */
 static const int64_t CARD[26] = {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3,
                                  93145, 5683, 8351593, 3194, 27, 14992, 5461306, 10, 5652,
                                  2173, 4, 7046547, 18, 15, 286181, 105, 142572};

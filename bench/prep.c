@@ -13,9 +13,9 @@
  * events on the GPU after a warm-up; wall clock on the CPU), kernel
  * launches per run, bytes moved (sum over kernels of their input and output
  * column bytes for this batch, rap_prep_kernel_bytes) and the achieved GB/s
- * against the 4.3 TB/s copy ceiling of the H200 (spec device.md), fused
- * (rap_fuse_levels) against unfused (rap_fuse_none) and their ratio. Then
- * the same for one plan per op type (that op over every column it accepts)
+ * against the 4.3 TB/s copy ceiling of the H200 (docs/BENCH_TRAIN.md
+ * "Floors"), fused (rap_fuse_levels) against unfused (rap_fuse_none) and
+ * their ratio. Then the same for one plan per op type (that op over every column it accepts)
  * and the CPU's rows/s on plan 0 with all cores. Input data is random and
  * Criteo-like (null rates per column, heavy-tailed counts, skewed ids drawn
  * from the Kaggle cardinalities), never all zeros.
@@ -143,7 +143,7 @@ static rap_status add(rap_plan *p, rap_op_type op, int input, double f0, double 
 
 static int col_node(const rap_plan *p, const char *name) { return p->cols[rap_plan_find(p, name)].node; }
 
-/* Plan 0 by hand (design.md "Workloads"). */
+/* Plan 0 by hand (docs/DATA.md "The workloads rap is measured on"). */
 static rap_status plan0_by_hand(rap_plan **out)
 {
     rap_plan *p;

@@ -16,7 +16,7 @@
  *     --cpu               run on the CPU even when a GPU is usable
  *     --json FILE         also write the results as JSON (rewritten after each result)
  *
- * Model: the paper's DLRM (criteo.md): 13 dense inputs, plan 0's 27 tables
+ * Model: the paper's DLRM (docs/DATA.md): 13 dense inputs, plan 0's 27 tables
  * (the 26 Criteo Kaggle cardinalities and bucketize(int_0, [0.5,1,1.5]): 4
  * rows), embedding dim 128, bottom MLP 512-256-128, top MLP
  * 1024-1024-512-256-1, dot interaction, BCE-with-logits, SGD lr 0.1. One

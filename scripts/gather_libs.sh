@@ -1,10 +1,10 @@
 #!/bin/sh
 # gather_libs.sh BINARY DIR: copies the shared libraries BINARY needs that a
-# GPU machine of the device tool lacks (GLPK, XGBoost and their
-# dependencies: see ../shared/spec/device.md) into DIR, to carry along and
-# name in LD_LIBRARY_PATH there. The CUDA, C and OpenBLAS libraries are
-# there already and are left out, and so are NCCL and OpenMPI (installed
-# there; NCCL alone is 200 MB, over the carry limit).
+# GPU machine without rap's build dependencies lacks (GLPK, XGBoost and
+# their dependencies: docs/BUILD.md "Running a binary on another GPU
+# machine") into DIR, to carry along and name in LD_LIBRARY_PATH there. The
+# CUDA, C and OpenBLAS libraries are expected there and are left out, and
+# so are NCCL and OpenMPI (expected installed; NCCL alone is 200 MB).
 set -e
 bin=$1
 dir=$2
