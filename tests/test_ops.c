@@ -3,9 +3,9 @@
  * (through rap_op_impls, so the registry is tested too; COMPUTED variants
  * through len + prefix sum + write), and every op's fused GPU launch
  * against the CPU reference, bit for bit, over several descs and two row
- * pieces. Hand-checked numbers come from ops.md's rules worked by hand or,
- * for sigrid_hash, from an independent Python transcription of ops.md's
- * pseudo-code (values quoted below). */
+ * pieces. Hand-checked numbers come from docs/OPS.md's rules worked by hand
+ * or, for sigrid_hash, from an independent Python transcription of
+ * docs/OPS.md's pseudo-code (values quoted below). */
 #include "test.h"
 
 #include "core/core.h"
@@ -531,7 +531,7 @@ RAP_TEST(ops_onehot_cpu)
 
 RAP_TEST(ops_bucketize_cpu)
 {
-    /* ops.md's example, dense input (float borders), no nulls: ARANGE */
+    /* docs/OPS.md's example, dense input (float borders), no nulls: ARANGE */
     float fb[6] = {0, 2, 3, 5, 500, 1000};
     float x[10] = {1, 2, 3, 4, -1, 0, 1000, 2000, NAN, 999.5f};
     int64_t yids[32], yoff[32], len[32];
@@ -595,8 +595,9 @@ RAP_TEST(ops_bucketize_cpu)
 
 RAP_TEST(ops_sigrid_hash_cpu)
 {
-    /* expected values: Python transcription of ops.md's pseudo-code (uint64
-     * masks, Python's % as floor_mod), run independently of this code */
+    /* expected values: Python transcription of docs/OPS.md's pseudo-code
+     * (uint64 masks, Python's % as floor_mod), run independently of this
+     * code */
     scol c;
     int lens[4] = {3, 0, 2, 1};
     int nul[4] = {0, 1, 0, 0};

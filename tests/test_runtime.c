@@ -708,8 +708,8 @@ static void gpu_modes_same_weights(rap_test_ctx *t)
         CHECK_MSG(isfinite(r.loss) && r.loss > 0.05 && r.loss < 5, "%s: loss %g", runs[i].name,
                   r.loss);
         /* cpu mode preprocesses on the CPU: float ops may differ by an ulp
-         * from the GPU's (ops.md), so only the GPU-preprocessing modes are
-         * compared bit for bit */
+         * from the GPU's (docs/OPS.md), so only the GPU-preprocessing modes
+         * are compared bit for bit */
         if (i > 0 && runs[i].mode != RAP_MODE_CPU)
             CHECK_MSG(rap_test_same_checkpoints(ck[0], ck[i], NULL), "%s trained other weights than sequential",
                       runs[i].name);

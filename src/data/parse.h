@@ -1,5 +1,5 @@
 /*
- * parse.h -- the Criteo TSV line parser (criteo.md): label, 13 integer and
+ * parse.h -- the Criteo TSV line parser (docs/DATA.md): label, 13 integer and
  * 26 hex categorical fields, tab separated, empty field = null.
  *
  * A chunk of text (whole lines, each ending in '\n') is parsed into a

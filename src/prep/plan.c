@@ -4,8 +4,8 @@
  * range, how offsets are obtained). The parser (plan_parse.c) and tests build
  * plans through rap_plan_add_op; the executor and planner read the nodes.
  *
- * Preconditions checked here are those of docs/OPS.md (from spec ops.md);
- * a violation is RAP_ERR_PLAN naming source:line:col and what was expected.
+ * Preconditions checked here are those of docs/OPS.md ("Errors"); a
+ * violation is RAP_ERR_PLAN naming source:line:col and what was expected.
  */
 #include "core/core.h"
 

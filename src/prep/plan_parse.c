@@ -97,7 +97,7 @@ typedef struct {
  * cast, sigrid_hash, bucketize, firstx; TorchArrow's own keyword names
  * value_col, col and num_to_copy are accepted too); torch for logit(eps)
  * and one_hot (num_classes); scipy for boxcox (lmbda: lambda is a Python
- * keyword); ops.md for the rest. */
+ * keyword); docs/OPS.md for the rest. */
 static const op_spec g_ops[] = {
     {"fill_null", RAP_OP_FILL_NULL, 1, {"fill_value"}, {A_FLOAT}, {0}, 0},
     {"cast", RAP_OP_CAST, 1, {"dtype"}, {A_DTYPE}, {0}, 0},

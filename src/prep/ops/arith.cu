@@ -1,8 +1,8 @@
 /*
- * arith.cu -- `+ c` (add) and `* c` (mul) with a constant c = f0 (ops.md),
- * dense -> dense, float32: y = x + c, y = x * c (one IEEE operation each,
- * so CPU and GPU agree). Null rows are written as 0.0f; a NaN result is
- * stored as the canonical NaN (mathf.h).
+ * arith.cu -- `+ c` (add) and `* c` (mul) with a constant c = f0
+ * (docs/OPS.md), dense -> dense, float32: y = x + c, y = x * c (one IEEE
+ * operation each, so CPU and GPU agree). Null rows are written as 0.0f; a
+ * NaN result is stored as the canonical NaN (mathf.h).
  *
  * Grid (both ops): (bx, nd), one row per thread (grid-stride),
  * bx = ceil(rows / 256) up to 65535.

@@ -1,5 +1,6 @@
 /*
- * boxcox.cu -- boxcox(lambda), lambda = f0 (ops.md), dense -> dense, float32:
+ * boxcox.cu -- boxcox(lambda), lambda = f0 (docs/OPS.md), dense -> dense,
+ * float32:
  *   y = x > 0 ? (lambda == 0 ? log(x) : (pow(x, lambda) - 1) / lambda) : x
  * with rap_logf / rap_powf; x <= 0 and NaN pass through unchanged.
  * Null rows are written as 0.0f; a NaN result is stored as the canonical

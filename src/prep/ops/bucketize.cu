@@ -1,5 +1,5 @@
 /*
- * bucketize.cu -- bucketize(borders) (ops.md). aux = borders (naux >= 1,
+ * bucketize.cu -- bucketize(borders) (docs/OPS.md). aux = borders (naux >= 1,
  * non-decreasing, no value more than twice; plan.c checks). For a value v:
  *
  *   i = lower_bound(borders, v)   first i with borders[i] >= v, else naux

@@ -1,5 +1,5 @@
 /*
- * cast.cu -- cast(t) (ops.md), t = i0 = the target kind: RAP_DENSE
+ * cast.cu -- cast(t) (docs/OPS.md), t = i0 = the target kind: RAP_DENSE
  * (float32) or RAP_SPARSE (int64).
  *
  * Variants (by the desc's in_kind, out_kind and off_mode, see plan.c):

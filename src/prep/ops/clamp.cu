@@ -1,5 +1,5 @@
 /*
- * clamp.cu -- clamp(lo, hi) (ops.md), elementwise min(max(v, lo), hi):
+ * clamp.cu -- clamp(lo, hi) (docs/OPS.md), elementwise min(max(v, lo), hi):
  *   dense   f0 = lo, f1 = hi: y = v < lo ? lo : (v > hi ? hi : v) in float
  *           (NaN fails both tests and passes through unchanged); null rows
  *           written as 0.0f

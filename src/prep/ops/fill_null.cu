@@ -1,5 +1,5 @@
 /*
- * fill_null.cu -- fill_null(v) (ops.md): null rows get v, other rows are
+ * fill_null.cu -- fill_null(v) (docs/OPS.md): null rows get v, other rows are
  * unchanged. The output has no valid array (the executor gives it none).
  *
  * Variants (by the desc's in_kind and off_mode, see plan.c):

@@ -1,5 +1,5 @@
 /*
- * firstx.cu -- firstx(k) (ops.md), k = i0 >= 1, sparse -> sparse: keeps
+ * firstx.cu -- firstx(k) (docs/OPS.md), k = i0 >= 1, sparse -> sparse: keeps
  * the first min(k, len) ids of each list. Null rows are empty and stay
  * empty.
  *

@@ -1,5 +1,5 @@
 /*
- * log.cu -- log() (ops.md), dense -> dense, float32:
+ * log.cu -- log() (docs/OPS.md), dense -> dense, float32:
  *   y = log(x) (natural, rap_logf): log(0) = -inf, log(x < 0) = NaN.
  * Null rows are written as 0.0f; a NaN result is stored as the canonical
  * NaN (mathf.h), so CPU and GPU agree bit for bit.

@@ -1,5 +1,5 @@
 /*
- * logit.cu -- logit(eps), eps = f0 (ops.md), dense -> dense, float32:
+ * logit.cu -- logit(eps), eps = f0 (docs/OPS.md), dense -> dense, float32:
  *   t = x < eps ? eps : (x > 1 - eps ? 1 - eps : x)   (1 - eps in float)
  *   y = log(t / (1 - t))                              (rap_logf)
  * x = 0 with eps = 0 gives -inf, x = 1 gives +inf; NaN stays NaN.

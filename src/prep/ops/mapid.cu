@@ -1,5 +1,5 @@
 /*
- * mapid.cu -- mapid(map) (ops.md), sparse -> sparse: aux = map (int64,
+ * mapid.cu -- mapid(map) (docs/OPS.md), sparse -> sparse: aux = map (int64,
  * naux entries); every id v becomes 0 <= v < naux ? map[v] : 0. SAME
  * offsets; null rows are empty and stay empty.
  *

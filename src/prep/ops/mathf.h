@@ -2,11 +2,11 @@
  * mathf.h -- portable float math and small helpers shared by the op files
  * (src/prep/ops/<op>.cu).
  *
- * Why: ops.md asks the CPU and GPU backends for the same results, and the
- * lead asks for bit identity on float outputs too. libm's logf/powf and
- * CUDA's differ by an ulp here and there, so every transcendental function
- * an op needs is written here once, as RAP_HD code that uses only IEEE basic
- * operations (+ - * /, comparisons, conversions, bit moves): no libm, no FMA
+ * Why: docs/OPS.md asks the CPU and GPU backends for the same results, bit
+ * for bit, on float outputs too. libm's logf/powf and CUDA's differ by an
+ * ulp here and there, so every transcendental function an op needs is
+ * written here once, as RAP_HD code that uses only IEEE basic operations
+ * (+ - * /, comparisons, conversions, bit moves): no libm, no FMA
  * (op files are compiled with gcc -ffp-contract=off and nvcc --fmad=false).
  * The same sequence of double operations then gives the same bits on both
  * sides. Work is done in double and rounded once to float, so the error is

@@ -1,5 +1,5 @@
 /*
- * ngram.cu -- ngram(n) (ops.md), n = i0 >= 1, sparse -> sparse. With
+ * ngram.cu -- ngram(n) (docs/OPS.md), n = i0 >= 1, sparse -> sparse. With
  * L = the list's length and m = min(n, L), the output is the L - m + 1
  * windows list[i .. i+m-1] one after another: (L - m + 1) * m ids. An empty
  * list (and a null row, which is empty) stays empty.

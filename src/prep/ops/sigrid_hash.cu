@@ -1,8 +1,8 @@
 /*
- * sigrid_hash.cu -- sigrid_hash(salt, max) (ops.md): every id x of a sparse
- * column becomes floor_mod(hash_128_to_64(salt, twang_mix64(x)), max), in
- * [0, max); max == 1 gives 0. All arithmetic is uint64 and wraps. The
- * output shares the input's offsets (SAME): ids are written at the input's
+ * sigrid_hash.cu -- sigrid_hash(salt, max) (docs/OPS.md): every id x of a
+ * sparse column becomes floor_mod(hash_128_to_64(salt, twang_mix64(x)),
+ * max), in [0, max); max == 1 gives 0. All arithmetic is uint64 and wraps.
+ * The output shares the input's offsets (SAME): ids are written at the input's
  * positions; null rows are empty and stay empty.
  *
  * Grid: (bx, nd) with one id per thread over [xoff[r0], xoff[r1]) in a
@@ -16,7 +16,7 @@
 
 /* ------------------------------------------------------------ elements */
 
-/* Thomas Wang's 64-bit mix, as in folly / ops.md. */
+/* Thomas Wang's 64-bit mix, as in folly / docs/OPS.md. */
 RAP_HD static inline uint64_t sigrid_twang_mix64(uint64_t k)
 {
     k = (~k) + (k << 21);
