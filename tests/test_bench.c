@@ -323,8 +323,9 @@ RAP_TEST(bench_repeat_gpu_ratios)
 
 /* The defaults: no --steps measures 50 steps on the CPU (300 on the GPU);
  * no --modes runs every mode with mps last (the mode right after mps
- * measured faster than itself elsewhere, bench/RESULTS.md, ninth session),
- * listed in that order, those that cannot run here as skipped. */
+ * measured faster than itself elsewhere, bench/RESULTS.md, 2026-11-29,
+ * commit ddad953), listed in that order, those that cannot run here as
+ * skipped. */
 RAP_TEST(bench_defaults_steps_and_mode_order)
 {
     if (access(rap_test_bin(), X_OK) != 0)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # A/B: .carry/build/rap_old (a second untimed event recorded at each phase boundary) vs
-# .carry/build/rap, plans 1 and 0 at 4096, alternating (bench/RESULTS.md, fourth session)
+# .carry/build/rap, plans 1 and 0 at 4096, alternating (bench/RESULTS.md, 2026-11-29, commit f19de0e)
 export LD_LIBRARY_PATH=.carry/build/lib
 for round in 1 2; do for P in plan1 plan0; do for V in rap_old rap; do
   M="--model paper"; [ $P = plan1 ] && M="--model paper --emb-dim 64 --mlp-bot 512-256-64"

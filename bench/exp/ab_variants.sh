@@ -1,8 +1,8 @@
 #!/bin/bash
 # A/B of builds or flags on the shipped schedules (plans/h200), ideal and
 # rap in the same invocation, alternating ROUNDS times, median of REPEAT
-# runs each (bench/RESULTS.md, sixth session: the step graph of df9c1d1
-# and the copy's phase). VARIANTS: BINARY:FLAG pairs, binaries in
+# runs each (bench/RESULTS.md, 2026-11-29, commits 3b6d938-11f7901: the
+# step graph of df9c1d1 and the copy's phase). VARIANTS: BINARY:FLAG pairs, binaries in
 # .carry/build (e.g. an experimental build beside rap), FLAG a rap bench
 # option without its dashes (several joined by +: cuda-graph+prep-l2-streaming); BINARY:FLAG:NAME runs bench/exp/<plan>_<batch>_NAME.schedule
 # instead of the shipped one.

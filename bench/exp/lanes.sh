@@ -1,6 +1,6 @@
 #!/bin/bash
 # plans 1 and 0 at 4096, planned schedules, rap bench --prep-lanes 1, 2, 4 (LANES),
-# two rounds (bench/RESULTS.md, fourth session); build carried in .carry/build
+# two rounds (bench/RESULTS.md, 2026-11-29, commit 6970b48); build carried in .carry/build
 export LD_LIBRARY_PATH=.carry/build/lib
 for round in 1 2; do for P in plan1 plan0; do for L in ${LANES:-1 2 4}; do
   M="--model paper"; [ $P = plan1 ] && M="--model paper --emb-dim 64 --mlp-bot 512-256-64"

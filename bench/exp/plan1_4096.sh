@@ -1,6 +1,6 @@
 #!/bin/bash
 # plan 1 at 4096: schedule variants A (planned), B (all in mlp_backward), C (kernel 5 exposed)
-# (bench/RESULTS.md, fourth session). Usage: OUT=DIR bash bench/exp/plan1_4096.sh
+# (bench/RESULTS.md, 2026-11-29, commit d61e43f). Usage: OUT=DIR bash bench/exp/plan1_4096.sh
 # with the build carried in .carry/build (docs/PROFILE.md).
 export LD_LIBRARY_PATH=.carry/build/lib
 OUT=${OUT:-out}; mkdir -p "$OUT"

@@ -1,10 +1,11 @@
 #!/bin/bash
 # A/B: the schedules planned with row fusion (plans/h200/<P>_<B>.schedule) vs
 # without (<P>_<B>_norows.schedule), same binary, alternating, ideal and rap,
-# --cuda-graph, median of REPEAT runs per invocation (bench/RESULTS.md, fifth
-# session). PLANS, BATCHES, ROUNDS select; also VARIANTS (default "rows norows":
-# any other name V = the ablation schedule plans/h200/<P>_<B>_<V>.schedule or
-# the hand-made bench/exp/<P>_<B>_<V>.schedule
+# --cuda-graph, median of REPEAT runs per invocation (bench/RESULTS.md,
+# 2026-11-29, commits ca7dba8-07c0b68). PLANS, BATCHES, ROUNDS select;
+# also VARIANTS (default "rows norows": any other name V = the ablation
+# schedule plans/h200/<P>_<B>_<V>.schedule or the hand-made
+# bench/exp/<P>_<B>_<V>.schedule
 # (e.g. the row kernel whole in one window: emb_forward .. emb_backward),
 # "prev" = the rows schedule run by .carry/build/rap_prev, an older binary).
 export LD_LIBRARY_PATH=.carry/build/lib

@@ -29,7 +29,7 @@
  * the first model's algorithm and fused-or-plain choice without timing. So
  * every mode of one `rap bench` trains with the same kernels: each timing
  * is a mean of TUNE_REPS short runs, and models tuned apart could differ by
- * a percent of the step (bench/RESULTS.md, eighth session).
+ * a percent of the step (bench/RESULTS.md, 2026-11-29, commit 94b7b54).
  *
  * A plain forward's bias_act_kernel writes its own ReLU bitmask (a 32-bit
  * word per 32 columns, into l->aux) when out % 32 == 0, and the next
