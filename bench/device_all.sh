@@ -1,6 +1,7 @@
 #!/bin/bash
 # bench/device_all.sh BUILD_DIR PARTS: the GPU checks and benchmarks of the
-# trainer and runtime, run through the device tool with the build carried.
+# trainer and runtime, run on a GPU machine with a build carried there
+# (docs/BUILD.md).
 # PARTS is a comma list of: tests, mps, train, rapdefault, bench, trace.
 # Everything lands in $OUT (or ./out); a short summary is printed last.
 set -u -o pipefail

@@ -1,6 +1,6 @@
 #!/bin/bash
-# bench/device_planner.sh BUILD_DIR PART: the planner's GPU work, run through
-# the device tool with the build carried (docs/PROFILE.md).
+# bench/device_planner.sh BUILD_DIR PART: the planner's GPU work, run on a
+# GPU machine with a build carried there (docs/PROFILE.md, docs/BUILD.md).
 #
 #   profile   rap profile kernels (the predictor's CSV) and rap profile
 #             capacity for plans 0-3 at batch 4096 and 8192 (plan 1 at

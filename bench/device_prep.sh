@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench/device_prep.sh BUILD_DIR: the foundation's checks on a GPU machine
-# (run through the device tool with the build carried): GPU tests, a memory
+# (with a build carried there, docs/BUILD.md): GPU tests, a memory
 # checker pass over the GPU tests, the preprocessing and parsing benchmarks,
 # and `rap prep` on the GPU. Everything lands in $OUT (or ./out).
 set -u -o pipefail
