@@ -6,8 +6,8 @@
  *   q = (x - low) / step               float32
  *   i = (q > -1 && q < C) ? (int)q : 0
  *
- * This is docs/OPS.md's "truncate toward zero, then 0 if i < 0 or i >= C"
- * without the undefined float -> int conversion of huge values: q in
+ * This is docs/OPS.md's rule (truncate toward zero, then 0 if i < 0 or
+ * i >= C) without the undefined float -> int conversion of huge values: q in
  * (-1, 0) truncates to 0 either way, and NaN fails both tests -> 0.
  * Output row: W floats, 1.0 at i, 0.0 elsewhere; a null row is all 0.
  *
