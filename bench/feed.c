@@ -1,5 +1,5 @@
 /*
- * bench/feed.c -- how fast the row feed (src/run/runtime.c) hands out
+ * bench/feed.c -- how fast the row feed (src/run/rowfeed.c) hands out
  * training batches on the CPU alone: rows/s through rap_rowfeed_next.
  *
  * Writes a synthetic Criteo file (rap_gen_write, Kaggle cardinalities) to
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
-#include "run/runtime.h"
+#include "run/rowfeed.h"
 #include "rap.h"
 
 /* Runs one feed over path; prints and returns rows/s (< 0 on failure). */

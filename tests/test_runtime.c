@@ -3,7 +3,8 @@
  * with the CPU model, the CPU path) with malformed rows and with a stop in
  * the middle, thread-count invariance, follow mode starvation, shutdown;
  * on a GPU the weights after N steps of every GPU mode, bit for bit.
- * (Queue, feeder, schedule and trace units: test_runtime_infra.c.) */
+ * (Queue, the row feed in reader batches, schedule and trace units:
+ * test_runtime_infra.c.) */
 #include "test.h"
 
 #include "core/core.h"

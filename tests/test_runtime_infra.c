@@ -1,6 +1,7 @@
 /* test_runtime_infra.c -- the runtime's building blocks: the bounded queue
- * (threads, close and stop while blocked), the feeder (order, accounting,
- * stop, errors, thread-count invariance), schedules (round trip, every
+ * (threads, close and stop while blocked), the row feed handing out the
+ * reader's batches as they come, as the mps server reads (order,
+ * accounting, stop, errors, thread-count invariance), schedules (round trip, every
  * parse error, validation, built-ins on plans 0..3, slices reproduce a
  * whole run) and the trace writer (valid JSON, sorted, named tracks,
  * overflow), and the rewrite of CUDA graphs' memset nodes into kernels. */
@@ -16,9 +17,9 @@
 #include <unistd.h>
 
 #include "core/core.h"
-#include "run/feeder.h"
 #include "run/graph.h"
 #include "run/queue.h"
+#include "run/rowfeed.h"
 #include "run/schedule.h"
 #include "run/trace.h"
 
@@ -287,9 +288,11 @@ static int64_t write_data(const char *path, int64_t lines, int bad_every, uint64
     return good;
 }
 
-static rap_feeder_config feeder_cfg(const char *input, int threads, int64_t B, int P)
+/* The mps server's feed (mps_server.c): one pass, the reader's batches as
+ * they come, the input opened by create. */
+static rap_rowfeed_config reader_feed_cfg(const char *input, int threads, int64_t B, int P)
 {
-    rap_feeder_config c = {0};
+    rap_rowfeed_config c = {0};
     c.reader = rap_reader_defaults();
     c.reader.input = input;
     c.reader.threads = threads;
@@ -297,6 +300,9 @@ static rap_feeder_config feeder_cfg(const char *input, int threads, int64_t B, i
     c.batch_rows = B;
     c.n_batches = P;
     c.pinned = true;
+    c.passes = 1;
+    c.reader_batches = true;
+    c.open_at_create = true;
     return c;
 }
 
@@ -329,6 +335,7 @@ static uint64_t batch_hash(const rap_batch *b)
 
 typedef struct {
     int64_t rows, batches, bad_first_row, bad_seq, bad_value;
+    int64_t markers;       /* end-of-pass markers (0 rows), not counted in batches */
     int64_t next_good;     /* int_0 expected next, -1: not checked */
     int bad_every;
     uint64_t hashes[1024]; /* per batch */
@@ -344,7 +351,7 @@ static int64_t next_good_after(int64_t v, int bad_every)
 }
 
 /* Checks one batch of a drain: seq, first_row and int_0 values in order. */
-static void check_batch(drain_t *d, const rap_feed_batch *fb)
+static void check_batch(drain_t *d, const rap_row_batch *fb)
 {
     const rap_batch *b = &fb->batch;
     if (fb->seq != d->batches)
@@ -371,37 +378,42 @@ static void drain_init(drain_t *d, int bad_every)
 
 /* Takes every batch, holding up to `hold` before giving the oldest back
  * (as the runtime holds a batch until its copy is done). */
-static rap_status drain(rap_test_ctx *t, rap_feeder *f, drain_t *d, int hold)
+static rap_status drain(rap_test_ctx *t, rap_rowfeed *f, drain_t *d, int hold)
 {
-    rap_feed_batch *held[8];
+    rap_row_batch *held[8];
     int nh = 0;
     rap_status st;
     for (;;) {
-        rap_feed_batch *fb;
-        st = rap_feeder_next(f, &fb);
+        rap_row_batch *fb;
+        st = rap_rowfeed_next(f, &fb, NULL);
         if (st != RAP_OK || !fb)
             break;
-        check_batch(d, fb);
+        if (fb->batch.rows == 0) { /* the end of the pass: no rows, nothing to check */
+            CHECK(fb->end_of_pass);
+            d->markers++;
+        } else {
+            check_batch(d, fb);
+        }
         held[nh++] = fb;
         if (nh > hold) {
-            CHECK_OK(rap_feeder_release(f, held[0]));
+            CHECK_OK(rap_rowfeed_release(f, held[0]));
             memmove(held, held + 1, sizeof held[0] * (size_t)--nh);
         }
     }
     for (int i = 0; i < nh; i++)
-        CHECK_OK(rap_feeder_release(f, held[i]));
+        CHECK_OK(rap_rowfeed_release(f, held[i]));
     return st;
 }
 
-/* ================================================================ feeder */
+/* ================================================================ row feed, reader batches */
 
-RAP_TEST(rt_feeder_order)
+RAP_TEST(rt_rowfeed_reader_order)
 {
     const char *path = tmp_path("order.tsv");
     int64_t n = write_data(path, 10000, 0, 1);
-    rap_feeder_config c = feeder_cfg(path, 2, 128, 3);
-    rap_feeder *f;
-    REQUIRE_OK(rap_feeder_create(&c, &f));
+    rap_rowfeed_config c = reader_feed_cfg(path, 2, 128, 3);
+    rap_rowfeed *f;
+    REQUIRE_OK(rap_rowfeed_create(&c, &f));
     drain_t *d = malloc(sizeof *d);
     drain_init(d, 0);
     CHECK_OK(drain(t, f, d, 2));
@@ -411,67 +423,67 @@ RAP_TEST(rt_feeder_order)
               "seq %lld, first_row %lld, values %lld wrong", (long long)d->bad_seq,
               (long long)d->bad_first_row, (long long)d->bad_value);
     /* the end stays the end */
-    rap_feed_batch *fb = (rap_feed_batch *)1;
-    CHECK_OK(rap_feeder_next(f, &fb));
+    rap_row_batch *fb = (rap_row_batch *)1;
+    CHECK_OK(rap_rowfeed_next(f, &fb, NULL));
     CHECK(fb == NULL);
-    rap_feeder_stats st;
-    rap_feeder_get_stats(f, &st);
+    rap_rowfeed_stats st;
+    rap_rowfeed_get_stats(f, &st);
     CHECK(st.ended && !st.stopped && st.error == RAP_OK);
     CHECK(st.rows_out == n && st.rows_filled == n && st.reader.rows_used == n);
-    CHECK(st.batches_out == d->batches);
+    CHECK(st.batches_out == d->batches + d->markers && d->markers == 1); /* the end of the pass */
     CHECK(st.reader.rows_rejected == 0);
-    rap_feeder_free(f);
+    rap_rowfeed_free(f, NULL);
     /* without a usable GPU, pinned batches fall back to plain memory */
     if (!rap_gpu_available(NULL, 0)) {
         c.n_batches = 1;
-        REQUIRE_OK(rap_feeder_create(&c, &f));
-        REQUIRE_OK(rap_feeder_next(f, &fb));
+        REQUIRE_OK(rap_rowfeed_create(&c, &f));
+        REQUIRE_OK(rap_rowfeed_next(f, &fb, NULL));
         CHECK(fb && !fb->batch.pinned);
-        rap_feeder_free(f);
+        rap_rowfeed_free(f, NULL);
     }
     free(d);
 }
 
-RAP_TEST(rt_feeder_release_checks)
+RAP_TEST(rt_rowfeed_reader_release_checks)
 {
     const char *path = tmp_path("rel.tsv");
     write_data(path, 1000, 0, 2);
-    rap_feeder_config c = feeder_cfg(path, 1, 100, 2);
-    rap_feeder *f;
-    REQUIRE_OK(rap_feeder_create(&c, &f));
-    rap_feed_batch *a, *b;
-    REQUIRE_OK(rap_feeder_next(f, &a));
+    rap_rowfeed_config c = reader_feed_cfg(path, 1, 100, 2);
+    rap_rowfeed *f;
+    REQUIRE_OK(rap_rowfeed_create(&c, &f));
+    rap_row_batch *a, *b;
+    REQUIRE_OK(rap_rowfeed_next(f, &a, NULL));
     REQUIRE(a);
-    REQUIRE_OK(rap_feeder_next(f, &b));
+    REQUIRE_OK(rap_rowfeed_next(f, &b, NULL));
     REQUIRE(b && b != a && b->seq == 1 && b->batch.first_row == 100);
-    CHECK_OK(rap_feeder_release(f, b)); /* any order */
-    CHECK(rap_feeder_release(f, b) == RAP_ERR_ARG);
+    CHECK_OK(rap_rowfeed_release(f, b)); /* any order */
+    CHECK(rap_rowfeed_release(f, b) == RAP_ERR_ARG);
     CHECK(strstr(rap_last_error(), "not handed out") != NULL);
-    rap_feed_batch other = *a;
-    CHECK(rap_feeder_release(f, &other) == RAP_ERR_ARG);
-    CHECK(strstr(rap_last_error(), "not a batch of this feeder") != NULL);
-    CHECK(rap_feeder_release(f, NULL) == RAP_ERR_ARG);
-    CHECK_OK(rap_feeder_release(f, a));
-    rap_feeder_free(f);
+    rap_row_batch other = *a;
+    CHECK(rap_rowfeed_release(f, &other) == RAP_ERR_ARG);
+    CHECK(strstr(rap_last_error(), "not a batch of this feed") != NULL);
+    CHECK(rap_rowfeed_release(f, NULL) == RAP_ERR_ARG);
+    CHECK_OK(rap_rowfeed_release(f, a));
+    rap_rowfeed_free(f, NULL);
 
     /* bad config, missing input: nothing left open */
     c.batch_rows = 0;
-    CHECK(rap_feeder_create(&c, &f) == RAP_ERR_ARG && f == NULL);
-    c = feeder_cfg(tmp_path("missing.tsv"), 1, 100, 2);
-    rap_status s = rap_feeder_create(&c, &f);
+    CHECK(rap_rowfeed_create(&c, &f) == RAP_ERR_ARG && f == NULL);
+    c = reader_feed_cfg(tmp_path("missing.tsv"), 1, 100, 2);
+    rap_status s = rap_rowfeed_create(&c, &f);
     CHECK(s == RAP_ERR_IO && f == NULL);
     CHECK_MSG(strstr(rap_last_error(), "missing.tsv") != NULL, "message: %s", rap_last_error());
-    rap_feeder_free(NULL);
+    rap_rowfeed_free(NULL, NULL);
 }
 
-RAP_TEST(rt_feeder_accounting_malformed)
+RAP_TEST(rt_rowfeed_reader_accounting_malformed)
 {
     const char *path = tmp_path("bad.tsv");
     int64_t lines = 5000;
     int64_t good = write_data(path, lines, 7, 3);
-    rap_feeder_config c = feeder_cfg(path, 3, 100, 3);
-    rap_feeder *f;
-    REQUIRE_OK(rap_feeder_create(&c, &f));
+    rap_rowfeed_config c = reader_feed_cfg(path, 3, 100, 3);
+    rap_rowfeed *f;
+    REQUIRE_OK(rap_rowfeed_create(&c, &f));
     drain_t *d = malloc(sizeof *d);
     drain_init(d, 7);
     CHECK_OK(drain(t, f, d, 1));
@@ -479,17 +491,17 @@ RAP_TEST(rt_feeder_accounting_malformed)
     CHECK_MSG(d->bad_seq == 0 && d->bad_first_row == 0 && d->bad_value == 0,
               "seq %lld, first_row %lld, values %lld wrong", (long long)d->bad_seq,
               (long long)d->bad_first_row, (long long)d->bad_value);
-    rap_feeder_stats st;
-    rap_feeder_get_stats(f, &st);
+    rap_rowfeed_stats st;
+    rap_rowfeed_get_stats(f, &st);
     CHECK(st.rows_out == good && st.reader.rows_used == good);
     CHECK(st.reader.rows_rejected == lines - good);
     CHECK(st.reader.rejected[RAP_REJ_LABEL] == lines - good);
     CHECK(st.reader.rows_read == lines);
-    rap_feeder_free(f);
+    rap_rowfeed_free(f, NULL);
     free(d);
 }
 
-RAP_TEST(rt_feeder_error_propagation)
+RAP_TEST(rt_rowfeed_reader_error_propagation)
 {
     /* line 1001 (1-based) is malformed: 1000 good rows, then the error */
     const char *path = tmp_path("fail.tsv");
@@ -503,10 +515,10 @@ RAP_TEST(rt_feeder_error_propagation)
         fwrite(buf, 1, (size_t)n, fp);
     }
     fclose(fp);
-    rap_feeder_config c = feeder_cfg(path, 3, 128, 3);
+    rap_rowfeed_config c = reader_feed_cfg(path, 3, 128, 3);
     c.reader.bad_rows = RAP_BAD_FAIL;
-    rap_feeder *f;
-    REQUIRE_OK(rap_feeder_create(&c, &f));
+    rap_rowfeed *f;
+    REQUIRE_OK(rap_rowfeed_create(&c, &f));
     drain_t *d = malloc(sizeof *d);
     drain_init(d, 0);
     rap_status s = drain(t, f, d, 2);
@@ -515,54 +527,54 @@ RAP_TEST(rt_feeder_error_propagation)
     CHECK(d->rows == 1000);
     CHECK(d->bad_seq == 0 && d->bad_first_row == 0 && d->bad_value == 0);
     /* the error stays */
-    rap_feed_batch *fb;
-    CHECK(rap_feeder_next(f, &fb) == RAP_ERR_DATA && fb == NULL);
+    rap_row_batch *fb;
+    CHECK(rap_rowfeed_next(f, &fb, NULL) == RAP_ERR_DATA && fb == NULL);
     CHECK(strstr(rap_last_error(), "fail.tsv:1001:") != NULL);
-    rap_feeder_stats st;
-    rap_feeder_get_stats(f, &st);
+    rap_rowfeed_stats st;
+    rap_rowfeed_get_stats(f, &st);
     CHECK(st.ended && st.error == RAP_ERR_DATA);
     CHECK(st.rows_out == 1000 && st.reader.rows_used == 1000);
-    rap_feeder_free(f);
+    rap_rowfeed_free(f, NULL);
     free(d);
 }
 
-RAP_TEST(rt_feeder_stop_midway)
+RAP_TEST(rt_rowfeed_reader_stop_midway)
 {
     const char *path = tmp_path("stop.tsv");
     int64_t n = write_data(path, 60000, 0, 5);
-    rap_feeder_config c = feeder_cfg(path, 2, 128, 3);
-    rap_feeder *f;
-    REQUIRE_OK(rap_feeder_create(&c, &f));
+    rap_rowfeed_config c = reader_feed_cfg(path, 2, 128, 3);
+    rap_rowfeed *f;
+    REQUIRE_OK(rap_rowfeed_create(&c, &f));
     drain_t *d = malloc(sizeof *d);
     drain_init(d, 0);
     for (int i = 0; i < 3; i++) {
-        rap_feed_batch *fb;
-        REQUIRE_OK(rap_feeder_next(f, &fb));
+        rap_row_batch *fb;
+        REQUIRE_OK(rap_rowfeed_next(f, &fb, NULL));
         REQUIRE(fb);
         check_batch(d, fb);
-        CHECK_OK(rap_feeder_release(f, fb));
+        CHECK_OK(rap_rowfeed_release(f, fb));
     }
-    rap_feeder_stop(f); /* what a SIGINT handler does */
+    rap_rowfeed_stop(f); /* what a SIGINT handler does */
     CHECK_OK(drain(t, f, d, 1));
     CHECK(d->bad_seq == 0 && d->bad_first_row == 0 && d->bad_value == 0);
     CHECK_MSG(d->rows < n, "stop had no effect: %lld of %lld rows", (long long)d->rows, (long long)n);
-    rap_feeder_stats st;
-    rap_feeder_get_stats(f, &st);
+    rap_rowfeed_stats st;
+    rap_rowfeed_get_stats(f, &st);
     CHECK(st.ended && st.stopped && st.error == RAP_OK);
     CHECK_MSG(st.rows_out == d->rows && st.reader.rows_used == d->rows,
               "rows out %lld, drained %lld, reader used %lld", (long long)st.rows_out,
               (long long)d->rows, (long long)st.reader.rows_used);
-    rap_feeder_free(f);
+    rap_rowfeed_free(f, NULL);
     free(d);
 }
 
-static rap_feeder *volatile g_sig_feeder;
+static rap_rowfeed *volatile g_sig_feed;
 static atomic_int g_watchdog_fired;
 
 static void on_alarm(int sig)
 {
     (void)sig;
-    rap_feeder_stop(g_sig_feeder); /* async-signal-safe */
+    rap_rowfeed_stop(g_sig_feed); /* async-signal-safe */
 }
 
 static void *watchdog(void *arg)
@@ -572,23 +584,23 @@ static void *watchdog(void *arg)
         ms_sleep(10);
     if (!atomic_load(done)) {
         atomic_store(&g_watchdog_fired, 1);
-        rap_feeder_stop(g_sig_feeder);
+        rap_rowfeed_stop(g_sig_feed);
     }
     return NULL;
 }
 
-/* Ctrl-C while following a quiet input: without the stop the feeder would
+/* Ctrl-C while following a quiet input: without the stop the feed would
  * wait for more rows forever; the handler's stop ends it cleanly. */
-RAP_TEST(rt_feeder_stop_from_signal)
+RAP_TEST(rt_rowfeed_reader_stop_from_signal)
 {
     const char *path = tmp_path("follow.tsv");
     int64_t n = write_data(path, 1000, 0, 8);
-    rap_feeder_config c = feeder_cfg(path, 2, 256, 3);
+    rap_rowfeed_config c = reader_feed_cfg(path, 2, 256, 3);
     c.reader.follow = true;
     c.reader.idle_timeout_s = 0; /* never ends by itself */
-    rap_feeder *f;
-    REQUIRE_OK(rap_feeder_create(&c, &f));
-    g_sig_feeder = f;
+    rap_rowfeed *f;
+    REQUIRE_OK(rap_rowfeed_create(&c, &f));
+    g_sig_feed = f;
     atomic_store(&g_watchdog_fired, 0);
     atomic_int done;
     atomic_init(&done, 0);
@@ -609,52 +621,52 @@ RAP_TEST(rt_feeder_stop_from_signal)
     sigaction(SIGALRM, &old, NULL);
     CHECK(!atomic_load(&g_watchdog_fired));
     CHECK(d->rows == n && d->bad_value == 0 && d->bad_first_row == 0 && d->bad_seq == 0);
-    rap_feeder_stats st;
-    rap_feeder_get_stats(f, &st);
+    rap_rowfeed_stats st;
+    rap_rowfeed_get_stats(f, &st);
     CHECK(st.ended && st.stopped && st.rows_out == n && st.reader.rows_used == n);
-    rap_feeder_free(f);
-    g_sig_feeder = NULL;
+    rap_rowfeed_free(f, NULL);
+    g_sig_feed = NULL;
     free(d);
 }
 
-RAP_TEST(rt_feeder_free_midway)
+RAP_TEST(rt_rowfeed_reader_free_midway)
 {
     /* freed while the thread waits for a free batch and the consumer holds
      * some: no hang, no leak (SAN build) */
     const char *path = tmp_path("abort.tsv");
     write_data(path, 20000, 0, 6);
     for (int hold = 0; hold <= 3; hold++) {
-        rap_feeder_config c = feeder_cfg(path, 2, 64, 3);
-        rap_feeder *f;
-        REQUIRE_OK(rap_feeder_create(&c, &f));
+        rap_rowfeed_config c = reader_feed_cfg(path, 2, 64, 3);
+        rap_rowfeed *f;
+        REQUIRE_OK(rap_rowfeed_create(&c, &f));
         for (int i = 0; i < hold; i++) {
-            rap_feed_batch *fb;
-            REQUIRE_OK(rap_feeder_next(f, &fb));
+            rap_row_batch *fb;
+            REQUIRE_OK(rap_rowfeed_next(f, &fb, NULL));
             REQUIRE(fb && fb->seq == i);
         }
         if (hold == 3)
             ms_sleep(20);
         double t0 = rap_now();
-        rap_feeder_free(f);
+        rap_rowfeed_free(f, NULL);
         CHECK_MSG(rap_now() - t0 < 5, "free took %.2f s", rap_now() - t0);
     }
 }
 
-RAP_TEST(rt_feeder_threads_invariance)
+RAP_TEST(rt_rowfeed_reader_threads_invariance)
 {
     const char *path = tmp_path("inv.tsv");
     int64_t good = write_data(path, 8000, 13, 7);
     drain_t *d[2];
     int threads[2] = {1, 3};
     for (int k = 0; k < 2; k++) {
-        rap_feeder_config c = feeder_cfg(path, threads[k], 100, 3);
+        rap_rowfeed_config c = reader_feed_cfg(path, threads[k], 100, 3);
         c.chunk_bytes = k == 0 ? 4096 : 10000; /* different cuts too */
-        rap_feeder *f;
-        REQUIRE_OK(rap_feeder_create(&c, &f));
+        rap_rowfeed *f;
+        REQUIRE_OK(rap_rowfeed_create(&c, &f));
         d[k] = malloc(sizeof *d[k]);
         drain_init(d[k], 13);
         CHECK_OK(drain(t, f, d[k], 2));
-        rap_feeder_free(f);
+        rap_rowfeed_free(f, NULL);
         CHECK(d[k]->rows == good);
         CHECK(d[k]->bad_value == 0);
     }

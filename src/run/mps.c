@@ -5,9 +5,9 @@
 
 #include "core/core.h"
 #include "core/cuda_util.h"
-#include "run/feeder.h"
 #include "run/input.h"
 #include "run/pack.h"
+#include "run/rowfeed.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1204,14 +1204,15 @@ rap_status rap_mps_client_release(rap_mps_client *c, int slot, void *train_strea
 
 /* ================================================================ server */
 
-static _Atomic(rap_feeder *) g_srv_feeder;
+/* The server's row feed, for rap_mps_server_stop (a signal handler). */
+static _Atomic(rap_rowfeed *) g_srv_feed;
 
 void rap_mps_server_stop(void)
 {
     g_srv_stop = 1;
-    rap_feeder *f = atomic_load(&g_srv_feeder);
+    rap_rowfeed *f = atomic_load(&g_srv_feed);
     if (f)
-        rap_feeder_stop(f);
+        rap_rowfeed_stop(f);
 }
 
 /* True when the trainer has hung up on fd: the last receive saw the end of
@@ -1257,7 +1258,7 @@ typedef struct {
     rap_fusion fus;
     bool fus_ok;
     rap_prep *prep;
-    rap_feeder *feeder;
+    rap_rowfeed *feed;
     cudaStream_t stream;
     cudaEvent_t copied;           /* after the batch upload: the host batch is free */
     char *base;                   /* the client's slots, opened */
@@ -1336,7 +1337,7 @@ static rap_status server_shape(server *sv, const rap_mps_msg *cfg)
 }
 
 /* Opens the client's slots and events, builds the executor and the
- * feeder. */
+ * row feed. */
 static rap_status server_open(server *sv, const rap_mps_msg *cfg, const rap_mps_msg *h)
 {
     if (h->n_slots != sv->S || h->slot_bytes != sv->lay.bytes ||
@@ -1362,7 +1363,7 @@ static rap_status server_open(server *sv, const rap_mps_msg *cfg, const rap_mps_
     sv->fus_ok = true;
     rap_prep_config pc = {.device = RAP_GPU, .max_rows = sv->B, .stream = sv->stream};
     RAP_TRY(rap_prep_create(sv->plan, &sv->fus, &pc, &sv->prep));
-    rap_feeder_config fc;
+    rap_rowfeed_config fc;
     memset(&fc, 0, sizeof fc);
     fc.reader = rap_reader_defaults();
     fc.reader.input = cfg->input;
@@ -1376,10 +1377,13 @@ static rap_status server_open(server *sv, const rap_mps_msg *cfg, const rap_mps_
     fc.batch_rows = sv->B;
     fc.n_batches = 3;
     fc.pinned = true;
-    RAP_TRY(rap_feeder_create(&fc, &sv->feeder));
-    atomic_store(&g_srv_feeder, sv->feeder);
+    fc.passes = 1;
+    fc.reader_batches = true; /* every row in order, batches as the reader reads them */
+    fc.open_at_create = true; /* an input that cannot be opened is told in READY */
+    RAP_TRY(rap_rowfeed_create(&fc, &sv->feed));
+    atomic_store(&g_srv_feed, sv->feed);
     if (g_srv_stop)
-        rap_feeder_stop(sv->feeder);
+        rap_rowfeed_stop(sv->feed);
     return RAP_OK;
 }
 
@@ -1488,14 +1492,18 @@ static void server_loop(server *sv)
     rap_status st = RAP_OK;
     bool gone = false;
     for (;;) {
-        rap_feed_batch *fb = NULL;
-        st = rap_feeder_next(sv->feeder, &fb);
+        rap_row_batch *fb = NULL;
+        st = rap_rowfeed_next(sv->feed, &fb, NULL);
         if (st != RAP_OK || !fb)
             break;
+        if (fb->batch.rows == 0) { /* the end-of-pass marker: the end comes next */
+            rap_rowfeed_release(sv->feed, fb);
+            continue;
+        }
         rap_status ws = RAP_OK;
         int s = g_srv_stop ? -1 : pick_slot(sv, &next_slot, &ws);
         if (s < 0) {
-            rap_feeder_release(sv->feeder, fb);
+            rap_rowfeed_release(sv->feed, fb);
             st = g_srv_stop ? RAP_OK : ws; /* stopped: END says so below */
             gone = !g_srv_stop && ws == RAP_OK;
             break;
@@ -1503,7 +1511,7 @@ static void server_loop(server *sv)
         if (sv->wait_free[s]) {
             cudaError_t e = cudaStreamWaitEvent(sv->stream, sv->freev[s], 0);
             if (e != cudaSuccess) {
-                rap_feeder_release(sv->feeder, fb);
+                rap_rowfeed_release(sv->feed, fb);
                 st = rap_fail(RAP_ERR_CUDA, "mps: waiting on slot %d's free event: %s", s,
                               cudaGetErrorString(e));
                 break;
@@ -1537,7 +1545,7 @@ static void server_loop(server *sv)
         }
         /* the host batch is free once its upload is done */
         cudaError_t e = cudaEventSynchronize(sv->copied);
-        rap_feeder_release(sv->feeder, fb);
+        rap_rowfeed_release(sv->feed, fb);
         if (st == RAP_OK && e != cudaSuccess)
             st = rap_fail(RAP_ERR_CUDA, "mps: batch upload: %s", cudaGetErrorString(e));
         if (st != RAP_OK || gone)
@@ -1550,8 +1558,8 @@ static void server_loop(server *sv)
     cudaError_t e = cudaStreamSynchronize(sv->stream);
     if (st == RAP_OK && e != cudaSuccess)
         st = rap_fail(RAP_ERR_CUDA, "mps: server stream: %s", cudaGetErrorString(e));
-    rap_feeder_stats fst;
-    rap_feeder_get_stats(sv->feeder, &fst);
+    rap_rowfeed_stats fst;
+    rap_rowfeed_get_stats(sv->feed, &fst);
     memset(m, 0, sizeof *m);
     if (gone)
         return; /* the trainer hung up: nobody to tell */
@@ -1581,9 +1589,9 @@ static void server_free(server *sv)
     if (sv->wake[1] >= 0)
         close(sv->wake[1]);
     sv->wake[0] = sv->wake[1] = -1;
-    atomic_store(&g_srv_feeder, NULL);
-    rap_feeder_free(sv->feeder);
-    sv->feeder = NULL;
+    atomic_store(&g_srv_feed, NULL);
+    rap_rowfeed_free(sv->feed, NULL);
+    sv->feed = NULL;
     rap_prep_free(sv->prep);
     sv->prep = NULL;
     if (sv->fus_ok)
@@ -1721,9 +1729,9 @@ rap_status rap_mps_server_run(int fd, rap_mps_plan_loader load)
             pthread_join(sv->watcher, NULL);
             sv->watching = false;
         }
-        atomic_store(&g_srv_feeder, NULL);
-        rap_feeder_free(sv->feeder);
-        sv->feeder = NULL;
+        atomic_store(&g_srv_feed, NULL);
+        rap_rowfeed_free(sv->feed, NULL);
+        sv->feed = NULL;
         rap_prep_free(sv->prep);
         sv->prep = NULL;
         if (rap_mps_send(fd, m) == RAP_OK) {

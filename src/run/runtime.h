@@ -4,13 +4,9 @@
  *
  * Two parts:
  *
- *  rap_rowfeed  a producer thread that reads the input (rap_reader, with
- *               its own parser threads) and fills batches of exactly B
- *               training rows (held-out rows skipped, rows before a resume
- *               position skipped), pass after pass, into a pool of P
- *               (pinned) host batches. The batches handed out are exactly
- *               the trainer's batches of train.h: the rows of step s depend
- *               only on the input, B and the hold-out, never on threads.
+ *  rap_rowfeed  the row feed (run/rowfeed.h): a producer thread that
+ *               fills batches of exactly B training rows, pass after pass,
+ *               into a pool of P (pinned) host batches.
  *
  *  rap_runtime  trains on those batches with a model, preparing batch i+1
  *               while batch i trains (S slots, each with its own executor,
@@ -40,10 +36,9 @@
 #include "dist/hybrid.h"
 #include "model/model.h"
 #include "rap.h"
+#include "run/rowfeed.h"
 #include "run/schedule.h"
 #include "run/trace.h"
-
-#include <signal.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,67 +66,6 @@ rap_status rap_mode_list_parse(const char *spec, rap_mode *modes, int max, int *
 /* Whether mode m can run with the model on dev (and this build). The reason
  * when not goes to why. */
 bool rap_mode_available(rap_mode m, rap_device dev, char *why, size_t why_len);
-
-/* ------------------------------------------------------------ row feed */
-
-typedef struct {
-    rap_reader_config reader;   /* input, parser threads, bad_rows, follow... */
-    size_t chunk_bytes;         /* reader chunk (tests); 0 = default */
-    int64_t batch_rows;         /* B */
-    int n_batches;              /* P >= 1 */
-    bool pinned;                /* page-locked batches when a GPU is usable */
-    double holdout;             /* F: rows with rap_train_held_out(i, F) skipped */
-    int64_t start_pos;          /* first pass: rows of the input before this are skipped */
-    int64_t passes;             /* passes over the input; 0 = until freed */
-    rap_trace *trace;           /* span per filled batch on RAP_TRACK_FEEDER */
-    volatile sig_atomic_t *stop; /* set: a consumer waiting on a followed input (or
-                                  * stdin) stops the reader */
-    bool per_row;               /* reference path (tests, bench): copy row by row
-                                 * instead of reading straight into the batch (no
-                                 * hold-out) or copying runs of rows; same batches */
-} rap_rowfeed_config;
-
-typedef struct {
-    rap_batch batch;            /* rows <= B; 0 only on an end-of-pass marker */
-    int64_t seq;                /* 0, 1, 2, ... over all passes */
-    int64_t pass;               /* 0-based pass of this run */
-    int64_t pos_after;          /* rows of the input consumed in the pass after it */
-    int64_t pass_rows;          /* end_of_pass: training rows handed out in the pass */
-    bool end_of_pass;           /* the last batch of its pass (may hold 0 rows) */
-    int slot;                   /* pool index (internal) */
-} rap_row_batch;
-
-typedef struct {
-    int64_t batches_out;        /* batches (markers included) handed out */
-    int64_t rows_out;           /* training rows in them */
-    int64_t rows_held_out;      /* rows skipped by the hold-out */
-    int64_t rows_skipped;       /* rows before start_pos */
-    int64_t rows_pending;       /* rows read into batches not handed out */
-    int64_t passes_done;
-    rap_reader_stats reader;    /* summed over passes (rows_read == used + rejected) */
-} rap_rowfeed_stats;
-
-typedef struct rap_rowfeed rap_rowfeed;
-
-rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out);
-/* Next batch in order (blocks; *waited_s gets the seconds spent waiting,
- * may be NULL). RAP_OK with *out NULL after the last pass or after a stop;
- * the reader's error (after every good batch before it). One consumer.
- * RAP_ERR_INTERNAL (a deadlock, named) when it would wait while every batch
- * of the pool has been handed out and none is given back within 2 s. */
-rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_s);
-/* Gives a batch back (any thread). */
-rap_status rap_rowfeed_release(rap_rowfeed *f, rap_row_batch *b);
-/* Ends reading: rows already read are still handed out, then the end.
- * Async-signal-safe. */
-void rap_rowfeed_stop(rap_rowfeed *f);
-/* Accounting; exact once the end was returned or after free's join
- * (rap_rowfeed_close_stats). Consumer thread only. */
-void rap_rowfeed_get_stats(rap_rowfeed *f, rap_rowfeed_stats *st);
-/* Stops and joins the thread, then fills st (may be NULL) with the final
- * accounting (rows_pending counts what was read but never handed out) and
- * frees everything. */
-void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *st);
 
 /* ------------------------------------------------------------ runtime */
 

@@ -1,0 +1,522 @@
+/*
+ * rowfeed.c -- the row feed (rowfeed.h): a reader thread, a pool of P
+ * batches and two queues.
+ *
+ *   free queue  (P) batches nobody uses; the thread pops, the consumer
+ *               pushes back (rap_rowfeed_release)
+ *   full queue  (P) filled batches in input order; the thread pushes, the
+ *               consumer pops (rap_rowfeed_next)
+ *
+ * The thread ends after the last pass, on a stop or on a reader error by
+ * closing the full queue: the consumer drains it, then sees the end or the
+ * error (kept in err/err_msg, written before the close, so the queue's lock
+ * orders them). rap_rowfeed_free stops both queues and the reader, which
+ * wakes the thread wherever it waits.
+ */
+#include "run/rowfeed.h"
+
+#include "core/core.h"
+#include "data/reader_internal.h"
+#include "run/queue.h"
+#include "run/train.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Seconds a consumer may wait while it (or its threads) hold every batch of
+ * the pool before rap_rowfeed_next calls it a deadlock (a release by another
+ * thread takes microseconds). */
+#define RAP_FEED_ALL_HELD_S 2.0
+
+struct rap_rowfeed {
+    rap_rowfeed_config cfg;
+    rap_row_batch *pool;       /* (P) */
+    atomic_int *held;          /* (P) 1 while the consumer holds the batch */
+    int n_pool;
+    rap_queue *free_q, *full_q;
+    pthread_t tid;
+    bool started;
+    atomic_int stop;
+    /* The current pass's reader, set and cleared by the thread (with
+     * open_at_create the first one by create). rd_lock orders its close
+     * against rap_rowfeed_get_stats; stoppers counts the rap_rowfeed_stop
+     * calls between loading it and stopping it, which its close waits out:
+     * stop takes no lock, so a signal handler may call it. */
+    _Atomic(rap_reader *) reader;
+    atomic_int stoppers;
+    pthread_mutex_t rd_lock;
+    rap_batch rb;              /* reader batch (thread); unused with reader_batches */
+    /* written by the thread; read after join or under st_lock */
+    pthread_mutex_t st_lock;
+    rap_reader_stats sum;      /* closed passes */
+    atomic_llong held_out, skipped, filled;
+    int64_t passes_done;
+    rap_status err;
+    char err_msg[2048];
+    /* consumer */
+    int64_t batches_out, rows_out;
+    bool ended;
+    rap_status end_status;
+};
+
+static void add_stats(rap_reader_stats *sum, const rap_reader_stats *s)
+{
+    sum->rows_read += s->rows_read;
+    sum->rows_used += s->rows_used;
+    sum->rows_rejected += s->rows_rejected;
+    sum->bytes_read += s->bytes_read;
+    sum->files += s->files;
+    for (int r = 0; r < RAP_REJ_COUNT; r++) {
+        sum->rejected[r] += s->rejected[r];
+        for (int e = 0; e < RAP_REJ_EXAMPLES; e++)
+            if (!sum->example[r][e][0])
+                memcpy(sum->example[r][e], s->example[r][e], sizeof sum->example[r][e]);
+    }
+}
+
+/* Appends row r of src to dst (same schema); dst->rows < dst->cap. The
+ * per-row reference of rap_batch_append, kept for
+ * the feed's per_row path, which tests compare the bulk paths against. */
+static void copy_row(rap_batch *dst, const rap_batch *src, int64_t r)
+{
+    int64_t d = dst->rows, bd = dst->cap, bs = src->cap;
+    int nd = src->schema.n_dense, ns = src->schema.n_sparse;
+    int64_t k = src->schema.ids_per_row;
+    dst->label[d] = src->label[r];
+    for (int j = 0; j < nd; j++) {
+        dst->dense[j * bd + d] = src->dense[j * bs + r];
+        dst->dense_valid[j * bd + d] = src->dense_valid[j * bs + r];
+    }
+    for (int j = 0; j < ns; j++) {
+        const int64_t *so = src->sparse_off + j * (bs + 1);
+        int64_t *dof = dst->sparse_off + j * (bd + 1);
+        if (d == 0)
+            dof[0] = 0;
+        int64_t n = so[r + 1] - so[r];
+        memcpy(dst->sparse_ids + j * bd * k + dof[d], src->sparse_ids + j * bs * k + so[r],
+               sizeof(int64_t) * (size_t)n);
+        dof[d + 1] = dof[d] + n;
+        dst->sparse_valid[j * bd + d] = src->sparse_valid[j * bs + r];
+    }
+    dst->rows = d + 1;
+}
+
+/* Closes the current reader (if any), its accounting added to the sum. */
+static void feed_close_reader(rap_rowfeed *f)
+{
+    pthread_mutex_lock(&f->rd_lock);
+    rap_reader *r = atomic_exchange(&f->reader, NULL);
+    pthread_mutex_unlock(&f->rd_lock);
+    if (!r)
+        return;
+    while (atomic_load(&f->stoppers) > 0) /* a stop that loaded r before the exchange */
+        sched_yield();
+    rap_reader_stats st;
+    rap_reader_get_stats(r, &st);
+    pthread_mutex_lock(&f->st_lock);
+    add_stats(&f->sum, &st);
+    pthread_mutex_unlock(&f->st_lock);
+    rap_reader_close(r);
+}
+
+static void feed_error(rap_rowfeed *f, rap_status st)
+{
+    f->err = st;
+    snprintf(f->err_msg, sizeof f->err_msg, "%s", rap_last_error());
+}
+
+/* One pass's reading state (the feed thread's). */
+typedef struct {
+    rap_reader *r;
+    int64_t pos;        /* rows of the input consumed (the resume position) */
+    int64_t next_idx;   /* index (among used rows) of the next row the reader hands out */
+    int64_t rb_at;      /* next row of the reader batch f->rb */
+    bool direct;        /* nothing held out: read straight into the pool batch (its
+                         * capacity is B) once the resume position is reached and
+                         * the reader batch is drained */
+    bool eod;           /* the reader reached the end of the data */
+    rap_status st;      /* the reader's error */
+} feed_pass;
+
+/* Fills pool batch tb (emptied) with the pass's next training rows; the
+ * rows held out and skipped before the resume position are counted into
+ * *n_held and *n_skip. Returns false on a reader error (p->st); p->eod
+ * set at the end of the data. */
+static bool feed_fill(rap_rowfeed *f, feed_pass *p, rap_batch *tb, int64_t *n_held,
+                      int64_t *n_skip)
+{
+    const rap_rowfeed_config *c = &f->cfg;
+    while (tb->rows < tb->cap) {
+        if (p->rb_at >= f->rb.rows) {
+            if (p->direct && tb->rows == 0 && p->pos <= p->next_idx) {
+                p->st = rap_reader_next(p->r, tb);
+                if (!c->reader_batches)
+                    tb->first_row = 0;
+                if (p->st != RAP_OK)
+                    return false;
+                if (tb->rows == 0) {
+                    p->eod = true;
+                    return true;
+                }
+                p->next_idx += tb->rows;
+                p->pos = p->next_idx;
+                if (c->reader_batches)
+                    return true; /* the read as it came */
+                continue; /* a short batch (a followed input, a reject
+                           * in fail mode) is filled up below */
+            }
+            p->st = rap_reader_next(p->r, &f->rb);
+            p->rb_at = 0;
+            if (p->st != RAP_OK)
+                return false;
+            if (f->rb.rows == 0) {
+                p->eod = true;
+                return true;
+            }
+            p->next_idx = f->rb.first_row + f->rb.rows;
+        }
+        int64_t idx = f->rb.first_row + p->rb_at;
+        if (c->per_row) {
+            if (idx >= p->pos) {
+                p->pos = idx + 1;
+                if (rap_train_held_out(idx, c->holdout))
+                    (*n_held)++;
+                else
+                    copy_row(tb, &f->rb, p->rb_at);
+            } else {
+                (*n_skip)++;
+            }
+            p->rb_at++;
+            continue;
+        }
+        int64_t left = f->rb.rows - p->rb_at, n = 0;
+        if (idx < p->pos) { /* before the resume position */
+            n = p->pos - idx < left ? p->pos - idx : left;
+            *n_skip += n;
+            p->rb_at += n;
+            continue;
+        }
+        if (rap_train_held_out(idx, c->holdout)) { /* a run of held-out rows */
+            while (n < left && rap_train_held_out(idx + n, c->holdout))
+                n++;
+            *n_held += n;
+        } else { /* a run of kept rows, as much as fits */
+            int64_t room = tb->cap - tb->rows;
+            if (left > room)
+                left = room;
+            while (n < left && !rap_train_held_out(idx + n, c->holdout))
+                n++;
+            rap_batch_append(tb, &f->rb, p->rb_at, n);
+        }
+        p->rb_at += n;
+        p->pos = idx + n;
+    }
+    return true;
+}
+
+/* Reads pass `pass` (its reader r) into pool batches and queues them, the
+ * last one (or a marker of 0 rows) with end_of_pass. *seq numbers the
+ * batches over all passes. Returns false when the thread must end: a
+ * reader error (recorded), a stop, the feed shut down. */
+static bool feed_pass_run(rap_rowfeed *f, rap_reader *r, int64_t pass, int64_t *seq)
+{
+    const rap_rowfeed_config *c = &f->cfg;
+    feed_pass p = {r, pass == 0 ? c->start_pos : 0, 0, 0, !c->per_row && c->holdout <= 0, false,
+                   RAP_OK};
+    int64_t pass_rows = 0;
+    f->rb.rows = 0;
+    while (!p.eod) {
+        void *it;
+        if (rap_queue_pop(f->free_q, &it) != RAP_Q_OK)
+            return false;
+        rap_row_batch *fb = it;
+        rap_batch *tb = &fb->batch;
+        tb->rows = 0;
+        tb->first_row = 0;
+        int64_t n_held = 0, n_skip = 0;
+        double t0 = rap_trace_host_begin(c->trace, "read batch");
+        bool ok = feed_fill(f, &p, tb, &n_held, &n_skip);
+        atomic_fetch_add(&f->held_out, n_held);
+        atomic_fetch_add(&f->skipped, n_skip);
+        rap_trace_host_end(c->trace, RAP_TRACK_FEEDER, "read batch", "read", *seq, t0);
+        if (!ok) {
+            feed_error(f, p.st);
+            rap_queue_try_push(f->free_q, fb);
+            return false;
+        }
+        /* an end caused by a stop is not the end of the pass */
+        bool eop = p.eod && !atomic_load(&f->stop);
+        if (tb->rows == 0 && !eop) {
+            rap_queue_try_push(f->free_q, fb);
+            return false;
+        }
+        pass_rows += tb->rows;
+        fb->seq = (*seq)++;
+        fb->pass = pass;
+        fb->pos_after = p.pos;
+        fb->pass_rows = pass_rows;
+        fb->end_of_pass = eop;
+        atomic_fetch_add(&f->filled, tb->rows);
+        if (rap_queue_push(f->full_q, fb) != RAP_Q_OK)
+            return false;
+        if (p.eod && !eop)
+            return false;
+    }
+    return true;
+}
+
+static void *feed_main(void *arg)
+{
+    rap_rowfeed *f = arg;
+    const rap_rowfeed_config *c = &f->cfg;
+    int64_t seq = 0;
+    for (int64_t pass = 0; c->passes == 0 || pass < c->passes; pass++) {
+        if (atomic_load(&f->stop))
+            break;
+        rap_reader *r = pass == 0 ? atomic_load(&f->reader) : NULL; /* open_at_create */
+        if (!r) {
+            rap_status st = rap_reader_open_ex(&c->reader, c->chunk_bytes, &r);
+            if (st != RAP_OK) {
+                feed_error(f, st);
+                break;
+            }
+            atomic_store(&f->reader, r);
+            if (atomic_load(&f->stop)) /* a stop that came before the store */
+                rap_reader_stop(r);
+        }
+        bool go_on = feed_pass_run(f, r, pass, &seq);
+        feed_close_reader(f);
+        if (!go_on)
+            break;
+        pthread_mutex_lock(&f->st_lock);
+        f->passes_done = pass + 1;
+        pthread_mutex_unlock(&f->st_lock);
+    }
+    rap_queue_close(f->full_q);
+    return NULL;
+}
+
+void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!f)
+        return;
+    bool stopped = atomic_load(&f->stop) != 0; /* by the caller, not by this free */
+    if (f->started) {
+        rap_rowfeed_stop(f);
+        rap_queue_stop(f->free_q);
+        rap_queue_stop(f->full_q);
+        pthread_join(f->tid, NULL);
+        f->started = false;
+    }
+    feed_close_reader(f);
+    if (out) {
+        rap_rowfeed_get_stats(f, out);
+        out->stopped = stopped;
+        out->rows_pending = out->reader.rows_used - out->rows_out - out->rows_held_out -
+                            out->rows_skipped;
+    }
+    rap_queue_free(f->free_q);
+    rap_queue_free(f->full_q);
+    for (int i = 0; i < f->n_pool; i++)
+        rap_batch_free(&f->pool[i].batch);
+    rap_batch_free(&f->rb);
+    rap_free(f->pool);
+    rap_free((void *)f->held);
+    pthread_mutex_destroy(&f->rd_lock);
+    pthread_mutex_destroy(&f->st_lock);
+    rap_free(f);
+}
+
+rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
+{
+    *out = NULL;
+    if (!c || c->batch_rows < 1 || c->n_batches < 1 || c->start_pos < 0 || c->passes < 0)
+        return rap_fail(RAP_ERR_ARG, "rowfeed: expected batch_rows >= 1, n_batches >= 1, "
+                        "start_pos >= 0, passes >= 0");
+    if (c->reader_batches && (c->holdout > 0 || c->start_pos > 0 || c->per_row))
+        return rap_fail(RAP_ERR_ARG, "rowfeed: reader_batches hands out the reader's batches "
+                        "as they come: no hold-out, resume position or per_row");
+    rap_rowfeed *f = rap_calloc(sizeof *f, "row feed");
+    if (!f)
+        return RAP_ERR_NOMEM;
+    f->cfg = *c;
+    pthread_mutex_init(&f->rd_lock, NULL);
+    pthread_mutex_init(&f->st_lock, NULL);
+    atomic_init(&f->stop, 0);
+    atomic_init(&f->reader, NULL);
+    atomic_init(&f->stoppers, 0);
+    atomic_init(&f->held_out, 0);
+    atomic_init(&f->skipped, 0);
+    atomic_init(&f->filled, 0);
+    int P = c->n_batches;
+    rap_status st = RAP_OK;
+    f->pool = rap_calloc(sizeof *f->pool * (size_t)P, "row feed batches");
+    f->held = rap_calloc(sizeof *f->held * (size_t)P, "row feed batches");
+    if (!f->pool || !f->held) {
+        st = RAP_ERR_NOMEM;
+        goto fail;
+    }
+    for (int i = 0; i < P; i++) {
+        st = rap_batch_create(&f->pool[i].batch, rap_schema_criteo(), c->batch_rows, c->pinned);
+        if (st != RAP_OK)
+            goto fail;
+        f->pool[i].slot = i;
+        f->pool[i].seq = -1;
+        atomic_init(&f->held[i], 0);
+        f->n_pool = i + 1;
+    }
+    if (!c->reader_batches &&
+        (st = rap_batch_create(&f->rb, rap_schema_criteo(), 32768, false)) != RAP_OK)
+        goto fail;
+    if ((st = rap_queue_create(P, &f->free_q)) != RAP_OK ||
+        (st = rap_queue_create(P, &f->full_q)) != RAP_OK)
+        goto fail;
+    for (int i = 0; i < P; i++)
+        rap_queue_push(f->free_q, &f->pool[i]);
+    if (c->open_at_create) {
+        rap_reader *r = NULL;
+        if ((st = rap_reader_open_ex(&c->reader, c->chunk_bytes, &r)) != RAP_OK)
+            goto fail;
+        atomic_store(&f->reader, r);
+    }
+    if (pthread_create(&f->tid, NULL, feed_main, f) != 0) {
+        st = rap_fail(RAP_ERR_INTERNAL, "rowfeed: cannot start its thread");
+        goto fail;
+    }
+    f->started = true;
+    *out = f;
+    return RAP_OK;
+fail:
+    rap_rowfeed_free(f, NULL);
+    return st;
+}
+
+void rap_rowfeed_stop(rap_rowfeed *f)
+{
+    if (!f)
+        return;
+    atomic_store(&f->stop, 1);
+    atomic_fetch_add(&f->stoppers, 1);
+    rap_reader *r = atomic_load(&f->reader);
+    if (r)
+        rap_reader_stop(r);
+    atomic_fetch_sub(&f->stoppers, 1);
+}
+
+int rap_rowfeed_n_batches(const rap_rowfeed *f) { return f ? f->n_pool : 0; }
+
+/* Batches of the pool handed out and not given back. */
+static int feed_held(rap_rowfeed *f)
+{
+    int n = 0;
+    for (int i = 0; i < f->n_pool; i++)
+        n += atomic_load(&f->held[i]) != 0;
+    return n;
+}
+
+rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_s)
+{
+    *out = NULL;
+    if (waited_s)
+        *waited_s = 0;
+    if (!f)
+        return rap_fail(RAP_ERR_ARG, "rap_rowfeed_next: feed is NULL");
+    if (f->ended) {
+        if (f->end_status != RAP_OK)
+            return rap_fail(f->end_status, "%s", f->err_msg);
+        return RAP_OK;
+    }
+    double t0 = rap_now(), all_held_since = -1;
+    void *it = NULL;
+    rap_queue_result r;
+    for (;;) {
+        r = rap_queue_pop_timed(f->full_q, &it, 0.05);
+        if (r != RAP_Q_TIMEOUT)
+            break;
+        /* every batch of the pool handed out and none given back: the feed
+         * thread has nothing to fill, so this wait can only end if another
+         * thread releases one; a consumer that waits holding them all is a
+         * bug (a deadlock): fail, naming it, instead of hanging */
+        if (feed_held(f) == f->n_pool) {
+            double now = rap_now();
+            if (all_held_since < 0)
+                all_held_since = now;
+            else if (now - all_held_since > RAP_FEED_ALL_HELD_S)
+                return rap_fail(RAP_ERR_INTERNAL,
+                                "rowfeed: deadlock: all %d batches of the pool are handed out and "
+                                "none was given back for %.0f s while the consumer waits for "
+                                "another (batch %lld); expected the consumer to release a batch "
+                                "(rap_rowfeed_release) before asking for more than %d",
+                                f->n_pool, (double)RAP_FEED_ALL_HELD_S,
+                                (long long)f->batches_out, f->n_pool);
+        } else {
+            all_held_since = -1;
+        }
+        /* a stop request ends a wait that may never end (a followed input,
+         * stdin); otherwise the step in progress gets its batch first */
+        if (f->cfg.stop && *f->cfg.stop && !atomic_load(&f->stop) &&
+            (f->cfg.reader.follow || (f->cfg.reader.input && !strcmp(f->cfg.reader.input, "-"))))
+            rap_rowfeed_stop(f);
+    }
+    if (waited_s)
+        *waited_s = rap_now() - t0;
+    if (r == RAP_Q_OK) {
+        rap_row_batch *fb = it;
+        atomic_store(&f->held[fb->slot], 1);
+        f->batches_out++;
+        f->rows_out += fb->batch.rows;
+        *out = fb;
+        return RAP_OK;
+    }
+    if (r == RAP_Q_CLOSED) {
+        f->ended = true;
+        f->end_status = f->err;
+        if (f->err != RAP_OK)
+            return rap_fail(f->err, "%s", f->err_msg);
+        return RAP_OK;
+    }
+    return rap_fail(RAP_ERR_INTERRUPTED, "rowfeed: shut down while waiting for a batch");
+}
+
+rap_status rap_rowfeed_release(rap_rowfeed *f, rap_row_batch *b)
+{
+    if (!f || !b || b->slot < 0 || b->slot >= f->n_pool || &f->pool[b->slot] != b)
+        return rap_fail(RAP_ERR_ARG, "rap_rowfeed_release: not a batch of this feed");
+    if (atomic_exchange(&f->held[b->slot], 0) != 1)
+        return rap_fail(RAP_ERR_ARG, "rap_rowfeed_release: batch %d of the pool is not handed "
+                        "out (released twice?)", b->slot);
+    rap_queue_push(f->free_q, b);
+    return RAP_OK;
+}
+
+void rap_rowfeed_get_stats(rap_rowfeed *f, rap_rowfeed_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (!f)
+        return;
+    st->batches_out = f->batches_out;
+    st->rows_out = f->rows_out;
+    st->rows_filled = atomic_load(&f->filled);
+    st->rows_held_out = atomic_load(&f->held_out);
+    st->rows_skipped = atomic_load(&f->skipped);
+    st->ended = f->ended;
+    st->stopped = atomic_load(&f->stop) != 0;
+    st->error = f->ended ? f->end_status : RAP_OK;
+    pthread_mutex_lock(&f->st_lock);
+    st->reader = f->sum;
+    st->passes_done = f->passes_done;
+    pthread_mutex_unlock(&f->st_lock);
+    pthread_mutex_lock(&f->rd_lock);
+    rap_reader *r = atomic_load(&f->reader);
+    if (r) {
+        rap_reader_stats cur;
+        rap_reader_get_stats(r, &cur);
+        add_stats(&st->reader, &cur);
+    }
+    pthread_mutex_unlock(&f->rd_lock);
+}
