@@ -668,7 +668,7 @@ static void gpu_modes_same_weights(rap_test_ctx *t)
     REQUIRE_OK(rap_schedule_validate(split, plan, &fus, 64));
     /* the next batch's copy is deferred (no emb_forward slices): to
      * mlp_backward's start when only emb_backward has slices, to
-     * mlp_forward's when mlp_backward has (runtime.c, copy_window) */
+     * mlp_forward's when mlp_backward has (rt_phases.c, rt_copy_window) */
     rap_schedule *embb, *mlpb;
     REQUIRE_OK(window_schedule(plan, &fus, RAP_WIN_EMB_BACKWARD, &embb));
     REQUIRE_OK(window_schedule(plan, &fus, RAP_WIN_MLP_BACKWARD, &mlpb));

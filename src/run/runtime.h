@@ -2,33 +2,56 @@
  * runtime.h -- the co-running runtime: raw rows -> preprocessing -> DLRM
  * training steps, pipelined, in one of six modes (docs/RUNTIME.md).
  *
- * Two parts:
+ * It trains on the batches of a row feed (run/rowfeed.h) with a model,
+ * preparing batch i+1 while batch i trains (S slots, each with its own
+ * executor, packing buffer, model batch and events). Modes:
+ *   ideal       batches preprocessed beforehand (groups of up to
+ *               ideal_batches, resident on the GPU; the preload time is
+ *               counted apart), or every batch of a rap shard made resident
+ *               at create (rap_runtime_config.shard; GPU or CPU model)
+ *   cpu         CPU worker threads preprocess and pack; the GPU (or the CPU
+ *               model) only trains
+ *   sequential  preprocess, then train, in order on one stream (on the CPU:
+ *               the plain CPU path)
+ *   stream      preprocessing on a lowest-priority stream, launched as soon
+ *               as its batch is copied
+ *   mps         a second process under MPS (run/mps.h)
+ *   rap         a schedule's slices launched beside the phases
+ * The host never waits for the GPU within a step except for a copy
+ * enqueued one step earlier (back pressure): losses and timings are read
+ * back when their events have completed.
  *
- *  rap_rowfeed  the row feed (run/rowfeed.h): a producer thread that
- *               fills batches of exactly B training rows, pass after pass,
- *               into a pool of P (pinned) host batches.
+ *   rap_runtime *rt;
+ *   rap_runtime_create(&cfg, model, feed, &rt);
+ *   rap_step_info info;
+ *   while ((st = rap_runtime_step(rt, &info)) == RAP_OK && !info.end)
+ *       while (rap_runtime_next_loss(rt, false, &step, &loss, &st)) ... ;
+ *   rap_runtime_sync(rt);
+ *   rap_runtime_get_stats(rt, &stats);
+ *   rap_runtime_free(rt);
  *
- *  rap_runtime  trains on those batches with a model, preparing batch i+1
- *               while batch i trains (S slots, each with its own executor,
- *               packing buffer, model batch and events). Modes:
- *                 ideal       batches preprocessed beforehand (groups of up
- *                             to ideal_batches, resident on the GPU; the
- *                             preload time is counted apart), or every
- *                             batch of a rap shard made resident at create
- *                             (rap_runtime_config.shard; GPU or CPU model)
- *                 cpu         CPU worker threads preprocess and pack; the
- *                             GPU (or the CPU model) only trains
- *                 sequential  preprocess, then train, in order on one stream
- *                             (on the CPU: the plain CPU path)
- *                 stream      preprocessing on a lowest-priority stream,
- *                             launched as soon as its batch is copied
- *                 mps         a second process under MPS (src/run/mps.c)
- *                 rap         a schedule's slices launched beside the phases
- *               The host never waits for the GPU within a step except for a
- *               copy enqueued one step earlier (back pressure): losses and
- *               timings are read back when their events have completed.
+ * The files, one job each (src/run/):
+ *   runtime.h/.c   this API: the mode names, create/step/sync/stats/free,
+ *                  each mode behind one table of functions (rt_mode_ops:
+ *                  create, step, stats, free) chosen at create
+ *   rt_internal.h  the private struct and what the files share
+ *   rt_ring.c      the ring of step results: losses and timings read back
+ *                  once their events completed, in step order
+ *   rt_slots.c     the slots (executor, packing buffer, events), the feed's
+ *                  batches copied into them, their preprocessing launched
+ *                  (whole, or a schedule window's slices, on lanes)
+ *   rt_phases.c    a step's training phases and their events: recording,
+ *                  timing, CUDA graphs, hybrid hooks, rap mode's release of
+ *                  the next batch's slices beside their phases
+ *   mode_ideal.c   ideal mode: groups of preprocessed batches; from a shard
+ *   ideal_shard.c  a rap shard checked, packed and made resident
+ *   mode_cpu.c     cpu mode: worker threads, jobs, staging
+ *   mode_gpu.c     sequential, stream and rap, and the pipelined step they
+ *                  share with the cpu mode on the GPU
+ *   mode_mps.c     mps mode: the steps on the prep server's slots
+ *   runtime_gpu.cu the CUDA calls (streams, events, copies) behind rap_rt_*
  *
- * Shapes: B batch rows, S slots, P pool batches, K cpu workers.
+ * Shapes: B batch rows, S slots, K cpu workers.
  */
 #ifndef RAP_RUN_RUNTIME_H
 #define RAP_RUN_RUNTIME_H
