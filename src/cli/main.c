@@ -1,5 +1,6 @@
 /* main.c -- the rap command: dispatch to subcommands. */
 #include "cli/cli.h"
+#include "run/runtime.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -12,7 +13,7 @@ static const struct {
     const char *help;
 } g_cmds[] = {
     {"train", cmd_train, "train a DLRM from raw Criteo logs, evaluate it, save checkpoints"},
-    {"bench", cmd_bench, "compare the preprocessing modes (ideal, cpu, sequential, stream, mps, rap) on one model"},
+    {"bench", cmd_bench, "compare the preprocessing modes (" RAP_MODE_NAMES(", ") ") on one model"},
     {"export", cmd_export, "write a checkpoint's model weights alone (safetensors, for PyTorch)"},
     {"prep", cmd_prep, "run a preprocessing plan over Criteo logs (CPU or GPU)"},
     {"gen", cmd_gen, "write Criteo-shaped TSV with a hidden teacher model"},

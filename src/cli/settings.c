@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "dist/comm.h"
 #include "model/model.h"
+#include "run/runtime.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -77,7 +78,7 @@ const rap_opt cli_options[] = {
     {"resume", RAP_OPT_STRING, TR, OFF(resume), "", 0, 0, NULL, "CKPT", "continue training from a checkpoint"},
     {"log-every", RAP_OPT_INT, TR, OFF(log_every), "0", 0, BIG, NULL, "N", "progress and metrics line every N steps (0: every 5 seconds)"},
     /* runtime (docs/RUNTIME.md) */
-    {"mode", RAP_OPT_ENUM, TB, OFF(mode), "auto", 0, 0, "auto|ideal|cpu|sequential|stream|mps|rap", NULL, "how preprocessing runs beside training (auto: rap on the GPU, sequential on the CPU)"},
+    {"mode", RAP_OPT_ENUM, TB, OFF(mode), "auto", 0, 0, "auto|" RAP_MODE_NAMES("|"), NULL, "how preprocessing runs beside training (auto: rap on the GPU, sequential on the CPU)"},
     {"modes", RAP_OPT_STRING, BE, OFF(modes), "ideal,cpu,sequential,stream,rap,mps", 0, 0, NULL, "M,M,..", "modes to compare, run one after the other on the same data and model (mps last: the mode after it measured faster than itself elsewhere)"},
     {"steps", RAP_OPT_INT, BE, OFF(steps), "0", 0, BIG, NULL, "N", "measured steps per mode (after --warmup); 0: 300 on the GPU (fewer let one host hiccup move a ratio by percents), 50 on the CPU"},
     {"warmup", RAP_OPT_INT, BE, OFF(warmup), "5", 0, BIG, NULL, "N", "steps run before measuring, per mode"},

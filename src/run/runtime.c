@@ -18,8 +18,9 @@
 
 /* ================================================================ modes */
 
-static const char *const g_mode_names[RAP_MODE_COUNT] = {"ideal", "cpu", "sequential",
-                                                         "stream", "mps", "rap"};
+#define MODE_NAME_ENTRY(e, name) [e] = name,
+static const char *const g_mode_names[RAP_MODE_COUNT] = {RAP_MODES(MODE_NAME_ENTRY, )};
+#undef MODE_NAME_ENTRY
 
 /* Each mode's functions; ideal from a shard has its own (rt_mode_shard_ops). */
 static const rt_mode_ops *const g_mode_ops[RAP_MODE_COUNT] = {
@@ -41,6 +42,18 @@ int rap_mode_parse(const char *s)
     return -1;
 }
 
+/* "ideal, cpu, ... or rap" into buf. */
+static const char *mode_choices(char *buf, size_t n)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int m = 0; m < RAP_MODE_COUNT && at < n; m++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%s",
+                               m == 0 ? "" : m == RAP_MODE_COUNT - 1 ? " or " : ", ",
+                               g_mode_names[m]);
+    return buf;
+}
+
 rap_status rap_mode_list_parse(const char *spec, rap_mode *modes, int max, int *n)
 {
     *n = 0;
@@ -49,9 +62,11 @@ rap_status rap_mode_list_parse(const char *spec, rap_mode *modes, int max, int *
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int m = rap_mode_parse(tok);
-        if (m < 0)
-            return rap_fail(RAP_ERR_ARG, "--modes \"%s\": unknown mode \"%s\" (expected ideal, cpu, "
-                            "sequential, stream, mps or rap)", spec, tok);
+        if (m < 0) {
+            char names[128];
+            return rap_fail(RAP_ERR_ARG, "--modes \"%s\": unknown mode \"%s\" (expected %s)", spec,
+                            tok, mode_choices(names, sizeof names));
+        }
         for (int i = 0; i < *n; i++)
             if ((int)modes[i] == m)
                 return rap_fail(RAP_ERR_ARG, "--modes \"%s\": %s given twice", spec, tok);

@@ -69,15 +69,23 @@ extern "C" {
 
 /* ------------------------------------------------------------ modes */
 
-typedef enum {
-    RAP_MODE_IDEAL = 0,
-    RAP_MODE_CPU,
-    RAP_MODE_SEQUENTIAL,
-    RAP_MODE_STREAM,
-    RAP_MODE_MPS,
-    RAP_MODE_RAP,
-    RAP_MODE_COUNT
-} rap_mode;
+/* The modes, once: each one's enum constant and name, in enum order.
+ * Everything that names the modes comes from this list: the enum,
+ * rap_mode_name/rap_mode_parse and, through RAP_MODE_NAMES, the --mode
+ * choices of the command line and its help. */
+#define RAP_MODES(X, SEP)                                                      \
+    X(RAP_MODE_IDEAL, "ideal") SEP X(RAP_MODE_CPU, "cpu") SEP                  \
+    X(RAP_MODE_SEQUENTIAL, "sequential") SEP X(RAP_MODE_STREAM, "stream") SEP  \
+    X(RAP_MODE_MPS, "mps") SEP X(RAP_MODE_RAP, "rap")
+
+#define RAP_MODE_ENUM_(e, name) e,
+typedef enum { RAP_MODES(RAP_MODE_ENUM_, ) RAP_MODE_COUNT } rap_mode;
+#undef RAP_MODE_ENUM_
+
+/* The names as one string literal, joined by the literal sep:
+ * RAP_MODE_NAMES("|") is "ideal|cpu|sequential|stream|mps|rap". */
+#define RAP_MODE_NAME_(e, name) name
+#define RAP_MODE_NAMES(sep) RAP_MODES(RAP_MODE_NAME_, sep)
 
 /* "ideal", "cpu", ... ; "?" out of range. */
 const char *rap_mode_name(rap_mode m);
