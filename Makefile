@@ -86,6 +86,7 @@ test: deps
 
 $(BUILD)/librap.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
+	rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/rap: $(CLI_OBJ) $(BUILD)/librap.a
