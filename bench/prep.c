@@ -25,6 +25,7 @@
  */
 #include "rap.h"
 #include "core/core.h"
+#include "core/json.h"
 #include "prep/exec_internal.h"
 
 #ifdef RAP_HAVE_CUDA
@@ -400,22 +401,20 @@ static void write_json(const char *path, double cpu_rows_per_s, int64_t cpu_rows
     for (int i = 0; i < g_nres; i++) {
         const result *r = &g_res[i];
         double gbps = r->ms[0] > 0 ? (double)r->bytes / (r->ms[0] * 1e6) : 0;
+        fputs("    {\"plan\": ", f);
+        rap_json_put_str(f, r->plan);
         fprintf(f,
-                "    {\"plan\": \"%s\", \"device\": \"%s\", \"rows\": %lld, \"ops\": %d, "
+                ", \"device\": \"%s\", \"rows\": %lld, \"ops\": %d, "
                 "\"kernels_fused\": %d, \"kernels_unfused\": %d, \"launches_fused\": %.1f, "
                 "\"launches_unfused\": %.1f, \"fused_ms\": %.6f, \"unfused_ms\": %.6f, "
                 "\"ratio\": %.4f, \"bytes\": %lld, \"gbps\": %.3f, \"pct_peak\": %.3f, "
-                "\"load_ms\": %.4f, \"error\": \"",
-                r->plan, r->device, (long long)r->rows, r->n_ops, r->kernels[0], r->kernels[1],
+                "\"load_ms\": %.4f, \"error\": ",
+                r->device, (long long)r->rows, r->n_ops, r->kernels[0], r->kernels[1],
                 r->launches[0], r->launches[1], r->ms[0], r->ms[1],
                 r->ms[0] > 0 ? r->ms[1] / r->ms[0] : 0, (long long)r->bytes, gbps,
                 100.0 * gbps / PEAK_GBPS, r->load_ms);
-        for (const char *c = r->error; *c; c++) {
-            if (*c == '"' || *c == '\\')
-                fputc('\\', f);
-            fputc(*c < 32 ? ' ' : *c, f);
-        }
-        fprintf(f, "\"}%s\n", i + 1 < g_nres ? "," : "");
+        rap_json_put_str(f, r->error);
+        fprintf(f, "}%s\n", i + 1 < g_nres ? "," : "");
     }
     fprintf(f, "  ],\n  \"cpu_plan0\": {\"rows\": %lld, \"threads\": %d, \"rows_per_s\": %.1f}\n}\n",
             (long long)cpu_rows, cpu_threads, cpu_rows_per_s);

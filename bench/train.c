@@ -51,6 +51,7 @@
  */
 #include "rap.h"
 #include "core/core.h"
+#include "core/json.h"
 #include "model/model.h"
 
 #ifdef RAP_HAVE_CUDA
@@ -525,17 +526,6 @@ static double best_ms(const result *r)
     return r->step_ms;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        fputc((unsigned char)*s < 32 ? ' ' : *s, f);
-    }
-    fputc('"', f);
-}
-
 static void write_json(const options *o, const char *path)
 {
     char tmp[1024];
@@ -546,7 +536,7 @@ static void write_json(const options *o, const char *path)
         return;
     }
     fprintf(f, "{\n  \"bench\": \"rap\",\n  \"device\": \"%s\",\n  \"gpu\": ", g_device);
-    json_str(f, g_gpu_name);
+    rap_json_put_str(f, g_gpu_name);
     fprintf(f, ",\n  \"model\": {\"n_dense\": %d, \"n_tables\": %d, \"emb_dim\": %d, "
                "\"bot\": [512, 256, 128], \"top\": [1024, 1024, 512, 256, 1], "
                "\"optimizer\": \"%s\", \"lr\": 0.1, \"max_rows\": %lld},\n",
@@ -565,7 +555,7 @@ static void write_json(const options *o, const char *path)
                 r->k, r->step_ms, r->step_ms > 0 ? (double)r->batch / (r->step_ms * 1e-3) : 0,
                 r->loop_ms, r->graph_step_ms,
                 r->graph_step_ms > 0 ? (double)r->batch / (r->graph_step_ms * 1e-3) : 0);
-        json_str(f, r->graph_note);
+        rap_json_put_str(f, r->graph_note);
         fprintf(f, ", \"best_samples_per_s\": %.1f, \"best_mode\": \"%s\", \"phase_ms\": {",
                 bm > 0 ? (double)r->batch / (bm * 1e-3) : 0,
                 bm > 0 && bm == r->graph_step_ms ? "graph" : "eager");
@@ -577,7 +567,7 @@ static void write_json(const options *o, const char *path)
                 isfinite(r->loss_first) ? r->loss_first : -1.0,
                 isfinite(r->loss_last) ? r->loss_last : -1.0, r->mem_used_gb, r->model_gb,
                 r->model_alloc_gb, r->create_s, (long long)r->ids_sum, r->label_sum, r->dense_sum);
-        json_str(f, r->error);
+        rap_json_put_str(f, r->error);
         fprintf(f, "}%s\n", i + 1 < g_nres ? "," : "");
     }
     fprintf(f, "  ]\n}\n");

@@ -29,6 +29,7 @@
  * "vs_ideal_runs" in --json (and a mode whose --trace could not be written
  * is now reported failed, not with its numbers beside the warning). */
 #include "cli/cli.h"
+#include "core/json.h"
 #include "dist/comm.h"
 #include "dist/hybrid.h"
 #include "dist/ids.h"
@@ -36,7 +37,6 @@
 #include "model/model.h"
 #include "plan/fusion_ilp.h"
 #include "run/input.h"
-#include "run/metrics.h"
 #include "run/mps.h"
 #include "run/pack.h"
 #include "run/rank_schedule.h"
@@ -611,16 +611,20 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
 static void print_json(const bench_row *rows, const bench_row *runs, int n, const bench_ctx *b,
                        FILE *f)
 {
-    char x[32];
-    fprintf(f, "{\"plan\":\"%s\",\"batch\":%lld,\"device\":\"%s\",\"steps\":%lld,\"warmup\":%lld,"
-            "\"repeat\":%d,\"ranks\":%d,\"placement\":\"%s\",\"modes\":[", b->s->plan,
+    char x[RAP_JSON_NUM_LEN];
+    fputs("{\"plan\":", f);
+    rap_json_put_str(f, b->s->plan);
+    fprintf(f, ",\"batch\":%lld,\"device\":\"%s\",\"steps\":%lld,\"warmup\":%lld,"
+            "\"repeat\":%d,\"ranks\":%d,\"placement\":\"%s\",\"modes\":[",
             (long long)b->mc.batch, b->dev == RAP_GPU ? "gpu" : "cpu", (long long)b->s->steps,
             (long long)b->s->warmup, b->repeat, b->ranks, rap_placement_name((rap_placement)b->s->placement));
     for (int i = 0; i < n; i++) {
         const bench_row *r = &rows[i];
         fprintf(f, "%s\n{\"mode\":\"%s\"", i ? "," : "", rap_mode_name(r->mode));
         if (!r->ran) {
-            fprintf(f, ",\"skipped\":\"%s\"}", r->skipped);
+            fputs(",\"skipped\":", f);
+            rap_json_put_str(f, r->skipped);
+            fputc('}', f);
             continue;
         }
         fprintf(f, ",\"samples_per_s\":%s", rap_json_num(r->samples_per_s, x));

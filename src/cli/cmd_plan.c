@@ -12,6 +12,7 @@
  * per rank (SCHEDULE.rank<r>) with its parts' schedules and fusions.
  */
 #include "cli/cli.h"
+#include "core/json.h"
 #include "dist/shard.h"
 #include "plan/place.h"
 #include "plan/search.h"
@@ -481,14 +482,20 @@ static int cmd_plan_gpus(const plan_settings *s)
         if (!fp) {
             st = rap_fail(RAP_ERR_IO, "%s: cannot write: %s", s->report, strerror(errno));
         } else {
-            fprintf(fp, "{\n  \"plan\": \"%s\",\n  \"plan_hash\": \"%016llx\",\n  \"gpus\": %d,\n"
-                        "  \"batch_per_gpu\": %lld,\n  \"global_batch\": %lld,\n  \"gpu\": \"%s\",\n"
-                        "  \"latency_model\": \"%s\",\n  \"capacity_source\": \"%s\",\n"
-                        "  \"units\": \"ms of standalone work\",\n  \"fusion\": \"levels (per part)\",\n"
+            fputs("{\n  \"plan\": ", fp);
+            rap_json_put_str(fp, base_name(s->plan));
+            fprintf(fp, ",\n  \"plan_hash\": \"%016llx\",\n  \"gpus\": %d,\n"
+                        "  \"batch_per_gpu\": %lld,\n  \"global_batch\": %lld,\n  \"gpu\": ",
+                    (unsigned long long)rap_plan_hash(plan), R, (long long)s->batch,
+                    (long long)s->batch * R);
+            rap_json_put_str(fp, gpu);
+            fputs(",\n  \"latency_model\": ", fp);
+            rap_json_put_str(fp, latency);
+            fputs(",\n  \"capacity_source\": ", fp);
+            rap_json_put_str(fp, capsrc);
+            fprintf(fp, ",\n  \"units\": \"ms of standalone work\",\n  \"fusion\": \"levels (per part)\",\n"
                         "  \"link\": {\"gbytes_per_s\": %g, \"latency_us\": %g},\n"
                         "  \"ownership\": \"%s\",\n  \"owner_of_table\": [",
-                    base_name(s->plan), (unsigned long long)rap_plan_hash(plan), R,
-                    (long long)s->batch, (long long)s->batch * R, gpu, latency, capsrc,
                     s->link_gbps, s->link_latency_us,
                     s->owners[0] ? "--owners" : "rap_shard_plan as the trainer calls it (table-wise, "
                                                 "no budget)");

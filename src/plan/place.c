@@ -3,6 +3,8 @@
  */
 #include "plan/place.h"
 
+#include "core/json.h"
+
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -941,14 +943,6 @@ rap_status rap_place_save_rank(const rap_plan *p, const rap_place_result *r, int
     return RAP_OK;
 }
 
-static void jnum(FILE *fp, double v)
-{
-    if (isfinite(v))
-        fprintf(fp, "%.9g", v);
-    else
-        fputs("null", fp);
-}
-
 rap_status rap_place_report_json(FILE *fp, const rap_plan *p, const rap_place_result *r)
 {
     int K = r->ranks * r->shares;
@@ -960,32 +954,32 @@ rap_status rap_place_report_json(FILE *fp, const rap_plan *p, const rap_place_re
         fprintf(fp, ", \"search_start\": \"%s\", \"moves\": %d, \"rank_plans_evaluated\": %d",
                 r->start, r->moves, r->evaluations);
     fprintf(fp, ",\n   \"exposed_max_ms\": ");
-    jnum(fp, r->exposed_max_ms);
+    rap_json_put_num(fp, r->exposed_max_ms);
     fprintf(fp, ", \"exposed_sum_ms\": ");
-    jnum(fp, r->exposed_sum_ms);
+    rap_json_put_num(fp, r->exposed_sum_ms);
     fprintf(fp, ", \"comm_ms\": ");
-    jnum(fp, r->comm_ms);
+    rap_json_put_num(fp, r->comm_ms);
     fprintf(fp, ", \"bytes_moved\": %lld,\n   \"rank\": [", (long long)r->bytes_moved);
     for (int q = 0; q < r->ranks; q++) {
         const rap_place_rank *rk = &r->rank[q];
         fprintf(fp, "%s\n    {\"rank\": %d, \"exposed_ms\": ", q ? "," : "", q);
-        jnum(fp, rk->exposed_total_ms);
+        rap_json_put_num(fp, rk->exposed_total_ms);
         fprintf(fp, ", \"prep_exposed_ms\": ");
-        jnum(fp, rk->prep_exposed_ms);
+        rap_json_put_num(fp, rk->prep_exposed_ms);
         fprintf(fp, ", \"comm_hidden_ms\": ");
-        jnum(fp, rk->comm_hidden_ms);
+        rap_json_put_num(fp, rk->comm_hidden_ms);
         fprintf(fp, ", \"comm_exposed_ms\": ");
-        jnum(fp, rk->comm_exposed_ms);
+        rap_json_put_num(fp, rk->comm_exposed_ms);
         fprintf(fp, ", \"bytes_sent\": %lld, \"bytes_recv\": %lld,\n     \"windows\": [",
                 (long long)rk->bytes_sent, (long long)rk->bytes_recv);
         for (int w = 0; w < RAP_WIN_COUNT; w++) {
             fprintf(fp, "%s{\"name\": \"%s\", \"capacity_ms\": ", w ? ", " : "",
                     rap_window_name((rap_window)w));
-            jnum(fp, rk->capacity_ms[w]);
+            rap_json_put_num(fp, rk->capacity_ms[w]);
             fprintf(fp, ", \"load_ms\": ");
-            jnum(fp, rk->load_ms[w]);
+            rap_json_put_num(fp, rk->load_ms[w]);
             fprintf(fp, ", \"exposed_ms\": ");
-            jnum(fp, rk->exposed_ms[w]);
+            rap_json_put_num(fp, rk->exposed_ms[w]);
             fputc('}', fp);
         }
         fprintf(fp, "],\n     \"parts\": [");
@@ -995,10 +989,12 @@ rap_status rap_place_report_json(FILE *fp, const rap_plan *p, const rap_place_re
             shares_list(fp, pt->shares, K);
             fprintf(fp, "], \"kernels\": %d, \"slices\": %d, \"exposed_ms\": ", pt->fusion.n,
                     pt->sr.n_slices);
-            jnum(fp, pt->sr.total_exposed_ms);
+            rap_json_put_num(fp, pt->sr.total_exposed_ms);
             fprintf(fp, ", \"columns\": [");
-            for (int j = 0; j < pt->n_cols; j++)
-                fprintf(fp, "%s\"%s\"", j ? ", " : "", p->cols[pt->cols[j]].name);
+            for (int j = 0; j < pt->n_cols; j++) {
+                fputs(j ? ", " : "", fp);
+                rap_json_put_str(fp, p->cols[pt->cols[j]].name);
+            }
             fprintf(fp, "]}");
         }
         fprintf(fp, "]}");

@@ -3,6 +3,8 @@
  */
 #include "plan/search.h"
 
+#include "core/json.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -343,29 +345,6 @@ rap_status rap_schedule_search(const rap_plan *p, const rap_fusion *f, const rap
 
 /* ------------------------------------------------------------- report */
 
-static void json_str(FILE *fp, const char *s)
-{
-    fputc('"', fp);
-    for (; s && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(fp, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(fp, "\\u%04x", ch);
-        else
-            fputc(ch, fp);
-    }
-    fputc('"', fp);
-}
-
-static void json_num(FILE *fp, double v)
-{
-    if (isfinite(v))
-        fprintf(fp, "%.9g", v);
-    else
-        fputs("null", fp);
-}
-
 rap_status rap_plan_report_json(FILE *fp, const rap_plan *p, const rap_fusion *f,
                                 const rap_schedule *s, const rap_search_result *r,
                                 const rap_report_info *info)
@@ -377,31 +356,31 @@ rap_status rap_plan_report_json(FILE *fp, const rap_plan *p, const rap_fusion *f
     for (int i = 0; i < p->n_nodes; i++)
         opid[i] = p->nodes[i].live && p->nodes[i].op != RAP_OP_INPUT ? n++ : -1;
     fprintf(fp, "{\n  \"plan\": ");
-    json_str(fp, info->plan_name);
+    rap_json_put_str(fp, info->plan_name);
     fprintf(fp, ",\n  \"plan_hash\": \"%016llx\",\n  \"batch\": %lld,\n  \"gpu\": ",
             (unsigned long long)s->plan_hash, (long long)info->batch);
-    json_str(fp, info->gpu);
+    rap_json_put_str(fp, info->gpu);
     fprintf(fp, ",\n  \"latency_model\": ");
-    json_str(fp, info->latency_model);
+    rap_json_put_str(fp, info->latency_model);
     fprintf(fp, ",\n  \"capacity_source\": ");
-    json_str(fp, info->capacity_source);
+    rap_json_put_str(fp, info->capacity_source);
     fprintf(fp, ",\n  \"units\": \"ms of standalone work\",\n  \"fusion\": {\"method\": ");
-    json_str(fp, info->fusion_method);
+    rap_json_put_str(fp, info->fusion_method);
     fprintf(fp, ", \"kernels\": %d, \"predicted_ms\": ", f->n);
-    json_num(fp, info->fusion_predicted_ms);
+    rap_json_put_num(fp, info->fusion_predicted_ms);
     fprintf(fp, ", \"greedy_kernels\": %d, \"greedy_predicted_ms\": ", info->greedy_kernels);
-    json_num(fp, info->greedy_predicted_ms);
+    rap_json_put_num(fp, info->greedy_predicted_ms);
     if (info->ilp) {
         fprintf(fp, ", \"ilp_objective_ms\": ");
-        json_num(fp, info->ilp->objective);
+        rap_json_put_num(fp, info->ilp->objective);
         fprintf(fp, ", \"ilp_bound_ms\": ");
-        json_num(fp, info->ilp->bound);
+        rap_json_put_num(fp, info->ilp->bound);
         fprintf(fp, ", \"ilp_gap\": ");
-        json_num(fp, info->ilp->gap);
+        rap_json_put_num(fp, info->ilp->gap);
         fprintf(fp, ", \"ilp_solve_s\": ");
-        json_num(fp, info->ilp->solve_s);
+        rap_json_put_num(fp, info->ilp->solve_s);
         fprintf(fp, ", \"ilp_status\": ");
-        json_str(fp, info->ilp->status);
+        rap_json_put_str(fp, info->ilp->status);
         fprintf(fp, ", \"ilp_stages\": %d, \"ilp_ops_with_variables\": %d", info->ilp->n_stages,
                 info->ilp->n_reps);
     }
@@ -438,24 +417,24 @@ rap_status rap_plan_report_json(FILE *fp, const rap_plan *p, const rap_fusion *f
             fprintf(fp, "%lld", (long long)sl->r1);
         fprintf(fp, "], \"window\": \"%s\", \"order\": %d, \"predicted_ms\": ",
                 rap_window_name((rap_window)w), q);
-        json_num(fp, sl->predicted_ms);
+        rap_json_put_num(fp, sl->predicted_ms);
         fputc('}', fp);
     }
     fprintf(fp, "\n  ],\n  \"windows\": [");
     for (int w = 0; w < RAP_WIN_COUNT; w++) {
         fprintf(fp, "%s\n    {\"name\": \"%s\", \"capacity_ms\": ", w ? "," : "",
                 rap_window_name((rap_window)w));
-        json_num(fp, r->capacity_ms[w]);
+        rap_json_put_num(fp, r->capacity_ms[w]);
         fprintf(fp, ", \"load_ms\": ");
-        json_num(fp, r->load_ms[w]);
+        rap_json_put_num(fp, r->load_ms[w]);
         fprintf(fp, ", \"exposed_ms\": ");
-        json_num(fp, r->exposed_ms[w]);
+        rap_json_put_num(fp, r->exposed_ms[w]);
         fputc('}', fp);
     }
     fprintf(fp, "\n  ],\n  \"predicted_hidden_ms\": ");
-    json_num(fp, r->hidden_ms);
+    rap_json_put_num(fp, r->hidden_ms);
     fprintf(fp, ",\n  \"predicted_exposed_ms\": ");
-    json_num(fp, r->total_exposed_ms);
+    rap_json_put_num(fp, r->total_exposed_ms);
     fprintf(fp, ",\n  \"slices\": %d,\n  \"split_kernels\": %d\n}\n", r->n_slices, r->n_split);
     rap_free(opid);
     return ferror(fp) ? rap_fail(RAP_ERR_IO, "report: write failed") : RAP_OK;

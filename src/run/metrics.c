@@ -97,11 +97,3 @@ rap_status rap_metrics_close(rap_metrics_file *m)
     m->f = NULL;
     return st;
 }
-
-const char *rap_json_num(double x, char *buf)
-{
-    if (!isfinite(x))
-        return "null";
-    snprintf(buf, 32, "%.9g", x);
-    return buf;
-}

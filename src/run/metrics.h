@@ -52,8 +52,6 @@ rap_status rap_metrics_open(rap_metrics_file *m, const char *path);
 rap_status rap_metrics_line(rap_metrics_file *m, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 rap_status rap_metrics_close(rap_metrics_file *m);
-/* A JSON number for x, or null when x is NaN or infinite (buf of 32). */
-const char *rap_json_num(double x, char *buf);
 
 #ifdef __cplusplus
 }

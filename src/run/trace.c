@@ -8,6 +8,8 @@
  */
 #include "run/trace.h"
 
+#include "core/json.h"
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,21 +362,6 @@ static int cmp_event(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* Writes s as a JSON string (with quotes). */
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 static int track_pid(const trace_track *k) { return k->device < 0 ? 1 : 2 + k->device; }
 
 rap_status rap_trace_write_file(rap_trace *t, FILE *f)
@@ -403,7 +390,7 @@ rap_status rap_trace_write_file(rap_trace *t, FILE *f)
             fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
                        "\"args\":{\"name\":",
                     first ? "" : ",\n", pid);
-            json_str(f, pname);
+            rap_json_put_str(f, pname);
             fprintf(f, "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
                        "\"args\":{\"sort_index\":%d}}",
                     pid, tk->device < 0 ? 1000 : tk->device);
@@ -411,7 +398,7 @@ rap_status rap_trace_write_file(rap_trace *t, FILE *f)
         }
         fprintf(f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
                 first ? "" : ",\n", pid, k + 1);
-        json_str(f, tk->name);
+        rap_json_put_str(f, tk->name);
         fprintf(f, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
                    "\"args\":{\"sort_index\":%d}}",
                 pid, k + 1, k);
@@ -420,9 +407,9 @@ rap_status rap_trace_write_file(rap_trace *t, FILE *f)
     for (int64_t i = 0; i < n; i++) {
         const trace_event *e = &t->ev[i];
         fprintf(f, ",\n{\"name\":");
-        json_str(f, e->name);
+        rap_json_put_str(f, e->name);
         fprintf(f, ",\"cat\":");
-        json_str(f, e->cat);
+        rap_json_put_str(f, e->cat);
         fprintf(f, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
                 track_pid(&t->tracks[e->track]), e->track + 1, e->ts_us, e->dur_us);
         if (e->arg != RAP_TRACE_NO_ARG)

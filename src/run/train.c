@@ -2,6 +2,7 @@
 #include "run/train.h"
 
 #include "core/core.h"
+#include "core/json.h"
 #include "dist/comm.h"
 #include "dist/hybrid.h"
 #include "dist/ids.h"
