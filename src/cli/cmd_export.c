@@ -1,7 +1,7 @@
 /* cmd_export.c -- rap export: a checkpoint's model weights alone, as a
  * safetensors file PyTorch loads (docs/CHECKPOINT.md). */
 #include "cli/cli.h"
-#include "run/checkpoint.h"
+#include "run/checkpoint_meta.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -15,9 +15,7 @@ int cmd_export(int argc, char **argv)
         return 2;
     }
     /* the training position and optimizer state stay behind */
-    static const char *const drop[] = {"step", "epoch", "rows_in_epoch", "data", "eval_fraction",
-                                       "rng_state", "samples_trained", NULL};
-    rap_status st = rap_ckpt_export(s.checkpoint, s.out, drop);
+    rap_status st = rap_ckpt_export(s.checkpoint, s.out, rap_ckpt_position_keys);
     if (st != RAP_OK)
         return cli_fail("export", st);
     struct stat sb;

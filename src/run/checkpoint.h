@@ -1,31 +1,31 @@
 /*
- * checkpoint.h -- model checkpoints in the safetensors format.
+ * checkpoint.h -- model checkpoints: what rap keeps in a safetensors file
+ * (safetensors.h, docs/CHECKPOINT.md) and how a model is saved to and
+ * loaded from one.
  *
- * File layout (https://github.com/huggingface/safetensors, docs/CHECKPOINT.md):
- *   u64 little-endian N, then N bytes of JSON (padded with spaces so that
- *   8 + N is a multiple of 8), then the data section: every tensor's bytes,
- *   contiguous, in the order the header lists them, no holes.
- *   JSON: {"__metadata__": {string: string}, "NAME": {"dtype": "F32",
- *   "shape": [..], "data_offsets": [begin, end]}, ...}, offsets relative to
- *   the start of the data section.
  * rap writes F32 tensors only, named as the dlrm reference's modules
  * (emb_l.t.weight, bot_l.2i.weight, ...; rap_model_tensor), followed by the
  * optimizer state "optimizer.NAME.sum" (Adagrad's accumulator, PyTorch's
- * name for it) when there is one. Metadata always holds "format"
- * (RAP_CKPT_FORMAT), "format_version" and "data_crc32" (CRC-32 of the data
- * section, 8 hex digits); the trainer adds the model config, plan and data
- * position.
+ * name for it) when there is one. Metadata always starts with "format"
+ * (RAP_CKPT_FORMAT) and "format_version" and ends with "data_crc32"; the
+ * trainer adds the model config, plan and data position
+ * (checkpoint_meta.h). Every file is written atomically and a tensor
+ * holding NaN or inf is refused before the rename (rap_safetensors_write).
  *
- * Writing is atomic: PATH.tmp is written, fsync'd and renamed over PATH
- * (then the directory is fsync'd), so PATH is always either the old file or
- * the whole new one. A tensor holding NaN or inf is refused before the
- * rename.
+ * Files, one job each:
+ *   checkpoint.c         format and version, tensor names, plain save and
+ *                        load, the choice of loader
+ *   checkpoint_shard.c   sharded checkpoints: shard files, the manifest,
+ *                        loading rows from any number of files, gather
+ *   checkpoint_export.c  rap export's weights-only file
+ *   checkpoint_meta.c    the trainer's metadata (checkpoint_meta.h)
+ *   safetensors.c        the container itself (safetensors.h)
  */
 #ifndef RAP_RUN_CHECKPOINT_H
 #define RAP_RUN_CHECKPOINT_H
 
 #include "model/model.h"
-#include "rap.h"
+#include "run/safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,59 +33,16 @@ extern "C" {
 
 #define RAP_CKPT_FORMAT "rap-dlrm"
 #define RAP_CKPT_VERSION 1
-/* Largest header rap accepts (the safetensors reference's own limit). */
-#define RAP_CKPT_MAX_HEADER 100000000ull
-
-/* String metadata: ordered key/value pairs, owned copies. */
-typedef struct {
-    char **key;   /* (n) */
-    char **val;   /* (n) */
-    int n, cap;
-} rap_meta;
-
-/* Sets key to the formatted value (replacing an existing one). */
-rap_status rap_meta_set(rap_meta *m, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Value of key, or NULL. */
-const char *rap_meta_get(const rap_meta *m, const char *key);
-void rap_meta_free(rap_meta *m);
 
 /* Writes the model's tensors (and, when state is true, its optimizer state)
  * with meta (plus format, format_version, data_crc32) to path, atomically.
  * On failure path is untouched and no temporary file is left. */
 rap_status rap_ckpt_save(const char *path, const rap_model *m, bool state, const rap_meta *meta);
 
-typedef struct {
-    char name[128];
-    int ndim;
-    int64_t shape[4];
-    uint64_t begin, end;   /* in the data section */
-} rap_ckpt_tensor;
-
-/* An open, structurally checked checkpoint. */
-typedef struct {
-    char path[512];
-    FILE *f;
-    uint64_t header_len;   /* N */
-    uint64_t data_len;     /* bytes of the data section */
-    rap_ckpt_tensor *t;    /* (n) in header order */
-    int n;
-    rap_meta meta;
-} rap_ckpt;
-
-/* Opens path and checks everything but the data bytes: the header length
- * against the file size, the JSON, every tensor's dtype (F32), shape and
- * offsets (contiguous, covering the data section exactly). Errors say what
- * is wrong and where: RAP_ERR_IO (cannot open), RAP_ERR_DATA (truncated or
- * corrupt). */
+/* rap_safetensors_open, then checks that the file is a rap checkpoint
+ * ("format" RAP_CKPT_FORMAT) of a version this rap reads. RAP_ERR_IO
+ * (cannot open), RAP_ERR_DATA (truncated, corrupt or not rap's). */
 rap_status rap_ckpt_open(const char *path, rap_ckpt **out);
-void rap_ckpt_close(rap_ckpt *c);
-/* Index of the tensor called name, or -1. */
-int rap_ckpt_find(const rap_ckpt *c, const char *name);
-/* Reads tensor i's floats into host (shape product floats). */
-rap_status rap_ckpt_read(rap_ckpt *c, int i, float *host);
-/* Reads the whole data section and checks it against data_crc32. */
-rap_status rap_ckpt_verify(rap_ckpt *c);
 
 /* Loads every tensor of m (and its optimizer state when state is true)
  * from c, after checking that each exists with the model's shape (errors
@@ -132,8 +89,6 @@ rap_status rap_ckpt_save_manifest(const char *path, int ranks, const char *shard
                                   const char *const *tables, const rap_meta *meta);
 /* True when the open checkpoint is a sharded checkpoint's manifest. */
 bool rap_ckpt_is_manifest(const rap_ckpt *c);
-/* Reads rows [row0, row0+rows) of 2-D tensor i into host (rows * cols). */
-rap_status rap_ckpt_read_rows(rap_ckpt *c, int i, int64_t row0, int64_t rows, float *host);
 /* Writes checkpoint `in` (plain or a manifest) as one plain checkpoint
  * `out` (every table whole, in table order, then the MLP tensors, then the
  * optimizer state when state is true and present), metadata of `in` minus

@@ -9,7 +9,7 @@
 #include "dist/shard.h"
 #include "plan/fusion_ilp.h"
 #include "plan/place.h"
-#include "run/checkpoint.h"
+#include "run/checkpoint_meta.h"
 #include "run/rank_schedule.h"
 #include "run/input.h"
 #include "run/pack.h"
@@ -390,52 +390,11 @@ static rap_status log_eval(trainer *t, const rap_eval_result *e, const char *eve
 
 /* ------------------------------------------------------------ checkpoints */
 
-static const char *opt_name(rap_optimizer o) { return o == RAP_ADAGRAD ? "adagrad" : "sgd"; }
-
-static void widths(const int *w, int n, char *out, size_t cap)
+/* This run's model and plan keys (checkpoint_meta.h). */
+static rap_status run_meta(const trainer *t, rap_meta *m)
 {
-    size_t at = 0;
-    out[0] = 0;
-    for (int i = 0; i < n && at < cap; i++)
-        at += (size_t)snprintf(out + at, cap - at, "%s%d", i ? "-" : "", w[i]);
-}
-
-/* The model config as metadata strings (the keys compared on resume). */
-static rap_status config_meta(const trainer *t, rap_meta *m)
-{
-    const rap_model_config *mc = &t->mc;
-    char buf[256];
-    RAP_TRY(rap_meta_set(m, "contents", "checkpoint"));
-    RAP_TRY(rap_meta_set(m, "n_dense", "%d", mc->n_dense));
-    RAP_TRY(rap_meta_set(m, "n_tables", "%d", mc->n_tables));
-    size_t cap = 24 * (size_t)mc->n_tables + 1, at = 0;
-    char *rows = rap_malloc(cap, "metadata");
-    if (!rows)
-        return RAP_ERR_NOMEM;
-    rows[0] = 0;
-    for (int i = 0; i < mc->n_tables; i++)
-        at += (size_t)snprintf(rows + at, cap - at, "%s%lld", i ? "," : "",
-                               (long long)mc->table_rows[i]);
-    rap_status st = rap_meta_set(m, "table_rows", "%s", rows);
-    rap_free(rows);
-    RAP_TRY(st);
-    RAP_TRY(rap_meta_set(m, "emb_dim", "%d", mc->emb_dim));
-    widths(mc->bot, mc->n_bot, buf, sizeof buf);
-    RAP_TRY(rap_meta_set(m, "mlp_bot", "%s", buf));
-    widths(mc->top, mc->n_top, buf, sizeof buf);
-    RAP_TRY(rap_meta_set(m, "mlp_top", "%s", buf));
-    RAP_TRY(rap_meta_set(m, "optimizer", "%s", opt_name(mc->optimizer)));
-    RAP_TRY(rap_meta_set(m, "lr", "%.9g", (double)mc->lr));
-    RAP_TRY(rap_meta_set(m, "adagrad_eps", "%.9g", (double)mc->adagrad_eps));
-    RAP_TRY(rap_meta_set(m, "adagrad_init", "%.9g", (double)mc->adagrad_init));
-    RAP_TRY(rap_meta_set(m, "batch", "%lld", (long long)mc->batch));
-    RAP_TRY(rap_meta_set(m, "precision", "%s", mc->precision == RAP_BF16 ? "bf16" : "fp32"));
-    RAP_TRY(rap_meta_set(m, "seed", "%llu", (unsigned long long)mc->seed));
-    RAP_TRY(rap_meta_set(m, "plan_name", "%s", t->c->plan_name ? t->c->plan_name : ""));
-    RAP_TRY(rap_meta_set(m, "plan_source", "%s", t->c->plan->source));
-    RAP_TRY(rap_meta_set(m, "plan_hash", "%016llx", (unsigned long long)t->plan_hash));
-    RAP_TRY(rap_meta_set(m, "plan_columns", "%s", t->plan_cols ? t->plan_cols : ""));
-    return RAP_OK;
+    rap_ckpt_plan plan = {t->c->plan_name, t->c->plan->source, t->plan_hash, t->plan_cols};
+    return rap_ckpt_meta_model(m, &t->mc, &plan);
 }
 
 /* "t:row0:rows,..." of rank r's local tables (rap_ckpt_table_list's form). */
@@ -505,24 +464,16 @@ static rap_status save_sharded(trainer *t, const rap_meta *m)
 static rap_status save(trainer *t)
 {
     rap_meta m = {0};
-    rap_status st = config_meta(t, &m);
+    rap_ckpt_position pos = {.step = t->step,
+                             .epoch = t->epoch,
+                             .rows_in_epoch = t->pos,
+                             .data = t->data_id,
+                             .eval_fraction = t->holdout,
+                             .samples_trained = t->samples_before + t->res->samples,
+                             .rng_state = t->mc.seed};
+    rap_status st = run_meta(t, &m);
     if (st == RAP_OK)
-        st = rap_meta_set(&m, "step", "%lld", (long long)t->step);
-    if (st == RAP_OK)
-        st = rap_meta_set(&m, "epoch", "%lld", (long long)t->epoch);
-    if (st == RAP_OK)
-        st = rap_meta_set(&m, "rows_in_epoch", "%lld", (long long)t->pos);
-    if (st == RAP_OK)
-        st = rap_meta_set(&m, "data", "%s", t->data_id);
-    if (st == RAP_OK)
-        st = rap_meta_set(&m, "eval_fraction", "%.9g", t->holdout);
-    if (st == RAP_OK)
-        st = rap_meta_set(&m, "samples_trained", "%lld",
-                          (long long)(t->samples_before + t->res->samples));
-    /* The trainer draws no random numbers after initialisation: the state
-     * of its generator is the seed itself. */
-    if (st == RAP_OK)
-        st = rap_meta_set(&m, "rng_state", "splitmix64:%016llx", (unsigned long long)t->mc.seed);
+        st = rap_ckpt_meta_position(&m, &pos);
     if (st == RAP_OK)
         st = rap_meta_set(&m, "device", "%s", t->c->device == RAP_GPU ? "gpu" : "cpu");
     if (st == RAP_OK && t->dist)
@@ -540,149 +491,45 @@ static rap_status save(trainer *t)
     return st;
 }
 
-/* Appends "key: checkpoint A, this run B; " for list key (comma or dash
- * separated), naming the first differing element. */
-static void diff_list(const char *key, const char *a, const char *b, char *msg, size_t cap)
-{
-    size_t at = strlen(msg);
-    int i = 0;
-    const char *p = a, *q = b;
-    while (*p || *q) {
-        size_t lp = strcspn(p, ",-"), lq = strcspn(q, ",-");
-        if (lp != lq || strncmp(p, q, lp)) {
-            if (!*p || !*q)
-                snprintf(msg + at, cap - at, "%s: the checkpoint has %s, this run %s; ", key, a, b);
-            else
-                snprintf(msg + at, cap - at, "%s: item %d is %.*s in the checkpoint, %.*s in this "
-                         "run; ", key, i, (int)lp, p, (int)lq, q);
-            return;
-        }
-        p += lp + (p[lp] != 0);
-        q += lq + (q[lq] != 0);
-        i++;
-    }
-}
-
-/* Names of the plan columns that differ between two "name:hash,..." lists. */
-static void diff_columns(const char *a, const char *b, char *msg, size_t cap)
-{
-    size_t at = strlen(msg);
-    at += (size_t)snprintf(msg + at, cap - at, "plan: ");
-    int shown = 0;
-    /* columns of b missing or changed in a, then columns of a missing in b */
-    for (int pass = 0; pass < 2; pass++) {
-        const char *x = pass ? a : b, *y = pass ? b : a;
-        for (const char *p = x; *p && shown < 6;) {
-            size_t l = strcspn(p, ",");
-            const char *colon = memchr(p, ':', l);
-            size_t nl = colon ? (size_t)(colon - p) : l;
-            const char *found = NULL;
-            for (const char *q = y; *q;) {
-                size_t lq = strcspn(q, ",");
-                if (lq > nl && q[nl] == ':' && !strncmp(q, p, nl)) {
-                    found = q;
-                    if (lq != l || strncmp(q, p, l))
-                        found = (const char *)1;
-                    break;
-                }
-                q += lq + (q[lq] != 0);
-            }
-            if (!found || found == (const char *)1) {
-                if (!(pass && found))
-                    at += (size_t)snprintf(msg + at, cap - at, "%scolumn %.*s %s", shown ? ", " : "",
-                                           (int)nl, p, !found ? (pass ? "is only in the checkpoint"
-                                                                      : "is not in the checkpoint")
-                                                              : "is computed differently");
-                if (!(pass && found))
-                    shown++;
-            }
-            p += l + (p[l] != 0);
-        }
-    }
-    if (!shown)
-        snprintf(msg + at, cap - at, "the columns are the same but their order differs");
-    at = strlen(msg);
-    snprintf(msg + at, cap - at, "; ");
-}
-
 /* Checks the checkpoint against this run; fills step and position. */
 static rap_status check_resume(trainer *t, rap_ckpt *ck)
 {
     rap_meta run = {0};
-    rap_status st = config_meta(t, &run);
-    if (st != RAP_OK) {
-        rap_meta_free(&run);
-        return st;
-    }
-    static const char *const shape_keys[] = {"n_dense", "n_tables", "table_rows", "emb_dim",
-                                             "mlp_bot", "mlp_top", "optimizer"};
-    char msg[1600] = "";
-    for (size_t k = 0; k < sizeof shape_keys / sizeof shape_keys[0]; k++) {
-        const char *a = rap_meta_get(&ck->meta, shape_keys[k]);
-        const char *b = rap_meta_get(&run, shape_keys[k]);
-        if (!a)
-            a = "(missing)";
-        if (strcmp(a, b))
-            diff_list(shape_keys[k], a, b, msg, sizeof msg);
-    }
-    const char *ph = rap_meta_get(&ck->meta, "plan_hash");
-    if (!ph || strcmp(ph, rap_meta_get(&run, "plan_hash"))) {
-        const char *pc = rap_meta_get(&ck->meta, "plan_columns");
-        diff_columns(pc ? pc : "", t->plan_cols ? t->plan_cols : "", msg, sizeof msg);
-    }
-    if (msg[0]) {
-        size_t l = strlen(msg);
-        if (l >= 2)
-            msg[l - 2] = 0;
-        const char *pn = rap_meta_get(&ck->meta, "plan_name");
-        const char *eb = rap_meta_get(&ck->meta, "emb_dim"), *mb = rap_meta_get(&ck->meta, "mlp_bot");
-        const char *mt = rap_meta_get(&ck->meta, "mlp_top"), *op = rap_meta_get(&ck->meta, "optimizer");
-        rap_meta_free(&run);
-        return rap_fail(RAP_ERR_ARG,
-                        "--resume %s: the checkpoint does not match this run: %s (it was trained "
-                        "with --plan %s --emb-dim %s --mlp-bot %s --mlp-top %s --optimizer %s)",
-                        ck->path, msg, pn && pn[0] ? pn : "?", eb ? eb : "?", mb ? mb : "?",
-                        mt ? mt : "?", op ? op : "?");
-    }
+    rap_status st = run_meta(t, &run);
+    if (st == RAP_OK)
+        st = rap_ckpt_meta_check_model(ck, &run);
     /* allowed differences, said aloud */
-    static const char *const soft_keys[] = {"lr", "batch", "precision", "adagrad_eps"};
-    for (size_t k = 0; k < sizeof soft_keys / sizeof soft_keys[0]; k++) {
-        const char *a = rap_meta_get(&ck->meta, soft_keys[k]);
-        const char *b = rap_meta_get(&run, soft_keys[k]);
+    for (int k = 0; st == RAP_OK && rap_ckpt_soft_keys[k]; k++) {
+        const char *a = rap_meta_get(&ck->meta, rap_ckpt_soft_keys[k]);
+        const char *b = rap_meta_get(&run, rap_ckpt_soft_keys[k]);
         if (a && strcmp(a, b))
-            T_INFO(t, "resume: %s was %s, continuing with %s", soft_keys[k], a, b);
+            T_INFO(t, "resume: %s was %s, continuing with %s", rap_ckpt_soft_keys[k], a, b);
     }
     rap_meta_free(&run);
-    const char *s = rap_meta_get(&ck->meta, "step");
-    const char *e = rap_meta_get(&ck->meta, "epoch");
-    const char *p = rap_meta_get(&ck->meta, "rows_in_epoch");
-    const char *d = rap_meta_get(&ck->meta, "data");
-    const char *n = rap_meta_get(&ck->meta, "samples_trained");
-    if (!s || !e || !p || !d || !n)
-        return rap_fail(RAP_ERR_DATA, "%s: checkpoint metadata lacks the training position "
-                        "(step, epoch, rows_in_epoch, data, samples_trained): an exported "
-                        "model cannot be resumed", ck->path);
-    t->step = strtoll(s, NULL, 10);
-    t->samples_before = strtoll(n, NULL, 10);
-    if (!strcmp(d, t->data_id)) {
-        t->epoch = strtoll(e, NULL, 10);
-        t->pos = strtoll(p, NULL, 10);
+    RAP_TRY(st);
+    rap_ckpt_position pos;
+    RAP_TRY(rap_ckpt_meta_read_position(ck, &pos));
+    t->step = pos.step;
+    t->samples_before = pos.samples_trained;
+    bool same_data = !strcmp(pos.data, t->data_id);
+    if (same_data) {
+        t->epoch = pos.epoch;
+        t->pos = pos.rows_in_epoch;
         T_INFO(t, "resume: step %lld, continuing %s at row %lld of epoch %lld", (long long)t->step,
                  t->data_id, (long long)t->pos, (long long)t->epoch);
     } else {
         T_INFO(t, "resume: step %lld; the checkpoint was trained on %s, this run reads %s from "
-                 "its first row", (long long)t->step, d, t->data_id);
+                 "its first row", (long long)t->step, pos.data, t->data_id);
     }
     const char *sr = rap_meta_get(&ck->meta, "shard_ranks");
     int ck_ranks = sr ? atoi(sr) : 1;
     if (ck_ranks != t->R)
         T_INFO(t, "resume: the checkpoint was saved by %d rank%s, this run has %d: its tables "
                "are re-sharded", ck_ranks, ck_ranks == 1 ? "" : "s", t->R);
-    const char *ef = rap_meta_get(&ck->meta, "eval_fraction");
-    if (ef && !strcmp(d, t->data_id) && atof(ef) != t->holdout)
-        T_WARN(t, "resume: the checkpoint held out %s of the rows for evaluation, this run %g: "
+    if (pos.has_eval_fraction && same_data && pos.eval_fraction != t->holdout)
+        T_WARN(t, "resume: the checkpoint held out %.9g of the rows for evaluation, this run %g: "
                  "the evaluation rows and the training rows overlap",
-                 ef, t->holdout);
+                 pos.eval_fraction, t->holdout);
     return RAP_OK;
 }
 
@@ -979,12 +826,12 @@ static rap_status setup(trainer *t)
     for (int i = 0; i < t->mc.n_tables; i++)
         tab += t->mc.table_rows[i];
     char bot[128], top[128];
-    widths(t->mc.bot, t->mc.n_bot, bot, sizeof bot);
-    widths(t->mc.top, t->mc.n_top, top, sizeof top);
+    rap_ckpt_meta_widths(t->mc.bot, t->mc.n_bot, bot, sizeof bot);
+    rap_ckpt_meta_widths(t->mc.top, t->mc.n_top, top, sizeof top);
     T_INFO(t, "model: %d dense inputs, %d tables (%lld rows) of dim %d, bottom MLP %s, top MLP %s, "
              "%s lr %g, batch %lld, on the %s (%.2f GB), mode %s",
              t->mc.n_dense, t->mc.n_tables, (long long)tab, t->mc.emb_dim, bot, top,
-             opt_name(t->mc.optimizer), (double)t->mc.lr, (long long)t->mc.batch,
+             rap_ckpt_meta_optimizer(t->mc.optimizer), (double)t->mc.lr, (long long)t->mc.batch,
              c->device == RAP_GPU ? "GPU" : "CPU",
              (double)rap_model_bytes(&t->mc, c->device) / 1e9, rap_mode_name(t->mode));
     return RAP_OK;

@@ -1,0 +1,210 @@
+/* checkpoint_meta.c -- the trainer's checkpoint metadata (checkpoint_meta.h). */
+#include "run/checkpoint_meta.h"
+
+#include "core/core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const rap_ckpt_soft_keys[] = {"lr", "batch", "precision", "adagrad_eps", NULL};
+
+const char *const rap_ckpt_position_keys[] = {"step", "epoch", "rows_in_epoch", "data",
+                                              "eval_fraction", "rng_state", "samples_trained",
+                                              NULL};
+
+/* Keys that must match on resume, besides the plan (compared by hash). */
+static const char *const shape_keys[] = {"n_dense", "n_tables", "table_rows", "emb_dim",
+                                         "mlp_bot", "mlp_top", "optimizer", NULL};
+
+/* ------------------------------------------------------------- writing */
+
+const char *rap_ckpt_meta_optimizer(rap_optimizer o) { return o == RAP_ADAGRAD ? "adagrad" : "sgd"; }
+
+void rap_ckpt_meta_widths(const int *w, int n, char *out, size_t cap)
+{
+    size_t at = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%d", i ? "-" : "", w[i]);
+}
+
+/* "table_rows": the rows of every table, comma separated. */
+static rap_status set_table_rows(rap_meta *m, const rap_model_config *mc)
+{
+    size_t cap = 24 * (size_t)mc->n_tables + 1, at = 0;
+    char *rows = rap_malloc(cap, "metadata");
+    if (!rows)
+        return RAP_ERR_NOMEM;
+    rows[0] = 0;
+    for (int i = 0; i < mc->n_tables; i++)
+        at += (size_t)snprintf(rows + at, cap - at, "%s%lld", i ? "," : "",
+                               (long long)mc->table_rows[i]);
+    rap_status st = rap_meta_set(m, "table_rows", "%s", rows);
+    rap_free(rows);
+    return st;
+}
+
+rap_status rap_ckpt_meta_model(rap_meta *m, const rap_model_config *mc, const rap_ckpt_plan *plan)
+{
+    char buf[256];
+    RAP_TRY(rap_meta_set(m, "contents", "checkpoint"));
+    RAP_TRY(rap_meta_set(m, "n_dense", "%d", mc->n_dense));
+    RAP_TRY(rap_meta_set(m, "n_tables", "%d", mc->n_tables));
+    RAP_TRY(set_table_rows(m, mc));
+    RAP_TRY(rap_meta_set(m, "emb_dim", "%d", mc->emb_dim));
+    rap_ckpt_meta_widths(mc->bot, mc->n_bot, buf, sizeof buf);
+    RAP_TRY(rap_meta_set(m, "mlp_bot", "%s", buf));
+    rap_ckpt_meta_widths(mc->top, mc->n_top, buf, sizeof buf);
+    RAP_TRY(rap_meta_set(m, "mlp_top", "%s", buf));
+    RAP_TRY(rap_meta_set(m, "optimizer", "%s", rap_ckpt_meta_optimizer(mc->optimizer)));
+    RAP_TRY(rap_meta_set(m, "lr", "%.9g", (double)mc->lr));
+    RAP_TRY(rap_meta_set(m, "adagrad_eps", "%.9g", (double)mc->adagrad_eps));
+    RAP_TRY(rap_meta_set(m, "adagrad_init", "%.9g", (double)mc->adagrad_init));
+    RAP_TRY(rap_meta_set(m, "batch", "%lld", (long long)mc->batch));
+    RAP_TRY(rap_meta_set(m, "precision", "%s", mc->precision == RAP_BF16 ? "bf16" : "fp32"));
+    RAP_TRY(rap_meta_set(m, "seed", "%llu", (unsigned long long)mc->seed));
+    RAP_TRY(rap_meta_set(m, "plan_name", "%s", plan->name ? plan->name : ""));
+    RAP_TRY(rap_meta_set(m, "plan_source", "%s", plan->source ? plan->source : ""));
+    RAP_TRY(rap_meta_set(m, "plan_hash", "%016llx", (unsigned long long)plan->hash));
+    RAP_TRY(rap_meta_set(m, "plan_columns", "%s", plan->columns ? plan->columns : ""));
+    return RAP_OK;
+}
+
+rap_status rap_ckpt_meta_position(rap_meta *m, const rap_ckpt_position *p)
+{
+    RAP_TRY(rap_meta_set(m, "step", "%lld", (long long)p->step));
+    RAP_TRY(rap_meta_set(m, "epoch", "%lld", (long long)p->epoch));
+    RAP_TRY(rap_meta_set(m, "rows_in_epoch", "%lld", (long long)p->rows_in_epoch));
+    RAP_TRY(rap_meta_set(m, "data", "%s", p->data ? p->data : ""));
+    RAP_TRY(rap_meta_set(m, "eval_fraction", "%.9g", p->eval_fraction));
+    RAP_TRY(rap_meta_set(m, "samples_trained", "%lld", (long long)p->samples_trained));
+    /* The trainer draws no random numbers after initialisation: the state
+     * of its generator is the seed itself. */
+    RAP_TRY(rap_meta_set(m, "rng_state", "splitmix64:%016llx", (unsigned long long)p->rng_state));
+    return RAP_OK;
+}
+
+/* ------------------------------------------------------------- resuming */
+
+/* Appends "key: checkpoint A, this run B; " for list key (comma or dash
+ * separated), naming the first differing element. */
+static void diff_list(const char *key, const char *a, const char *b, char *msg, size_t cap)
+{
+    size_t at = strlen(msg);
+    int i = 0;
+    const char *p = a, *q = b;
+    while (*p || *q) {
+        size_t lp = strcspn(p, ",-"), lq = strcspn(q, ",-");
+        if (lp != lq || strncmp(p, q, lp)) {
+            if (!*p || !*q)
+                snprintf(msg + at, cap - at, "%s: the checkpoint has %s, this run %s; ", key, a, b);
+            else
+                snprintf(msg + at, cap - at, "%s: item %d is %.*s in the checkpoint, %.*s in this "
+                         "run; ", key, i, (int)lp, p, (int)lq, q);
+            return;
+        }
+        p += lp + (p[lp] != 0);
+        q += lq + (q[lq] != 0);
+        i++;
+    }
+}
+
+/* Names of the plan columns that differ between two "name:hash,..." lists. */
+static void diff_columns(const char *a, const char *b, char *msg, size_t cap)
+{
+    size_t at = strlen(msg);
+    at += (size_t)snprintf(msg + at, cap - at, "plan: ");
+    int shown = 0;
+    /* columns of b missing or changed in a, then columns of a missing in b */
+    for (int pass = 0; pass < 2; pass++) {
+        const char *x = pass ? a : b, *y = pass ? b : a;
+        for (const char *p = x; *p && shown < 6;) {
+            size_t l = strcspn(p, ",");
+            const char *colon = memchr(p, ':', l);
+            size_t nl = colon ? (size_t)(colon - p) : l;
+            const char *found = NULL;
+            for (const char *q = y; *q;) {
+                size_t lq = strcspn(q, ",");
+                if (lq > nl && q[nl] == ':' && !strncmp(q, p, nl)) {
+                    found = q;
+                    if (lq != l || strncmp(q, p, l))
+                        found = (const char *)1;
+                    break;
+                }
+                q += lq + (q[lq] != 0);
+            }
+            if (!found || found == (const char *)1) {
+                if (!(pass && found))
+                    at += (size_t)snprintf(msg + at, cap - at, "%scolumn %.*s %s", shown ? ", " : "",
+                                           (int)nl, p, !found ? (pass ? "is only in the checkpoint"
+                                                                      : "is not in the checkpoint")
+                                                              : "is computed differently");
+                if (!(pass && found))
+                    shown++;
+            }
+            p += l + (p[l] != 0);
+        }
+    }
+    if (!shown)
+        snprintf(msg + at, cap - at, "the columns are the same but their order differs");
+    at = strlen(msg);
+    snprintf(msg + at, cap - at, "; ");
+}
+
+rap_status rap_ckpt_meta_check_model(const rap_ckpt *ck, const rap_meta *run)
+{
+    char msg[1600] = "";
+    for (int k = 0; shape_keys[k]; k++) {
+        const char *a = rap_meta_get(&ck->meta, shape_keys[k]);
+        const char *b = rap_meta_get(run, shape_keys[k]);
+        if (!a)
+            a = "(missing)";
+        if (!b)
+            b = "";
+        if (strcmp(a, b))
+            diff_list(shape_keys[k], a, b, msg, sizeof msg);
+    }
+    const char *ph = rap_meta_get(&ck->meta, "plan_hash");
+    const char *rh = rap_meta_get(run, "plan_hash");
+    if (!ph || !rh || strcmp(ph, rh)) {
+        const char *pc = rap_meta_get(&ck->meta, "plan_columns");
+        const char *rc = rap_meta_get(run, "plan_columns");
+        diff_columns(pc ? pc : "", rc ? rc : "", msg, sizeof msg);
+    }
+    if (!msg[0])
+        return RAP_OK;
+    size_t l = strlen(msg);
+    if (l >= 2)
+        msg[l - 2] = 0;
+    const char *pn = rap_meta_get(&ck->meta, "plan_name");
+    const char *eb = rap_meta_get(&ck->meta, "emb_dim"), *mb = rap_meta_get(&ck->meta, "mlp_bot");
+    const char *mt = rap_meta_get(&ck->meta, "mlp_top"), *op = rap_meta_get(&ck->meta, "optimizer");
+    return rap_fail(RAP_ERR_ARG,
+                    "--resume %s: the checkpoint does not match this run: %s (it was trained "
+                    "with --plan %s --emb-dim %s --mlp-bot %s --mlp-top %s --optimizer %s)",
+                    ck->path, msg, pn && pn[0] ? pn : "?", eb ? eb : "?", mb ? mb : "?",
+                    mt ? mt : "?", op ? op : "?");
+}
+
+rap_status rap_ckpt_meta_read_position(const rap_ckpt *ck, rap_ckpt_position *p)
+{
+    memset(p, 0, sizeof *p);
+    const char *s = rap_meta_get(&ck->meta, "step");
+    const char *e = rap_meta_get(&ck->meta, "epoch");
+    const char *r = rap_meta_get(&ck->meta, "rows_in_epoch");
+    const char *d = rap_meta_get(&ck->meta, "data");
+    const char *n = rap_meta_get(&ck->meta, "samples_trained");
+    if (!s || !e || !r || !d || !n)
+        return rap_fail(RAP_ERR_DATA, "%s: checkpoint metadata lacks the training position "
+                        "(step, epoch, rows_in_epoch, data, samples_trained): an exported "
+                        "model cannot be resumed", ck->path);
+    p->step = strtoll(s, NULL, 10);
+    p->epoch = strtoll(e, NULL, 10);
+    p->rows_in_epoch = strtoll(r, NULL, 10);
+    p->data = d;
+    p->samples_trained = strtoll(n, NULL, 10);
+    const char *ef = rap_meta_get(&ck->meta, "eval_fraction");
+    p->has_eval_fraction = ef != NULL;
+    p->eval_fraction = ef ? atof(ef) : 0.0;
+    return RAP_OK;
+}

@@ -1,0 +1,642 @@
+/* safetensors.c -- the safetensors container, written and read (safetensors.h). */
+#include "run/safetensors.h"
+
+#include "core/core.h"
+#include "core/json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* ------------------------------------------------------------- metadata */
+
+rap_status rap_meta_set(rap_meta *m, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *v = rap_malloc((size_t)len + 1, "metadata value");
+    if (!v)
+        return RAP_ERR_NOMEM;
+    va_start(ap, fmt);
+    vsnprintf(v, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->key[i], key)) {
+            rap_free(m->val[i]);
+            m->val[i] = v;
+            return RAP_OK;
+        }
+    if (m->n == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 16;
+        char **k = rap_realloc(m->key, sizeof(char *) * (size_t)cap, "metadata");
+        if (!k) {
+            rap_free(v);
+            return RAP_ERR_NOMEM;
+        }
+        m->key = k;
+        char **vv = rap_realloc(m->val, sizeof(char *) * (size_t)cap, "metadata");
+        if (!vv) {
+            rap_free(v);
+            return RAP_ERR_NOMEM;
+        }
+        m->val = vv;
+        m->cap = cap;
+    }
+    m->key[m->n] = rap_malloc(strlen(key) + 1, "metadata key");
+    if (!m->key[m->n]) {
+        rap_free(v);
+        return RAP_ERR_NOMEM;
+    }
+    strcpy(m->key[m->n], key);
+    m->val[m->n++] = v;
+    return RAP_OK;
+}
+
+const char *rap_meta_get(const rap_meta *m, const char *key)
+{
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->key[i], key))
+            return m->val[i];
+    return NULL;
+}
+
+static bool in_list(const char *key, const char *const *list)
+{
+    for (int k = 0; list && list[k]; k++)
+        if (!strcmp(key, list[k]))
+            return true;
+    return false;
+}
+
+rap_status rap_meta_copy(rap_meta *out, const rap_meta *in, const char *const *skip1,
+                         const char *const *skip2)
+{
+    for (int i = 0; in && i < in->n; i++)
+        if (!in_list(in->key[i], skip1) && !in_list(in->key[i], skip2))
+            RAP_TRY(rap_meta_set(out, in->key[i], "%s", in->val[i]));
+    return RAP_OK;
+}
+
+void rap_meta_free(rap_meta *m)
+{
+    for (int i = 0; i < m->n; i++) {
+        rap_free(m->key[i]);
+        rap_free(m->val[i]);
+    }
+    rap_free(m->key);
+    rap_free(m->val);
+    memset(m, 0, sizeof *m);
+}
+
+int64_t rap_ckpt_tensor_elems(const rap_ckpt_tensor *t)
+{
+    int64_t e = 1;
+    for (int d = 0; d < t->ndim; d++)
+        e *= t->shape[d];
+    return e;
+}
+
+/* ------------------------------------------------------- the header text */
+
+/* A growing string; oom records a failed allocation (every later put is
+ * dropped). */
+typedef struct {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void sb_put(void *ctx, const char *s, size_t n)
+{
+    sbuf *b = ctx;
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = rap_realloc(b->p, cap, "checkpoint header");
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_fmt(sbuf *b, const char *fmt, ...) RAP_PRINTF(2, 3);
+static void sb_fmt(sbuf *b, const char *fmt, ...)
+{
+    char t[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t, sizeof t, fmt, ap);
+    va_end(ap);
+    sb_put(b, t, (size_t)(n < (int)sizeof t ? n : (int)sizeof t - 1));
+}
+
+static void sb_json(sbuf *b, const char *s) { rap_json_escape(s, sb_put, b); }
+
+/* The header JSON of meta and the n tensors t (offsets set), padded to a
+ * multiple of 8 bytes; *crc_at is the offset in it of the 8 placeholder
+ * digits of data_crc32. RAP_ERR_NOMEM leaves h empty. */
+static rap_status build_header(sbuf *h, const rap_meta *meta, const rap_ckpt_tensor *t, int n,
+                               size_t *crc_at)
+{
+    sb_str(h, "{\"__metadata__\":{");
+    for (int i = 0; meta && i < meta->n; i++) {
+        if (!strcmp(meta->key[i], "data_crc32"))
+            continue;
+        sb_json(h, meta->key[i]);
+        sb_str(h, ":");
+        sb_json(h, meta->val[i]);
+        sb_str(h, ",");
+    }
+    sb_str(h, "\"data_crc32\":\"");
+    *crc_at = h->n; /* patched after the data */
+    sb_str(h, "00000000\"}");
+    for (int i = 0; i < n; i++) {
+        sb_str(h, ",");
+        sb_json(h, t[i].name);
+        sb_str(h, ":{\"dtype\":\"F32\",\"shape\":[");
+        for (int d = 0; d < t[i].ndim; d++)
+            sb_fmt(h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        sb_fmt(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)t[i].begin,
+               (unsigned long long)t[i].end);
+    }
+    sb_str(h, "}");
+    while (h->n % 8)
+        sb_str(h, " ");
+    if (!h->oom)
+        return RAP_OK;
+    rap_free(h->p);
+    memset(h, 0, sizeof *h);
+    return RAP_ERR_NOMEM;
+}
+
+/* ------------------------------------------------------------- writing */
+
+static void fsync_dir_of(const char *path)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    int fd = open(dirname(tmp), O_RDONLY);
+    if (fd < 0)
+        return; /* best effort: some file systems refuse */
+    fsync(fd);
+    close(fd);
+}
+
+/* Adds 4 * e bytes at p to the running CRC (zlib takes a uInt length: in
+ * pieces below 4 GiB). */
+static uLong crc_add(uLong crc, const float *buf, size_t e)
+{
+    const uint8_t *p = (const uint8_t *)buf;
+    for (size_t left = 4 * e; left > 0;) {
+        uInt k = left > (1u << 30) ? (1u << 30) : (uInt)left;
+        crc = crc32(crc, p, k);
+        p += k;
+        left -= k;
+    }
+    return crc;
+}
+
+/* Writes the data section to f (tmp names it): every tensor from fill
+ * through buf (the largest tensor's floats), checked finite when asked
+ * (path names the file being replaced in that message); *crc its CRC. */
+static rap_status write_data(FILE *f, const char *tmp, const char *path, const rap_ckpt_tensor *t,
+                             int n, rap_safetensors_fill fill, void *ctx, bool check_finite,
+                             float *buf, uLong *crc)
+{
+    *crc = crc32(0L, Z_NULL, 0);
+    for (int i = 0; i < n; i++) {
+        size_t e = (size_t)rap_ckpt_tensor_elems(&t[i]);
+        RAP_TRY(fill(ctx, i, buf));
+        for (size_t j = 0; check_finite && j < e; j++)
+            if (!isfinite(buf[j]))
+                return rap_fail(RAP_ERR_DATA,
+                                "%s: tensor %s holds %s at element %zu: not writing a "
+                                "poisoned checkpoint (%s left as it was)",
+                                path, t[i].name, isnan(buf[j]) ? "NaN" : "inf", j, path);
+        *crc = crc_add(*crc, buf, e);
+        if (fwrite(buf, 4, e, f) != e)
+            return rap_fail(RAP_ERR_IO, "%s: write failed (%s; disk full?)", tmp, strerror(errno));
+    }
+    return RAP_OK;
+}
+
+/* Writes the whole file to f (tmp names it): length, header h, data, then
+ * the CRC digits at crc_at; flushed and fsync'd. */
+static rap_status write_all(FILE *f, const char *tmp, const char *path, const sbuf *h,
+                            size_t crc_at, const rap_ckpt_tensor *t, int n,
+                            rap_safetensors_fill fill, void *ctx, bool check_finite, float *buf)
+{
+    uint8_t len8[8];
+    for (int k = 0; k < 8; k++)
+        len8[k] = (uint8_t)((uint64_t)h->n >> (8 * k));
+    if (fwrite(len8, 1, 8, f) != 8 || fwrite(h->p, 1, h->n, f) != h->n)
+        return rap_fail(RAP_ERR_IO, "%s: write failed (%s)", tmp, strerror(errno));
+    uLong crc;
+    RAP_TRY(write_data(f, tmp, path, t, n, fill, ctx, check_finite, buf, &crc));
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08lx", (unsigned long)crc);
+    if (fseek(f, (long)(8 + crc_at), SEEK_SET) != 0 || fwrite(hex, 1, 8, f) != 8)
+        return rap_fail(RAP_ERR_IO, "%s: write failed (%s)", tmp, strerror(errno));
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0)
+        return rap_fail(RAP_ERR_IO, "%s: flush failed (%s; disk full?)", tmp, strerror(errno));
+    return RAP_OK;
+}
+
+rap_status rap_safetensors_write(const char *path, const rap_meta *meta, rap_ckpt_tensor *t,
+                                 int n, rap_safetensors_fill fill, void *ctx, bool check_finite)
+{
+    uint64_t at = 0;
+    int64_t max_elems = 1;
+    for (int i = 0; i < n; i++) {
+        int64_t e = rap_ckpt_tensor_elems(&t[i]);
+        t[i].begin = at;
+        at += 4 * (uint64_t)e;
+        t[i].end = at;
+        if (e > max_elems)
+            max_elems = e;
+    }
+    sbuf h = {0};
+    size_t crc_at = 0;
+    RAP_TRY(build_header(&h, meta, t, n, &crc_at));
+
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    float *buf = rap_malloc(sizeof(float) * (size_t)max_elems, "checkpoint tensor buffer");
+    FILE *f = buf ? fopen(tmp, "wb") : NULL;
+    rap_status st = RAP_OK;
+    if (!buf)
+        st = RAP_ERR_NOMEM;
+    else if (!f)
+        st = rap_fail(RAP_ERR_IO, "%s: cannot create (%s)", tmp, strerror(errno));
+    if (st == RAP_OK)
+        st = write_all(f, tmp, path, &h, crc_at, t, n, fill, ctx, check_finite, buf);
+    if (f && fclose(f) != 0 && st == RAP_OK)
+        st = rap_fail(RAP_ERR_IO, "%s: close failed (%s)", tmp, strerror(errno));
+    if (st == RAP_OK && rename(tmp, path) != 0)
+        st = rap_fail(RAP_ERR_IO, "%s: cannot rename to %s (%s)", tmp, path, strerror(errno));
+    if (st == RAP_OK)
+        fsync_dir_of(path);
+    else if (f)
+        remove(tmp);
+    rap_free(buf);
+    rap_free(h.p);
+    return st;
+}
+
+/* ------------------------------------------------------------- the header, read */
+
+/* The value of "__metadata__": an object of strings, into c->meta. */
+static rap_status parse_meta(rap_ckpt *c, rap_json_reader *j)
+{
+    const char *not_strings = "__metadata__ must be an object of strings";
+    if (!rap_json_peek(j, '{'))
+        return rap_json_error(j, not_strings);
+    RAP_TRY(rap_json_object_begin(j));
+    for (;;) {
+        char key[256];
+        size_t len;
+        bool more;
+        RAP_TRY(rap_json_next_key(j, &more, key, sizeof key, &len));
+        if (!more)
+            return RAP_OK;
+        if (len >= sizeof key)
+            return rap_json_error(j, "metadata key too long");
+        if (!rap_json_peek(j, '"'))
+            return rap_json_error(j, not_strings);
+        char *v;
+        RAP_TRY(rap_json_string_dup(j, RAP_ST_MAX_HEADER, &v));
+        rap_status st = rap_meta_set(&c->meta, key, "%s", v);
+        rap_free(v);
+        RAP_TRY(st);
+    }
+}
+
+/* The value of "shape": at most 4 dimensions of at most 2^40 each. */
+static rap_status parse_shape(rap_json_reader *j, rap_ckpt_tensor *t)
+{
+    if (!rap_json_peek(j, '['))
+        return rap_json_error(j, "expected the shape array");
+    RAP_TRY(rap_json_array_begin(j));
+    t->ndim = 0;
+    for (;;) {
+        bool more;
+        RAP_TRY(rap_json_next_item(j, &more));
+        if (!more)
+            return RAP_OK;
+        uint64_t v;
+        RAP_TRY(rap_json_uint(j, UINT64_MAX, &v));
+        if (t->ndim >= 4 || v > (1ull << 40))
+            return rap_json_error(j, "shape with more than 4 dimensions or too large");
+        t->shape[t->ndim++] = (int64_t)v;
+    }
+}
+
+/* The value of "data_offsets": exactly two integers. */
+static rap_status parse_offsets(rap_json_reader *j, rap_ckpt_tensor *t)
+{
+    if (!rap_json_peek(j, '['))
+        return rap_json_error(j, "expected the data_offsets array");
+    RAP_TRY(rap_json_array_begin(j));
+    uint64_t *v[2] = {&t->begin, &t->end};
+    bool more;
+    for (int k = 0; k < 2; k++) {
+        RAP_TRY(rap_json_next_item(j, &more));
+        if (!more)
+            return rap_json_error(j, "data_offsets needs two numbers");
+        RAP_TRY(rap_json_uint(j, UINT64_MAX, v[k]));
+    }
+    RAP_TRY(rap_json_next_item(j, &more));
+    if (more)
+        return rap_json_error(j, "data_offsets needs two numbers");
+    return RAP_OK;
+}
+
+/* One tensor's object: dtype (F32 only), shape, data_offsets; other keys
+ * are skipped. */
+static rap_status parse_tensor(rap_json_reader *j, rap_ckpt_tensor *t)
+{
+    if (!rap_json_peek(j, '{'))
+        return rap_json_error(j, "expected a tensor object");
+    RAP_TRY(rap_json_object_begin(j));
+    bool has_dtype = false, has_shape = false, has_off = false;
+    for (;;) {
+        char key[64];
+        bool more;
+        RAP_TRY(rap_json_next_key(j, &more, key, sizeof key, NULL));
+        if (!more)
+            break;
+        if (!strcmp(key, "dtype")) {
+            char dt[32];
+            RAP_TRY(rap_json_string(j, dt, sizeof dt, NULL));
+            if (strcmp(dt, "F32"))
+                return rap_fail(RAP_ERR_DATA, "%s: tensor %s has dtype %s; rap reads F32 only",
+                                j->file, t->name, dt);
+            has_dtype = true;
+        } else if (!strcmp(key, "shape")) {
+            RAP_TRY(parse_shape(j, t));
+            has_shape = true;
+        } else if (!strcmp(key, "data_offsets")) {
+            RAP_TRY(parse_offsets(j, t));
+            has_off = true;
+        } else {
+            RAP_TRY(rap_json_skip(j));
+        }
+    }
+    if (!has_dtype || !has_shape || !has_off)
+        return rap_fail(RAP_ERR_DATA, "%s: tensor %s lacks dtype, shape or data_offsets", j->file,
+                        t->name);
+    return RAP_OK;
+}
+
+/* The header text (n bytes) into c->t, c->n and c->meta. */
+static rap_status parse_header(rap_ckpt *c, const char *text, size_t n)
+{
+    rap_json_reader j;
+    RAP_TRY(rap_json_reader_init(&j, text, n, RAP_ST_MAX_HEADER, c->path, "checkpoint header"));
+    if (!rap_json_peek(&j, '{'))
+        return rap_json_error(&j, "the header does not start with '{'");
+    RAP_TRY(rap_json_object_begin(&j));
+    int cap = 0;
+    for (;;) {
+        char name[sizeof c->t[0].name];
+        size_t len;
+        bool more;
+        RAP_TRY(rap_json_next_key(&j, &more, name, sizeof name, &len));
+        if (!more)
+            break;
+        if (len >= sizeof name)
+            return rap_json_error(&j, "tensor name too long");
+        if (!strcmp(name, "__metadata__")) {
+            RAP_TRY(parse_meta(c, &j));
+            continue;
+        }
+        if (c->n == cap) {
+            cap = cap ? 2 * cap : 64;
+            rap_ckpt_tensor *t = rap_realloc(c->t, sizeof *t * (size_t)cap, "checkpoint tensors");
+            if (!t)
+                return RAP_ERR_NOMEM;
+            c->t = t;
+        }
+        rap_ckpt_tensor *t = &c->t[c->n];
+        memset(t, 0, sizeof *t);
+        snprintf(t->name, sizeof t->name, "%s", name);
+        if (rap_ckpt_find(c, name) >= 0)
+            return rap_fail(RAP_ERR_DATA, "%s: tensor %s appears twice", c->path, name);
+        RAP_TRY(parse_tensor(&j, t));
+        c->n++;
+    }
+    return rap_json_end(&j);
+}
+
+/* ------------------------------------------------------------- reading */
+
+void rap_ckpt_close(rap_ckpt *c)
+{
+    if (!c)
+        return;
+    if (c->f)
+        fclose(c->f);
+    rap_free(c->t);
+    rap_meta_free(&c->meta);
+    rap_free(c);
+}
+
+int rap_ckpt_find(const rap_ckpt *c, const char *name)
+{
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->t[i].name, name))
+            return i;
+    return -1;
+}
+
+static int cmp_begin(const void *a, const void *b)
+{
+    const rap_ckpt_tensor *x = *(rap_ckpt_tensor *const *)a, *y = *(rap_ckpt_tensor *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : 0;
+}
+
+/* The tensors' offsets: each as long as its shape needs, contiguous in
+ * offset order, covering the data section exactly. */
+static rap_status check_layout(rap_ckpt *c)
+{
+    rap_ckpt_tensor **s = rap_malloc(sizeof *s * (size_t)(c->n ? c->n : 1), "checkpoint check");
+    if (!s)
+        return RAP_ERR_NOMEM;
+    for (int i = 0; i < c->n; i++)
+        s[i] = &c->t[i];
+    qsort(s, (size_t)c->n, sizeof *s, cmp_begin);
+    rap_status st = RAP_OK;
+    uint64_t at = 0;
+    for (int i = 0; i < c->n && st == RAP_OK; i++) {
+        const rap_ckpt_tensor *t = s[i];
+        uint64_t want = 4 * (uint64_t)rap_ckpt_tensor_elems(t);
+        if (t->end < t->begin || t->end - t->begin != want)
+            st = rap_fail(RAP_ERR_DATA,
+                          "%s: tensor %s: data_offsets [%llu, %llu] hold %llu bytes, its shape "
+                          "needs %llu",
+                          c->path, t->name, (unsigned long long)t->begin,
+                          (unsigned long long)t->end, (unsigned long long)(t->end - t->begin),
+                          (unsigned long long)want);
+        else if (t->begin != at)
+            st = rap_fail(RAP_ERR_DATA,
+                          "%s: tensor %s starts at byte %llu of the data, expected %llu (tensors "
+                          "must be contiguous)",
+                          c->path, t->name, (unsigned long long)t->begin, (unsigned long long)at);
+        at = t->end;
+    }
+    if (st == RAP_OK && at > c->data_len)
+        st = rap_fail(RAP_ERR_DATA,
+                      "%s: truncated: the header lists %llu bytes of tensor data, the file holds "
+                      "%llu",
+                      c->path, (unsigned long long)at, (unsigned long long)c->data_len);
+    else if (st == RAP_OK && at < c->data_len)
+        st = rap_fail(RAP_ERR_DATA,
+                      "%s: %llu bytes after the last tensor (corrupt or not a safetensors file)",
+                      c->path, (unsigned long long)(c->data_len - at));
+    rap_free(s);
+    return st;
+}
+
+/* Opens c->path, reads its header length and header into *text (n bytes),
+ * checked against the file's size. */
+static rap_status read_header(rap_ckpt *c, char **text)
+{
+    const char *path = c->path;
+    struct stat sb;
+    c->f = fopen(path, "rb");
+    if (!c->f || fstat(fileno(c->f), &sb) != 0)
+        return rap_fail(RAP_ERR_IO, "%s: cannot open checkpoint (%s)", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return rap_fail(RAP_ERR_IO, "%s: not a regular file", path);
+    uint64_t size = (uint64_t)sb.st_size;
+    uint8_t len8[8];
+    if (size < 8 || fread(len8, 1, 8, c->f) != 8)
+        return rap_fail(RAP_ERR_DATA, "%s: truncated: %llu bytes, a checkpoint starts with an "
+                        "8-byte header length", path, (unsigned long long)size);
+    uint64_t n = 0;
+    for (int k = 0; k < 8; k++)
+        n |= (uint64_t)len8[k] << (8 * k);
+    if (n < 2 || n > RAP_ST_MAX_HEADER)
+        return rap_fail(RAP_ERR_DATA, "%s: not a safetensors checkpoint (header length %llu)",
+                        path, (unsigned long long)n);
+    if (8 + n > size)
+        return rap_fail(RAP_ERR_DATA, "%s: truncated: the header needs %llu bytes, the file has "
+                        "%llu", path, (unsigned long long)(8 + n), (unsigned long long)size);
+    c->header_len = n;
+    c->data_len = size - 8 - n;
+    *text = rap_malloc(n, "checkpoint header");
+    if (!*text)
+        return RAP_ERR_NOMEM;
+    if (fread(*text, 1, n, c->f) != n)
+        return rap_fail(RAP_ERR_IO, "%s: read failed", path);
+    return RAP_OK;
+}
+
+rap_status rap_safetensors_open(const char *path, rap_ckpt **out)
+{
+    *out = NULL;
+    rap_ckpt *c = rap_calloc(sizeof *c, "checkpoint");
+    if (!c)
+        return RAP_ERR_NOMEM;
+    snprintf(c->path, sizeof c->path, "%s", path);
+    char *text = NULL;
+    rap_status st = read_header(c, &text);
+    if (st == RAP_OK)
+        st = parse_header(c, text, c->header_len);
+    if (st == RAP_OK)
+        st = check_layout(c);
+    rap_free(text);
+    if (st != RAP_OK) {
+        rap_ckpt_close(c);
+        return st;
+    }
+    *out = c;
+    return RAP_OK;
+}
+
+rap_status rap_ckpt_read(rap_ckpt *c, int i, float *host)
+{
+    const rap_ckpt_tensor *t = &c->t[i];
+    size_t e = (size_t)rap_ckpt_tensor_elems(t);
+    if (fseeko(c->f, (off_t)(8 + c->header_len + t->begin), SEEK_SET) != 0 ||
+        fread(host, 4, e, c->f) != e)
+        return rap_fail(RAP_ERR_IO, "%s: cannot read tensor %s (%s)", c->path, t->name,
+                        strerror(errno));
+    return RAP_OK;
+}
+
+rap_status rap_ckpt_read_rows(rap_ckpt *c, int i, int64_t row0, int64_t rows, float *host)
+{
+    const rap_ckpt_tensor *t = &c->t[i];
+    int64_t cols = t->ndim == 2 ? t->shape[1] : 1;
+    if (t->ndim < 1 || row0 < 0 || rows < 0 || row0 + rows > t->shape[0])
+        return rap_fail(RAP_ERR_INTERNAL, "%s: rows [%lld, %lld) of tensor %s: out of its %lld "
+                        "rows", c->path, (long long)row0, (long long)(row0 + rows), t->name,
+                        (long long)t->shape[0]);
+    size_t e = (size_t)(rows * cols);
+    if (fseeko(c->f, (off_t)(8 + c->header_len + t->begin + 4 * (uint64_t)(row0 * cols)),
+               SEEK_SET) != 0 ||
+        fread(host, 4, e, c->f) != e)
+        return rap_fail(RAP_ERR_IO, "%s: cannot read rows of tensor %s (%s)", c->path, t->name,
+                        strerror(errno));
+    return RAP_OK;
+}
+
+/* CRC-32 of the whole data section, read in pieces of 1 MiB. */
+static rap_status crc_of_data(rap_ckpt *c, uLong *out)
+{
+    size_t bufn = 1 << 20;
+    uint8_t *buf = rap_malloc(bufn, "checkpoint read buffer");
+    if (!buf)
+        return RAP_ERR_NOMEM;
+    rap_status st = RAP_OK;
+    uLong crc = crc32(0L, Z_NULL, 0);
+    if (fseeko(c->f, (off_t)(8 + c->header_len), SEEK_SET) != 0)
+        st = rap_fail(RAP_ERR_IO, "%s: seek failed", c->path);
+    for (uint64_t left = c->data_len; st == RAP_OK && left > 0;) {
+        size_t k = left < bufn ? (size_t)left : bufn;
+        if (fread(buf, 1, k, c->f) != k)
+            st = rap_fail(RAP_ERR_IO, "%s: read failed", c->path);
+        crc = crc32(crc, buf, (uInt)k);
+        left -= k;
+    }
+    rap_free(buf);
+    *out = crc;
+    return st;
+}
+
+rap_status rap_ckpt_verify(rap_ckpt *c)
+{
+    const char *want = rap_meta_get(&c->meta, "data_crc32");
+    if (!want)
+        return rap_fail(RAP_ERR_DATA, "%s: no data_crc32 in the metadata", c->path);
+    uLong crc;
+    RAP_TRY(crc_of_data(c, &crc));
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08lx", (unsigned long)crc);
+    if (strcmp(hex, want))
+        return rap_fail(RAP_ERR_DATA,
+                        "%s: corrupt: the tensor data's CRC-32 is %s, the header says %s", c->path,
+                        hex, want);
+    return RAP_OK;
+}
