@@ -2,14 +2,14 @@
  * model.c -- the common part of the DLRM model (model.h): config defaults
  * and checks, the tensor table (dlrm reference names, shapes, offsets in
  * the flat parameter array), MLP initialisation on the host, the memory
- * check before allocating, and dispatch of every rap_model_* call to the
- * backend of m->device (cpu/cpu_model.c, gpu/). A sharded model (model.h,
+ * check before allocating, and the argument checks of every rap_model_*
+ * call before it calls the model's backend table (m->be: cpu/cpu_model.c,
+ * gpu/gpu_model.cu; model_internal.h rap_model_backend). A sharded model (model.h,
  * hybrid parallel): the shard's checks, its copy, a tensor table of the
  * local tables, the row-count bounds of the emb phases (Bg) and the
  * order of mlp_backward and dense_apply.
  */
 #include "model/model_internal.h"
-#include "model/cpu/cpu_model.h"
 
 #ifdef RAP_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -175,11 +175,18 @@ rap_status rap_model_config_check(const rap_model_config *c)
     return c->shard ? check_shard(c, c->shard) : RAP_OK;
 }
 
+/* The backend table of dev; NULL for the GPU in a build without CUDA. */
+static const rap_model_backend *backend_of(rap_device dev)
+{
+    return dev == RAP_GPU ? rap_model_backend_gpu() : rap_model_backend_cpu();
+}
+
 size_t rap_model_bytes(const rap_model_config *c, rap_device dev)
 {
     if (rap_model_config_check(c) != RAP_OK)
         return 0;
-    return dev == RAP_GPU ? rap_gpu_model_bytes(c) : rap_cpu_model_bytes(c);
+    const rap_model_backend *be = backend_of(dev);
+    return be ? be->bytes(c) : 0;
 }
 
 /* ------------------------------------------------------------ tensor table */
@@ -313,9 +320,10 @@ rap_status rap_model_create(const rap_model_config *c, rap_device dev, rap_model
     RAP_TRY(rap_model_config_check(c));
     if (dev != RAP_CPU && dev != RAP_GPU)
         return rap_fail(RAP_ERR_ARG, "rap_model_create: device %d, expected CPU or GPU", (int)dev);
+    const rap_model_backend *be = backend_of(dev);
     if (dev == RAP_GPU) {
         char why[256];
-        if (!rap_gpu_available(why, sizeof why))
+        if (!rap_gpu_available(why, sizeof why) || !be) /* no CUDA: no GPU is available */
             return rap_fail(RAP_ERR_NO_GPU, "rap_model_create: GPU model asked for: %s", why);
     }
     size_t need = rap_model_bytes(c, dev);
@@ -332,6 +340,7 @@ rap_status rap_model_create(const rap_model_config *c, rap_device dev, rap_model
         return RAP_ERR_NOMEM;
     m->cfg = *c;
     m->device = dev;
+    m->be = be;
     if (c->shard) {
         /* the caller's shard may go away: the model keeps its own copy */
         m->shard = *c->shard;
@@ -346,7 +355,7 @@ rap_status rap_model_create(const rap_model_config *c, rap_device dev, rap_model
     }
     if (s == RAP_OK) {
         rap_model_init_mlp(m, mlp);
-        s = dev == RAP_GPU ? rap_gpu_model_create(m, mlp) : rap_cpu_model_create(m, mlp);
+        s = be->create(m, mlp);
     }
     rap_free(mlp);
     if (s != RAP_OK) {
@@ -361,12 +370,8 @@ void rap_model_free(rap_model *m)
 {
     if (!m)
         return;
-    if (m->device == RAP_GPU) {
-        if (m->gpu)
-            rap_gpu_model_free(m);
-    } else if (m->cpu) {
-        rap_cpu_model_free(m);
-    }
+    if (m->cpu || m->gpu) /* only the backend's own is ever set */
+        m->be->free(m);
     rap_free(m->tensors);
     m->tensors = NULL;
     rap_free(m);
@@ -375,7 +380,7 @@ void rap_model_free(rap_model *m)
 const rap_model_config *rap_model_config_of(const rap_model *m) { return m ? &m->cfg : NULL; }
 rap_device rap_model_device(const rap_model *m) { return m ? m->device : RAP_CPU; }
 
-/* ------------------------------------------------------------ dispatch */
+/* ------------------------------------------------------------ checks, then the backend */
 
 #define CHECK_MODEL(m, what)                                                     \
     do {                                                                         \
@@ -411,30 +416,28 @@ rap_status rap_model_emb_forward(rap_model *m, const rap_model_batch *b)
 {
     CHECK_MODEL(m, "rap_model_emb_forward");
     RAP_TRY(check_emb_batch(m, b, "rap_model_emb_forward"));
-    return m->device == RAP_GPU ? rap_gpu_model_emb_forward(m, b) : rap_cpu_model_emb_forward(m, b);
+    return m->be->emb_forward(m, b);
 }
 
 rap_status rap_model_mlp_forward(rap_model *m, const rap_model_batch *b)
 {
     CHECK_MODEL(m, "rap_model_mlp_forward");
     RAP_TRY(check_batch(m, b, "rap_model_mlp_forward"));
-    return m->device == RAP_GPU ? rap_gpu_model_mlp_forward(m, b) : rap_cpu_model_mlp_forward(m, b);
+    return m->be->mlp_forward(m, b);
 }
 
 rap_status rap_model_mlp_backward(rap_model *m, const rap_model_batch *b)
 {
     CHECK_MODEL(m, "rap_model_mlp_backward");
     RAP_TRY(check_batch(m, b, "rap_model_mlp_backward"));
-    return m->device == RAP_GPU ? rap_gpu_model_mlp_backward(m, b)
-                                : rap_cpu_model_mlp_backward(m, b);
+    return m->be->mlp_backward(m, b);
 }
 
 rap_status rap_model_emb_backward(rap_model *m, const rap_model_batch *b)
 {
     CHECK_MODEL(m, "rap_model_emb_backward");
     RAP_TRY(check_emb_batch(m, b, "rap_model_emb_backward"));
-    return m->device == RAP_GPU ? rap_gpu_model_emb_backward(m, b)
-                                : rap_cpu_model_emb_backward(m, b);
+    return m->be->emb_backward(m, b);
 }
 
 rap_status rap_model_train_step(rap_model *m, const rap_model_batch *b)
@@ -455,8 +458,7 @@ rap_status rap_model_predict(rap_model *m, const rap_model_batch *b, float *logi
     RAP_TRY(check_batch(m, b, "rap_model_predict"));
     if (!logits_host)
         return rap_fail(RAP_ERR_ARG, "rap_model_predict: logits_host is NULL");
-    return m->device == RAP_GPU ? rap_gpu_model_predict(m, b, logits_host)
-                                : rap_cpu_model_predict(m, b, logits_host);
+    return m->be->predict(m, b, logits_host);
 }
 
 rap_status rap_model_last_loss(rap_model *m, double *loss)
@@ -464,13 +466,13 @@ rap_status rap_model_last_loss(rap_model *m, double *loss)
     CHECK_MODEL(m, "rap_model_last_loss");
     if (!loss)
         return rap_fail(RAP_ERR_ARG, "rap_model_last_loss: loss is NULL");
-    return m->device == RAP_GPU ? rap_gpu_model_last_loss(m, loss) : rap_cpu_model_last_loss(m, loss);
+    return m->be->last_loss(m, loss);
 }
 
 rap_status rap_model_sync(rap_model *m)
 {
     CHECK_MODEL(m, "rap_model_sync");
-    return m->device == RAP_GPU ? rap_gpu_model_sync(m) : rap_cpu_model_sync(m);
+    return m->be->sync(m);
 }
 
 rap_status rap_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
@@ -481,10 +483,7 @@ rap_status rap_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
     memset(out, 0, sizeof *out);
     if (!m->cfg.shard)
         return rap_fail(RAP_ERR_ARG, "rap_model_shard_buffers: the model has no shard");
-    if (m->device == RAP_GPU)
-        rap_gpu_model_shard_buffers(m, out);
-    else
-        rap_cpu_model_shard_buffers(m, out);
+    m->be->shard_buffers(m, out);
     return RAP_OK;
 }
 
@@ -494,7 +493,7 @@ rap_status rap_model_dense_apply(rap_model *m)
     if (!m->cfg.shard)
         return rap_fail(RAP_ERR_ARG, "rap_model_dense_apply: the model has no shard (its "
                                      "mlp_backward applies the optimizer)");
-    return m->device == RAP_GPU ? rap_gpu_model_dense_apply(m) : rap_cpu_model_dense_apply(m);
+    return m->be->dense_apply(m);
 }
 
 rap_status rap_model_set_loss_rows(rap_model *m, int64_t loss_rows)
@@ -550,40 +549,36 @@ static rap_status check_tensor(const rap_model *m, int i, const void *host, bool
 rap_status rap_model_get(const rap_model *m, int i, float *host)
 {
     RAP_TRY(check_tensor(m, i, host, false, "rap_model_get"));
-    return m->device == RAP_GPU ? rap_gpu_model_get(m, i, host, false)
-                                : rap_cpu_model_get(m, i, host, false);
+    return m->be->get(m, i, host, false);
 }
 
 rap_status rap_model_set(rap_model *m, int i, const float *host)
 {
     RAP_TRY(check_tensor(m, i, host, false, "rap_model_set"));
-    return m->device == RAP_GPU ? rap_gpu_model_set(m, i, host, false)
-                                : rap_cpu_model_set(m, i, host, false);
+    return m->be->set(m, i, host, false);
 }
 
 rap_status rap_model_get_state(const rap_model *m, int i, float *host)
 {
     RAP_TRY(check_tensor(m, i, host, true, "rap_model_get_state"));
-    return m->device == RAP_GPU ? rap_gpu_model_get(m, i, host, true)
-                                : rap_cpu_model_get(m, i, host, true);
+    return m->be->get(m, i, host, true);
 }
 
 rap_status rap_model_set_state(rap_model *m, int i, const float *host)
 {
     RAP_TRY(check_tensor(m, i, host, true, "rap_model_set_state"));
-    return m->device == RAP_GPU ? rap_gpu_model_set(m, i, host, true)
-                                : rap_cpu_model_set(m, i, host, true);
+    return m->be->set(m, i, host, true);
 }
 
 rap_status rap_model_get_grad(const rap_model *m, int i, float *host)
 {
     RAP_TRY(check_tensor(m, i, host, false, "rap_model_get_grad"));
-    if (m->device != RAP_CPU)
+    if (!m->be->get_grad)
         return rap_fail(RAP_ERR_ARG, "rap_model_get_grad: CPU models only");
     if (m->tensors[i].kind == 0)
         return rap_fail(RAP_ERR_ARG,
                         "rap_model_get_grad: %s is an embedding table; its aggregated gradient "
                         "of the touched rows is not kept",
                         m->tensors[i].info.name);
-    return rap_cpu_model_get_grad(m, i, host);
+    return m->be->get_grad(m, i, host);
 }

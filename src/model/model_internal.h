@@ -4,7 +4,8 @@
  *
  * model.c owns: config defaults and checks, the tensor table (names,
  * shapes, offsets in one flat parameter array), weight initialisation, and
- * dispatch of every rap_model_* call to the backend.
+ * the argument checks of every rap_model_* call before it calls the
+ * model's backend table (rap_model_backend below).
  *
  * Parameter layout: one flat float array `params` holding every tensor of
  * the table in order: emb_l.0 .. emb_l.{T-1}, bot_l.*, top_l.*; tensor i at
@@ -52,6 +53,7 @@ struct rap_model {
     size_t n_mlp_params;       /* floats after the tables (MLP tensors) */
     size_t mlp_offset;         /* first MLP float in params */
     int top_in;                /* D + F(F-1)/2 */
+    const struct rap_model_backend *be; /* the backend of device (below) */
     void *cpu;                 /* backend state (cpu/cpu_model.h) */
     void *gpu;                 /* backend state (gpu/gpu_model.h) */
     rap_model_shard shard;     /* the copy cfg.shard points at (sharded only) */
@@ -93,26 +95,46 @@ static inline RAP_MODEL_HD float rap_init_table_value(uint64_t seed, int t, uint
  * the seed. mlp: (n_mlp_params) floats. */
 void rap_model_init_mlp(const rap_model *m, float *mlp);
 
-/* Backends. Each returns a status; model.c calls the one of m->device. */
-#define RAP_MODEL_BACKEND(pfx)                                                      \
-    size_t pfx##_bytes(const rap_model_config *c);                                  \
-    rap_status pfx##_create(rap_model *m, const float *mlp_init);                   \
-    void pfx##_free(rap_model *m);                                                  \
-    rap_status pfx##_emb_forward(rap_model *m, const rap_model_batch *b);           \
-    rap_status pfx##_mlp_forward(rap_model *m, const rap_model_batch *b);           \
-    rap_status pfx##_mlp_backward(rap_model *m, const rap_model_batch *b);          \
-    rap_status pfx##_emb_backward(rap_model *m, const rap_model_batch *b);          \
-    rap_status pfx##_predict(rap_model *m, const rap_model_batch *b, float *logits); \
-    rap_status pfx##_last_loss(rap_model *m, double *loss);                         \
-    rap_status pfx##_sync(rap_model *m);                                            \
-    rap_status pfx##_get(const rap_model *m, int i, float *host, bool state);       \
-    rap_status pfx##_set(rap_model *m, int i, const float *host, bool state);       \
-    /* sharded models only (model.c checks): */                                    \
-    rap_status pfx##_dense_apply(rap_model *m);                                     \
-    void pfx##_shard_buffers(rap_model *m, rap_model_shard_bufs *out);
+/* A backend: one const table of functions per device, filled once in its
+ * own file (cpu/cpu_model.c, gpu/gpu_model.cu), chosen by
+ * rap_model_create and kept in m->be. model.c checks every argument (the
+ * model, the batch's rows, the tensor index and host pointer, that state
+ * exists, that the model is sharded for the sharded-only entries) before
+ * it calls an entry; an entry returns a status and records one message. */
+typedef struct rap_model_backend {
+    /* Bytes create would allocate for config c (checked); 0 if unknown. */
+    size_t (*bytes)(const rap_model_config *c);
+    /* Allocates the backend state (m->cpu or m->gpu) for m->cfg and
+     * m->tensors, tables initialised in place, MLPs from mlp_init
+     * (n_mlp_params floats). On failure the state is freed again. */
+    rap_status (*create)(rap_model *m, const float *mlp_init);
+    /* Frees the state create made (called only when there is one). */
+    void (*free)(rap_model *m);
+    /* The four phases of a step (model.h), in order, on one batch. */
+    rap_status (*emb_forward)(rap_model *m, const rap_model_batch *b);
+    rap_status (*mlp_forward)(rap_model *m, const rap_model_batch *b);
+    rap_status (*mlp_backward)(rap_model *m, const rap_model_batch *b);
+    rap_status (*emb_backward)(rap_model *m, const rap_model_batch *b);
+    /* Logits of b's rows into logits (host, b->rows floats). */
+    rap_status (*predict)(rap_model *m, const rap_model_batch *b, float *logits);
+    rap_status (*last_loss)(rap_model *m, double *loss);
+    rap_status (*sync)(rap_model *m);
+    /* Tensor i's weights (state: its optimizer state) to / from host. */
+    rap_status (*get)(const rap_model *m, int i, float *host, bool state);
+    rap_status (*set)(rap_model *m, int i, const float *host, bool state);
+    /* MLP tensor i's gradient of the last mlp_backward; NULL when the
+     * backend keeps none that rap_model_get_grad may read. */
+    rap_status (*get_grad)(const rap_model *m, int i, float *host);
+    /* Sharded models only: */
+    rap_status (*dense_apply)(rap_model *m);
+    void (*shard_buffers)(rap_model *m, rap_model_shard_bufs *out);
+} rap_model_backend;
 
-RAP_MODEL_BACKEND(rap_cpu_model)
-RAP_MODEL_BACKEND(rap_gpu_model)
+/* The CPU backend (cpu/cpu_model.c). Can't fail. */
+const rap_model_backend *rap_model_backend_cpu(void);
+/* The GPU backend (gpu/gpu_model.cu); NULL when rap was built without
+ * CUDA. Its entries assume a usable GPU (rap_model_create checks). */
+const rap_model_backend *rap_model_backend_gpu(void);
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,9 @@
  *                 (grads, ddense); then the optimizer on every MLP tensor
  *   emb_backward: duplicate ids summed, one optimizer step per touched row
  * Sharded (cpu_model.h): the emb phases use emb_out / demb_out over b_glob,
- * mlp_backward stops before the optimizer (rap_cpu_model_dense_apply).
+ * mlp_backward stops before the optimizer (cpu_dense_apply).
+ * The functions are the CPU backend table (rap_model_backend_cpu, at the
+ * end); model.c has checked their arguments.
  */
 #include "model/cpu/cpu_model.h"
 
@@ -90,7 +92,7 @@ static void param_counts(const rap_model_config *c, size_t *all, size_t *mlp)
     *mlp = n;
 }
 
-size_t rap_cpu_model_bytes(const rap_model_config *c)
+static size_t cpu_bytes(const rap_model_config *c)
 {
     size_t all, mlp;
     param_counts(c, &all, &mlp);
@@ -138,9 +140,9 @@ static void fill_const(void *c, int64_t i)
 
 static int64_t fill_items(size_t n) { return (int64_t)((n + FILL_ITEM - 1) / FILL_ITEM); }
 
-/* On failure the caller (model.c) calls rap_cpu_model_free, which frees
+/* On failure the caller (model.c) calls cpu_free, which frees
  * whatever was allocated. */
-rap_status rap_cpu_model_create(rap_model *m, const float *mlp_init)
+static rap_status cpu_create(rap_model *m, const float *mlp_init)
 {
     const rap_model_config *c = &m->cfg;
     rap_cpu_state *st = rap_calloc(sizeof *st, "CPU model state");
@@ -214,7 +216,7 @@ rap_status rap_cpu_model_create(rap_model *m, const float *mlp_init)
     return RAP_OK;
 }
 
-void rap_cpu_model_free(rap_model *m)
+static void cpu_free(rap_model *m)
 {
     rap_cpu_state *st = st_of(m);
     if (!st)
@@ -271,7 +273,7 @@ static rap_status report_bad_bag(rap_model *m, const rap_model_batch *b)
     return rap_fail(RAP_ERR_INTERNAL, "CPU model: bad bag reported but not found");
 }
 
-rap_status rap_cpu_model_emb_forward(rap_model *m, const rap_model_batch *b)
+static rap_status cpu_emb_forward(rap_model *m, const rap_model_batch *b)
 {
     const rap_model_config *c = &m->cfg;
     rap_cpu_state *st = st_of(m);
@@ -365,7 +367,7 @@ static int64_t loss_rows(const rap_model *m, const rap_model_batch *b)
     return m->cfg.shard ? m->cfg.shard->loss_rows : b->rows;
 }
 
-rap_status rap_cpu_model_mlp_forward(rap_model *m, const rap_model_batch *b)
+static rap_status cpu_mlp_forward(rap_model *m, const rap_model_batch *b)
 {
     rap_cpu_state *st = st_of(m);
     RAP_TRY(phase_check(st, b, 1, "mlp_forward", "emb_forward"));
@@ -381,7 +383,9 @@ rap_status rap_cpu_model_mlp_forward(rap_model *m, const rap_model_batch *b)
     return RAP_OK;
 }
 
-rap_status rap_cpu_model_mlp_backward(rap_model *m, const rap_model_batch *b)
+static rap_status cpu_dense_apply(rap_model *m);
+
+static rap_status cpu_mlp_backward(rap_model *m, const rap_model_batch *b)
 {
     const rap_model_config *c = &m->cfg;
     rap_cpu_state *st = st_of(m);
@@ -416,12 +420,12 @@ rap_status rap_cpu_model_mlp_backward(rap_model *m, const rap_model_batch *b)
         cur = 1 - cur;
     }
     if (!st->sharded)
-        RAP_TRY(rap_cpu_model_dense_apply(m));
+        RAP_TRY(cpu_dense_apply(m));
     st->phase = 3;
     return RAP_OK;
 }
 
-rap_status rap_cpu_model_dense_apply(rap_model *m)
+static rap_status cpu_dense_apply(rap_model *m)
 {
     const rap_model_config *c = &m->cfg;
     rap_cpu_state *st = st_of(m);
@@ -431,7 +435,7 @@ rap_status rap_cpu_model_dense_apply(rap_model *m)
     return RAP_OK;
 }
 
-void rap_cpu_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
+static void cpu_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
 {
     const rap_model_config *c = &m->cfg;
     rap_cpu_state *st = st_of(m);
@@ -477,7 +481,7 @@ static rap_status emb_backward_core(rap_model *m, const rap_model_batch *b, cons
     return RAP_OK;
 }
 
-rap_status rap_cpu_model_emb_backward(rap_model *m, const rap_model_batch *b)
+static rap_status cpu_emb_backward(rap_model *m, const rap_model_batch *b)
 {
     rap_cpu_state *st = st_of(m);
     RAP_TRY(phase_check(st, b, 3, "emb_backward", "mlp_backward"));
@@ -485,7 +489,7 @@ rap_status rap_cpu_model_emb_backward(rap_model *m, const rap_model_batch *b)
     return emb_backward_core(m, b, st->sharded ? st->demb_out : st->demb);
 }
 
-rap_status rap_cpu_model_predict(rap_model *m, const rap_model_batch *b, float *logits)
+static rap_status cpu_predict(rap_model *m, const rap_model_batch *b, float *logits)
 {
     rap_cpu_state *st = st_of(m);
     if (!b->dense)
@@ -493,13 +497,13 @@ rap_status rap_cpu_model_predict(rap_model *m, const rap_model_batch *b, float *
     if (st->sharded)
         st->phase = 0; /* the MLPs only, from emb as the caller filled it */
     else
-        RAP_TRY(rap_cpu_model_emb_forward(m, b));
+        RAP_TRY(cpu_emb_forward(m, b));
     forward_mlps(m, b);
     memcpy(logits, st->top_act[m->cfg.n_top - 1], sizeof(float) * (size_t)b->rows);
     return RAP_OK;
 }
 
-rap_status rap_cpu_model_last_loss(rap_model *m, double *loss)
+static rap_status cpu_last_loss(rap_model *m, double *loss)
 {
     rap_cpu_state *st = st_of(m);
     if (!st->have_loss)
@@ -508,13 +512,13 @@ rap_status rap_cpu_model_last_loss(rap_model *m, double *loss)
     return RAP_OK;
 }
 
-rap_status rap_cpu_model_sync(rap_model *m)
+static rap_status cpu_sync(rap_model *m)
 {
     (void)m;
     return RAP_OK;
 }
 
-rap_status rap_cpu_model_get(const rap_model *m, int i, float *host, bool state)
+static rap_status cpu_get(const rap_model *m, int i, float *host, bool state)
 {
     rap_cpu_state *st = st_of(m);
     const rap_tensor *x = &m->tensors[i];
@@ -523,7 +527,7 @@ rap_status rap_cpu_model_get(const rap_model *m, int i, float *host, bool state)
     return RAP_OK;
 }
 
-rap_status rap_cpu_model_set(rap_model *m, int i, const float *host, bool state)
+static rap_status cpu_set(rap_model *m, int i, const float *host, bool state)
 {
     rap_cpu_state *st = st_of(m);
     const rap_tensor *x = &m->tensors[i];
@@ -532,7 +536,7 @@ rap_status rap_cpu_model_set(rap_model *m, int i, const float *host, bool state)
     return RAP_OK;
 }
 
-rap_status rap_cpu_model_get_grad(const rap_model *m, int i, float *host)
+static rap_status cpu_get_grad(const rap_model *m, int i, float *host)
 {
     rap_cpu_state *st = st_of(m);
     const rap_tensor *x = &m->tensors[i];
@@ -558,3 +562,25 @@ rap_status rap_cpu_model_emb_backward_from(rap_model *m, const rap_model_batch *
     st->phase = 0;
     return emb_backward_core(m, b, demb);
 }
+
+/* ------------------------------------------------------------ the table */
+
+static const rap_model_backend cpu_backend = {
+    .bytes = cpu_bytes,
+    .create = cpu_create,
+    .free = cpu_free,
+    .emb_forward = cpu_emb_forward,
+    .mlp_forward = cpu_mlp_forward,
+    .mlp_backward = cpu_mlp_backward,
+    .emb_backward = cpu_emb_backward,
+    .predict = cpu_predict,
+    .last_loss = cpu_last_loss,
+    .sync = cpu_sync,
+    .get = cpu_get,
+    .set = cpu_set,
+    .get_grad = cpu_get_grad,
+    .dense_apply = cpu_dense_apply,
+    .shard_buffers = cpu_shard_buffers,
+};
+
+const rap_model_backend *rap_model_backend_cpu(void) { return &cpu_backend; }

@@ -1,6 +1,7 @@
 /*
- * cpu_model.h -- the CPU backend of the DLRM model (rap_cpu_model_* of
- * model_internal.h): its state, and the hooks the tests use to look inside.
+ * cpu_model.h -- the CPU backend of the DLRM model (rap_model_backend_cpu
+ * of model_internal.h): its state, and the hooks the tests use to look
+ * inside.
  *
  * Letters as in model.h: B batch rows (capacity), n rows of the current
  * batch, ND dense width, T tables, D embedding dim, F = T + 1,
@@ -65,9 +66,6 @@ typedef struct {
     double loss_div;                   /* divisor of the last mlp_forward's loss */
     bool have_loss;
 } rap_cpu_state;
-
-/* MLP gradient of tensor i (not a table) from the last mlp_backward. */
-rap_status rap_cpu_model_get_grad(const rap_model *m, int i, float *host);
 
 /* ---- test hooks (tests only) ---- */
 

@@ -6,8 +6,8 @@
  * (n_params floats: the flat layout of model_internal.h), the Adagrad state
  * (same layout, Adagrad only) and an arena holding everything else
  * (gradients, bf16 weight copies, activations for B rows, sort buffers,
- * cuBLASLt workspace). plan() lays the arena out; rap_gpu_model_bytes
- * and create use the same plan, and create checks cudaMemGetInfo before
+ * cuBLASLt workspace). plan() lays the arena out; gpu_bytes and create
+ * use the same plan, and create checks cudaMemGetInfo before
  * allocating anything.
  *
  * Phases (all on g->stream, asynchronous, no allocation, no host
@@ -22,9 +22,12 @@
  * Sharded (model.h): the emb phases pool the TE local tables of the global
  * batch into emb_out and update them from demb_out; the caller moves rows
  * between those and z (slots 1..T) / de; mlp_backward stops before the
- * dense optimizer (rap_gpu_model_dense_apply).
+ * dense optimizer (gpu_dense_apply).
+ * The entry points are the GPU backend table (rap_model_backend_gpu, after
+ * them); model.c has checked their arguments.
  *
- * Built without CUDA (gcc -x c) every entry point reports RAP_ERR_NO_GPU.
+ * Built without CUDA (gcc -x c) there is no table (rap_model_backend_gpu
+ * is NULL) and the test hook reports RAP_ERR_NO_GPU.
  */
 #include "model/gpu/gpu_model.h"
 
@@ -296,7 +299,7 @@ static size_t sort_bytes_or_estimate(const rap_gpu *g)
     return b;
 }
 
-extern "C" size_t rap_gpu_model_bytes(const rap_model_config *c)
+static size_t gpu_bytes(const rap_model_config *c)
 {
     rap_gpu *g = (rap_gpu *)rap_calloc(sizeof *g, "GPU model plan");
     if (!g)
@@ -340,7 +343,7 @@ static rap_status sync_check(rap_gpu *g)
     return check_flags(g);
 }
 
-extern "C" void rap_gpu_model_free(rap_model *m)
+static void gpu_free(rap_model *m)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     if (!g)
@@ -474,7 +477,7 @@ static rap_status create(rap_model *m, const float *mlp_init)
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_model_create(rap_model *m, const float *mlp_init)
+static rap_status gpu_create(rap_model *m, const float *mlp_init)
 {
     rap_gpu *g = (rap_gpu *)rap_calloc(sizeof *g, "GPU model");
     if (!g)
@@ -483,7 +486,7 @@ extern "C" rap_status rap_gpu_model_create(rap_model *m, const float *mlp_init)
     rap_status s = create(m, mlp_init);
     if (s != RAP_OK) {
         /* keep the message of the failure, not of the clean-up */
-        rap_gpu_model_free(m);
+        gpu_free(m);
     }
     return s;
 }
@@ -501,7 +504,7 @@ static rap_status check_batch(const rap_gpu *g, const rap_model_batch *b, int64_
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_model_emb_forward(rap_model *m, const rap_model_batch *b)
+static rap_status gpu_emb_forward(rap_model *m, const rap_model_batch *b)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     RAP_TRY(check_batch(g, b, g->EB, false, "GPU emb_forward"));
@@ -522,7 +525,7 @@ static rap_status forward_to_logits(rap_gpu *g, const rap_model_batch *b)
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_model_mlp_forward(rap_model *m, const rap_model_batch *b)
+static rap_status gpu_mlp_forward(rap_model *m, const rap_model_batch *b)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     RAP_TRY(check_batch(g, b, g->B, true, "GPU mlp_forward"));
@@ -532,7 +535,7 @@ extern "C" rap_status rap_gpu_model_mlp_forward(rap_model *m, const rap_model_ba
     return rap_gpu_loss(g, b->label, b->rows, g->sharded ? m->cfg.shard->loss_rows : b->rows);
 }
 
-extern "C" rap_status rap_gpu_model_mlp_backward(rap_model *m, const rap_model_batch *b)
+static rap_status gpu_mlp_backward(rap_model *m, const rap_model_batch *b)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     RAP_TRY(check_batch(g, b, g->B, false, "GPU mlp_backward"));
@@ -543,7 +546,7 @@ extern "C" rap_status rap_gpu_model_mlp_backward(rap_model *m, const rap_model_b
     return g->sharded ? RAP_OK : rap_gpu_dense_update(g, m);
 }
 
-extern "C" rap_status rap_gpu_model_emb_backward(rap_model *m, const rap_model_batch *b)
+static rap_status gpu_emb_backward(rap_model *m, const rap_model_batch *b)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     RAP_TRY(check_batch(g, b, g->EB, false, "GPU emb_backward"));
@@ -553,8 +556,7 @@ extern "C" rap_status rap_gpu_model_emb_backward(rap_model *m, const rap_model_b
     return rap_gpu_emb_backward(g, b, g->de, (int64_t)g->T * g->D, 0, &m->cfg);
 }
 
-extern "C" rap_status rap_gpu_model_predict(rap_model *m, const rap_model_batch *b,
-                                            float *logits)
+static rap_status gpu_predict(rap_model *m, const rap_model_batch *b, float *logits)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     RAP_TRY(check_batch(g, b, g->B, true, "GPU predict"));
@@ -570,7 +572,7 @@ extern "C" rap_status rap_gpu_model_predict(rap_model *m, const rap_model_batch 
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_model_last_loss(rap_model *m, double *loss)
+static rap_status gpu_last_loss(rap_model *m, double *loss)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     RAP_CUDA_TRY(cudaMemcpyAsync(g->h_loss, g->loss, sizeof(float), cudaMemcpyDeviceToHost,
@@ -580,7 +582,7 @@ extern "C" rap_status rap_gpu_model_last_loss(rap_model *m, double *loss)
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_model_sync(rap_model *m)
+static rap_status gpu_sync(rap_model *m)
 {
     return sync_check((rap_gpu *)m->gpu);
 }
@@ -598,7 +600,7 @@ static rap_status tensor_ptr(const rap_model *m, int i, bool state, float **p, s
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_model_get(const rap_model *m, int i, float *host, bool state)
+static rap_status gpu_get(const rap_model *m, int i, float *host, bool state)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     float *p = NULL;
@@ -610,7 +612,7 @@ extern "C" rap_status rap_gpu_model_get(const rap_model *m, int i, float *host, 
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_model_set(rap_model *m, int i, const float *host, bool state)
+static rap_status gpu_set(rap_model *m, int i, const float *host, bool state)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     float *p = NULL;
@@ -650,12 +652,12 @@ extern "C" rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *h
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_model_dense_apply(rap_model *m)
+static rap_status gpu_dense_apply(rap_model *m)
 {
     return rap_gpu_dense_update((rap_gpu *)m->gpu, m);
 }
 
-extern "C" void rap_gpu_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
+static void gpu_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     out->emb_out = g->emb_out;
@@ -669,6 +671,30 @@ extern "C" void rap_gpu_model_shard_buffers(rap_model *m, rap_model_shard_bufs *
     out->direct = g->direct;
 }
 
+/* ------------------------------------------------------------ the table */
+
+/* In rap_model_backend's member order. get_grad is NULL: rap_model_get_grad
+ * reads CPU models only (the test hook above reads this backend's). */
+static const rap_model_backend gpu_backend = {
+    gpu_bytes,         /* bytes */
+    gpu_create,        /* create */
+    gpu_free,          /* free */
+    gpu_emb_forward,   /* emb_forward */
+    gpu_mlp_forward,   /* mlp_forward */
+    gpu_mlp_backward,  /* mlp_backward */
+    gpu_emb_backward,  /* emb_backward */
+    gpu_predict,       /* predict */
+    gpu_last_loss,     /* last_loss */
+    gpu_sync,          /* sync */
+    gpu_get,           /* get */
+    gpu_set,           /* set */
+    NULL,              /* get_grad */
+    gpu_dense_apply,   /* dense_apply */
+    gpu_shard_buffers, /* shard_buffers */
+};
+
+extern "C" const rap_model_backend *rap_model_backend_gpu(void) { return &gpu_backend; }
+
 #else /* no CUDA: the GPU model is unavailable */
 
 static rap_status no_gpu(void)
@@ -678,87 +704,9 @@ static rap_status no_gpu(void)
     return rap_fail(RAP_ERR_NO_GPU, "GPU model asked for, but %s", why);
 }
 
-size_t rap_gpu_model_bytes(const rap_model_config *c)
-{
-    (void)c;
-    return 0;
-}
-
-rap_status rap_gpu_model_create(rap_model *m, const float *mlp_init)
-{
-    (void)m;
-    (void)mlp_init;
-    return no_gpu();
-}
-
-void rap_gpu_model_free(rap_model *m) { (void)m; }
-
-rap_status rap_gpu_model_emb_forward(rap_model *m, const rap_model_batch *b)
-{
-    (void)m;
-    (void)b;
-    return no_gpu();
-}
-
-rap_status rap_gpu_model_mlp_forward(rap_model *m, const rap_model_batch *b)
-{
-    (void)m;
-    (void)b;
-    return no_gpu();
-}
-
-rap_status rap_gpu_model_mlp_backward(rap_model *m, const rap_model_batch *b)
-{
-    (void)m;
-    (void)b;
-    return no_gpu();
-}
-
-rap_status rap_gpu_model_emb_backward(rap_model *m, const rap_model_batch *b)
-{
-    (void)m;
-    (void)b;
-    return no_gpu();
-}
-
-rap_status rap_gpu_model_predict(rap_model *m, const rap_model_batch *b, float *logits)
-{
-    (void)m;
-    (void)b;
-    (void)logits;
-    return no_gpu();
-}
-
-rap_status rap_gpu_model_last_loss(rap_model *m, double *loss)
-{
-    (void)m;
-    *loss = 0.0;
-    return no_gpu();
-}
-
-rap_status rap_gpu_model_sync(rap_model *m)
-{
-    (void)m;
-    return no_gpu();
-}
-
-rap_status rap_gpu_model_get(const rap_model *m, int i, float *host, bool state)
-{
-    (void)m;
-    (void)i;
-    (void)host;
-    (void)state;
-    return no_gpu();
-}
-
-rap_status rap_gpu_model_set(rap_model *m, int i, const float *host, bool state)
-{
-    (void)m;
-    (void)i;
-    (void)host;
-    (void)state;
-    return no_gpu();
-}
+/* Without CUDA there is no GPU backend: rap_model_create refuses RAP_GPU
+ * (rap_gpu_available says why) before it would look for one. */
+const rap_model_backend *rap_model_backend_gpu(void) { return NULL; }
 
 rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host)
 {
@@ -766,18 +714,6 @@ rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host)
     (void)i;
     (void)host;
     return no_gpu();
-}
-
-rap_status rap_gpu_model_dense_apply(rap_model *m)
-{
-    (void)m;
-    return no_gpu();
-}
-
-void rap_gpu_model_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
-{
-    (void)m;
-    memset(out, 0, sizeof *out);
 }
 
 #endif

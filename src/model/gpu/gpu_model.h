@@ -1,6 +1,6 @@
 /*
  * gpu_model.h -- the GPU backend of the DLRM model (model_internal.h's
- * rap_gpu_model_* functions) and what its .cu files share.
+ * rap_model_backend_gpu) and what its .cu files share.
  *
  * Files, one concern each:
  *   gpu_model.cu    create/free, memory plan, the four phases, get/set
