@@ -1,6 +1,7 @@
 /*
- * comm.c -- rap_comm: the common part, the self backend, the threads
- * backend, and the dispatch to comm_mpi.c / comm_nccl.cu.
+ * comm.c -- rap_comm: the common part (argument checks, then the comm's
+ * backend table: comm_internal.h rap_comm_backend), and the tables of the
+ * threads and self backends (mpi: comm_mpi.c, nccl: comm_nccl.cu).
  *
  * Threads backend: the R comms share one state with a barrier (mutex +
  * condition variable on CLOCK_MONOTONIC, timed waits) and one slot per
@@ -55,12 +56,14 @@ rap_status rap_comm_broken_error(rap_comm *c, const char *name)
                     c->rank, name);
 }
 
-static rap_comm *comm_new(rap_comm_kind kind, int rank, int size)
+/* A comm of kind (ops its backend table); NULL on out of memory. */
+static rap_comm *comm_new(rap_comm_kind kind, const rap_comm_backend *ops, int rank, int size)
 {
     rap_comm *c = rap_calloc(sizeof *c, "rap_comm");
     if (!c)
         return NULL;
     c->kind = kind;
+    c->ops = ops;
     c->rank = rank;
     c->size = size;
     c->timeout = rap_comm_default_timeout();
@@ -144,6 +147,8 @@ static rap_status th_barrier(rap_comm *c, const char *name)
     return st;
 }
 
+static const rap_comm_backend threads_ops;
+
 rap_status rap_comm_threads_create(int R, rap_comm **comms)
 {
     if (R < 1 || R > 1024 || !comms)
@@ -166,7 +171,7 @@ rap_status rap_comm_threads_create(int R, rap_comm **comms)
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&s->mu, NULL);
     for (int r = 0; r < R; r++) {
-        comms[r] = comm_new(RAP_COMM_THREADS, r, R);
+        comms[r] = comm_new(RAP_COMM_THREADS, &threads_ops, r, R);
         if (!comms[r]) {
             for (int q = 0; q < r; q++)
                 rap_free(comms[q]), comms[q] = NULL;
@@ -199,9 +204,10 @@ static void th_release(rap_comm *c)
 
 static rap_status th_alltoallv(rap_comm *c, const void *send, const int64_t *scount,
                                const int64_t *sdispl, void *recv, const int64_t *rcount,
-                               const int64_t *rdispl, size_t esize, const char *name)
+                               const int64_t *rdispl, rap_comm_type type, const char *name)
 {
     th_shared *s = c->sh;
+    const size_t esize = rap_comm_type_size(type);
     int me = c->rank;
     s->slot[me].send = send;
     s->slot[me].scount = scount;
@@ -284,13 +290,83 @@ static rap_status th_allgather(rap_comm *c, const void *send, size_t bytes, void
     return th_barrier(c, name);
 }
 
-/* ------------------------------------------------------------ common */
+/* Breaks the shared state: every rank's collective fails at once. */
+static void th_abort(rap_comm *c, int code)
+{
+    (void)code;
+    pthread_mutex_lock(&c->sh->mu);
+    if (!c->sh->broken)
+        snprintf(c->sh->why, sizeof c->sh->why, "rank %d aborted", c->rank);
+    c->sh->broken = true;
+    pthread_cond_broadcast(&c->sh->cv);
+    pthread_mutex_unlock(&c->sh->mu);
+}
+
+static const rap_comm_backend threads_ops = {
+    .alltoallv = th_alltoallv,
+    .allreduce = th_allreduce,
+    .broadcast = th_broadcast,
+    .allgather = th_allgather,
+    .barrier = th_barrier,
+    .abort = th_abort,
+    .free = th_release,
+};
+
+/* ------------------------------------------------------------ self */
+
+/* The self backend: one rank, whose all-to-all and all-gather are copies
+ * (checked counts) and whose other collectives have nothing to do. */
+static rap_status self_alltoallv(rap_comm *c, const void *send, const int64_t *scount,
+                                 const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                 const int64_t *rdispl, rap_comm_type type, const char *name)
+{
+    size_t es = rap_comm_type_size(type);
+    if (scount[0] != rcount[0])
+        return rap_fail(RAP_ERR_ARG, "collective %s: sends %lld elements, receives %lld", name,
+                        (long long)scount[0], (long long)rcount[0]);
+    if (scount[0] > 0)
+        memmove((char *)recv + (size_t)rdispl[0] * es, (const char *)send + (size_t)sdispl[0] * es,
+                (size_t)scount[0] * es);
+    return RAP_OK;
+}
+
+static rap_status self_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
+                                 const char *name)
+{
+    return RAP_OK;
+}
+
+static rap_status self_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type, int root,
+                                 const char *name)
+{
+    return RAP_OK;
+}
+
+static rap_status self_allgather(rap_comm *c, const void *send, size_t bytes, void *recv,
+                                 const char *name)
+{
+    if (bytes)
+        memmove(recv, send, bytes);
+    return RAP_OK;
+}
+
+static rap_status self_barrier(rap_comm *c, const char *name) { return RAP_OK; }
+
+static const rap_comm_backend self_ops = {
+    .alltoallv = self_alltoallv,
+    .allreduce = self_allreduce,
+    .broadcast = self_broadcast,
+    .allgather = self_allgather,
+    .barrier = self_barrier,
+};
 
 rap_status rap_comm_self_create(rap_comm **out)
 {
-    *out = comm_new(RAP_COMM_SELF, 0, 1);
+    *out = comm_new(RAP_COMM_SELF, &self_ops, 0, 1);
     return *out ? RAP_OK : RAP_ERR_NOMEM;
 }
+
+/* ------------------------------------------------------------ common */
 
 bool rap_dist_detect(int *size)
 {
@@ -325,12 +401,8 @@ void rap_comm_free(rap_comm *c)
 {
     if (!c)
         return;
-    switch (c->kind) {
-    case RAP_COMM_THREADS: th_release(c); break;
-    case RAP_COMM_MPI: rap_mpi_free(c); break;
-    case RAP_COMM_NCCL: rap_nccl_free(c); break;
-    default: break;
-    }
+    if (c->ops->free)
+        c->ops->free(c);
     rap_free(c);
 }
 
@@ -370,22 +442,8 @@ void rap_comm_abort(rap_comm *c, int code)
     if (!c)
         return;
     c->broken = true;
-    switch (c->kind) {
-    case RAP_COMM_THREADS:
-        pthread_mutex_lock(&c->sh->mu);
-        if (!c->sh->broken)
-            snprintf(c->sh->why, sizeof c->sh->why, "rank %d aborted", c->rank);
-        c->sh->broken = true;
-        pthread_cond_broadcast(&c->sh->cv);
-        pthread_mutex_unlock(&c->sh->mu);
-        break;
-    case RAP_COMM_MPI: rap_mpi_abort(c, code); break;
-    case RAP_COMM_NCCL:
-        rap_nccl_abort(c);
-        rap_comm_abort(c->host, code);
-        break;
-    default: break;
-    }
+    if (c->ops->abort)
+        c->ops->abort(c, code);
 }
 
 /* Common checks of every collective. */
@@ -401,22 +459,7 @@ rap_status rap_comm_alltoallv(rap_comm *c, const float *send, const int64_t *sco
                               const int64_t *rdispl, const char *name)
 {
     RAP_TRY(pre(c, name));
-    switch (c->kind) {
-    case RAP_COMM_SELF:
-        if (scount[0] != rcount[0])
-            return rap_fail(RAP_ERR_ARG, "collective %s: sends %lld elements, receives %lld",
-                            name, (long long)scount[0], (long long)rcount[0]);
-        if (scount[0] > 0)
-            memmove(recv + rdispl[0], send + sdispl[0], (size_t)scount[0] * sizeof(float));
-        return RAP_OK;
-    case RAP_COMM_THREADS:
-        return th_alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, sizeof(float), name);
-    case RAP_COMM_MPI:
-        return rap_mpi_alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, name);
-    case RAP_COMM_NCCL:
-        return rap_nccl_alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, name);
-    }
-    return RAP_ERR_INTERNAL;
+    return c->ops->alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, RAP_COMM_F32, name);
 }
 
 rap_status rap_comm_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
@@ -424,24 +467,7 @@ rap_status rap_comm_alltoallv_type(rap_comm *c, const void *send, const int64_t 
                                    const int64_t *rdispl, rap_comm_type type, const char *name)
 {
     RAP_TRY(pre(c, name));
-    size_t es = rap_comm_type_size(type);
-    switch (c->kind) {
-    case RAP_COMM_SELF:
-        if (scount[0] != rcount[0])
-            return rap_fail(RAP_ERR_ARG, "collective %s: sends %lld elements, receives %lld",
-                            name, (long long)scount[0], (long long)rcount[0]);
-        if (scount[0] > 0)
-            memmove((char *)recv + (size_t)rdispl[0] * es,
-                    (const char *)send + (size_t)sdispl[0] * es, (size_t)scount[0] * es);
-        return RAP_OK;
-    case RAP_COMM_THREADS:
-        return th_alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, es, name);
-    case RAP_COMM_MPI:
-        return rap_mpi_alltoallv_type(c, send, scount, sdispl, recv, rcount, rdispl, type, name);
-    case RAP_COMM_NCCL:
-        return rap_nccl_alltoallv_type(c, send, scount, sdispl, recv, rcount, rdispl, type, name);
-    }
-    return RAP_ERR_INTERNAL;
+    return c->ops->alltoallv(c, send, scount, sdispl, recv, rcount, rdispl, type, name);
 }
 
 rap_status rap_comm_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
@@ -450,13 +476,7 @@ rap_status rap_comm_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type t
     RAP_TRY(pre(c, name));
     if (n < 0)
         return rap_fail(RAP_ERR_ARG, "collective %s: %lld elements", name, (long long)n);
-    switch (c->kind) {
-    case RAP_COMM_SELF: return RAP_OK;
-    case RAP_COMM_THREADS: return th_allreduce(c, buf, n, type, name);
-    case RAP_COMM_MPI: return rap_mpi_allreduce(c, buf, n, type, name);
-    case RAP_COMM_NCCL: return rap_nccl_allreduce(c, buf, n, type, name);
-    }
-    return RAP_ERR_INTERNAL;
+    return c->ops->allreduce(c, buf, n, type, name);
 }
 
 rap_status rap_comm_allreduce_host(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
@@ -472,13 +492,7 @@ rap_status rap_comm_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type t
     if (root < 0 || root >= c->size || n < 0)
         return rap_fail(RAP_ERR_ARG, "collective %s: root %d of %d ranks, %lld elements", name,
                         root, c->size, (long long)n);
-    switch (c->kind) {
-    case RAP_COMM_SELF: return RAP_OK;
-    case RAP_COMM_THREADS: return th_broadcast(c, buf, n, type, root, name);
-    case RAP_COMM_MPI: return rap_mpi_broadcast(c, buf, n, type, root, name);
-    case RAP_COMM_NCCL: return rap_nccl_broadcast(c, buf, n, type, root, name);
-    }
-    return RAP_ERR_INTERNAL;
+    return c->ops->broadcast(c, buf, n, type, root, name);
 }
 
 rap_status rap_comm_allgather(rap_comm *c, const void *send, size_t bytes, void *recv,
@@ -486,29 +500,18 @@ rap_status rap_comm_allgather(rap_comm *c, const void *send, size_t bytes, void 
 {
     c = rap_comm_host(c);
     RAP_TRY(pre(c, name));
-    switch (c->kind) {
-    case RAP_COMM_SELF:
-        if (bytes)
-            memmove(recv, send, bytes);
-        return RAP_OK;
-    case RAP_COMM_THREADS: return th_allgather(c, send, bytes, recv, name);
-    case RAP_COMM_MPI: return rap_mpi_allgather(c, send, bytes, recv, name);
-    default: break;
-    }
-    return RAP_ERR_INTERNAL;
+    if (!c->ops->allgather) /* a host comm has one */
+        return RAP_ERR_INTERNAL;
+    return c->ops->allgather(c, send, bytes, recv, name);
 }
 
 rap_status rap_comm_barrier(rap_comm *c, const char *name)
 {
     c = rap_comm_host(c);
     RAP_TRY(pre(c, name));
-    switch (c->kind) {
-    case RAP_COMM_SELF: return RAP_OK;
-    case RAP_COMM_THREADS: return th_barrier(c, name);
-    case RAP_COMM_MPI: return rap_mpi_barrier(c, name);
-    default: break;
-    }
-    return RAP_ERR_INTERNAL;
+    if (!c->ops->barrier) /* a host comm has one */
+        return RAP_ERR_INTERNAL;
+    return c->ops->barrier(c, name);
 }
 
 rap_status rap_comm_group_begin(rap_comm *c)
@@ -516,8 +519,8 @@ rap_status rap_comm_group_begin(rap_comm *c)
     if (c->in_group)
         return rap_fail(RAP_ERR_ARG, "rap_comm_group_begin: already in a group (no nesting)");
     RAP_TRY(pre(c, "group"));
-    if (c->kind == RAP_COMM_NCCL)
-        RAP_TRY(rap_nccl_group_begin(c));
+    if (c->ops->group_begin)
+        RAP_TRY(c->ops->group_begin(c));
     c->in_group = true;
     return RAP_OK;
 }
@@ -527,17 +530,13 @@ rap_status rap_comm_group_end(rap_comm *c, const char *name)
     if (!c->in_group)
         return rap_fail(RAP_ERR_ARG, "rap_comm_group_end: no group begun");
     c->in_group = false;
-    switch (c->kind) {
-    case RAP_COMM_MPI: return rap_mpi_group_end(c, name);
-    case RAP_COMM_NCCL: return rap_nccl_group_end(c, name);
-    default: return RAP_OK;
-    }
+    return c->ops->group_end ? c->ops->group_end(c, name) : RAP_OK;
 }
 
 rap_status rap_comm_wait(rap_comm *c, void *event, const char *name)
 {
-    if (c->kind != RAP_COMM_NCCL)
+    if (!c->ops->wait)
         return RAP_OK;
     RAP_TRY(pre(c, name));
-    return rap_nccl_wait(c, event, name);
+    return c->ops->wait(c, event, name);
 }

@@ -7,7 +7,9 @@
  * MPI_Ibcast, MPI_Iallgather, MPI_Ibarrier) and polled with MPI_Testall
  * against the comm's deadline. Counts are converted to int (MPI's type):
  * a count past INT_MAX elements is refused. Inside a group the requests
- * are collected and completed together at group_end.
+ * are collected and completed together at group_end. The functions are
+ * the mpi backend table (mpi_ops, comm_internal.h); comm.c has checked
+ * their arguments.
  */
 #include "dist/comm_internal.h"
 
@@ -99,6 +101,8 @@ static MPI_Datatype mpi_type(rap_comm_type t)
     return t == RAP_COMM_F32 ? MPI_FLOAT : t == RAP_COMM_F64 ? MPI_DOUBLE : MPI_INT64_T;
 }
 
+static const rap_comm_backend mpi_ops;
+
 rap_status rap_comm_mpi_init(rap_comm **out)
 {
     *out = NULL;
@@ -133,6 +137,7 @@ rap_status rap_comm_mpi_init(rap_comm **out)
     }
     MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
     c->kind = RAP_COMM_MPI;
+    c->ops = &mpi_ops;
     c->rank = r;
     c->size = R;
     c->timeout = rap_comm_default_timeout();
@@ -142,7 +147,7 @@ rap_status rap_comm_mpi_init(rap_comm **out)
     return RAP_OK;
 }
 
-void rap_mpi_free(rap_comm *c)
+static void mpi_free(rap_comm *c)
 {
     mpi_state *s = c->be;
     if (!s)
@@ -161,7 +166,7 @@ void rap_mpi_free(rap_comm *c)
     }
 }
 
-void rap_mpi_abort(rap_comm *c, int code)
+static void mpi_abort(rap_comm *c, int code)
 {
     mpi_state *s = c->be;
     MPI_Abort(s ? s->comm : MPI_COMM_WORLD, code ? code : 1);
@@ -176,17 +181,9 @@ static rap_status to_int(int64_t v, int *out, const char *name)
     return RAP_OK;
 }
 
-rap_status rap_mpi_alltoallv(rap_comm *c, const float *send, const int64_t *scount,
-                             const int64_t *sdispl, float *recv, const int64_t *rcount,
-                             const int64_t *rdispl, const char *name)
-{
-    return rap_mpi_alltoallv_type(c, send, scount, sdispl, recv, rcount, rdispl, RAP_COMM_F32,
-                                  name);
-}
-
-rap_status rap_mpi_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
-                                  const int64_t *sdispl, void *recv, const int64_t *rcount,
-                                  const int64_t *rdispl, rap_comm_type type, const char *name)
+static rap_status mpi_alltoallv(rap_comm *c, const void *send, const int64_t *scount,
+                                const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                const int64_t *rdispl, rap_comm_type type, const char *name)
 {
     mpi_state *s = c->be;
     int slot = 0, R = c->size;
@@ -203,8 +200,8 @@ rap_status rap_mpi_alltoallv_type(rap_comm *c, const void *send, const int64_t *
     return mpi_started(c, e, "MPI_Ialltoallv", name);
 }
 
-rap_status rap_mpi_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
-                             const char *name)
+static rap_status mpi_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
+                                const char *name)
 {
     mpi_state *s = c->be;
     int slot = 0, ni = 0;
@@ -214,8 +211,8 @@ rap_status rap_mpi_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type ty
     return mpi_started(c, e, "MPI_Iallreduce", name);
 }
 
-rap_status rap_mpi_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type, int root,
-                             const char *name)
+static rap_status mpi_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type, int root,
+                                const char *name)
 {
     mpi_state *s = c->be;
     int slot = 0, ni = 0;
@@ -225,8 +222,8 @@ rap_status rap_mpi_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type ty
     return mpi_started(c, e, "MPI_Ibcast", name);
 }
 
-rap_status rap_mpi_allgather(rap_comm *c, const void *send, size_t bytes, void *recv,
-                             const char *name)
+static rap_status mpi_allgather(rap_comm *c, const void *send, size_t bytes, void *recv,
+                                const char *name)
 {
     mpi_state *s = c->be;
     int slot = 0, ni = 0;
@@ -236,7 +233,7 @@ rap_status rap_mpi_allgather(rap_comm *c, const void *send, size_t bytes, void *
     return mpi_started(c, e, "MPI_Iallgather", name);
 }
 
-rap_status rap_mpi_barrier(rap_comm *c, const char *name)
+static rap_status mpi_barrier(rap_comm *c, const char *name)
 {
     mpi_state *s = c->be;
     int slot = 0;
@@ -245,10 +242,21 @@ rap_status rap_mpi_barrier(rap_comm *c, const char *name)
     return mpi_started(c, e, "MPI_Ibarrier", name);
 }
 
-rap_status rap_mpi_group_end(rap_comm *c, const char *name)
+static rap_status mpi_group_end(rap_comm *c, const char *name)
 {
     return mpi_complete(c, name);
 }
+
+static const rap_comm_backend mpi_ops = {
+    .alltoallv = mpi_alltoallv,
+    .allreduce = mpi_allreduce,
+    .broadcast = mpi_broadcast,
+    .allgather = mpi_allgather,
+    .barrier = mpi_barrier,
+    .group_end = mpi_group_end,
+    .abort = mpi_abort,
+    .free = mpi_free,
+};
 
 #else /* !RAP_HAVE_MPI */
 
@@ -260,24 +268,5 @@ rap_status rap_comm_mpi_init(rap_comm **out)
     return rap_fail(RAP_ERR_ARG, "this rap was built without MPI (no mpicc/OpenMPI headers "
                                  "when it was compiled): install libopenmpi-dev and rebuild");
 }
-
-#define NO_MPI return rap_fail(RAP_ERR_INTERNAL, "mpi backend not built")
-rap_status rap_mpi_alltoallv(rap_comm *c, const float *send, const int64_t *scount,
-                             const int64_t *sdispl, float *recv, const int64_t *rcount,
-                             const int64_t *rdispl, const char *name) { NO_MPI; }
-rap_status rap_mpi_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
-                                  const int64_t *sdispl, void *recv, const int64_t *rcount,
-                                  const int64_t *rdispl, rap_comm_type type, const char *name)
-{ NO_MPI; }
-rap_status rap_mpi_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
-                             const char *name) { NO_MPI; }
-rap_status rap_mpi_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type, int root,
-                             const char *name) { NO_MPI; }
-rap_status rap_mpi_allgather(rap_comm *c, const void *send, size_t bytes, void *recv,
-                             const char *name) { NO_MPI; }
-rap_status rap_mpi_barrier(rap_comm *c, const char *name) { NO_MPI; }
-rap_status rap_mpi_group_end(rap_comm *c, const char *name) { NO_MPI; }
-void rap_mpi_abort(rap_comm *c, int code) {}
-void rap_mpi_free(rap_comm *c) {}
 
 #endif

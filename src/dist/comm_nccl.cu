@@ -6,8 +6,10 @@
  * The communicator is non-blocking (ncclConfig_t.blocking = 0): init and
  * every enqueue may return ncclInProgress, and are then polled with
  * ncclCommGetAsyncError against the deadline. Completion on the GPU is
- * waited for by rap_nccl_wait (cudaEventQuery/cudaStreamQuery polling,
- * ncclCommGetAsyncError, deadline, then ncclCommAbort).
+ * waited for by nccl_wait (cudaEventQuery/cudaStreamQuery polling,
+ * ncclCommGetAsyncError, deadline, then ncclCommAbort). The functions are
+ * the nccl backend table (nccl_ops, comm_internal.h); comm.c has checked
+ * their arguments.
  */
 #include "dist/comm_internal.h"
 
@@ -64,6 +66,9 @@ static rap_status nccl_settle(rap_comm *c, ncclResult_t e, const char *what, con
     return RAP_OK;
 }
 
+static void nccl_free(rap_comm *c);
+static const rap_comm_backend *nccl_backend(void);
+
 extern "C" rap_status rap_nccl_create(rap_comm *host, int device, void *stream, rap_comm **out)
 {
     *out = NULL;
@@ -85,6 +90,7 @@ extern "C" rap_status rap_nccl_create(rap_comm *host, int device, void *stream, 
         return RAP_ERR_NOMEM;
     }
     c->kind = RAP_COMM_NCCL;
+    c->ops = nccl_backend();
     c->rank = host->rank;
     c->size = host->size;
     c->timeout = host->timeout;
@@ -107,7 +113,7 @@ extern "C" rap_status rap_nccl_create(rap_comm *host, int device, void *stream, 
     ncclResult_t e = ncclCommInitRankConfig(&s->comm, c->size, id, c->rank, &cfg);
     rap_status st = nccl_settle(c, e, "ncclCommInitRankConfig", "nccl init");
     if (st != RAP_OK) {
-        rap_nccl_free(c);
+        nccl_free(c);
         rap_free(c);
         return st;
     }
@@ -115,7 +121,7 @@ extern "C" rap_status rap_nccl_create(rap_comm *host, int device, void *stream, 
     return RAP_OK;
 }
 
-extern "C" void rap_nccl_abort(rap_comm *c)
+static void nccl_abort(rap_comm *c)
 {
     nccl_state *s = (nccl_state *)c->be;
     if (s && s->comm) {
@@ -124,7 +130,7 @@ extern "C" void rap_nccl_abort(rap_comm *c)
     }
 }
 
-extern "C" void rap_nccl_free(rap_comm *c)
+static void nccl_free(rap_comm *c)
 {
     nccl_state *s = (nccl_state *)c->be;
     if (!s)
@@ -152,20 +158,9 @@ static ncclDataType_t nccl_type(rap_comm_type t)
     return t == RAP_COMM_F32 ? ncclFloat32 : t == RAP_COMM_F64 ? ncclFloat64 : ncclInt64;
 }
 
-extern "C" rap_status rap_nccl_alltoallv(rap_comm *c, const float *send, const int64_t *scount,
-                                         const int64_t *sdispl, float *recv,
-                                         const int64_t *rcount, const int64_t *rdispl,
-                                         const char *name)
-{
-    return rap_nccl_alltoallv_type(c, send, scount, sdispl, recv, rcount, rdispl, RAP_COMM_F32,
-                                   name);
-}
-
-extern "C" rap_status rap_nccl_alltoallv_type(rap_comm *c, const void *send,
-                                              const int64_t *scount, const int64_t *sdispl,
-                                              void *recv, const int64_t *rcount,
-                                              const int64_t *rdispl, rap_comm_type type,
-                                              const char *name)
+static rap_status nccl_alltoallv(rap_comm *c, const void *send, const int64_t *scount,
+                                 const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                 const int64_t *rdispl, rap_comm_type type, const char *name)
 {
     nccl_state *s = (nccl_state *)c->be;
     size_t es = rap_comm_type_size(type);
@@ -191,8 +186,8 @@ extern "C" rap_status rap_nccl_alltoallv_type(rap_comm *c, const void *send,
     return RAP_OK;
 }
 
-extern "C" rap_status rap_nccl_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
-                                         const char *name)
+static rap_status nccl_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
+                                 const char *name)
 {
     nccl_state *s = (nccl_state *)c->be;
     ncclResult_t e = ncclAllReduce(buf, buf, (size_t)n, nccl_type(type), ncclSum, s->comm,
@@ -203,8 +198,8 @@ extern "C" rap_status rap_nccl_allreduce(rap_comm *c, void *buf, int64_t n, rap_
     return nccl_settle(c, e, "ncclAllReduce", name);
 }
 
-extern "C" rap_status rap_nccl_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
-                                         int root, const char *name)
+static rap_status nccl_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
+                                 int root, const char *name)
 {
     nccl_state *s = (nccl_state *)c->be;
     ncclResult_t e = ncclBroadcast(buf, buf, (size_t)n, nccl_type(type), root, s->comm,
@@ -215,17 +210,17 @@ extern "C" rap_status rap_nccl_broadcast(rap_comm *c, void *buf, int64_t n, rap_
     return nccl_settle(c, e, "ncclBroadcast", name);
 }
 
-extern "C" rap_status rap_nccl_group_begin(rap_comm *c)
+static rap_status nccl_group_begin(rap_comm *c)
 {
     return nccl_settle(c, ncclGroupStart(), "ncclGroupStart", "group");
 }
 
-extern "C" rap_status rap_nccl_group_end(rap_comm *c, const char *name)
+static rap_status nccl_group_end(rap_comm *c, const char *name)
 {
     return nccl_settle(c, ncclGroupEnd(), "ncclGroupEnd", name);
 }
 
-extern "C" rap_status rap_nccl_wait(rap_comm *c, void *event, const char *name)
+static rap_status nccl_wait(rap_comm *c, void *event, const char *name)
 {
     nccl_state *s = (nccl_state *)c->be;
     double deadline = rap_now() + c->timeout;
@@ -242,18 +237,44 @@ extern "C" rap_status rap_nccl_wait(rap_comm *c, void *event, const char *name)
         ncclCommGetAsyncError(s->comm, &a);
         if (a != ncclSuccess && a != ncclInProgress) {
             rap_status st = nccl_fail(c, a, "asynchronous NCCL error", name);
-            rap_nccl_abort(c);
+            nccl_abort(c);
             return st;
         }
         if (spins > 1000) {
             if (rap_now() > deadline) {
-                rap_nccl_abort(c);
+                nccl_abort(c);
                 return rap_comm_timeout_error(c, name);
             }
             nap();
         }
     }
 }
+
+/* Aborts the NCCL comm, then its host comm (the host collectives of the
+ * other ranks fail too). */
+static void nccl_abort_all(rap_comm *c, int code)
+{
+    nccl_abort(c);
+    rap_comm_abort(c->host, code);
+}
+
+/* In rap_comm_backend's member order. No allgather or barrier: comm.c
+ * runs those on the host comm. */
+static const rap_comm_backend nccl_ops = {
+    nccl_alltoallv,   /* alltoallv */
+    nccl_allreduce,   /* allreduce */
+    nccl_broadcast,   /* broadcast */
+    NULL,             /* allgather */
+    NULL,             /* barrier */
+    nccl_group_begin, /* group_begin */
+    nccl_group_end,   /* group_end */
+    nccl_wait,        /* wait */
+    nccl_abort_all,   /* abort */
+    nccl_free,        /* free */
+};
+
+/* The table (rap_nccl_create sets it in every nccl comm). */
+static const rap_comm_backend *nccl_backend(void) { return &nccl_ops; }
 
 #else /* no NCCL */
 
@@ -270,22 +291,6 @@ rap_status rap_nccl_create(rap_comm *host, int device, void *stream, rap_comm **
     *out = NULL;
     NO_NCCL;
 }
-rap_status rap_nccl_alltoallv(rap_comm *c, const float *send, const int64_t *scount,
-                              const int64_t *sdispl, float *recv, const int64_t *rcount,
-                              const int64_t *rdispl, const char *name) { NO_NCCL; }
-rap_status rap_nccl_alltoallv_type(rap_comm *c, const void *send, const int64_t *scount,
-                                   const int64_t *sdispl, void *recv, const int64_t *rcount,
-                                   const int64_t *rdispl, rap_comm_type type, const char *name)
-{ NO_NCCL; }
-rap_status rap_nccl_allreduce(rap_comm *c, void *buf, int64_t n, rap_comm_type type,
-                              const char *name) { NO_NCCL; }
-rap_status rap_nccl_broadcast(rap_comm *c, void *buf, int64_t n, rap_comm_type type, int root,
-                              const char *name) { NO_NCCL; }
-rap_status rap_nccl_group_begin(rap_comm *c) { NO_NCCL; }
-rap_status rap_nccl_group_end(rap_comm *c, const char *name) { NO_NCCL; }
-rap_status rap_nccl_wait(rap_comm *c, void *event, const char *name) { NO_NCCL; }
-void rap_nccl_abort(rap_comm *c) {}
-void rap_nccl_free(rap_comm *c) {}
 #ifdef __cplusplus
 }
 #endif
