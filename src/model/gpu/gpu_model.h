@@ -8,7 +8,9 @@
  *                   sort-based backward with the optimizer fused in
  *   mlp.cu          cuBLASLt MLP layers (fused bias/ReLU epilogues, or
  *                   plain GEMMs + own kernels, whichever the create-time
- *                   tuning measured faster; own kernels for the logit layer)
+ *                   tuning measured faster)
+ *   mlp_kernels.cu  the own kernels: bias/ReLU, ReLU backward with the bias
+ *                   gradient, column sums, the logit layer
  *   interaction.cu  dot interaction forward and backward
  *   loss.cu         BCE loss, dense optimizer, init/fill/convert kernels
  *
@@ -65,6 +67,33 @@ rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host);
 /* Test hook: how many tuning decisions models took from the process's
  * tune cache (mlp.cu) so far; 0 without CUDA. */
 long long rap_gpu_tune_cache_hits(void);
+
+/* Test hook (interaction.cu): the interaction kernels of version ver (1:
+ * staged in shared memory, 2: Z in registers; RAP_ERR_ARG where 2 does not
+ * apply) on host data, in bf16 (act values rounded to nearest) or fp32.
+ * z (rows, F, D); dy (rows, ld) with ld = D + F(F-1)/2 rounded up to 8
+ * (the x part, then the pairs); out (rows, ld) the forward (the padding
+ * columns as the kernel leaves them: 0 in v2, NaN in v1), dx (rows, D)
+ * the gradient of the bottom MLP's pre-activation ((dZ_0 + dy's x part)
+ * times (x > 0)), de (rows, F-1, D). Outputs start as NaN on the device.
+ * Synchronises; RAP_ERR_NO_GPU without CUDA. */
+rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, int ver,
+                                 const float *z, const float *dy, float *out, float *dx,
+                                 float *de);
+
+/* Test hook (mlp_kernels.cu): one of the MLP's own kernels on host data
+ * (values rounded to bf16 first when bf16), the v1 (ver 1) or v2 (ver 2)
+ * generation, a layer of cols columns with a ReLU:
+ *   op 0  y (rows, ld) = relu(y + b), and when cols % 32 == 0 the own
+ *         bitmask into mask (rows, mask_ld words, mask_ld = cols rounded up
+ *         to 128, over 32)
+ *   op 1  da (rows, cols) zeroed where y (rows, ld) <= 0; db = its column sums
+ *   op 2  the same from the own bitmask in mask (cols % 32 == 0)
+ *   op 3  db = the column sums of da
+ * Synchronises; RAP_ERR_NO_GPU without CUDA. */
+rap_status rap_gpu_mlp_kernel_test(int op, bool bf16, int ver, int64_t rows, int cols,
+                                   int64_t ld, float *y, const float *b, uint32_t *mask,
+                                   float *da, float *db);
 
 #ifdef __cplusplus
 }
@@ -143,6 +172,9 @@ typedef struct {
     bool fwd_aux;       /* ... and the bitmask in aux */
     bool bw_bgrad;      /* db from the dW GEMM's BGRADB epilogue */
     bool bx_drelu;      /* dX GEMM applies the previous layer's dReLU */
+    bool bx_bgrad;      /* ... and writes its bias gradient (DRELU_BGRAD) */
+    bool db_by_next;    /* db written by the layer above's dX step (v2), not
+                         * by this layer's dW step */
     bool need_dx;
     void *dx;           /* (B, lddx) act: dX (or dA of the previous layer) */
     int64_t lddx;
@@ -159,6 +191,11 @@ typedef struct rap_gpu {
     cublasComputeType_t compute;
     bool bf16;
     cudaDataType act; /* CUDA_R_32F or CUDA_R_16BF */
+    int mlp_ver;      /* 1: the first epilogue choices and kernels (RAP_GPU_MLP=v1);
+                       * 2: ReLU backward and bias gradient in one step (mlp.cu) */
+    bool lt_mask_ok;  /* cuBLASLt's DRELU reads the own bitmask (create-time probe) */
+    bool lt_bgrad_ok; /* its DRELU_BGRAD sums the masked output (same probe) */
+    int lt_probe;     /* the probe ran: 1 DRELU_BGRAD, 2 DRELU (bits) */
     size_t es;        /* bytes per act element */
 
     int64_t B, P, nchunks, ld_in, maxw;
@@ -190,7 +227,8 @@ typedef struct rap_gpu {
     float *logits;  /* (B) */
     float *loss;    /* (1) mean loss of the last forward */
     unsigned *err;  /* (1) RAP_GPU_ERR_* */
-    float *colsum;  /* (256, max(maxw, ld_in)) column-sum partials */
+    float *colsum;  /* (256, max(maxw, ld_in) + maxw) column-sum partials (the
+                     * logit layer: dw's, then the bias gradient's below) */
     void *ws;       /* cuBLASLt workspace */
 
     int n_bot, n_top;
@@ -207,7 +245,10 @@ typedef struct rap_gpu {
     int ifwd_warps, ibwd_warps;
     size_t ifwd_smem, ibwd_smem; /* bytes per warp */
     unsigned ifwd_grid, ibwd_grid; /* most blocks per launch */
-    bool ia_pipe, ia_pipe_bwd;     /* the pipelined kernels */
+    bool ia_pipe, ia_pipe_bwd;     /* v1: the pipelined kernels */
+    int ia_ver;                    /* 1: rows staged in shared memory; 2: Z in registers */
+    int ia_fmax, ia_lanes;         /* v2 instance: vectors held (>= F), lanes a row */
+    unsigned ia2_fgrid, ia2_bgrid; /* v2: most blocks per launch (a full wave) */
 
     int64_t cur_rows; /* rows the GEMMs are set for */
     float *h_loss;    /* pinned (1) */
@@ -237,6 +278,26 @@ rap_status rap_gpu_mlp_forward(rap_gpu *g, rap_gpu_layer *L, int n, int64_t rows
  * dX of layer 0 only when L[0].need_dx. */
 rap_status rap_gpu_mlp_backward(rap_gpu *g, rap_gpu_layer *L, int n, int64_t rows);
 void rap_gpu_mlp_destroy(rap_gpu *g);
+
+/* mlp_kernels.cu: what a plain GEMM leaves to do, and the logit layer.
+ * All on g->stream; the 16-byte kernels when g->mlp_ver >= 2 and the
+ * widths and pointers allow, else the scalar ones. */
+/* l->y = [relu](l->y + l->b), rows rows; mask: the own bitmask (or NULL). */
+rap_status rap_gpu_bias_act(rap_gpu *g, const rap_gpu_layer *l, int64_t rows, uint32_t *mask);
+/* db = the column sums of da (rows, cols), fixed order. */
+rap_status rap_gpu_colsum(rap_gpu *g, const void *da, int64_t rows, int cols, float *db);
+/* v1: prev->da zeroed where prev's ReLU was off (own bitmask when own,
+ * else prev->y <= 0). */
+rap_status rap_gpu_drelu(rap_gpu *g, const rap_gpu_layer *prev, int64_t rows, bool own);
+/* v2, one pass over prev->da: mode 1 masks it by prev->y > 0, mode 2 by
+ * the own bitmask, mode 0 leaves it; prev->db = its column sums. */
+rap_status rap_gpu_drelu_colsum(rap_gpu *g, const rap_gpu_layer *prev, int64_t rows, int mode);
+/* The logit layer: y (rows) fp32 = x w + b; backward dw, db and, with
+ * need_dx, dx masked by prev's ReLU (and prev_db = its column sums when
+ * not NULL). */
+rap_status rap_gpu_gemv_forward(rap_gpu *g, const rap_gpu_layer *l, int64_t rows);
+rap_status rap_gpu_gemv_backward(rap_gpu *g, const rap_gpu_layer *l, const rap_gpu_layer *prev,
+                                 int64_t rows, float *prev_db);
 
 /* interaction.cu */
 rap_status rap_gpu_interact_setup(rap_gpu *g);

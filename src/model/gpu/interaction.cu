@@ -1,8 +1,23 @@
 /*
- * interaction.cu -- the dot interaction on the GPU, forward and backward,
- * one warp per batch row with the row's vectors staged in shared memory.
+ * interaction.cu -- the dot interaction on the GPU, forward and backward.
+ * Two generations of kernels; v2 (a row's vectors in registers, below the
+ * v1 kernels) wherever it applies (D % 4 == 0, D <= 128, F <= 32), else
+ * v1; RAP_GPU_INTERACT=v1 runs v1 everywhere (an A/B in one build).
  *
- * Z (F, D) of a row is z + row*F*D (slot 0 = x, slots 1..T = pooled
+ * Why v2: each of the B rows must read its F*D floats of z once and
+ * write its D + F(F-1)/2 outputs once (the backward: read z and the
+ * output gradient once, write dx and de once); at the paper's shapes that
+ * is 1.0 GB forward and 1.9 GB backward in bf16 at B 65536, about 0.23 and
+ * 0.45 ms at the H200's 4.3 TB/s. v1 stages each row in shared memory one
+ * warp at a time (7 to 16 rows in flight an SM) and reads it back 28x
+ * through 4x4 register tiles: it ran at about 3x (forward) and 2.2x
+ * (backward) that floor. v2 keeps a row in registers (no shared-memory
+ * copy of Z, F 16-byte loads in flight per lane, 12 rows an SM), and its
+ * arithmetic (FMAs and, forward, one shuffle per pair) stays under the
+ * memory time.
+ *
+ * v1: one warp per batch row with the row's vectors staged in shared
+ * memory. Z (F, D) of a row is z + row*F*D (slot 0 = x, slots 1..T = pooled
  * embeddings). In shared memory rows are padded to FP = F rounded up to 4
  * and SD = D rounded up to 4, plus 4 (16-byte skew: conflict-free float4
  * reads of 8 different rows); padding is zero.
@@ -26,6 +41,7 @@
 #include "model/gpu/gpu_model.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
 
@@ -371,6 +387,254 @@ static __global__ void interact_bwd_pipe_kernel(const float *__restrict__ z,
     cp_wait0();
 }
 
+/* ------------------------------------------- v2: a row's Z in registers */
+
+/*
+ * One row per LANES lanes (32; 16 when D <= 64: two rows a warp). Lane q
+ * of a row holds float4 q of each of its F vectors in registers (FMAX >=
+ * F of them, a compile-time bound; D % 4 == 0 and D <= 4 * LANES), read
+ * once from device memory with 16-byte loads, F in flight per lane; no
+ * shared-memory copy of Z.
+ *
+ * Forward: the pairs in groups of LANES (pair p in group p / LANES). Each
+ * lane forms its 4-element part of every pair's dot of the group, then a
+ * transposing butterfly (LANES - 1 shuffles, LANES - 1 adds) leaves the
+ * whole dot of pair LANES*g + q on lane q, which stores it: one coalesced
+ * store a group. The row's padding columns [top_in, ldo) are written 0.
+ *
+ * Backward: G (F x F, symmetric, zero diagonal) of the row in shared
+ * memory, each pair gradient read once and written at (i, j) and (j, i)
+ * (a per-block table of the two offsets of pair p); dZ_i = sum_j G_ij Z_j
+ * with G's row i read as float4 broadcasts; dZ_0 plus the gradient of the
+ * x part, times (x > 0), goes to dx (act type), dZ_1..T to de, 16-byte
+ * stores. Sums run over j in order, one FMA each.
+ */
+
+#define IA2_WARPS 4 /* warps per block of the v2 kernels */
+
+/* Row i of pair p in the lower-triangle order (p = i(i-1)/2 + j, j < i). */
+static __host__ __device__ constexpr int ia_pair_row(int p)
+{
+    int i = 1;
+    while (i * (i + 1) / 2 <= p)
+        i++;
+    return i;
+}
+
+static __device__ __forceinline__ float dot4(const float4 a, const float4 b)
+{
+    return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+
+static __device__ __forceinline__ void fma4(float4 &a, const float s, const float4 b)
+{
+    a.x += s * b.x;
+    a.y += s * b.y;
+    a.z += s * b.z;
+    a.w += s * b.w;
+}
+
+static __device__ __forceinline__ uint32_t pack_bf16x2(float a, float b)
+{
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
+           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
+}
+
+/* 4 consecutive act elements at p (16-byte aligned for float, 8 for bf16). */
+static __device__ __forceinline__ void st4(float *p, const float4 v) { *(float4 *)p = v; }
+static __device__ __forceinline__ void st4(__nv_bfloat16 *p, const float4 v)
+{
+    uint2 u;
+    u.x = pack_bf16x2(v.x, v.y);
+    u.y = pack_bf16x2(v.z, v.w);
+    *(uint2 *)p = u;
+}
+static __device__ __forceinline__ float4 ld4(const float *p) { return __ldg((const float4 *)p); }
+static __device__ __forceinline__ float4 ld4(const __nv_bfloat16 *p)
+{
+    const uint2 u = __ldg((const uint2 *)p);
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
+}
+
+/* One step of the transposing butterfly: values [0, 2*O) of s become
+ * [0, O), each the sum of this lane's and lane (lane ^ O)'s part of the
+ * half this lane keeps (the upper half when bit O of lane is set). */
+template <int N, int O>
+static __device__ __forceinline__ void ia_reduce_step(float (&s)[N], int lane)
+{
+    if constexpr (O >= 1) {
+        const bool up = (lane & O) != 0;
+#pragma unroll
+        for (int m = 0; m < O; m++) {
+            const float send = up ? s[m] : s[m + O];
+            const float keep = up ? s[m + O] : s[m];
+            s[m] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+        }
+        ia_reduce_step<N, O / 2>(s, lane);
+    }
+}
+
+/* This lane's part of the dot of pair P (0 past the FMAX-vector
+ * triangle); compile-time indices. */
+template <int FMAX, int P>
+static __device__ __forceinline__ float ia_pair_part(const float4 (&v)[FMAX])
+{
+    if constexpr (P < FMAX * (FMAX - 1) / 2) {
+        constexpr int I = ia_pair_row(P);
+        constexpr int J = P - I * (I - 1) / 2;
+        return dot4(v[I], v[J]);
+    } else {
+        return 0.0f;
+    }
+}
+
+/* The group of pairs [P0, P0 + LANES) through the butterfly's first step
+ * as they are formed (so only LANES / 2 values are live): s[m], m in
+ * [M, LANES / 2), as ia_reduce_step<LANES, LANES / 2> would leave it. */
+template <int FMAX, int LANES, int P0, int M>
+static __device__ __forceinline__ void ia_group_first(const float4 (&v)[FMAX],
+                                                      float (&s)[LANES], int lane)
+{
+    constexpr int O = LANES / 2;
+    if constexpr (M < O) {
+        const float a = ia_pair_part<FMAX, P0 + M>(v), b = ia_pair_part<FMAX, P0 + M + O>(v);
+        const bool up = (lane & O) != 0;
+        s[M] = (up ? b : a) + __shfl_xor_sync(0xffffffffu, up ? a : b, O);
+        ia_group_first<FMAX, LANES, P0, M + 1>(v, s, lane);
+    }
+}
+
+/* Groups GR.. of the row's np pairs into o[p] (o = the row's output past
+ * its x part; ok: this lane's row exists). Warp-wide. */
+template <int FMAX, int LANES, int GR, typename TO>
+static __device__ __forceinline__ void ia_groups(const float4 (&v)[FMAX], TO *o, int np, int lane,
+                                                 bool ok)
+{
+    constexpr int GMAX = (FMAX * (FMAX - 1) / 2 + LANES - 1) / LANES;
+    if constexpr (GR < GMAX) {
+        if (GR * LANES < np) { /* the same on every lane */
+            float s[LANES];
+            ia_group_first<FMAX, LANES, GR * LANES, 0>(v, s, lane);
+            ia_reduce_step<LANES, LANES / 4>(s, lane);
+            const float r = s[0];
+            const int p = GR * LANES + lane % LANES;
+            if (ok && p < np)
+                o[p] = to_act<TO>(r);
+            ia_groups<FMAX, LANES, GR + 1, TO>(v, o, np, lane, ok);
+        }
+    }
+}
+
+/* Loads this lane's float4 q of the row's F vectors (zero past F, or
+ * when !has). */
+template <int FMAX>
+static __device__ __forceinline__ void ia_load_z(float4 (&v)[FMAX], const float *zr, int F, int D,
+                                                 bool has)
+{
+#pragma unroll
+    for (int i = 0; i < FMAX; i++)
+        v[i] = (has && i < F) ? __ldg((const float4 *)(zr + (int64_t)i * D))
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+/* Forward v2: out (rows, ldo) act = [x, pairs, 0 padding to ldo]. */
+template <int FMAX, int LANES, typename TO>
+static __global__ void __launch_bounds__(32 * IA2_WARPS)
+    interact_fwd2_kernel(const float *__restrict__ z, int64_t rows, int F, int D,
+                         TO *__restrict__ out, int64_t ldo, int top_in)
+{
+    constexpr int RPW = 32 / LANES; /* rows a warp */
+    const int lane = threadIdx.x & 31, q = lane % LANES;
+    const int DQ = D / 4, np = F * (F - 1) / 2;
+    const int64_t stride = (int64_t)gridDim.x * IA2_WARPS * RPW;
+    /* every lane of a warp runs the same iterations (the shuffles) */
+    for (int64_t r0 = ((int64_t)blockIdx.x * IA2_WARPS + threadIdx.x / 32) * RPW; r0 < rows;
+         r0 += stride) {
+        const int64_t row = r0 + lane / LANES;
+        const bool ok = row < rows, has = ok && q < DQ;
+        const int64_t rr = ok ? row : 0;
+        float4 v[FMAX];
+        ia_load_z<FMAX>(v, z + rr * F * D + 4 * q, F, D, has);
+        TO *o = out + rr * ldo;
+        if (has)
+            st4(o + 4 * q, v[0]);
+        ia_groups<FMAX, LANES, 0, TO>(v, o + D, np, lane, ok);
+        if (ok)
+            for (int c = top_in + q; c < ldo; c += LANES)
+                o[c] = to_act<TO>(0.0f);
+    }
+}
+
+/* Backward v2. dy (rows, ldi) act; dx (rows, D) act; de (rows, T, D). */
+template <int FMAX, int LANES, typename TI>
+static __global__ void __launch_bounds__(32 * IA2_WARPS)
+    interact_bwd2_kernel(const float *__restrict__ z, const TI *__restrict__ dy, int64_t ldi,
+                         int64_t rows, int F, int D, TI *__restrict__ dx,
+                         float *__restrict__ de)
+{
+    constexpr int RPW = 32 / LANES;
+    constexpr int PMAX = FMAX * (FMAX - 1) / 2;
+    __shared__ float4 gsm[IA2_WARPS * RPW][FMAX * FMAX / 4]; /* G of each row in flight */
+    __shared__ uint32_t tab[PMAX]; /* pair p: (i*FMAX + j) | (j*FMAX + i) << 16 */
+    const int lane = threadIdx.x & 31, q = lane % LANES;
+    const int DQ = D / 4, np = F * (F - 1) / 2, T = F - 1;
+    for (int e = threadIdx.x; e < IA2_WARPS * RPW * FMAX * FMAX / 4; e += blockDim.x)
+        (&gsm[0][0])[e] = make_float4(0.f, 0.f, 0.f, 0.f); /* diagonal, padding stay 0 */
+    for (int p = threadIdx.x; p < np; p += blockDim.x) {
+        const int i = ia_pair_row(p), j = p - i * (i - 1) / 2;
+        tab[p] = (uint32_t)(i * FMAX + j) | ((uint32_t)(j * FMAX + i) << 16);
+    }
+    __syncthreads();
+    float *G = (float *)gsm[threadIdx.x / LANES];
+    const int64_t stride = (int64_t)gridDim.x * IA2_WARPS * RPW;
+    for (int64_t r0 = ((int64_t)blockIdx.x * IA2_WARPS + threadIdx.x / 32) * RPW; r0 < rows;
+         r0 += stride) {
+        const int64_t row = r0 + lane / LANES;
+        const bool ok = row < rows, has = ok && q < DQ;
+        const int64_t rr = ok ? row : 0;
+        const TI *g = dy + rr * ldi;
+        float4 v[FMAX];
+        ia_load_z<FMAX>(v, z + rr * F * D + 4 * q, F, D, has);
+        const float4 gx = has ? ld4(g + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
+        __syncwarp(); /* the previous row's reads of G are done */
+        if (ok)
+            for (int p = q; p < np; p += LANES) {
+                const float gv = act_f(g[D + p]);
+                const uint32_t t = tab[p];
+                G[t & 0xffffu] = gv;
+                G[t >> 16] = gv;
+            }
+        __syncwarp();
+        for (int i = 0; i < F; i++) {
+            const float4 *Gi = (const float4 *)(G + i * FMAX);
+            float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+            for (int jb = 0; jb < FMAX / 4; jb++) {
+                if (4 * jb < F) {
+                    const float4 c = Gi[jb];
+                    fma4(a, c.x, v[4 * jb]);
+                    fma4(a, c.y, v[4 * jb + 1]);
+                    fma4(a, c.z, v[4 * jb + 2]);
+                    fma4(a, c.w, v[4 * jb + 3]);
+                }
+            }
+            if (!has)
+                continue;
+            if (i == 0) {
+                const float4 x = v[0];
+                const float4 d = make_float4(x.x > 0.0f ? a.x + gx.x : 0.0f,
+                                             x.y > 0.0f ? a.y + gx.y : 0.0f,
+                                             x.z > 0.0f ? a.z + gx.z : 0.0f,
+                                             x.w > 0.0f ? a.w + gx.w : 0.0f);
+                st4(dx + rr * D + 4 * q, d);
+            } else {
+                *(float4 *)(de + (rr * T + (i - 1)) * D + 4 * q) = a;
+            }
+        }
+    }
+}
+
 static size_t fwd_bytes_per_warp(int F, int D)
 {
     return sizeof(float) * (size_t)round4(F) * (size_t)(round4(D) + 4);
@@ -432,7 +696,95 @@ static bool env_flag(const char *name, bool dflt)
     return *e != '0';
 }
 
-rap_status rap_gpu_interact_setup(rap_gpu *g)
+/* ---------------------------------------------------- v2 launchers */
+
+/* Blocks per SM of the v2 kernels (FMAX, LANES) into g. */
+template <int FMAX, int LANES> static rap_status ia2_occupancy(rap_gpu *g)
+{
+    int nf = 0, nb = 0;
+    if (g->bf16) {
+        RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &nf, interact_fwd2_kernel<FMAX, LANES, __nv_bfloat16>, 32 * IA2_WARPS, 0));
+        RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &nb, interact_bwd2_kernel<FMAX, LANES, __nv_bfloat16>, 32 * IA2_WARPS, 0));
+    } else {
+        RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &nf, interact_fwd2_kernel<FMAX, LANES, float>, 32 * IA2_WARPS, 0));
+        RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &nb, interact_bwd2_kernel<FMAX, LANES, float>, 32 * IA2_WARPS, 0));
+    }
+    g->ia2_fgrid = (unsigned)(g->sms * (nf > 0 ? nf : 1));
+    g->ia2_bgrid = (unsigned)(g->sms * (nb > 0 ? nb : 1));
+    return RAP_OK;
+}
+
+template <int FMAX, int LANES> static rap_status ia2_forward(rap_gpu *g, int64_t rows)
+{
+    const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_fgrid);
+    if (g->bf16)
+        interact_fwd2_kernel<FMAX, LANES, __nv_bfloat16><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(
+            g->z, rows, g->F, g->D, (__nv_bfloat16 *)g->tin, g->ld_in, g->top_in);
+    else
+        interact_fwd2_kernel<FMAX, LANES, float><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(
+            g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in, g->top_in);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+template <int FMAX, int LANES> static rap_status ia2_backward(rap_gpu *g, int64_t rows)
+{
+    const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_bgrid);
+    void *dxb = g->bot[g->n_bot - 1].da;
+    if (g->bf16)
+        interact_bwd2_kernel<FMAX, LANES, __nv_bfloat16><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(
+            g->z, (const __nv_bfloat16 *)g->dtin, g->ld_in, rows, g->F, g->D,
+            (__nv_bfloat16 *)dxb, g->de);
+    else
+        interact_bwd2_kernel<FMAX, LANES, float><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(
+            g->z, (const float *)g->dtin, g->ld_in, rows, g->F, g->D, (float *)dxb, g->de);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+/* The v2 instance for (ia_fmax, ia_lanes): op 0 occupancy, 1 forward,
+ * 2 backward. */
+static rap_status ia2_call(rap_gpu *g, int op, int64_t rows)
+{
+#define IA2_CASE(FM, LN)                                                                 \
+    case FM * 100 + LN:                                                                  \
+        return op == 0 ? ia2_occupancy<FM, LN>(g)                                        \
+                       : op == 1 ? ia2_forward<FM, LN>(g, rows) : ia2_backward<FM, LN>(g, rows);
+    switch (g->ia_fmax * 100 + g->ia_lanes) {
+        IA2_CASE(8, 32)
+        IA2_CASE(16, 32)
+        IA2_CASE(32, 32)
+        IA2_CASE(8, 16)
+        IA2_CASE(16, 16)
+        IA2_CASE(32, 16)
+    default:
+        return rap_fail(RAP_ERR_INTERNAL, "GPU model: no v2 interaction for F=%d, D=%d", g->F,
+                        g->D);
+    }
+#undef IA2_CASE
+}
+
+/* RAP_GPU_INTERACT=v1 in the environment: the shared-memory kernels (v1)
+ * even where v2 applies (D % 4 == 0, D <= 128, F <= 32). */
+static bool v2_applies(const rap_gpu *g)
+{
+    return g->D % 4 == 0 && g->D <= 128 && g->F <= 32;
+}
+
+static bool want_v2(const rap_gpu *g)
+{
+    const char *e = getenv("RAP_GPU_INTERACT");
+    if (e && strcmp(e, "v1") == 0)
+        return false;
+    return v2_applies(g);
+}
+
+/* The v1 launch shapes (shared-memory staging; pipelined forward). */
+static rap_status v1_setup(rap_gpu *g)
 {
     const size_t fw = fwd_bytes_per_warp(g->F, g->D), bw = bwd_bytes_per_warp(g->F, g->D);
     if (bw > g->smem_optin)
@@ -493,7 +845,7 @@ rap_status rap_gpu_interact_setup(rap_gpu *g)
     return RAP_OK;
 }
 
-rap_status rap_gpu_interact_forward(rap_gpu *g, int64_t rows)
+static rap_status v1_forward(rap_gpu *g, int64_t rows)
 {
     const int w = g->ifwd_warps;
     const unsigned blocks = rap_gpu_blocks(rows, w, (int)g->ifwd_grid);
@@ -514,7 +866,7 @@ rap_status rap_gpu_interact_forward(rap_gpu *g, int64_t rows)
     return RAP_OK;
 }
 
-rap_status rap_gpu_interact_backward(rap_gpu *g, int64_t rows)
+static rap_status v1_backward(rap_gpu *g, int64_t rows)
 {
     const int w = g->ibwd_warps;
     const unsigned blocks = rap_gpu_blocks(rows, w, (int)g->ibwd_grid);
@@ -538,6 +890,158 @@ rap_status rap_gpu_interact_backward(rap_gpu *g, int64_t rows)
     return RAP_OK;
 }
 
+
+/* Kernels of version ver (1 or 2; 2 only where it applies). */
+static rap_status setup_ver(rap_gpu *g, int ver)
+{
+    g->ia_ver = ver;
+    if (ver == 1)
+        return v1_setup(g);
+    if (!v2_applies(g))
+        return rap_fail(RAP_ERR_ARG, "GPU model: the v2 interaction needs D %% 4 == 0, D <= 128 "
+                                     "and F <= 32 (F=%d, D=%d)",
+                        g->F, g->D);
+    g->ia_fmax = g->F <= 8 ? 8 : g->F <= 16 ? 16 : 32;
+    g->ia_lanes = g->D <= 64 ? 16 : 32;
+    return ia2_call(g, 0, 0);
+}
+
+rap_status rap_gpu_interact_setup(rap_gpu *g)
+{
+    return setup_ver(g, want_v2(g) ? 2 : 1);
+}
+
+rap_status rap_gpu_interact_forward(rap_gpu *g, int64_t rows)
+{
+    return g->ia_ver == 2 ? ia2_call(g, 1, rows) : v1_forward(g, rows);
+}
+
+rap_status rap_gpu_interact_backward(rap_gpu *g, int64_t rows)
+{
+    return g->ia_ver == 2 ? ia2_call(g, 2, rows) : v1_backward(g, rows);
+}
+
+/* ------------------------------------------------------------ test hook */
+
+/* Host float <-> bf16 (round to nearest even; NaN stays NaN). */
+static uint16_t host_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float host_from_bf16(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* n floats of host src to device dst as act type (stage: n * es bytes). */
+static rap_status ia_put(void *dst, const float *src, size_t n, bool bf16, void *stage)
+{
+    if (bf16)
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)stage)[i] = host_bf16(src[i]);
+    RAP_CUDA_TRY(cudaMemcpy(dst, bf16 ? stage : (const void *)src, n * (bf16 ? 2 : 4),
+                            cudaMemcpyHostToDevice));
+    return RAP_OK;
+}
+
+static rap_status ia_get(float *dst, const void *src, size_t n, bool bf16, void *stage)
+{
+    RAP_CUDA_TRY(cudaMemcpy(bf16 ? stage : (void *)dst, src, n * (bf16 ? 2 : 4),
+                            cudaMemcpyDeviceToHost));
+    if (bf16)
+        for (size_t i = 0; i < n; i++)
+            dst[i] = host_from_bf16(((const uint16_t *)stage)[i]);
+    return RAP_OK;
+}
+
+static rap_status ia_test_run(rap_gpu *g, int64_t rows, int ver, const float *z, const float *dy,
+                              float *out, float *dx, float *de, void **stage)
+{
+    RAP_CUDA_TRY(cudaGetDevice(&g->dev));
+    RAP_CUDA_TRY(cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, g->dev));
+    int optin = 0;
+    RAP_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, g->dev));
+    g->smem_optin = (size_t)optin;
+    RAP_CUDA_TRY(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+    g->own_stream = true;
+    const size_t R = (size_t)rows, nz = R * (size_t)g->F * (size_t)g->D;
+    const size_t nt = R * (size_t)g->ld_in, nx = R * (size_t)g->D;
+    const size_t ne = R * (size_t)g->T * (size_t)g->D;
+    RAP_TRY(rap_cuda_malloc((void **)&g->z, sizeof(float) * nz, "interaction test z"));
+    RAP_TRY(rap_cuda_malloc(&g->tin, g->es * nt, "interaction test out"));
+    RAP_TRY(rap_cuda_malloc(&g->dtin, g->es * nt, "interaction test dy"));
+    RAP_TRY(rap_cuda_malloc(&g->bot[0].da, g->es * nx, "interaction test dx"));
+    RAP_TRY(rap_cuda_malloc((void **)&g->de, sizeof(float) * ne, "interaction test de"));
+    *stage = rap_malloc(g->es * (nt > nx ? nt : nx), "interaction test staging");
+    if (!*stage)
+        return RAP_ERR_NOMEM;
+    RAP_CUDA_TRY(cudaMemcpy(g->z, z, sizeof(float) * nz, cudaMemcpyHostToDevice));
+    RAP_TRY(ia_put(g->dtin, dy, nt, g->bf16, *stage));
+    /* poison: every element the kernels must write reads back as NaN if not */
+    RAP_CUDA_TRY(cudaMemset(g->tin, 0xff, g->es * nt));
+    RAP_CUDA_TRY(cudaMemset(g->bot[0].da, 0xff, g->es * nx));
+    RAP_CUDA_TRY(cudaMemset(g->de, 0xff, sizeof(float) * ne));
+    RAP_TRY(setup_ver(g, ver));
+    RAP_TRY(rap_gpu_interact_forward(g, rows));
+    RAP_TRY(rap_gpu_interact_backward(g, rows));
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    RAP_CUDA_TRY(cudaGetLastError());
+    RAP_TRY(ia_get(out, g->tin, nt, g->bf16, *stage));
+    RAP_TRY(ia_get(dx, g->bot[0].da, nx, g->bf16, *stage));
+    RAP_CUDA_TRY(cudaMemcpy(de, g->de, sizeof(float) * ne, cudaMemcpyDeviceToHost));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, int ver,
+                                            const float *z, const float *dy, float *out,
+                                            float *dx, float *de)
+{
+    if (F < 2 || F > RAP_MAX_TABLES + 1 || D < 1 || rows < 1 || (ver != 1 && ver != 2))
+        return rap_fail(RAP_ERR_ARG, "rap_gpu_interact_test: F %d, D %d, rows %lld, version %d",
+                        F, D, (long long)rows, ver);
+    rap_gpu *g = (rap_gpu *)rap_calloc(sizeof *g, "interaction test");
+    if (!g)
+        return RAP_ERR_NOMEM;
+    g->F = F;
+    g->T = F - 1;
+    g->D = D;
+    g->bf16 = bf16;
+    g->es = bf16 ? 2 : 4;
+    g->top_in = D + F * (F - 1) / 2;
+    g->ld_in = (g->top_in + 7) / 8 * 8;
+    g->n_bot = 1;
+    void *stage = NULL;
+    rap_status s = ia_test_run(g, rows, ver, z, dy, out, dx, de, &stage);
+    /* clean-up keeps the first failure's message */
+    cudaFree(g->z);
+    cudaFree(g->tin);
+    cudaFree(g->dtin);
+    cudaFree(g->bot[0].da);
+    cudaFree(g->de);
+    if (g->stream)
+        cudaStreamDestroy(g->stream);
+    rap_free(stage);
+    rap_free(g);
+    return s;
+}
+
 #else
 typedef int rap_interaction_cu_empty;
+
+rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, int ver, const float *z,
+                                 const float *dy, float *out, float *dx, float *de)
+{
+    (void)F, (void)D, (void)rows, (void)bf16, (void)ver, (void)z, (void)dy, (void)out, (void)dx,
+        (void)de;
+    return rap_fail(RAP_ERR_NO_GPU, "rap_gpu_interact_test: built without CUDA");
+}
 #endif
+
