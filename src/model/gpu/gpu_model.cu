@@ -194,7 +194,8 @@ static size_t plan(rap_gpu *g, char *base)
     TAKE(g->loss, float *, sizeof(float));
     TAKE(g->err, unsigned *, sizeof(unsigned));
     TAKE(g->colsum, float *,
-         sizeof(float) * 256 * (size_t)(g->maxw > g->ld_in ? g->maxw : g->ld_in));
+         sizeof(float) * 256 *
+             (size_t)((g->maxw > g->ld_in ? g->maxw : g->ld_in) + g->maxw));
     TAKE(g->ws, void *, RAP_GPU_WS_BYTES);
     for (int k = 0; k < 2; k++) {
         rap_gpu_layer *L = k ? g->top : g->bot;

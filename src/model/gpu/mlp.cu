@@ -10,14 +10,28 @@
  *
  * At create every GEMM takes the most fused epilogue the heuristics accept:
  * forward RELU_AUX_BIAS (bitmask for the next layer's backward) > RELU_BIAS
- * / BIAS > plain + bias_act_kernel; dW with BGRADB > plain + a column-sum
- * kernel; dX with DRELU (the previous layer's bitmask) > plain +
- * drelu_kernel. In BF16 the bias is tried as fp32 (master) then as the bf16
- * copy. Algorithms are picked once for B rows; when a batch has fewer rows
- * the layouts are resized and the algorithm re-checked (host only).
+ * / BIAS > plain + the bias/ReLU kernel (the bias as the fp32 master, then
+ * as the compute copy); dX with DRELU_BGRAD > DRELU (the previous layer's
+ * bitmask) > plain + the ReLU-backward kernel; dW with BGRADB > plain + a
+ * column sum. Algorithms are picked once for B rows; when a batch has fewer
+ * rows the layouts are resized and the algorithm re-checked (host only).
+ *
+ * Where a layer's bias gradient is made (v2, the default): a layer with a
+ * ReLU whose gradient comes from the dX step of the layer above
+ * (db_by_next) gets its db in that step, the pass that masks the gradient:
+ * the DRELU_BGRAD epilogue (db as fp32), or DRELU and a column sum, or a
+ * plain GEMM and one pass of drelu_colsum_kernel (mask and column sums
+ * together; mlp_kernels.cu); the logit layer's own backward sums it for the
+ * layer below it. Its dW GEMM is then plain. Only layers fed by something
+ * else (the bottom MLP's last, fed by the interaction) keep BGRADB or a
+ * column sum in their dW step. cuBLASLt runs BGRADB as a second kernel
+ * over dA, so this saves a pass over every such gradient besides the
+ * separate ReLU-backward pass. RAP_GPU_MLP=v1: the first arrangement (DRELU
+ * only, db in each layer's dW step, scalar kernels) for an A/B.
  *
  * Tuning (at create, unless RAP_GPU_TUNE=0): each GEMM times the
- * heuristics' first RAP_GPU_TUNE_ALGOS algorithms on the real buffers
+ * heuristics' first RAP_GPU_TUNE_ALGOS (8; the environment variable of that
+ * name sets 1..64) algorithms on the real buffers
  * (filled with random values, zeroed again afterwards) and keeps the
  * fastest; each layer op then times its fused form against the plain GEMM
  * plus the fallback kernel and keeps the faster (a fused epilogue that
@@ -31,9 +45,9 @@
  * is a mean of TUNE_REPS short runs, and models tuned apart could differ by
  * a percent of the step (bench/RESULTS.md, 2026-11-29, commit 94b7b54).
  *
- * A plain forward's bias_act_kernel writes its own ReLU bitmask (a 32-bit
+ * A plain forward's bias/ReLU kernel writes its own ReLU bitmask (a 32-bit
  * word per 32 columns, into l->aux) when out % 32 == 0, and the next
- * layer's plain dX masks with it (drelu_mask_kernel) instead of reading y.
+ * layer's plain dX masks with it instead of reading y.
  *
  * The GEMMs' inner width is kg (layer 0 of each MLP: ND and top_in rounded
  * up to 8, the padding zero in x, dx and the weight copies), so K and the
@@ -50,8 +64,8 @@
 
 #if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
 
-#define MLP_THREADS 256
-#define RAP_GPU_TUNE_ALGOS 8
+#define RAP_GPU_TUNE_ALGOS 8   /* candidates timed a GEMM (RAP_GPU_TUNE_ALGOS=N) */
+#define TUNE_ALGOS_MAX 64
 #define TUNE_REPS 3
 
 typedef struct {
@@ -151,6 +165,16 @@ static bool tuning(void)
 {
     const char *e = getenv("RAP_GPU_TUNE");
     return !(e && *e == '0');
+}
+
+/* RAP_GPU_TUNE_ALGOS=N in the environment (1..64): how many of the
+ * heuristics' algorithms each GEMM times at create; default
+ * RAP_GPU_TUNE_ALGOS. */
+static int tune_algos(void)
+{
+    const char *e = getenv("RAP_GPU_TUNE_ALGOS");
+    const int n = e && *e ? atoi(e) : RAP_GPU_TUNE_ALGOS;
+    return n < 1 ? 1 : n > TUNE_ALGOS_MAX ? TUNE_ALGOS_MAX : n;
 }
 
 /* RAP_GPU_VERBOSE=1: print the choices made at create. */
@@ -318,9 +342,9 @@ static rap_status time_gemm(rap_gpu *g, rap_gpu_gemm *x, float *ms)
         }                                                                                \
     } while (0)
 
-/* Builds x from s for B rows; *ok false (x destroyed) when the heuristics
- * offer no algorithm for it. */
-static rap_status gemm_make(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s, bool *ok)
+/* The descriptor and layouts of x from s (no algorithm yet); *ok false (x
+ * destroyed) when cuBLASLt refuses an attribute. */
+static rap_status gemm_build(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s, bool *ok)
 {
     *ok = false;
     memset(x, 0, sizeof *x);
@@ -360,6 +384,18 @@ static rap_status gemm_make(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s, boo
     x->n_in_a = s->n_in_a;
     x->n_in_d = s->n_in_d;
     x->rows = g->B;
+    *ok = true;
+    return RAP_OK;
+}
+
+/* Builds x from s for B rows; *ok false (x destroyed) when the heuristics
+ * offer no algorithm for it. */
+static rap_status gemm_make(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s, bool *ok)
+{
+    RAP_TRY(gemm_build(g, x, s, ok));
+    if (!*ok)
+        return RAP_OK;
+    *ok = false;
     const bool tune = tuning();
     const tune_key key = key_of(g, s, 0);
     tune_entry te;
@@ -373,9 +409,9 @@ static rap_status gemm_make(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s, boo
         *ok = true;
         return RAP_OK;
     }
-    cublasLtMatmulHeuristicResult_t res[RAP_GPU_TUNE_ALGOS];
+    cublasLtMatmulHeuristicResult_t res[TUNE_ALGOS_MAX];
     int n = 0;
-    rap_status rs = gemm_candidates(g, x, res, tune ? RAP_GPU_TUNE_ALGOS : 1, &n);
+    rap_status rs = gemm_candidates(g, x, res, tune ? tune_algos() : 1, &n);
     if (rs == RAP_OK && n == 0 && tune)
         tune_keep(&key, false, NULL);
     if (rs != RAP_OK || n == 0) {
@@ -437,272 +473,6 @@ static rap_status gemm_rows(rap_gpu *g, rap_gpu_gemm *x, int64_t rows)
     return RAP_OK;
 }
 
-/* ------------------------------------------------------ fallback kernels */
-
-template <typename T> static __device__ __forceinline__ float ld_f(const T *p, int64_t i);
-template <> __device__ __forceinline__ float ld_f<float>(const float *p, int64_t i)
-{
-    return p[i];
-}
-template <>
-__device__ __forceinline__ float ld_f<__nv_bfloat16>(const __nv_bfloat16 *p, int64_t i)
-{
-    return __bfloat162float(p[i]);
-}
-static __device__ __forceinline__ void st_f(float *p, int64_t i, float v) { p[i] = v; }
-static __device__ __forceinline__ void st_f(__nv_bfloat16 *p, int64_t i, float v)
-{
-    p[i] = __float2bfloat16_rn(v);
-}
-
-/* Grid of the row-loop kernels below: x over columns (256 per block), y
- * over rows (grid-stride). */
-static dim3 row_grid(const rap_gpu *g, int64_t rows, int cols)
-{
-    const unsigned gx = (unsigned)((cols + MLP_THREADS - 1) / MLP_THREADS);
-    int64_t gy = (int64_t)g->sms * 16 / gx;
-    if (gy < 1)
-        gy = 1;
-    if (gy > rows)
-        gy = rows;
-    if (gy > 65535)
-        gy = 65535;
-    return dim3(gx, (unsigned)gy);
-}
-
-/* y[r*ld + o] = [relu](y + b[o]) for r < rows, o < out; with mask (out a
- * multiple of 32: whole warps in or out) also bit o%32 of word
- * mask[r*mask_ld + o/32] = (y > 0), the ReLU mask for drelu_mask_kernel. */
-template <typename T>
-static __global__ void bias_act_kernel(T *y, int64_t ld, int64_t rows, int out,
-                                       const float *__restrict__ b, int relu,
-                                       uint32_t *__restrict__ mask, int64_t mask_ld)
-{
-    const int o = blockIdx.x * MLP_THREADS + threadIdx.x;
-    if (o >= out)
-        return;
-    const float bo = b[o];
-    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        float v = ld_f(y, r * ld + o) + bo;
-        if (relu && !(v > 0.0f))
-            v = 0.0f;
-        st_f(y, r * ld + o, v);
-        if (mask) {
-            const unsigned bits = __ballot_sync(0xffffffffu, v > 0.0f);
-            if ((threadIdx.x & 31) == 0)
-                mask[r * mask_ld + o / 32] = bits;
-        }
-    }
-}
-
-/* da[r*out + o] = 0 where bit o of row r's ReLU mask (bias_act_kernel) is
- * clear. */
-template <typename T>
-static __global__ void drelu_mask_kernel(T *da, int64_t rows, int out,
-                                         const uint32_t *__restrict__ mask, int64_t mask_ld)
-{
-    const int o = blockIdx.x * MLP_THREADS + threadIdx.x;
-    if (o >= out)
-        return;
-    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-        if (!((mask[r * mask_ld + o / 32] >> (o & 31)) & 1u))
-            st_f(da, r * out + o, 0.0f);
-}
-
-/* da[r*out + o] = y[r*ldy + o] > 0 ? da : 0. */
-template <typename T, typename TY>
-static __global__ void drelu_kernel(T *da, int64_t rows, int out, const TY *__restrict__ y,
-                                    int64_t ldy)
-{
-    const int o = blockIdx.x * MLP_THREADS + threadIdx.x;
-    if (o >= out)
-        return;
-    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-        if (!(ld_f(y, r * ldy + o) > 0.0f))
-            st_f(da, r * out + o, 0.0f);
-}
-
-/* part[s*cols + c] = sum of da[r*cols + c] over the rows of split s.
- * Block (32, 8); grid (ceil(cols/32), S). */
-template <typename T>
-static __global__ void colsum_kernel(const T *__restrict__ da, int64_t rows, int cols,
-                                     float *part)
-{
-    __shared__ float sm[8][33];
-    const int c = blockIdx.x * 32 + threadIdx.x;
-    float s = 0.0f;
-    if (c < cols)
-        for (int64_t r = (int64_t)blockIdx.y * 8 + threadIdx.y; r < rows;
-             r += (int64_t)gridDim.y * 8)
-            s += ld_f(da, r * cols + c);
-    sm[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < cols) {
-        float t = 0.0f;
-        for (int k = 0; k < 8; k++)
-            t += sm[k][threadIdx.x];
-        part[(int64_t)blockIdx.y * cols + c] = t;
-    }
-}
-
-static __global__ void colsum_final_kernel(const float *__restrict__ part, int S, int cols,
-                                           float *db)
-{
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols)
-        return;
-    float t = 0.0f;
-    for (int s = 0; s < S; s++)
-        t += part[(int64_t)s * cols + c];
-    db[c] = t;
-}
-
-static rap_status colsum(rap_gpu *g, const void *da, int64_t rows, int cols, float *db)
-{
-    int S = (int)((rows + 63) / 64);
-    if (S > 256)
-        S = 256;
-    if (S < 1)
-        S = 1;
-    dim3 grid((unsigned)((cols + 31) / 32), (unsigned)S), block(32, 8);
-    if (g->bf16)
-        colsum_kernel<__nv_bfloat16>
-            <<<grid, block, 0, g->stream>>>((const __nv_bfloat16 *)da, rows, cols, g->colsum);
-    else
-        colsum_kernel<float><<<grid, block, 0, g->stream>>>((const float *)da, rows, cols,
-                                                            g->colsum);
-    RAP_CUDA_LAUNCHED();
-    colsum_final_kernel<<<(cols + 255) / 256, 256, 0, g->stream>>>(g->colsum, S, cols, db);
-    RAP_CUDA_LAUNCHED();
-    return RAP_OK;
-}
-
-/* ------------------------------------------------- the logit layer (out 1) */
-
-/* y[r] = b[0] + sum_k x[r*ldx + k] w[k]; a warp per row. */
-template <typename T>
-static __global__ void gemv_fwd_kernel(const T *__restrict__ x, int64_t ldx, int64_t rows,
-                                       int in, const float *__restrict__ w,
-                                       const float *__restrict__ b, float *__restrict__ y)
-{
-    const int lane = threadIdx.x & 31;
-    const int64_t nw = (int64_t)gridDim.x * (blockDim.x / 32);
-    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows;
-         r += nw) {
-        const T *xr = x + r * ldx;
-        float s = 0.0f;
-        for (int k = lane; k < in; k += 32)
-            s += ld_f(xr, k) * w[k];
-        for (int o = 16; o > 0; o /= 2)
-            s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0)
-            y[r] = s + b[0];
-    }
-}
-
-/* Split s of S (blocks) over rows: part[s*in + k] = sum over its rows of
- * da[r] x[r, k]; dx[r*lddx + k] = da[r] w[k] (times x > 0 when mask). */
-template <typename T>
-static __global__ void gemv_bwd_kernel(const T *__restrict__ x, int64_t ldx,
-                                       const T *__restrict__ da, int64_t rows, int in,
-                                       const float *__restrict__ w, T *__restrict__ dx,
-                                       int64_t lddx, int mask, float *__restrict__ part)
-{
-    const int64_t per = (rows + gridDim.x - 1) / gridDim.x;
-    const int64_t r0 = (int64_t)blockIdx.x * per;
-    const int64_t r1 = r0 + per < rows ? r0 + per : rows;
-    for (int k = threadIdx.x; k < in; k += blockDim.x) {
-        const float wk = w[k];
-        float acc = 0.0f;
-#pragma unroll 4
-        for (int64_t r = r0; r < r1; r++) {
-            const float d = ld_f(da, r);
-            const float xv = ld_f(x, r * ldx + k);
-            acc += d * xv;
-            if (dx)
-                st_f(dx, r * lddx + k, (mask && !(xv > 0.0f)) ? 0.0f : d * wk);
-        }
-        part[(int64_t)blockIdx.x * in + k] = acc;
-    }
-}
-
-/* dw[k] = sum_s part[s*in + k] (blocks 0..); the last block: db[0] = sum
- * of da over the rows. Fixed order: deterministic. */
-template <typename T>
-static __global__ void gemv_final_kernel(const float *__restrict__ part, int S, int in,
-                                         const T *__restrict__ da, int64_t rows,
-                                         float *__restrict__ dw, float *__restrict__ db)
-{
-    __shared__ float sm[MLP_THREADS / 32];
-    if (blockIdx.x + 1 < gridDim.x) {
-        const int k = blockIdx.x * MLP_THREADS + threadIdx.x;
-        if (k >= in)
-            return;
-        float t = 0.0f;
-        for (int s = 0; s < S; s++)
-            t += part[(int64_t)s * in + k];
-        dw[k] = t;
-        return;
-    }
-    float t = 0.0f;
-    for (int64_t r = threadIdx.x; r < rows; r += MLP_THREADS)
-        t += ld_f(da, r);
-    for (int o = 16; o > 0; o /= 2)
-        t += __shfl_xor_sync(0xffffffffu, t, o);
-    if ((threadIdx.x & 31) == 0)
-        sm[threadIdx.x / 32] = t;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float u = 0.0f;
-        for (int i = 0; i < MLP_THREADS / 32; i++)
-            u += sm[i];
-        db[0] = u;
-    }
-}
-
-static rap_status gemv_forward(rap_gpu *g, rap_gpu_layer *l, int64_t rows)
-{
-    const unsigned blocks = rap_gpu_blocks(rows, MLP_THREADS / 32, g->sms * 16);
-    if (g->bf16)
-        gemv_fwd_kernel<__nv_bfloat16><<<blocks, MLP_THREADS, 0, g->stream>>>(
-            (const __nv_bfloat16 *)l->x, l->ldx, rows, l->in, l->w, l->b, (float *)l->y);
-    else
-        gemv_fwd_kernel<float><<<blocks, MLP_THREADS, 0, g->stream>>>(
-            (const float *)l->x, l->ldx, rows, l->in, l->w, l->b, (float *)l->y);
-    RAP_CUDA_LAUNCHED();
-    return RAP_OK;
-}
-
-static rap_status gemv_backward(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *prev,
-                                int64_t rows)
-{
-    int S = (int)((rows + 127) / 128);
-    if (S > 256)
-        S = 256;
-    if (S < 1)
-        S = 1;
-    const int mask = prev && prev->relu ? 1 : 0;
-    void *dx = l->need_dx ? l->dx : NULL;
-    const unsigned fin = (unsigned)((l->in + MLP_THREADS - 1) / MLP_THREADS) + 1;
-    if (g->bf16) {
-        gemv_bwd_kernel<__nv_bfloat16><<<S, MLP_THREADS, 0, g->stream>>>(
-            (const __nv_bfloat16 *)l->x, l->ldx, (const __nv_bfloat16 *)l->da, rows, l->in,
-            l->w, (__nv_bfloat16 *)dx, l->lddx, mask, g->colsum);
-        RAP_CUDA_LAUNCHED();
-        gemv_final_kernel<__nv_bfloat16><<<fin, MLP_THREADS, 0, g->stream>>>(
-            g->colsum, S, l->in, (const __nv_bfloat16 *)l->da, rows, l->dw, l->db);
-    } else {
-        gemv_bwd_kernel<float><<<S, MLP_THREADS, 0, g->stream>>>(
-            (const float *)l->x, l->ldx, (const float *)l->da, rows, l->in, l->w, (float *)dx,
-            l->lddx, mask, g->colsum);
-        RAP_CUDA_LAUNCHED();
-        gemv_final_kernel<float><<<fin, MLP_THREADS, 0, g->stream>>>(
-            g->colsum, S, l->in, (const float *)l->da, rows, l->dw, l->db);
-    }
-    RAP_CUDA_LAUNCHED();
-    return RAP_OK;
-}
-
 /* ------------------------------------------------------ one layer's ops */
 
 /* Whether layer l's forward writes its own ReLU mask (bias_act_kernel,
@@ -716,59 +486,40 @@ static bool own_mask(const rap_gpu_layer *l)
 static rap_status layer_fwd(rap_gpu *g, rap_gpu_layer *l, int64_t rows)
 {
     if (l->gemv)
-        return gemv_forward(g, l, rows);
+        return rap_gpu_gemv_forward(g, l, rows);
     RAP_TRY(gemm_run(g, &l->fwd));
-    if (!l->fwd_bias) {
-        const dim3 grid = row_grid(g, rows, l->out);
-        uint32_t *mask = own_mask(l) ? (uint32_t *)l->aux : NULL;
-        const int64_t mld = l->aux_ld / 32;
-        if (l->ytype == CUDA_R_16BF)
-            bias_act_kernel<__nv_bfloat16><<<grid, MLP_THREADS, 0, g->stream>>>(
-                (__nv_bfloat16 *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
-        else
-            bias_act_kernel<float><<<grid, MLP_THREADS, 0, g->stream>>>(
-                (float *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
-        RAP_CUDA_LAUNCHED();
-    }
+    if (!l->fwd_bias)
+        RAP_TRY(rap_gpu_bias_act(g, l, rows, own_mask(l) ? (uint32_t *)l->aux : NULL));
     return RAP_OK;
 }
 
-/* dW and db of layer l (not the logit layer). */
+/* dW and db of layer l (not the logit layer); db not here when the layer
+ * above writes it (db_by_next). */
 static rap_status layer_bw(rap_gpu *g, rap_gpu_layer *l, int64_t rows)
 {
     RAP_TRY(gemm_run(g, &l->bw));
-    if (!l->bw_bgrad)
-        RAP_TRY(colsum(g, l->da, rows, l->out, l->db));
+    if (!l->bw_bgrad && !l->db_by_next)
+        RAP_TRY(rap_gpu_colsum(g, l->da, rows, l->out, l->db));
     return RAP_OK;
 }
 
-/* dX of layer l into prev's da (masked by prev's ReLU), or into dx. */
+/* dX of layer l into prev's da (masked by prev's ReLU), or into dx. v2
+ * (prev->db_by_next): prev's bias gradient too, from the GEMM's
+ * DRELU_BGRAD epilogue, or a column sum after DRELU, or one pass of
+ * drelu_colsum_kernel after a plain GEMM. */
 static rap_status layer_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *prev,
                            int64_t rows)
 {
     RAP_TRY(gemm_run(g, &l->bx));
-    if (prev && prev->relu && !l->bx_drelu && own_mask(prev)) {
-        const dim3 grid = row_grid(g, rows, prev->out);
-        if (g->bf16)
-            drelu_mask_kernel<__nv_bfloat16><<<grid, MLP_THREADS, 0, g->stream>>>(
-                (__nv_bfloat16 *)prev->da, rows, prev->out, (const uint32_t *)prev->aux,
-                prev->aux_ld / 32);
-        else
-            drelu_mask_kernel<float><<<grid, MLP_THREADS, 0, g->stream>>>(
-                (float *)prev->da, rows, prev->out, (const uint32_t *)prev->aux,
-                prev->aux_ld / 32);
-        RAP_CUDA_LAUNCHED();
-    } else if (prev && prev->relu && !l->bx_drelu) {
-        const dim3 grid = row_grid(g, rows, prev->out);
-        if (g->bf16)
-            drelu_kernel<__nv_bfloat16, __nv_bfloat16><<<grid, MLP_THREADS, 0, g->stream>>>(
-                (__nv_bfloat16 *)prev->da, rows, prev->out, (const __nv_bfloat16 *)prev->y,
-                prev->ldy);
-        else
-            drelu_kernel<float, float><<<grid, MLP_THREADS, 0, g->stream>>>(
-                (float *)prev->da, rows, prev->out, (const float *)prev->y, prev->ldy);
-        RAP_CUDA_LAUNCHED();
+    if (!prev || !prev->relu)
+        return RAP_OK;
+    if (prev->db_by_next) {
+        if (l->bx_drelu && l->bx_bgrad)
+            return RAP_OK;
+        return rap_gpu_drelu_colsum(g, prev, rows, l->bx_drelu ? 0 : own_mask(prev) ? 2 : 1);
     }
+    if (!l->bx_drelu)
+        RAP_TRY(rap_gpu_drelu(g, prev, rows, own_mask(prev)));
     return RAP_OK;
 }
 
@@ -791,8 +542,16 @@ static rap_status run_layer_op(rap_gpu *g, void *arg)
 /* ------------------------------------------------------------- set up */
 
 /* RAP_GPU_UNFUSED=1 in the environment: plain GEMMs and the fallback
- * kernels only (to tell an epilogue problem from anything else). */
+ * kernels only (to tell an epilogue problem from anything else);
+ * RAP_GPU_UNFUSED=fwd: plain forward GEMMs only (the own bias/ReLU kernel
+ * and bitmask; the backward may still fuse, with the own bitmask). */
 static bool unfused(void)
+{
+    const char *e = getenv("RAP_GPU_UNFUSED");
+    return e && *e && *e != '0' && strcmp(e, "fwd") != 0;
+}
+
+static bool unfused_fwd(void)
 {
     const char *e = getenv("RAP_GPU_UNFUSED");
     return e && *e && *e != '0';
@@ -874,6 +633,28 @@ static rap_status fused_or_plain(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool 
     return RAP_OK;
 }
 
+static const char *epi_name(uint32_t e)
+{
+    switch (e) {
+    case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "RELU_BIAS";
+    case CUBLASLT_EPILOGUE_RELU_AUX_BIAS: return "RELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_BGRADB: return "BGRADB";
+    case CUBLASLT_EPILOGUE_DRELU: return "DRELU";
+    case CUBLASLT_EPILOGUE_DRELU_BGRAD: return "DRELU_BGRAD";
+    default: return "DEFAULT";
+    }
+}
+
+/* RAP_GPU_VERBOSE: says which fused candidate cuBLASLt offered nothing for. */
+static void say_none(const char *name, const char *op, const gemm_spec *s)
+{
+    if (verbose())
+        fprintf(stderr, "rap GPU tune: %s %s: no algorithm for %s (bias %s)\n", name, op,
+                epi_name(s->epi),
+                !s->bias ? "none" : s->bias_type == (int)CUDA_R_32F ? "fp32" : "default type");
+}
+
 static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l, const char *name)
 {
     if (l->gemv) {
@@ -903,11 +684,14 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l, const char *name)
     bool ok = false;
     /* (epilogue, aux, bias pointer, bias type) candidates, most fused first */
     const bool d32 = l->ytype == CUDA_R_32F;
-    for (int aux = (l->relu && l->want_aux) ? 1 : 0; aux >= 0 && !ok && !unfused(); aux--) {
-        for (int bv = 0; bv < (g->bf16 && !d32 ? 2 : 1) && !ok; bv++) {
+    /* the bias: in bf16 the fp32 master, then the bf16 copy; in fp32 the
+     * master, then (v2) its copy in the padded layout (256-byte aligned) */
+    const int nbv = (g->bf16 && !d32) || (!g->bf16 && g->mlp_ver >= 2) ? 2 : 1;
+    for (int aux = (l->relu && l->want_aux) ? 1 : 0; aux >= 0 && !ok && !unfused_fwd(); aux--) {
+        for (int bv = 0; bv < nbv && !ok; bv++) {
             s.epi = l->relu ? (aux ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS)
                             : CUBLASLT_EPILOGUE_BIAS;
-            s.bias = (g->bf16 && !d32 && bv == 1) ? l->bc : l->b;
+            s.bias = bv == 1 ? l->bc : l->b;
             s.bias_type = (g->bf16 && !d32 && bv == 0) ? (int)CUDA_R_32F : -1;
             s.aux = aux ? l->aux : NULL;
             s.aux_ld = aux ? l->aux_ld : 0;
@@ -915,9 +699,12 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l, const char *name)
             if (ok) {
                 l->fwd_bias = true;
                 l->fwd_aux = aux == 1;
+            } else {
+                say_none(name, "forward", &s);
             }
         }
     }
+    const uint32_t fused_epi = ok ? (uint32_t)s.epi : 0u;
     s.epi = CUBLASLT_EPILOGUE_DEFAULT;
     s.bias = NULL;
     s.bias_type = -1;
@@ -926,7 +713,8 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l, const char *name)
     if (ok && tuning()) {
         layer_op o = {l, NULL, 0};
         char what[64];
-        snprintf(what, sizeof what, "%s forward (%lld -> %d)", name, (long long)l->kg, l->out);
+        snprintf(what, sizeof what, "%s forward (%lld -> %d) %s", name, (long long)l->kg,
+                 l->out, epi_name(fused_epi));
         RAP_TRY(fused_or_plain(g, &o, &l->fwd, &l->fwd_bias, &l->fwd_aux, &s, what));
     }
     if (!ok) {
@@ -971,8 +759,12 @@ static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l, const char *name)
     s.bias = l->db;
     s.bias_type = -1;
     bool ok = false;
-    if (!unfused())
+    /* db_by_next: the layer above writes db, the plain GEMM is all */
+    if (!unfused() && !l->db_by_next) {
         RAP_TRY(gemm_make(g, &l->bw, &s, &ok));
+        if (!ok)
+            say_none(name, "dW", &s);
+    }
     l->bw_bgrad = ok;
     s.epi = CUBLASLT_EPILOGUE_DEFAULT;
     s.bias = NULL;
@@ -992,9 +784,22 @@ static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l, const char *name)
     return RAP_OK;
 }
 
-static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *prev,
-                           const char *name)
+/* RAP_GPU_DRELU_BGRAD=0 in the environment: v2 without the DRELU_BGRAD
+ * candidate (DRELU and a column sum, or the plain GEMM and
+ * drelu_colsum_kernel), to tell its share of an A/B. */
+static bool drelu_bgrad_allowed(void)
 {
+    const char *e = getenv("RAP_GPU_DRELU_BGRAD");
+    return !(e && *e == '0');
+}
+
+/* The dX GEMM of l (prev: the layer below, or NULL). v2: prev's bias
+ * gradient moves here (prev->db_by_next) when prev has a ReLU. Before
+ * prev's setup_bw. */
+static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, rap_gpu_layer *prev, const char *name)
+{
+    if (prev && prev->relu && g->mlp_ver >= 2)
+        prev->db_by_next = true;
     if (l->gemv) {
         l->bx_drelu = true;
         return RAP_OK;
@@ -1020,22 +825,48 @@ static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *pr
     s.pd = l->dx;
     s.n_in_d = true;
     bool ok = false;
-    l->bx_drelu = false;
-    if (prev && prev->relu && prev->fwd_aux && !unfused()) {
-        s.epi = CUBLASLT_EPILOGUE_DRELU;
+    l->bx_drelu = l->bx_bgrad = false;
+    /* with a bitmask of prev (cuBLASLt's; v2 also the own one where the
+     * probe saw cuBLASLt read it): DRELU_BGRAD (v2, where the probe saw
+     * its bias gradient right: prev's db, fp32, from the epilogue), then
+     * DRELU */
+    const bool v2 = g->mlp_ver >= 2;
+    const bool mask = prev && prev->relu &&
+                      (prev->fwd_aux || (v2 && g->lt_mask_ok && own_mask(prev)));
+    if (mask && !unfused()) {
         s.aux = prev->aux;
         s.aux_ld = prev->aux_ld;
-        RAP_TRY(gemm_make(g, &l->bx, &s, &ok));
-        l->bx_drelu = ok;
+        if (v2 && g->lt_bgrad_ok && drelu_bgrad_allowed()) {
+            s.epi = CUBLASLT_EPILOGUE_DRELU_BGRAD;
+            s.bias = prev->db;
+            s.bias_type = g->bf16 ? (int)CUDA_R_32F : -1;
+            RAP_TRY(gemm_make(g, &l->bx, &s, &ok));
+            l->bx_drelu = l->bx_bgrad = ok;
+            if (!ok)
+                say_none(name, "dX", &s);
+        }
+        if (!ok) {
+            s.epi = CUBLASLT_EPILOGUE_DRELU;
+            s.bias = NULL;
+            s.bias_type = -1;
+            RAP_TRY(gemm_make(g, &l->bx, &s, &ok));
+            l->bx_drelu = ok;
+            if (!ok)
+                say_none(name, "dX", &s);
+        }
     }
+    const uint32_t fused_epi = ok ? (uint32_t)s.epi : 0u;
     s.epi = CUBLASLT_EPILOGUE_DEFAULT;
     s.aux = NULL;
     s.aux_ld = 0;
+    s.bias = NULL;
+    s.bias_type = -1;
     if (ok && tuning()) {
         layer_op o = {l, prev, 2};
         char what[64];
-        snprintf(what, sizeof what, "%s dX (%lld x %d)", name, (long long)l->kg, l->out);
-        RAP_TRY(fused_or_plain(g, &o, &l->bx, &l->bx_drelu, NULL, &s, what));
+        snprintf(what, sizeof what, "%s dX (%lld x %d) %s", name, (long long)l->kg, l->out,
+                 epi_name(fused_epi));
+        RAP_TRY(fused_or_plain(g, &o, &l->bx, &l->bx_drelu, &l->bx_bgrad, &s, what));
     }
     if (!ok)
         RAP_TRY(gemm_make(g, &l->bx, &s, &ok));
@@ -1054,11 +885,13 @@ static rap_status setup_mlp(rap_gpu *g, rap_gpu_layer *L, int n, const char *mlp
         snprintf(name, sizeof name, "%s[%d]", mlp, i);
         RAP_TRY(setup_fwd(g, &L[i], name));
     }
-    for (int i = 0; i < n; i++) {
+    /* top down: a layer's dX set-up decides where the layer below's db
+     * is made before that layer's dW set-up */
+    for (int i = n - 1; i >= 0; i--) {
         snprintf(name, sizeof name, "%s[%d]", mlp, i);
-        RAP_TRY(setup_bw(g, &L[i], name));
         if (L[i].need_dx)
             RAP_TRY(setup_bx(g, &L[i], i > 0 ? &L[i - 1] : NULL, name));
+        RAP_TRY(setup_bw(g, &L[i], name));
     }
     return RAP_OK;
 }
@@ -1081,8 +914,167 @@ static __global__ void tune_fill_kernel(uint32_t *p, int64_t n)
     }
 }
 
+/* ------------------------------------------------------ epilogue probe */
+
+#define PROBE_M 128 /* rows of the probe's output: one aux_ld of bits */
+#define PROBE_N 64  /* its columns (and the inner width) */
+
+static size_t al256b(size_t x) { return (x + 255) / 256 * 256; }
+
+/* Runs the probe GEMM of spec s (DRELU or DRELU_BGRAD on the buffers of
+ * probe_epilogues) and checks it: *ran whether cuBLASLt had an algorithm,
+ * *out_ok the output equals the mask's bits, *db_ok (DRELU_BGRAD) the bias
+ * gradient equals their row sums. */
+static rap_status probe_run(rap_gpu *g, const gemm_spec *s, const uint32_t *mask, char *host,
+                            float *hdb, bool *ran, bool *out_ok, bool *db_ok)
+{
+    *ran = *out_ok = *db_ok = false;
+    rap_gpu_gemm x;
+    bool ok = false, found = false;
+    RAP_TRY(gemm_build(g, &x, s, &ok));
+    if (!ok)
+        return RAP_OK;
+    rap_status st = gemm_pick(g, &x, &found);
+    if (st != RAP_OK || !found) {
+        gemm_destroy(&x);
+        return st;
+    }
+    if (gemm_run(g, &x) != RAP_OK) { /* refused at run time: as not offered */
+        rap_clear_error();
+        gemm_destroy(&x);
+        return RAP_OK;
+    }
+    const cudaError_t e = cudaStreamSynchronize(g->stream);
+    gemm_destroy(&x);
+    if (e != cudaSuccess)
+        return rap_fail(RAP_ERR_CUDA, "GPU model: epilogue probe: %s", cudaGetErrorString(e));
+    RAP_CUDA_TRY(cudaMemcpy(host, s->pd, g->es * PROBE_M * PROBE_N, cudaMemcpyDeviceToHost));
+    if (s->bias)
+        RAP_CUDA_TRY(
+            cudaMemcpy(hdb, s->bias, sizeof(float) * PROBE_M, cudaMemcpyDeviceToHost));
+    *ran = true;
+    *out_ok = *db_ok = true;
+    for (int m = 0; m < PROBE_M; m++) {
+        int sum = 0;
+        for (int n = 0; n < PROBE_N; n++) {
+            const int bit = (int)((mask[n * (PROBE_M / 32) + m / 32] >> (m % 32)) & 1u);
+            float v;
+            if (g->bf16) {
+                uint16_t h;
+                memcpy(&h, host + 2 * ((size_t)n * PROBE_M + m), 2);
+                const uint32_t u = (uint32_t)h << 16;
+                memcpy(&v, &u, 4);
+            } else {
+                memcpy(&v, host + 4 * ((size_t)n * PROBE_M + m), 4);
+            }
+            if (v != (float)bit)
+                *out_ok = false;
+            sum += bit;
+        }
+        if (s->bias && hdb[m] != (float)sum)
+            *db_ok = false;
+    }
+    if (!s->bias)
+        *db_ok = false;
+    return RAP_OK;
+}
+
+/* What cuBLASLt's DRELU epilogues do with a bitmask in the own layout (bit
+ * m % 32 of word n * (M / 32) + m / 32 for output element (m, n), as the
+ * bias/ReLU kernel writes it), seen once at create on one small GEMM: D
+ * (M x N) = ones (M x N) * I (N x N), so the masked output must be the
+ * mask's bits, and DRELU_BGRAD's bias gradient their row sums. Sets
+ * g->lt_mask_ok (the own bitmask can feed DRELU: its layout is cuBLASLt's)
+ * and g->lt_bgrad_ok (DRELU_BGRAD's bias gradient is that of the masked
+ * output, the one this code needs); an epilogue with no algorithm here
+ * leaves its flag false (the real GEMMs then do not use it). */
+static rap_status probe_epilogues(rap_gpu *g)
+{
+    const size_t es = g->es, na = (size_t)PROBE_M * PROBE_N, nb = (size_t)PROBE_N * PROBE_N;
+    const size_t words = (size_t)PROBE_N * (PROBE_M / 32);
+    const size_t off_b = al256b(es * na), off_d = off_b + al256b(es * nb);
+    const size_t off_m = off_d + al256b(es * na), off_db = off_m + al256b(4 * words);
+    const size_t total = off_db + al256b(sizeof(float) * PROBE_M);
+    g->lt_mask_ok = g->lt_bgrad_ok = false;
+    g->lt_probe = 0;
+    char *dev = NULL;
+    char *host = (char *)rap_malloc(total, "GPU model epilogue probe");
+    if (!host)
+        return RAP_ERR_NOMEM;
+    rap_status st = rap_cuda_malloc((void **)&dev, total, "GPU model epilogue probe");
+    if (st == RAP_OK) {
+        memset(host, 0, total);
+        uint64_t r = 0x5eed;
+        for (size_t i = 0; i < na + nb; i++) { /* A: ones; B: the identity */
+            const size_t j = i < na ? i : i - na;
+            const float v = i < na ? 1.0f : (j % PROBE_N == j / PROBE_N ? 1.0f : 0.0f);
+            char *at = host + (i < na ? 0 : off_b) + es * j;
+            if (g->bf16) {
+                const uint16_t h = v == 1.0f ? 0x3f80 : 0;
+                memcpy(at, &h, 2);
+            } else {
+                memcpy(at, &v, 4);
+            }
+        }
+        uint32_t *mask = (uint32_t *)(host + off_m);
+        for (size_t i = 0; i < words; i++)
+            mask[i] = (uint32_t)(rap_splitmix64(&r) >> 16);
+        cudaError_t e = cudaMemcpy(dev, host, total, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess)
+            st = rap_fail(RAP_ERR_CUDA, "GPU model: epilogue probe: %s", cudaGetErrorString(e));
+    }
+    gemm_spec s;
+    memset(&s, 0, sizeof s);
+    s.ta = s.tb = CUBLAS_OP_N;
+    s.at = s.bt = s.dt = g->act;
+    s.ar = PROBE_M, s.ac = PROBE_N, s.lda = PROBE_M;
+    s.br = PROBE_N, s.bc = PROBE_N, s.ldb = PROBE_N;
+    s.dr = PROBE_M, s.dc = PROBE_N, s.ldd = PROBE_M;
+    s.aux_ld = PROBE_M;
+    float hdb[PROBE_M];
+    /* the mask the probe GEMMs read: a copy, the host one is overwritten */
+    uint32_t hmask[PROBE_N * (PROBE_M / 32)];
+    if (st == RAP_OK) {
+        memcpy(hmask, host + off_m, sizeof hmask);
+        s.pa = dev;
+        s.pb = dev + off_b;
+        s.pd = dev + off_d;
+        s.aux = dev + off_m;
+    }
+    for (int k = 0; k < 2 && st == RAP_OK; k++) {
+        const bool bgrad = k == 0;
+        s.epi = bgrad ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_DRELU;
+        s.bias = bgrad ? dev + off_db : NULL;
+        s.bias_type = bgrad && g->bf16 ? (int)CUDA_R_32F : -1;
+        bool ran = false, out_ok = false, db_ok = false;
+        st = probe_run(g, &s, hmask, host, hdb, &ran, &out_ok, &db_ok);
+        if (ran)
+            g->lt_probe |= bgrad ? 1 : 2;
+        if (ran && out_ok)
+            g->lt_mask_ok = true;
+        if (bgrad && ran && out_ok && db_ok)
+            g->lt_bgrad_ok = true;
+    }
+    if (dev)
+        cudaFree(dev);
+    rap_free(host);
+    return st;
+}
+
+/* RAP_GPU_MLP=v1 in the environment: the first epilogue candidates and
+ * kernels (DRELU only, ReLU backward and bias gradient as separate passes,
+ * scalar kernels), for an A/B against v2 in one build. */
+static int mlp_version(void)
+{
+    const char *e = getenv("RAP_GPU_MLP");
+    return e && strcmp(e, "v1") == 0 ? 1 : 2;
+}
+
 rap_status rap_gpu_mlp_setup(rap_gpu *g)
 {
+    g->mlp_ver = mlp_version();
+    if (g->mlp_ver >= 2 && !unfused())
+        RAP_TRY(probe_epilogues(g));
     /* the activations: random while tuning (never time on zeros), zero
      * after (the padding columns must be zero) */
     const bool tune = tuning();
@@ -1101,17 +1093,26 @@ rap_status rap_gpu_mlp_setup(rap_gpu *g)
             cudaMemsetAsync(g->grads, 0, sizeof(float) * (size_t)g->segs.n_pad, g->stream));
     }
     g->cur_rows = g->B;
-    int fused = 0, total = 0;
+    int fused = 0, total = 0, by_dx = 0, by_next = 0;
     for (int k = 0; k < 2; k++) {
         rap_gpu_layer *L = k ? g->top : g->bot;
         int n = k ? g->n_top : g->n_bot;
         for (int i = 0; i < n; i++) {
-            fused += L[i].fwd_bias + L[i].bw_bgrad + (L[i].bx_drelu || i == 0);
+            fused += L[i].fwd_bias + (L[i].bw_bgrad || L[i].db_by_next) +
+                     (L[i].bx_drelu || i == 0);
             total += 3;
+            by_dx += L[i].bx_bgrad;
+            by_next += L[i].db_by_next;
         }
     }
-    rap_info("GPU model: %d of %d GEMM epilogues fused%s", fused, total,
-             unfused() ? " (RAP_GPU_UNFUSED)" : "");
+    /* a bias gradient made by the layer above counts as fused */
+    rap_info("GPU model: %d of %d GEMM epilogues fused%s (MLP v%d: %d bias gradients by the "
+             "layer above, %d of them in its DRELU_BGRAD epilogue; probe: DRELU_BGRAD %s, "
+             "DRELU %s, own bitmask %s)",
+             fused, total, unfused_fwd() ? " (RAP_GPU_UNFUSED)" : "", g->mlp_ver, by_next, by_dx,
+             !(g->lt_probe & 1) ? "not offered" : g->lt_bgrad_ok ? "right" : "WRONG",
+             !(g->lt_probe & 2) ? "not offered" : "offered",
+             g->lt_mask_ok ? "read right" : "not usable");
     return RAP_OK;
 }
 
@@ -1159,7 +1160,8 @@ rap_status rap_gpu_mlp_backward(rap_gpu *g, rap_gpu_layer *L, int n, int64_t row
         rap_gpu_layer *l = &L[i];
         const rap_gpu_layer *prev = i > 0 ? &L[i - 1] : NULL;
         if (l->gemv) {
-            RAP_TRY(gemv_backward(g, l, prev, rows));
+            RAP_TRY(rap_gpu_gemv_backward(g, l, prev, rows,
+                                          prev && prev->db_by_next ? prev->db : NULL));
             continue;
         }
         RAP_TRY(layer_bw(g, l, rows));

@@ -1,0 +1,759 @@
+/*
+ * mlp_kernels.cu -- the MLP's own kernels: what a plain GEMM leaves to do
+ * when cuBLASLt's epilogue is not taken (bias + ReLU + bitmask, ReLU
+ * backward, bias gradients), and the logit layer (out == 1).
+ *
+ * Two generations, chosen by g->mlp_ver (RAP_GPU_MLP=v1 keeps the first):
+ *   v1  one thread a column, scalar loads: bias_act_kernel, drelu_kernel
+ *       (mask from y), drelu_mask_kernel (own bitmask), colsum_kernel;
+ *       the ReLU backward and the bias gradient as separate passes.
+ *   v2  16 bytes a thread (8 bf16 or 4 floats, consecutive columns):
+ *       bias_act_vec_kernel; drelu_colsum_kernel masks the previous
+ *       layer's gradient (from y > 0 or the own bitmask) AND sums its
+ *       columns (that layer's bias gradient) in one pass over it; with no
+ *       mask it is the column sum alone. Rows in fixed splits, partial
+ *       sums reduced in a fixed order: deterministic. A width or pointer
+ *       the 16-byte kernels cannot take runs the v1 kernels.
+ * The logit layer's backward also sums the gradient it hands down when
+ * asked (the bias gradient of the layer below it).
+ *
+ * Own bitmask: bit o % 32 of word mask[r * mask_ld + o / 32] is (y > 0) of
+ * row r, column o (out % 32 == 0).
+ */
+#include "model/gpu/gpu_model.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
+
+#define MLP_THREADS 256
+
+/* ---------------------------------------------------------- v1 kernels */
+
+template <typename T> static __device__ __forceinline__ float ld_f(const T *p, int64_t i);
+template <> __device__ __forceinline__ float ld_f<float>(const float *p, int64_t i)
+{
+    return p[i];
+}
+template <>
+__device__ __forceinline__ float ld_f<__nv_bfloat16>(const __nv_bfloat16 *p, int64_t i)
+{
+    return __bfloat162float(p[i]);
+}
+static __device__ __forceinline__ void st_f(float *p, int64_t i, float v) { p[i] = v; }
+static __device__ __forceinline__ void st_f(__nv_bfloat16 *p, int64_t i, float v)
+{
+    p[i] = __float2bfloat16_rn(v);
+}
+
+/* Grid of the row-loop kernels below: x over columns (256 per block), y
+ * over rows (grid-stride). */
+static dim3 row_grid(const rap_gpu *g, int64_t rows, int cols)
+{
+    const unsigned gx = (unsigned)((cols + MLP_THREADS - 1) / MLP_THREADS);
+    int64_t gy = (int64_t)g->sms * 16 / gx;
+    if (gy < 1)
+        gy = 1;
+    if (gy > rows)
+        gy = rows;
+    if (gy > 65535)
+        gy = 65535;
+    return dim3(gx, (unsigned)gy);
+}
+
+/* y[r*ld + o] = [relu](y + b[o]) for r < rows, o < out; with mask (out a
+ * multiple of 32: whole warps in or out) also bit o%32 of word
+ * mask[r*mask_ld + o/32] = (y > 0), the ReLU mask for drelu_mask_kernel. */
+template <typename T>
+static __global__ void bias_act_kernel(T *y, int64_t ld, int64_t rows, int out,
+                                       const float *__restrict__ b, int relu,
+                                       uint32_t *__restrict__ mask, int64_t mask_ld)
+{
+    const int o = blockIdx.x * MLP_THREADS + threadIdx.x;
+    if (o >= out)
+        return;
+    const float bo = b[o];
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        float v = ld_f(y, r * ld + o) + bo;
+        if (relu && !(v > 0.0f))
+            v = 0.0f;
+        st_f(y, r * ld + o, v);
+        if (mask) {
+            const unsigned bits = __ballot_sync(0xffffffffu, v > 0.0f);
+            if ((threadIdx.x & 31) == 0)
+                mask[r * mask_ld + o / 32] = bits;
+        }
+    }
+}
+
+/* da[r*out + o] = 0 where bit o of row r's ReLU mask (bias_act_kernel) is
+ * clear. */
+template <typename T>
+static __global__ void drelu_mask_kernel(T *da, int64_t rows, int out,
+                                         const uint32_t *__restrict__ mask, int64_t mask_ld)
+{
+    const int o = blockIdx.x * MLP_THREADS + threadIdx.x;
+    if (o >= out)
+        return;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+        if (!((mask[r * mask_ld + o / 32] >> (o & 31)) & 1u))
+            st_f(da, r * out + o, 0.0f);
+}
+
+/* da[r*out + o] = y[r*ldy + o] > 0 ? da : 0. */
+template <typename T, typename TY>
+static __global__ void drelu_kernel(T *da, int64_t rows, int out, const TY *__restrict__ y,
+                                    int64_t ldy)
+{
+    const int o = blockIdx.x * MLP_THREADS + threadIdx.x;
+    if (o >= out)
+        return;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+        if (!(ld_f(y, r * ldy + o) > 0.0f))
+            st_f(da, r * out + o, 0.0f);
+}
+
+/* part[s*cols + c] = sum of da[r*cols + c] over the rows of split s.
+ * Block (32, 8); grid (ceil(cols/32), S). */
+template <typename T>
+static __global__ void colsum_kernel(const T *__restrict__ da, int64_t rows, int cols,
+                                     float *part)
+{
+    __shared__ float sm[8][33];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    float s = 0.0f;
+    if (c < cols)
+        for (int64_t r = (int64_t)blockIdx.y * 8 + threadIdx.y; r < rows;
+             r += (int64_t)gridDim.y * 8)
+            s += ld_f(da, r * cols + c);
+    sm[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float t = 0.0f;
+        for (int k = 0; k < 8; k++)
+            t += sm[k][threadIdx.x];
+        part[(int64_t)blockIdx.y * cols + c] = t;
+    }
+}
+
+static __global__ void colsum_final_kernel(const float *__restrict__ part, int S, int cols,
+                                           float *db)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols)
+        return;
+    float t = 0.0f;
+    for (int s = 0; s < S; s++)
+        t += part[(int64_t)s * cols + c];
+    db[c] = t;
+}
+
+/* ------------------------------------------------- the logit layer (out 1) */
+
+/* y[r] = b[0] + sum_k x[r*ldx + k] w[k]; a warp per row. */
+template <typename T>
+static __global__ void gemv_fwd_kernel(const T *__restrict__ x, int64_t ldx, int64_t rows,
+                                       int in, const float *__restrict__ w,
+                                       const float *__restrict__ b, float *__restrict__ y)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t nw = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows;
+         r += nw) {
+        const T *xr = x + r * ldx;
+        float s = 0.0f;
+        for (int k = lane; k < in; k += 32)
+            s += ld_f(xr, k) * w[k];
+        for (int o = 16; o > 0; o /= 2)
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0)
+            y[r] = s + b[0];
+    }
+}
+
+/* Split s of S (blocks) over rows: part[s*in + k] = sum over its rows of
+ * da[r] x[r, k]; dx[r*lddx + k] = da[r] w[k] (times x > 0 when mask);
+ * with dpart also dpart[s*in + k] = the sum of those dx over its rows (the
+ * previous layer's bias gradient, from the unrounded values). */
+template <typename T>
+static __global__ void gemv_bwd_kernel(const T *__restrict__ x, int64_t ldx,
+                                       const T *__restrict__ da, int64_t rows, int in,
+                                       const float *__restrict__ w, T *__restrict__ dx,
+                                       int64_t lddx, int mask, float *__restrict__ part,
+                                       float *__restrict__ dpart)
+{
+    const int64_t per = (rows + gridDim.x - 1) / gridDim.x;
+    const int64_t r0 = (int64_t)blockIdx.x * per;
+    const int64_t r1 = r0 + per < rows ? r0 + per : rows;
+    for (int k = threadIdx.x; k < in; k += blockDim.x) {
+        const float wk = w[k];
+        float acc = 0.0f, dsum = 0.0f;
+#pragma unroll 4
+        for (int64_t r = r0; r < r1; r++) {
+            const float d = ld_f(da, r);
+            const float xv = ld_f(x, r * ldx + k);
+            acc += d * xv;
+            if (dx) {
+                const float v = (mask && !(xv > 0.0f)) ? 0.0f : d * wk;
+                st_f(dx, r * lddx + k, v);
+                dsum += v;
+            }
+        }
+        part[(int64_t)blockIdx.x * in + k] = acc;
+        if (dpart)
+            dpart[(int64_t)blockIdx.x * in + k] = dsum;
+    }
+}
+
+/* dw[k] = sum_s part[s*in + k] (and pdb[k] = sum_s dpart[s*in + k] when
+ * pdb) in blocks 0..; the last block: db[0] = sum of da over the rows.
+ * Fixed order: deterministic. */
+template <typename T>
+static __global__ void gemv_final_kernel(const float *__restrict__ part, int S, int in,
+                                         const T *__restrict__ da, int64_t rows,
+                                         float *__restrict__ dw, float *__restrict__ db,
+                                         const float *__restrict__ dpart,
+                                         float *__restrict__ pdb)
+{
+    __shared__ float sm[MLP_THREADS / 32];
+    if (blockIdx.x + 1 < gridDim.x) {
+        const int k = blockIdx.x * MLP_THREADS + threadIdx.x;
+        if (k >= in)
+            return;
+        float t = 0.0f;
+        for (int s = 0; s < S; s++)
+            t += part[(int64_t)s * in + k];
+        dw[k] = t;
+        if (pdb) {
+            float u = 0.0f;
+            for (int s = 0; s < S; s++)
+                u += dpart[(int64_t)s * in + k];
+            pdb[k] = u;
+        }
+        return;
+    }
+    float t = 0.0f;
+    for (int64_t r = threadIdx.x; r < rows; r += MLP_THREADS)
+        t += ld_f(da, r);
+    for (int o = 16; o > 0; o /= 2)
+        t += __shfl_xor_sync(0xffffffffu, t, o);
+    if ((threadIdx.x & 31) == 0)
+        sm[threadIdx.x / 32] = t;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float u = 0.0f;
+        for (int i = 0; i < MLP_THREADS / 32; i++)
+            u += sm[i];
+        db[0] = u;
+    }
+}
+
+/* ---------------------------------------------------------- v2 kernels */
+
+/* 16 bytes of act values at p (16-byte aligned) to or from floats. */
+static __device__ __forceinline__ void ld16(const float *p, float (&v)[4])
+{
+    const float4 f = *(const float4 *)p;
+    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+}
+static __device__ __forceinline__ void ld16(const __nv_bfloat16 *p, float (&v)[8])
+{
+    const uint4 u = *(const uint4 *)p;
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        v[2 * k] = __uint_as_float(w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
+}
+static __device__ __forceinline__ void st16(float *p, const float (&v)[4])
+{
+    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+}
+static __device__ __forceinline__ uint32_t bf16x2(float a, float b)
+{
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
+           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
+}
+static __device__ __forceinline__ void st16(__nv_bfloat16 *p, const float (&v)[8])
+{
+    *(uint4 *)p = make_uint4(bf16x2(v[0], v[1]), bf16x2(v[2], v[3]), bf16x2(v[4], v[5]),
+                             bf16x2(v[6], v[7]));
+}
+
+/* y[r*ld + o] = [relu](y + b[o]), V = 16 / sizeof(T) columns a thread
+ * (out % V == 0, ld % V == 0, y 16-byte aligned); with mask (out % 32 ==
+ * 0) also the own bitmask of the result. Block (bx, by): x over column
+ * chunks (bx a multiple of 32: a warp in one row), y over rows
+ * (grid-stride). */
+template <typename T>
+static __global__ void bias_act_vec_kernel(T *__restrict__ y, int64_t ld, int64_t rows, int out,
+                                           const float *__restrict__ b, int relu,
+                                           uint32_t *__restrict__ mask, int64_t mask_ld)
+{
+    constexpr int V = 16 / (int)sizeof(T), LPW = 32 / V; /* lanes a mask word */
+    const int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
+    const bool on = c < out;
+    float bv[V];
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        bv[k] = on ? b[c + k] : 0.0f;
+    for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < rows;
+         r += (int64_t)gridDim.y * blockDim.y) {
+        uint32_t bits = 0;
+        if (on) {
+            float v[V];
+            ld16(y + r * ld + c, v);
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                float t = v[k] + bv[k];
+                if (relu && !(t > 0.0f))
+                    t = 0.0f;
+                v[k] = t;
+                bits |= (uint32_t)(t > 0.0f) << k;
+            }
+            st16(y + r * ld + c, v);
+        }
+        if (mask) { /* every lane of the warp: the same r */
+            bits <<= (c % 32);
+#pragma unroll
+            for (int o = 1; o < LPW; o *= 2)
+                bits |= __shfl_xor_sync(0xffffffffu, bits, o);
+            if (on && c % 32 == 0)
+                mask[r * mask_ld + c / 32] = bits;
+        }
+    }
+}
+
+#define DC_ROWS 4 /* rows a thread loads before it uses them */
+
+/* da (rows, cols) act: MODE 1 zeroes da where y[r*ldy + c] <= 0, MODE 2
+ * where the own bitmask's bit is clear (cols % 32 == 0), MODE 0 leaves it;
+ * then part[s*cols + c] = the sum of da's column c over the rows of split
+ * s = blockIdx.y (rows s*by + ty + k*S*by), each thread's rows in order,
+ * the block's threads in y order. V = 16 / sizeof(T) columns a thread
+ * (cols % V == 0, da and y 16-byte aligned, ldy % V == 0). 256 threads. */
+template <typename T, int MODE>
+static __global__ void __launch_bounds__(256)
+    drelu_colsum_kernel(T *__restrict__ da, int64_t rows, int cols, const T *__restrict__ y,
+                        int64_t ldy, const uint32_t *__restrict__ mask, int64_t mask_ld,
+                        float *__restrict__ part)
+{
+    constexpr int V = 16 / (int)sizeof(T);
+    __shared__ float sm[256 * V];
+    const int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
+    const bool on = c < cols;
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        acc[k] = 0.0f;
+    const int64_t step = (int64_t)gridDim.y * blockDim.y;
+    for (int64_t r0 = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; on && r0 < rows;
+         r0 += DC_ROWS * step) {
+        float v[DC_ROWS][V];
+        float m[DC_ROWS][MODE == 1 ? V : 1];
+        uint32_t w[DC_ROWS];
+#pragma unroll
+        for (int u = 0; u < DC_ROWS; u++) {
+            const int64_t r = r0 + u * step;
+            w[u] = 0;
+            if (r < rows) {
+                ld16(da + r * cols + c, v[u]);
+                if constexpr (MODE == 1)
+                    ld16(y + r * ldy + c, m[u]);
+                if constexpr (MODE == 2)
+                    w[u] = __ldg(mask + r * mask_ld + c / 32) >> (c % 32);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < DC_ROWS; u++) {
+            const int64_t r = r0 + u * step;
+            if (r >= rows)
+                break;
+            if constexpr (MODE != 0) {
+#pragma unroll
+                for (int k = 0; k < V; k++) {
+                    const bool keep = MODE == 1 ? m[u][MODE == 1 ? k : 0] > 0.0f
+                                                : ((w[u] >> k) & 1u) != 0;
+                    if (!keep)
+                        v[u][k] = 0.0f;
+                }
+                st16(da + r * cols + c, v[u]);
+            }
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                acc[k] += v[u][k];
+        }
+    }
+    const int t = threadIdx.y * blockDim.x + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        sm[t * V + k] = acc[k];
+    __syncthreads();
+    if (threadIdx.y == 0 && on)
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float s = 0.0f;
+            for (int yy = 0; yy < (int)blockDim.y; yy++)
+                s += sm[(yy * blockDim.x + threadIdx.x) * V + k];
+            part[(int64_t)blockIdx.y * cols + c + k] = s;
+        }
+}
+
+/* ------------------------------------------------------------ launchers */
+
+static bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* Block and grid of the v2 kernels for chunks (V-column pieces) a row:
+ * bx a multiple of 32 (at most 256), by = 256 / bx; gy row blocks (at most
+ * cap_y). */
+static void vec_shape(int chunks, int64_t rows, int64_t cap_y, dim3 *blk, dim3 *grd)
+{
+    int bx = (chunks + 31) / 32 * 32;
+    if (bx > 256)
+        bx = 256;
+    const int by = 256 / bx;
+    const unsigned gx = (unsigned)((chunks + bx - 1) / bx);
+    int64_t gy = (rows + by - 1) / by;
+    if (gy > cap_y)
+        gy = cap_y;
+    if (gy < 1)
+        gy = 1;
+    if (gy > 65535)
+        gy = 65535;
+    *blk = dim3((unsigned)bx, (unsigned)by);
+    *grd = dim3(gx, (unsigned)gy);
+}
+
+rap_status rap_gpu_bias_act(rap_gpu *g, const rap_gpu_layer *l, int64_t rows, uint32_t *mask)
+{
+    const int64_t mld = l->aux_ld / 32;
+    const bool b16 = l->ytype == CUDA_R_16BF;
+    const int V = b16 ? 8 : 4;
+    if (g->mlp_ver >= 2 && l->out % V == 0 && l->ldy % V == 0 && al16(l->y)) {
+        dim3 blk, grd;
+        const int chunks = l->out / V;
+        vec_shape(chunks, rows, (int64_t)g->sms * 8 / ((chunks + 255) / 256) + 1, &blk, &grd);
+        if (b16)
+            bias_act_vec_kernel<__nv_bfloat16><<<grd, blk, 0, g->stream>>>(
+                (__nv_bfloat16 *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
+        else
+            bias_act_vec_kernel<float><<<grd, blk, 0, g->stream>>>(
+                (float *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
+        RAP_CUDA_LAUNCHED();
+        return RAP_OK;
+    }
+    const dim3 grid = row_grid(g, rows, l->out);
+    if (b16)
+        bias_act_kernel<__nv_bfloat16><<<grid, MLP_THREADS, 0, g->stream>>>(
+            (__nv_bfloat16 *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
+    else
+        bias_act_kernel<float><<<grid, MLP_THREADS, 0, g->stream>>>(
+            (float *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+/* v1 column sums: colsum_kernel, then the fixed-order final sum. */
+static rap_status colsum_v1(rap_gpu *g, const void *da, int64_t rows, int cols, float *db)
+{
+    int S = (int)((rows + 63) / 64);
+    if (S > 256)
+        S = 256;
+    if (S < 1)
+        S = 1;
+    dim3 grid((unsigned)((cols + 31) / 32), (unsigned)S), block(32, 8);
+    if (g->bf16)
+        colsum_kernel<__nv_bfloat16>
+            <<<grid, block, 0, g->stream>>>((const __nv_bfloat16 *)da, rows, cols, g->colsum);
+    else
+        colsum_kernel<float><<<grid, block, 0, g->stream>>>((const float *)da, rows, cols,
+                                                            g->colsum);
+    RAP_CUDA_LAUNCHED();
+    colsum_final_kernel<<<(cols + 255) / 256, 256, 0, g->stream>>>(g->colsum, S, cols, db);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+/* v1 ReLU backward of da (rows, out): from prev's own bitmask or its y. */
+static rap_status drelu_v1(rap_gpu *g, void *da, int64_t rows, int out, const void *y,
+                           int64_t ldy, const uint32_t *mask, int64_t mask_ld)
+{
+    const dim3 grid = row_grid(g, rows, out);
+    if (mask && g->bf16)
+        drelu_mask_kernel<__nv_bfloat16><<<grid, MLP_THREADS, 0, g->stream>>>(
+            (__nv_bfloat16 *)da, rows, out, mask, mask_ld);
+    else if (mask)
+        drelu_mask_kernel<float><<<grid, MLP_THREADS, 0, g->stream>>>((float *)da, rows, out,
+                                                                     mask, mask_ld);
+    else if (g->bf16)
+        drelu_kernel<__nv_bfloat16, __nv_bfloat16><<<grid, MLP_THREADS, 0, g->stream>>>(
+            (__nv_bfloat16 *)da, rows, out, (const __nv_bfloat16 *)y, ldy);
+    else
+        drelu_kernel<float, float><<<grid, MLP_THREADS, 0, g->stream>>>(
+            (float *)da, rows, out, (const float *)y, ldy);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+rap_status rap_gpu_drelu(rap_gpu *g, const rap_gpu_layer *prev, int64_t rows, bool own)
+{
+    return drelu_v1(g, prev->da, rows, prev->out, prev->y, prev->ldy,
+                    own ? (const uint32_t *)prev->aux : NULL, prev->aux_ld / 32);
+}
+
+/* v2: mode 0 column sums of da; 1 and 2 also the ReLU backward (from y,
+ * from the own bitmask) in the same pass. */
+static rap_status drelu_colsum_v2(rap_gpu *g, void *da, int64_t rows, int cols, const void *y,
+                                  int64_t ldy, const uint32_t *mask, int64_t mask_ld, int mode,
+                                  float *db)
+{
+    const int V = g->bf16 ? 8 : 4;
+    const bool vec = cols % V == 0 && al16(da) &&
+                     (mode != 1 || (ldy % V == 0 && al16(y))) && (mode != 2 || cols % 32 == 0);
+    if (!vec) {
+        if (mode != 0)
+            RAP_TRY(drelu_v1(g, da, rows, cols, y, ldy, mode == 2 ? mask : NULL, mask_ld));
+        return colsum_v1(g, da, rows, cols, db);
+    }
+    dim3 blk, grd;
+    const int chunks = cols / V;
+    vec_shape(chunks, rows, 1, &blk, &grd);
+    /* at least 8 rows a thread, at most 256 splits (the partials' room) */
+    int64_t S = (rows + (int64_t)blk.y * 8 - 1) / ((int64_t)blk.y * 8);
+    if (S > 256)
+        S = 256;
+    if (S < 1)
+        S = 1;
+    grd.y = (unsigned)S;
+    float *part = g->colsum;
+#define DC_LAUNCH(T, M)                                                                  \
+    drelu_colsum_kernel<T, M><<<grd, blk, 0, g->stream>>>((T *)da, rows, cols,           \
+                                                          (const T *)y, ldy, mask,       \
+                                                          mask_ld, part)
+    if (g->bf16) {
+        if (mode == 0)
+            DC_LAUNCH(__nv_bfloat16, 0);
+        else if (mode == 1)
+            DC_LAUNCH(__nv_bfloat16, 1);
+        else
+            DC_LAUNCH(__nv_bfloat16, 2);
+    } else {
+        if (mode == 0)
+            DC_LAUNCH(float, 0);
+        else if (mode == 1)
+            DC_LAUNCH(float, 1);
+        else
+            DC_LAUNCH(float, 2);
+    }
+#undef DC_LAUNCH
+    RAP_CUDA_LAUNCHED();
+    colsum_final_kernel<<<(cols + 255) / 256, 256, 0, g->stream>>>(part, (int)S, cols, db);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+rap_status rap_gpu_colsum(rap_gpu *g, const void *da, int64_t rows, int cols, float *db)
+{
+    if (g->mlp_ver >= 2)
+        return drelu_colsum_v2(g, (void *)da, rows, cols, NULL, 0, NULL, 0, 0, db);
+    return colsum_v1(g, da, rows, cols, db);
+}
+
+rap_status rap_gpu_drelu_colsum(rap_gpu *g, const rap_gpu_layer *prev, int64_t rows, int mode)
+{
+    return drelu_colsum_v2(g, prev->da, rows, prev->out, prev->y, prev->ldy,
+                           (const uint32_t *)prev->aux, prev->aux_ld / 32, mode, prev->db);
+}
+
+rap_status rap_gpu_gemv_forward(rap_gpu *g, const rap_gpu_layer *l, int64_t rows)
+{
+    const unsigned blocks = rap_gpu_blocks(rows, MLP_THREADS / 32, g->sms * 16);
+    if (g->bf16)
+        gemv_fwd_kernel<__nv_bfloat16><<<blocks, MLP_THREADS, 0, g->stream>>>(
+            (const __nv_bfloat16 *)l->x, l->ldx, rows, l->in, l->w, l->b, (float *)l->y);
+    else
+        gemv_fwd_kernel<float><<<blocks, MLP_THREADS, 0, g->stream>>>(
+            (const float *)l->x, l->ldx, rows, l->in, l->w, l->b, (float *)l->y);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+rap_status rap_gpu_gemv_backward(rap_gpu *g, const rap_gpu_layer *l, const rap_gpu_layer *prev,
+                                 int64_t rows, float *prev_db)
+{
+    int S = (int)((rows + 127) / 128);
+    if (S > 256)
+        S = 256;
+    if (S < 1)
+        S = 1;
+    const int mask = prev && prev->relu ? 1 : 0;
+    void *dx = l->need_dx ? l->dx : NULL;
+    if (!dx)
+        prev_db = NULL;
+    /* the partials of dw, then (prev_db) those of the previous bias */
+    float *dpart = prev_db ? g->colsum + (size_t)S * (size_t)l->in : NULL;
+    const unsigned fin = (unsigned)((l->in + MLP_THREADS - 1) / MLP_THREADS) + 1;
+    if (g->bf16) {
+        gemv_bwd_kernel<__nv_bfloat16><<<S, MLP_THREADS, 0, g->stream>>>(
+            (const __nv_bfloat16 *)l->x, l->ldx, (const __nv_bfloat16 *)l->da, rows, l->in,
+            l->w, (__nv_bfloat16 *)dx, l->lddx, mask, g->colsum, dpart);
+        RAP_CUDA_LAUNCHED();
+        gemv_final_kernel<__nv_bfloat16><<<fin, MLP_THREADS, 0, g->stream>>>(
+            g->colsum, S, l->in, (const __nv_bfloat16 *)l->da, rows, l->dw, l->db, dpart,
+            prev_db);
+    } else {
+        gemv_bwd_kernel<float><<<S, MLP_THREADS, 0, g->stream>>>(
+            (const float *)l->x, l->ldx, (const float *)l->da, rows, l->in, l->w, (float *)dx,
+            l->lddx, mask, g->colsum, dpart);
+        RAP_CUDA_LAUNCHED();
+        gemv_final_kernel<float><<<fin, MLP_THREADS, 0, g->stream>>>(
+            g->colsum, S, l->in, (const float *)l->da, rows, l->dw, l->db, dpart, prev_db);
+    }
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+/* ------------------------------------------------------------ test hook */
+
+static uint16_t mk_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* n host floats to device act values, and back (stage: n * es bytes). */
+static rap_status mk_put(void *dst, const float *src, size_t n, bool bf16, void *stage)
+{
+    if (bf16)
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)stage)[i] = mk_bf16(src[i]);
+    RAP_CUDA_TRY(cudaMemcpy(dst, bf16 ? stage : (const void *)src, n * (bf16 ? 2 : 4),
+                            cudaMemcpyHostToDevice));
+    return RAP_OK;
+}
+static rap_status mk_get(float *dst, const void *src, size_t n, bool bf16, void *stage)
+{
+    RAP_CUDA_TRY(cudaMemcpy(bf16 ? stage : (void *)dst, src, n * (bf16 ? 2 : 4),
+                            cudaMemcpyDeviceToHost));
+    if (bf16)
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t u = (uint32_t)((const uint16_t *)stage)[i] << 16;
+            memcpy(&dst[i], &u, 4);
+        }
+    return RAP_OK;
+}
+
+typedef struct {
+    void *y, *da, *stage;
+    float *b, *db, *part;
+    uint32_t *mask;
+} mk_bufs;
+
+static rap_status mk_run(rap_gpu *g, rap_gpu_layer *l, mk_bufs *d, int op, int64_t rows,
+                         float *y, const float *b, uint32_t *mask, float *da, float *db)
+{
+    RAP_CUDA_TRY(cudaGetDevice(&g->dev));
+    RAP_CUDA_TRY(cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, g->dev));
+    RAP_CUDA_TRY(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+    const int cols = l->out;
+    const size_t R = (size_t)rows, ny = R * (size_t)l->ldy, nd = R * (size_t)cols;
+    const size_t nm = R * (size_t)(l->aux_ld / 32);
+    RAP_TRY(rap_cuda_malloc(&d->y, g->es * ny, "kernel test y"));
+    RAP_TRY(rap_cuda_malloc(&d->da, g->es * nd, "kernel test da"));
+    RAP_TRY(rap_cuda_malloc((void **)&d->b, sizeof(float) * (size_t)cols, "kernel test b"));
+    RAP_TRY(rap_cuda_malloc((void **)&d->db, sizeof(float) * (size_t)cols, "kernel test db"));
+    RAP_TRY(rap_cuda_malloc((void **)&d->part, sizeof(float) * 512 * (size_t)cols,
+                            "kernel test partials"));
+    RAP_TRY(rap_cuda_malloc((void **)&d->mask, sizeof(uint32_t) * (nm ? nm : 1), "kernel test mask"));
+    d->stage = rap_malloc(g->es * (ny > nd ? ny : nd), "kernel test staging");
+    if (!d->stage)
+        return RAP_ERR_NOMEM;
+    RAP_TRY(mk_put(d->y, y, ny, g->bf16, d->stage));
+    RAP_TRY(mk_put(d->da, da, nd, g->bf16, d->stage));
+    RAP_CUDA_TRY(cudaMemcpy(d->b, b, sizeof(float) * (size_t)cols, cudaMemcpyHostToDevice));
+    RAP_CUDA_TRY(cudaMemcpy(d->mask, mask, sizeof(uint32_t) * nm, cudaMemcpyHostToDevice));
+    RAP_CUDA_TRY(cudaMemset(d->db, 0xff, sizeof(float) * (size_t)cols));
+    g->colsum = d->part;
+    l->y = d->y;
+    l->da = d->da;
+    l->b = d->b;
+    l->db = d->db;
+    l->aux = d->mask;
+    const bool own = cols % 32 == 0;
+    if (op == 0) {
+        RAP_TRY(rap_gpu_bias_act(g, l, rows, own ? d->mask : NULL));
+    } else if (op == 3) {
+        RAP_TRY(rap_gpu_colsum(g, l->da, rows, cols, l->db));
+    } else if (g->mlp_ver >= 2) {
+        RAP_TRY(rap_gpu_drelu_colsum(g, l, rows, op));
+    } else {
+        RAP_TRY(rap_gpu_drelu(g, l, rows, op == 2));
+        RAP_TRY(rap_gpu_colsum(g, l->da, rows, cols, l->db));
+    }
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    RAP_CUDA_TRY(cudaGetLastError());
+    RAP_TRY(mk_get(y, d->y, ny, g->bf16, d->stage));
+    RAP_TRY(mk_get(da, d->da, nd, g->bf16, d->stage));
+    RAP_CUDA_TRY(cudaMemcpy(mask, d->mask, sizeof(uint32_t) * nm, cudaMemcpyDeviceToHost));
+    RAP_CUDA_TRY(cudaMemcpy(db, d->db, sizeof(float) * (size_t)cols, cudaMemcpyDeviceToHost));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_mlp_kernel_test(int op, bool bf16, int ver, int64_t rows, int cols,
+                                              int64_t ld, float *y, const float *b,
+                                              uint32_t *mask, float *da, float *db)
+{
+    if (op < 0 || op > 3 || (ver != 1 && ver != 2) || rows < 1 || cols < 1 || ld < cols ||
+        (op == 2 && cols % 32 != 0))
+        return rap_fail(RAP_ERR_ARG, "rap_gpu_mlp_kernel_test: op %d, version %d, %lld x %d, "
+                                     "ld %lld",
+                        op, ver, (long long)rows, cols, (long long)ld);
+    rap_gpu *g = (rap_gpu *)rap_calloc(sizeof *g, "kernel test");
+    rap_gpu_layer *l = (rap_gpu_layer *)rap_calloc(sizeof *l, "kernel test layer");
+    if (!g || !l) {
+        rap_free(g);
+        rap_free(l);
+        return RAP_ERR_NOMEM;
+    }
+    g->bf16 = bf16;
+    g->es = bf16 ? 2 : 4;
+    g->mlp_ver = ver;
+    l->out = cols;
+    l->ldy = ld;
+    l->ytype = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    l->relu = true;
+    l->aux_ld = (cols + 127) / 128 * 128;
+    mk_bufs d;
+    memset(&d, 0, sizeof d);
+    rap_status s = mk_run(g, l, &d, op, rows, y, b, mask, da, db);
+    cudaFree(d.y);
+    cudaFree(d.da);
+    cudaFree(d.b);
+    cudaFree(d.db);
+    cudaFree(d.part);
+    cudaFree(d.mask);
+    if (g->stream)
+        cudaStreamDestroy(g->stream);
+    rap_free(d.stage);
+    rap_free(l);
+    rap_free(g);
+    return s;
+}
+
+#else
+typedef int rap_mlp_kernels_cu_empty;
+
+rap_status rap_gpu_mlp_kernel_test(int op, bool bf16, int ver, int64_t rows, int cols, int64_t ld,
+                                   float *y, const float *b, uint32_t *mask, float *da, float *db)
+{
+    (void)op, (void)bf16, (void)ver, (void)rows, (void)cols, (void)ld, (void)y, (void)b,
+        (void)mask, (void)da, (void)db;
+    return rap_fail(RAP_ERR_NO_GPU, "rap_gpu_mlp_kernel_test: built without CUDA");
+}
+#endif
