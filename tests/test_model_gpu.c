@@ -421,32 +421,181 @@ RAP_TEST(model_gpu_paper_shape_many_rows_match_cpu)
 #endif
 }
 
+/* Environment settings of the GPU model's alternative paths: up to three
+ * NAME=VALUE pairs each, set for one create, then put back. */
+typedef struct {
+    const char *name[3], *value[3];
+} env_set;
+
+#ifdef RAP_HAVE_CUDA
+static void env_apply(const env_set *e, char keep[3][64], bool had[3])
+{
+    for (int k = 0; k < 3 && e->name[k]; k++) {
+        const char *old = getenv(e->name[k]);
+        had[k] = old != NULL;
+        snprintf(keep[k], 64, "%s", old ? old : "");
+        setenv(e->name[k], e->value[k], 1);
+    }
+}
+
+static void env_restore(const env_set *e, char keep[3][64], const bool had[3])
+{
+    for (int k = 0; k < 3 && e->name[k]; k++) {
+        if (had[k])
+            setenv(e->name[k], keep[k], 1);
+        else
+            unsetenv(e->name[k]);
+    }
+}
+#endif
+
 /* The other paths match the CPU too: no tuning (the heuristics' first
  * algorithm, fused epilogues), all GEMMs plain with the fallback kernels,
- * the unpipelined interaction forward, the pipelined backward. */
+ * the first interaction kernels (v1: its unpipelined forward, its
+ * pipelined backward), the first MLP epilogue choices and kernels (v1,
+ * fused and plain), v2 without the DRELU_BGRAD epilogue, plain forwards
+ * (the own bitmask, which cuBLASLt's DRELU epilogues then read where the
+ * create-time probe saw them read it right; with tuning off they take it). */
+#ifdef RAP_HAVE_CUDA
+static const env_set g_variants[] = {
+    {{"RAP_GPU_TUNE"}, {"0"}},
+    {{"RAP_GPU_UNFUSED"}, {"1"}},
+    {{"RAP_GPU_INTERACT", "RAP_GPU_IA_PIPE"}, {"v1", "0"}},
+    {{"RAP_GPU_INTERACT", "RAP_GPU_IA_PIPE_BWD"}, {"v1", "1"}},
+    {{"RAP_GPU_INTERACT"}, {"v1"}},
+    {{"RAP_GPU_MLP"}, {"v1"}},
+    {{"RAP_GPU_MLP", "RAP_GPU_UNFUSED"}, {"v1", "1"}},
+    {{"RAP_GPU_MLP", "RAP_GPU_TUNE"}, {"v1", "0"}},
+    {{"RAP_GPU_DRELU_BGRAD"}, {"0"}},
+    {{"RAP_GPU_DRELU_BGRAD", "RAP_GPU_TUNE"}, {"0", "0"}},
+    {{"RAP_GPU_UNFUSED"}, {"fwd"}},
+    {{"RAP_GPU_UNFUSED", "RAP_GPU_TUNE"}, {"fwd", "0"}},
+};
+#define N_VARIANTS (int)(sizeof g_variants / sizeof g_variants[0])
+#endif
+
 RAP_TEST(model_gpu_fallback_paths_match_cpu)
 {
     REQUIRE_GPU();
 #ifdef RAP_HAVE_CUDA
-    const char *vars[4] = {"RAP_GPU_TUNE", "RAP_GPU_UNFUSED", "RAP_GPU_IA_PIPE",
-                           "RAP_GPU_IA_PIPE_BWD"};
-    const char *vals[4] = {"0", "1", "0", "1"};
-    for (int v = 0; v < 4 && !t->failures; v++) {
-        const char *old = getenv(vars[v]);
-        char keep[64] = "";
-        if (old)
-            snprintf(keep, sizeof keep, "%s", old);
-        setenv(vars[v], vals[v], 1);
+    for (int v = 0; v < N_VARIANTS && !t->failures; v++) {
+        char keep[3][64];
+        bool had[3] = {false, false, false};
+        env_apply(&g_variants[v], keep, had);
         rap_model_config c;
         paper_shape(&c, RAP_ADAGRAD);
         c.batch = 1500;
         check_steps(t, &c, c.batch, 2, 2e-6f, 2e-4f);
+        check_steps(t, &c, 1499, 1, 2e-6f, 2e-4f);
         small_config(&c, 8, RAP_SGD, RAP_FP32, true);
         check_steps(t, &c, 37, 2, 2e-6f, 1e-4f);
-        if (old)
-            setenv(vars[v], keep, 1);
-        else
-            unsetenv(vars[v]);
+        env_restore(&g_variants[v], keep, had);
+        if (t->failures)
+            rap_test_fail(t, __FILE__, __LINE__, "(variant %s=%s%s%s)", g_variants[v].name[0],
+                          g_variants[v].value[0], g_variants[v].name[1] ? " + " : "",
+                          g_variants[v].name[1] ? g_variants[v].name[1] : "");
+    }
+#endif
+}
+
+#ifdef RAP_HAVE_CUDA
+/* After one step of rows rows: every MLP gradient of gm (precision prec)
+ * within frac of the tensor's largest CPU gradient, the loss within
+ * loss_rel; the logits of predict within atol + rtol. */
+static void check_grads_close(rap_test_ctx *t, const rap_model_config *cg,
+                              const rap_model_config *cc, int64_t rows, float frac,
+                              double loss_rel, float atol, float rtol, const char *what)
+{
+    rap_model *gm = NULL, *cm = NULL;
+    REQUIRE_OK(rap_model_create(cg, RAP_GPU, &gm));
+    rap_status s = rap_model_create(cc, RAP_CPU, &cm);
+    if (s != RAP_OK) {
+        rap_model_free(gm);
+        REQUIRE_OK(s);
+    }
+    tbatch b;
+    if (!tbatch_make(&b, cc, rows, 77 + (uint64_t)rows, 2, cc->batch * cc->n_tables)) {
+        rap_test_fail(t, __FILE__, __LINE__, "%s: batch", what);
+        goto out;
+    }
+    float *lg = malloc(sizeof(float) * (size_t)rows), *lc = malloc(sizeof(float) * (size_t)rows);
+    if (lg && lc) {
+        CHECK_OK(rap_model_predict(gm, &b.dev, lg));
+        CHECK_OK(rap_model_predict(cm, &b.host, lc));
+        char w2[96];
+        snprintf(w2, sizeof w2, "%s logits", what);
+        CHECK(compare(t, w2, lg, lc, (size_t)rows, atol, rtol) == 0);
+    }
+    free(lg);
+    free(lc);
+    CHECK_OK(step(gm, &b));
+    CHECK_OK(step(cm, &b));
+    double l1 = 0, l2 = 0;
+    CHECK_OK(rap_model_last_loss(gm, &l1));
+    CHECK_OK(rap_model_last_loss(cm, &l2));
+    CHECK_MSG(fabs(l1 - l2) <= loss_rel * fabs(l2) + 1e-4, "%s: loss gpu %.7g cpu %.7g", what, l1,
+              l2);
+    for (int i = 0; i < rap_model_n_tensors(cm) && !t->failures; i++) {
+        const rap_tensor_info *x = rap_model_tensor(cm, i);
+        if (strncmp(x->name, "emb_l", 5) == 0)
+            continue;
+        const size_t n = (size_t)(x->rows * x->cols);
+        float *a = malloc(sizeof(float) * n), *e = malloc(sizeof(float) * n);
+        if (a && e && rap_gpu_model_get_grad(gm, i, a) == RAP_OK &&
+            rap_model_get_grad(cm, i, e) == RAP_OK) {
+            float mx = 0;
+            for (size_t k = 0; k < n; k++)
+                mx = fmaxf(mx, fabsf(e[k]));
+            char w2[128];
+            snprintf(w2, sizeof w2, "%s grad %s", what, x->name);
+            CHECK_MSG(mx > 0.0f, "%s: zero on the CPU", w2);
+            CHECK(compare(t, w2, a, e, n, frac * mx, 0.0f) == 0);
+        } else {
+            rap_test_fail(t, __FILE__, __LINE__, "%s: gradients of %s: %s", what, x->name,
+                          rap_last_error());
+        }
+        free(a);
+        free(e);
+    }
+out:
+    tbatch_free(&b);
+    rap_model_free(gm);
+    rap_model_free(cm);
+}
+#endif
+
+/* bf16 and TF32 (where cuBLASLt's fused epilogues, DRELU_BGRAD among
+ * them, are offered) in every variant: the paper's shapes at an odd row
+ * count against the strict fp32 CPU model; the MLP gradients (bias
+ * gradients made by the layer above included) within a few percent of
+ * each tensor's largest. */
+RAP_TEST(model_gpu_variants_close_to_cpu)
+{
+    REQUIRE_GPU();
+#ifdef RAP_HAVE_CUDA
+    for (int v = -1; v < N_VARIANTS && !t->failures; v++) {
+        env_set none = {{NULL}, {NULL}};
+        const env_set *e = v < 0 ? &none : &g_variants[v];
+        char keep[3][64];
+        bool had[3] = {false, false, false};
+        env_apply(e, keep, had);
+        for (int p = 0; p < 2 && !t->failures; p++) {
+            rap_model_config cg, cc;
+            paper_shape(&cc, RAP_SGD);
+            cc.batch = 1500;
+            cg = cc;
+            cg.precision = p ? RAP_BF16 : RAP_FP32;
+            cg.strict_fp32 = false;
+            char what[96];
+            snprintf(what, sizeof what, "%s %s%s%s", p ? "bf16" : "tf32",
+                     e->name[0] ? e->name[0] : "default", e->name[0] ? "=" : "",
+                     e->value[0] ? e->value[0] : "");
+            if (p)
+                check_grads_close(t, &cg, &cc, 1499, 5e-2f, 2e-2, 3e-2f, 5e-2f, what);
+            else
+                check_grads_close(t, &cg, &cc, 1499, 2e-2f, 1e-2, 5e-3f, 2e-2f, what);
+        }
+        env_restore(e, keep, had);
     }
 #endif
 }
@@ -671,5 +820,287 @@ RAP_TEST(model_gpu_tune_cache_reused)
     tbatch_free(&t2);
     rap_model_free(a);
     rap_model_free(b);
+#endif
+}
+
+/* ------------------------------------------------ kernel-level checks */
+
+#ifdef RAP_HAVE_CUDA
+/* x rounded to bf16 (nearest even), as the GPU kernels' inputs are. */
+static float round_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* |got - ref| <= rel*|ref| + 1e-5*mag + 1e-6 (mag: the sum of the terms'
+ * magnitudes); NaN fails. Reports the first few. */
+static int near(rap_test_ctx *t, const char *what, int64_t i, float got, double ref, double mag,
+                double rel, int *shown)
+{
+    const double tol = rel * fabs(ref) + 1e-5 * mag + 1e-6;
+    if (fabs((double)got - ref) <= tol)
+        return 0;
+    if ((*shown)++ < 4)
+        rap_test_fail(t, __FILE__, __LINE__, "%s[%lld]: gpu %.8g ref %.8g (tol %.3g)", what,
+                      (long long)i, (double)got, ref, tol);
+    return 1;
+}
+
+/* One interaction case against a double reference on the same inputs. */
+static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf16, int ver,
+                           uint64_t seed)
+{
+    const int T = F - 1, np = F * (F - 1) / 2, top_in = D + np, ld = (top_in + 7) / 8 * 8;
+    const size_t nz = (size_t)rows * F * D, nt = (size_t)rows * ld;
+    float *z = malloc(sizeof(float) * nz), *dy = malloc(sizeof(float) * nt);
+    float *out = malloc(sizeof(float) * nt), *dx = malloc(sizeof(float) * (size_t)rows * D);
+    float *de = malloc(sizeof(float) * (size_t)rows * T * D);
+    double *dz = malloc(sizeof(double) * (size_t)F * D), *mg = malloc(sizeof(double) * (size_t)F * D);
+    if (!z || !dy || !out || !dx || !de || !dz || !mg) {
+        rap_test_fail(t, __FILE__, __LINE__, "out of memory");
+        goto done;
+    }
+    uint64_t s = seed * 2654435761u + 17;
+    for (size_t i = 0; i < nz; i++) {
+        z[i] = (float)(rap_test_rnd01(&s) * 2.0 - 1.0);
+        if (rap_test_rnd(&s) % 16 == 0)
+            z[i] = 0.0f; /* x == 0: the ReLU mask is off */
+    }
+    for (size_t i = 0; i < nt; i++) {
+        const float v = (float)(rap_test_rnd01(&s) * 2.0 - 1.0);
+        dy[i] = bf16 ? round_bf16(v) : v;
+    }
+    const bool v2ok = D % 4 == 0 && D <= 128 && F <= 32;
+    rap_status st = rap_gpu_interact_test(F, D, rows, bf16, ver, z, dy, out, dx, de);
+    if (ver == 2 && !v2ok) {
+        CHECK_MSG(st == RAP_ERR_ARG, "F %d D %d: v2 should refuse, got %s", F, D,
+                  rap_status_name(st));
+        goto done;
+    }
+    if (st != RAP_OK) {
+        rap_test_fail(t, __FILE__, __LINE__, "F %d D %d rows %lld bf16 %d v%d: %s", F, D,
+                      (long long)rows, bf16, ver, rap_last_error());
+        goto done;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "F%d D%d n%lld %s v%d", F, D, (long long)rows,
+             bf16 ? "bf16" : "fp32", ver);
+    const double rel = bf16 ? 1.0 / 256 : 0.0; /* act outputs rounded to bf16 */
+    int bad = 0, shown = 0;
+    for (int64_t r = 0; r < rows && bad < 50; r++) {
+        const float *zr = z + (size_t)r * F * D, *gr = dy + (size_t)r * ld;
+        const float *o = out + (size_t)r * ld;
+        for (int d = 0; d < D; d++)
+            bad += near(t, what, r * ld + d, o[d], zr[d], 0.0, rel, &shown);
+        int p = 0;
+        for (int i = 1; i < F; i++)
+            for (int j = 0; j < i; j++, p++) {
+                double acc = 0.0, m = 0.0;
+                for (int d = 0; d < D; d++) {
+                    acc += (double)zr[i * D + d] * zr[j * D + d];
+                    m += fabs((double)zr[i * D + d] * zr[j * D + d]);
+                }
+                bad += near(t, what, r * ld + D + p, o[D + p], acc, m, rel, &shown);
+            }
+        if (ver == 2)
+            for (int c = top_in; c < ld; c++)
+                bad += near(t, "padding", r * ld + c, o[c], 0.0, 0.0, 0.0, &shown);
+        /* dZ_i = sum_j G_ij Z_j */
+        for (int i = 0; i < F; i++)
+            for (int d = 0; d < D; d++) {
+                double acc = 0.0, m = 0.0;
+                for (int j = 0; j < F; j++) {
+                    if (j == i)
+                        continue;
+                    const int hi = i > j ? i : j, lo = i > j ? j : i;
+                    const double gv = gr[D + hi * (hi - 1) / 2 + lo];
+                    acc += gv * zr[j * D + d];
+                    m += fabs(gv * zr[j * D + d]);
+                }
+                dz[i * D + d] = acc;
+                mg[i * D + d] = m;
+            }
+        for (int d = 0; d < D; d++) {
+            const double ref = zr[d] > 0.0f ? dz[d] + gr[d] : 0.0;
+            bad += near(t, "dx", r * D + d, dx[(size_t)r * D + d], ref,
+                        zr[d] > 0.0f ? mg[d] + fabs(gr[d]) : 0.0, rel, &shown);
+        }
+        for (int i = 1; i < F; i++)
+            for (int d = 0; d < D; d++)
+                bad += near(t, "de", (r * T + i - 1) * D + d,
+                            de[((size_t)r * T + i - 1) * D + d], dz[i * D + d], mg[i * D + d],
+                            0.0, &shown);
+    }
+    CHECK_MSG(bad == 0, "%s: %d mismatches", what, bad);
+done:
+    free(z), free(dy), free(out), free(dx), free(de), free(dz), free(mg);
+}
+#endif
+
+/* Every interaction kernel (v1 shared-memory, v2 registers: each of its
+ * FMAX x lanes instances) in fp32 and bf16 against a double reference on
+ * the same inputs, at odd row counts (two rows a warp with one left over,
+ * a persistent grid with several rows a warp); every output element
+ * written (outputs start as NaN), v2's padding columns zero; v2 refuses
+ * the shapes it does not take. */
+RAP_TEST(model_gpu_interact_kernels_match_reference)
+{
+    REQUIRE_GPU();
+#ifdef RAP_HAVE_CUDA
+    static const struct {
+        int F, D;
+        int64_t rows;
+    } sh[] = {
+        {28, 128, 1000}, /* the paper: FMAX 32, 32 lanes */
+        {28, 128, 1},    {28, 128, 5003}, /* several rows a warp */
+        {28, 64, 333},   /* 16 lanes: two rows a warp, the last alone */
+        {32, 128, 67},   /* F = FMAX */
+        {17, 32, 45},    {5, 8, 37}, {9, 16, 101}, {16, 96, 130}, {3, 4, 7},
+        {2, 128, 5},     /* one pair */
+        {28, 136, 50},   /* v1 only: D > 128 */
+        {5, 6, 9},       /* v1 only: D % 4 */
+        {33, 32, 20},    /* v1 only: F > 32 */
+    };
+    for (size_t k = 0; k < sizeof sh / sizeof sh[0] && t->failures < 4; k++)
+        for (int b = 0; b < 2; b++)
+            for (int ver = 1; ver <= 2; ver++)
+                check_interact(t, sh[k].F, sh[k].D, sh[k].rows, b == 1, ver,
+                               k * 4 + (uint64_t)b * 2 + (uint64_t)ver);
+#endif
+}
+
+#ifdef RAP_HAVE_CUDA
+/* One MLP kernel case (rap_gpu_mlp_kernel_test) against the formulas:
+ * elementwise results bit for bit, column sums within float tolerance. */
+static void check_mlp_kernel(rap_test_ctx *t, int op, bool bf16, int ver, int64_t rows, int cols,
+                             int64_t ld, uint64_t seed)
+{
+    const int mld = (cols + 127) / 128 * 4;
+    const size_t ny = (size_t)rows * ld, nd = (size_t)rows * cols, nm = (size_t)rows * mld;
+    float *y = malloc(sizeof(float) * ny), *y0 = malloc(sizeof(float) * ny);
+    float *da = malloc(sizeof(float) * nd), *da0 = malloc(sizeof(float) * nd);
+    float *b = malloc(sizeof(float) * cols), *db = malloc(sizeof(float) * cols);
+    uint32_t *mask = malloc(sizeof(uint32_t) * nm), *mask0 = malloc(sizeof(uint32_t) * nm);
+    if (!y || !y0 || !da || !da0 || !b || !db || !mask || !mask0) {
+        rap_test_fail(t, __FILE__, __LINE__, "out of memory");
+        goto done;
+    }
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 5;
+    for (int c = 0; c < cols; c++)
+        b[c] = (float)(rap_test_rnd01(&s) - 0.5);
+    for (size_t i = 0; i < ny; i++) {
+        float v = (float)(rap_test_rnd01(&s) * 2.0 - 1.0);
+        if (op == 1)
+            v = v > 0.0f ? v : 0.0f; /* a ReLU output: zeros in half the places */
+        y[i] = bf16 ? round_bf16(v) : v;
+        /* y + b == 0 exactly in some places (the mask's boundary) */
+        if (op == 0 && rap_test_rnd(&s) % 16 == 0 && (int64_t)(i % (size_t)ld) < cols)
+            y[i] = -b[i % (size_t)ld];
+        if (bf16)
+            y[i] = round_bf16(y[i]);
+    }
+    for (size_t i = 0; i < nd; i++) {
+        const float v = (float)(rap_test_rnd01(&s) * 2.0 - 1.0);
+        da[i] = bf16 ? round_bf16(v) : v;
+    }
+    for (size_t i = 0; i < nm; i++)
+        mask[i] = (uint32_t)rap_test_rnd(&s);
+    memcpy(y0, y, sizeof(float) * ny);
+    memcpy(da0, da, sizeof(float) * nd);
+    memcpy(mask0, mask, sizeof(uint32_t) * nm);
+    char what[96];
+    snprintf(what, sizeof what, "op %d %s v%d %lld x %d ld %lld", op, bf16 ? "bf16" : "fp32",
+             ver, (long long)rows, cols, (long long)ld);
+    rap_status st = rap_gpu_mlp_kernel_test(op, bf16, ver, rows, cols, ld, y, b, mask, da, db);
+    if (st != RAP_OK) {
+        rap_test_fail(t, __FILE__, __LINE__, "%s: %s", what, rap_last_error());
+        goto done;
+    }
+    int bad = 0;
+    const bool own = cols % 32 == 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < ld; c++) {
+            const size_t i = (size_t)(r * ld + c);
+            float want = y0[i];
+            if (op == 0 && c < cols) {
+                want = y0[i] + b[c];
+                if (!(want > 0.0f))
+                    want = 0.0f;
+                if (bf16)
+                    want = round_bf16(want);
+            }
+            if (memcmp(&want, &y[i], 4) != 0 && bad++ < 4)
+                rap_test_fail(t, __FILE__, __LINE__, "%s: y[%lld][%lld] %.8g want %.8g", what,
+                              (long long)r, (long long)c, (double)y[i], (double)want);
+            if (op == 0 && c < cols && own) {
+                const uint32_t bit = (mask[r * mld + c / 32] >> (c % 32)) & 1u;
+                if (bit != (uint32_t)(want > 0.0f) && bad++ < 4)
+                    rap_test_fail(t, __FILE__, __LINE__, "%s: mask bit [%lld][%lld] %u", what,
+                                  (long long)r, (long long)c, bit);
+            }
+        }
+    if (op == 0)
+        for (int64_t r = 0; r < rows; r++)
+            for (int w = (own ? cols / 32 : 0); w < mld; w++)
+                if (mask[r * mld + w] != mask0[r * mld + w] && bad++ < 4)
+                    rap_test_fail(t, __FILE__, __LINE__, "%s: mask word %d of row %lld written",
+                                  what, w, (long long)r);
+    if (op != 0) {
+        int shown = 0;
+        for (int c = 0; c < cols; c++) {
+            double sum = 0.0, mag = 0.0;
+            for (int64_t r = 0; r < rows; r++) {
+                const size_t i = (size_t)(r * cols + c);
+                float want = da0[i];
+                if (op == 1 && !(y0[r * ld + c] > 0.0f))
+                    want = 0.0f;
+                if (op == 2 && !((mask0[r * mld + c / 32] >> (c % 32)) & 1u))
+                    want = 0.0f;
+                if (memcmp(&want, &da[i], 4) != 0 && bad++ < 4)
+                    rap_test_fail(t, __FILE__, __LINE__, "%s: da[%lld][%d] %.8g want %.8g", what,
+                                  (long long)r, c, (double)da[i], (double)want);
+                sum += want;
+                mag += fabs(want);
+            }
+            bad += near(t, what, c, db[c], sum, mag, 0.0, &shown);
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %d mismatches", what, bad);
+done:
+    free(y), free(y0), free(da), free(da0), free(b), free(db), free(mask), free(mask0);
+}
+#endif
+
+/* The MLP's own kernels, both generations, fp32 and bf16: bias + ReLU (+
+ * the own bitmask), the ReLU backward from y and from the bitmask with the
+ * bias gradient, the column sums; widths that take the 16-byte kernels,
+ * widths without a bitmask (not a multiple of 32) and widths or leading
+ * dimensions that fall back to the scalar ones; odd row counts. */
+RAP_TEST(model_gpu_mlp_kernels_match_reference)
+{
+    REQUIRE_GPU();
+#ifdef RAP_HAVE_CUDA
+    static const struct {
+        int64_t rows;
+        int cols;
+        int64_t ld;
+    } sh[] = {
+        {700, 1024, 1024}, {4099, 256, 256}, {37, 96, 104}, {65, 40, 40},
+        {19, 13, 13},      {23, 64, 67},     {1, 128, 128}, {3000, 32, 32},
+    };
+    for (size_t k = 0; k < sizeof sh / sizeof sh[0] && t->failures < 4; k++)
+        for (int op = 0; op < 4; op++) {
+            if (op == 2 && sh[k].cols % 32 != 0)
+                continue;
+            for (int bf = 0; bf < 2; bf++)
+                for (int ver = 1; ver <= 2; ver++)
+                    check_mlp_kernel(t, op, bf == 1, ver, sh[k].rows, sh[k].cols, sh[k].ld,
+                                     k * 16 + (uint64_t)op * 4 + (uint64_t)bf * 2 + (uint64_t)ver);
+        }
 #endif
 }
