@@ -549,7 +549,11 @@ static void check_grads_close(rap_test_ctx *t, const rap_model_config *cg,
             char w2[128];
             snprintf(w2, sizeof w2, "%s grad %s", what, x->name);
             CHECK_MSG(mx > 0.0f, "%s: zero on the CPU", w2);
-            CHECK(compare(t, w2, a, e, n, frac * mx, 0.0f) == 0);
+            /* a tensor of a few elements (the logit bias: one sum over the
+             * rows, much of it cancelling) gets the rounding of the terms'
+             * magnitudes too, about 0.5 in all */
+            const float tiny = n < 8 ? 4.0f * frac * 0.02f : 0.0f;
+            CHECK(compare(t, w2, a, e, n, frac * mx + tiny, 0.0f) == 0);
         } else {
             rap_test_fail(t, __FILE__, __LINE__, "%s: gradients of %s: %s", what, x->name,
                           rap_last_error());
@@ -568,7 +572,7 @@ out:
  * them, are offered) in every variant: the paper's shapes at an odd row
  * count against the strict fp32 CPU model; the MLP gradients (bias
  * gradients made by the layer above included) within a few percent of
- * each tensor's largest. */
+ * each tensor's largest (8 % bf16, 3 % TF32). */
 RAP_TEST(model_gpu_variants_close_to_cpu)
 {
     REQUIRE_GPU();
@@ -590,10 +594,12 @@ RAP_TEST(model_gpu_variants_close_to_cpu)
             snprintf(what, sizeof what, "%s %s%s%s", p ? "bf16" : "tf32",
                      e->name[0] ? e->name[0] : "default", e->name[0] ? "=" : "",
                      e->value[0] ? e->value[0] : "");
+            /* a wrong mask or bias gradient is off by about the tensor's
+             * largest gradient; bf16 and TF32 rounding by a few percent */
             if (p)
-                check_grads_close(t, &cg, &cc, 1499, 5e-2f, 2e-2, 3e-2f, 5e-2f, what);
+                check_grads_close(t, &cg, &cc, 1499, 8e-2f, 2e-2, 3e-2f, 5e-2f, what);
             else
-                check_grads_close(t, &cg, &cc, 1499, 2e-2f, 1e-2, 5e-3f, 2e-2f, what);
+                check_grads_close(t, &cg, &cc, 1499, 3e-2f, 1e-2, 5e-3f, 2e-2f, what);
         }
         env_restore(e, keep, had);
     }

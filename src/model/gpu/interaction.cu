@@ -575,15 +575,18 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS)
 {
     constexpr int RPW = 32 / LANES;
     constexpr int PMAX = FMAX * (FMAX - 1) / 2;
-    __shared__ float4 gsm[IA2_WARPS * RPW][FMAX * FMAX / 4]; /* G of each row in flight */
-    __shared__ uint32_t tab[PMAX]; /* pair p: (i*FMAX + j) | (j*FMAX + i) << 16 */
+    /* G's rows GS floats apart: float4 rows, and its transposed writes (j*GS
+     * + i over j) spread over 8 banks instead of one */
+    constexpr int GS = FMAX + 4;
+    __shared__ float4 gsm[IA2_WARPS * RPW][FMAX * GS / 4]; /* G of each row in flight */
+    __shared__ uint32_t tab[PMAX]; /* pair p: (i*GS + j) | (j*GS + i) << 16 */
     const int lane = threadIdx.x & 31, q = lane % LANES;
     const int DQ = D / 4, np = F * (F - 1) / 2, T = F - 1;
-    for (int e = threadIdx.x; e < IA2_WARPS * RPW * FMAX * FMAX / 4; e += blockDim.x)
+    for (int e = threadIdx.x; e < IA2_WARPS * RPW * FMAX * GS / 4; e += blockDim.x)
         (&gsm[0][0])[e] = make_float4(0.f, 0.f, 0.f, 0.f); /* diagonal, padding stay 0 */
     for (int p = threadIdx.x; p < np; p += blockDim.x) {
         const int i = ia_pair_row(p), j = p - i * (i - 1) / 2;
-        tab[p] = (uint32_t)(i * FMAX + j) | ((uint32_t)(j * FMAX + i) << 16);
+        tab[p] = (uint32_t)(i * GS + j) | ((uint32_t)(j * GS + i) << 16);
     }
     __syncthreads();
     float *G = (float *)gsm[threadIdx.x / LANES];
@@ -607,7 +610,7 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS)
             }
         __syncwarp();
         for (int i = 0; i < F; i++) {
-            const float4 *Gi = (const float4 *)(G + i * FMAX);
+            const float4 *Gi = (const float4 *)(G + i * GS);
             float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
             for (int jb = 0; jb < FMAX / 4; jb++) {
