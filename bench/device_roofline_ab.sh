@@ -27,6 +27,7 @@
 # libraptrace.so and lib/ (docs/PERF.md says how to prepare it).
 set -u -o pipefail
 B=${1:-.carry/dev}
+B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -103,7 +104,7 @@ for V in $VARIANTS; do
     for p in bf16 fp32; do
       t=$(lim "trace $V $p" 60)
       [ -z "$t" ] && continue
-      env $(var_env "$V") CUDA_INJECTION64_PATH=$PWD/$B/libraptrace.so RAP_CUPTI_OUT="$OUT/k_${V}_$p.csv" \
+      env $(var_env "$V") CUDA_INJECTION64_PATH=$B/libraptrace.so RAP_CUPTI_OUT="$OUT/k_${V}_$p.csv" \
         timeout "$t" "$B/bench_train" --batches 65536 --k 4 --precision $p --steps 20 --warmup 0 \
         --no-graph > "$OUT/trace_${V}_$p.log" 2>&1
       rc=$?
