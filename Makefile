@@ -6,6 +6,7 @@
 #   make CUDA=0   CPU-only build: .cu files are compiled as C11 by gcc
 #   make BUILD=dir  build somewhere else (several builds side by side)
 #   make SAN=1    AddressSanitizer + UBSan build (use with BUILD=build-san)
+#   make ISAL=0   gzip by zlib alone, even where ISA-L is installed
 
 BUILD ?= build
 CUDA_HOME ?= /usr/local/cuda
@@ -32,6 +33,18 @@ endif
 ifneq ($(strip $(MPI_LIBS)),)
   CFLAGS += -DRAP_HAVE_MPI=1 $(MPI_CFLAGS)
   LDLIBS += $(MPI_LIBS)
+endif
+# ISA-L (src/data/inflate.c): igzip inflates gzip input 3-4x faster than
+# zlib on one core (docs/BUILD.md). Used when its header is there; ISAL=0
+# leaves it out and rap reads gzip with zlib alone.
+ISAL ?= 1
+ifeq ($(ISAL),1)
+  ISAL_H := $(firstword $(wildcard /usr/include/isa-l/igzip_lib.h /usr/include/isa-l.h \
+    /usr/local/include/isa-l/igzip_lib.h /usr/local/include/isa-l.h))
+endif
+ifneq ($(ISAL_H),)
+  CFLAGS += -DRAP_HAVE_ISAL=1
+  LDLIBS += -lisal
 endif
 ifeq ($(SAN),1)
   CFLAGS += -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer

@@ -3,7 +3,7 @@
 # Called by `make` before every build, so the README's two commands work on a
 # fresh machine. Needs root (or sudo) only when something is missing.
 set -e
-PKGS="make gcc zlib1g-dev libopenblas-dev libglpk-dev libxgboost-dev openmpi-bin libopenmpi-dev"
+PKGS="make gcc zlib1g-dev libisal-dev libopenblas-dev libglpk-dev libxgboost-dev openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -1,4 +1,14 @@
-/* source.c -- byte sources: plain or gzip files and stdin (see source.h). */
+/* source.c -- byte sources: plain or gzip files and stdin (see source.h).
+ *
+ * Gzip members are inflated by the backend of inflate.h: ISA-L when rap is
+ * built with it, else zlib. When ISA-L rejects a member of a regular file
+ * (auto choice only), the member is read again from its first byte with
+ * zlib, the bytes already handed out are skipped, and zlib reads the rest
+ * of the file: so anything zlib reads is read, and data that both reject
+ * fails with zlib's verdict. Every corrupt-data failure has one message,
+ * "<name>: corrupt gzip data (member K)", whichever inflater saw it; the
+ * library's own words go to the debug log.
+ */
 #include "data/source.h"
 
 #include <errno.h>
@@ -8,7 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+
+#include "data/inflate.h"
 
 #define IN_BYTES (256 * 1024) /* compressed input buffer */
 
@@ -23,15 +34,29 @@ struct rap_source {
     int mode;
     unsigned char *in; /* (IN_BYTES) raw bytes: sniffed magic or gzip input */
     size_t in_pos, in_len;
-    z_stream z;
+    rap_inflate_kind kind; /* asked for at open */
+    rap_inflater z;
     bool z_init;
     bool z_mid;       /* fed bytes of a member whose end was not seen yet */
     bool z_ended;     /* the last member ended: the next byte starts a new one */
+    int64_t raw_base;     /* regular file: the descriptor's offset at open */
+    int64_t raw_read;     /* raw bytes read from the descriptor since open */
+    int64_t member_start; /* raw offset (from raw_base) of the current member */
+    int64_t member_out;   /* bytes of the current member handed out */
+    int64_t member_no;    /* 1-based number of the current member */
 };
 
 rap_status rap_source_open(const char *path, rap_source **out)
 {
+    return rap_source_open_ex(path, RAP_INFLATE_AUTO, out);
+}
+
+rap_status rap_source_open_ex(const char *path, rap_inflate_kind kind, rap_source **out)
+{
     *out = NULL;
+    if (!rap_inflate_backend(kind))
+        return rap_fail(RAP_ERR_ARG, "%s: ISA-L is not built into rap (built with ISAL=0 or "
+                                     "without libisal-dev)", path);
     rap_source *s = rap_calloc(sizeof *s, "byte source");
     if (!s)
         return RAP_ERR_NOMEM;
@@ -66,6 +91,11 @@ rap_status rap_source_open(const char *path, rap_source **out)
         return st;
     }
     s->regular = S_ISREG(sb.st_mode);
+    s->kind = kind;
+    if (s->regular) {
+        off_t at = lseek(s->fd, 0, SEEK_CUR);
+        s->raw_base = at > 0 ? (int64_t)at : 0;
+    }
     *out = s;
     return RAP_OK;
 }
@@ -96,6 +126,7 @@ static rap_status raw_read(rap_source *s, void *buf, size_t n, size_t *got)
         if (r == 0 && !s->regular)
             s->eof = true;
         *got = (size_t)r;
+        s->raw_read += r;
         return RAP_OK;
     }
 }
@@ -111,24 +142,26 @@ static rap_status sniff(rap_source *s)
         s->in_len += got;
     }
     if (s->in[0] == 0x1f && s->in[1] == 0x8b) {
-        memset(&s->z, 0, sizeof s->z);
-        if (inflateInit2(&s->z, 15 + 16) != Z_OK)
-            return rap_fail(RAP_ERR_NOMEM, "%s: zlib inflateInit2 failed", s->name);
+        RAP_TRY(rap_inflater_init(&s->z, s->kind, s->name));
         s->z_init = true;
         s->mode = MODE_GZIP;
+        s->member_no = 1;
     } else {
         s->mode = MODE_PLAIN;
     }
     return RAP_OK;
 }
 
-static rap_status gz_read(rap_source *s, char *buf, size_t n, size_t *got)
+/* Inflates into out[0, n) until at least one byte is there or no input is
+ * there now (*got 0). Starts the next member after one ends. RAP_INFL_BAD
+ * from the inflater gives *bad true (and RAP_OK). */
+static rap_status inflate_some(rap_source *s, char *out, size_t n, size_t *got, bool *bad)
 {
-    z_stream *z = &s->z;
-    z->next_out = (Bytef *)buf;
-    z->avail_out = (uInt)(n > (1u << 30) ? (1u << 30) : n);
-    uInt want = z->avail_out;
-    while (z->avail_out == want) {
+    rap_inflater *z = &s->z;
+    *bad = false;
+    z->next_out = (unsigned char *)out;
+    z->avail_out = n;
+    while (z->avail_out == n) {
         if (s->in_pos == s->in_len) {
             size_t r;
             RAP_TRY(raw_read(s, s->in, IN_BYTES, &r));
@@ -138,27 +171,80 @@ static rap_status gz_read(rap_source *s, char *buf, size_t n, size_t *got)
             s->in_len = r;
         }
         if (s->z_ended) { /* a further gzip member follows */
-            if (inflateReset(z) != Z_OK)
-                return rap_fail(RAP_ERR_IO, "%s: zlib inflateReset failed", s->name);
+            RAP_TRY(z->ops->reset(z));
             s->z_ended = false;
+            s->member_no++;
+            s->member_start = s->raw_read - (int64_t)(s->in_len - s->in_pos);
+            s->member_out = 0;
         }
         z->next_in = s->in + s->in_pos;
-        z->avail_in = (uInt)(s->in_len - s->in_pos);
-        int ret = inflate(z, Z_NO_FLUSH);
+        z->avail_in = s->in_len - s->in_pos;
+        rap_infl_result res = z->ops->inflate(z);
         s->in_pos = s->in_len - z->avail_in;
         s->z_mid = true;
-        if (ret == Z_STREAM_END) {
+        if (res == RAP_INFL_END) {
             s->z_mid = false;
             s->z_ended = true;
-        } else if (ret == Z_BUF_ERROR && z->avail_in == 0) {
-            /* no progress possible: needs more input; loop reads it */
-        } else if (ret != Z_OK) {
-            return rap_fail(RAP_ERR_IO, "%s: corrupt gzip data (zlib: %s)", s->name,
-                            z->msg ? z->msg : zError(ret));
+        } else if (res == RAP_INFL_BAD) {
+            *bad = true;
+            break;
         }
     }
-    *got = want - z->avail_out;
+    *got = n - z->avail_out;
+    s->member_out += (int64_t)*got;
     return RAP_OK;
+}
+
+static rap_status corrupt(const rap_source *s)
+{
+    rap_debug("%s: gzip member %lld: %s", s->name, (long long)s->member_no, s->z.detail);
+    return rap_fail(RAP_ERR_IO, "%s: corrupt gzip data (member %lld)", s->name,
+                    (long long)s->member_no);
+}
+
+/* ISA-L rejected the current member: zlib reads it again from its first
+ * byte, skipping the member_out bytes already handed out (decoders agree on
+ * every byte both can decode), using buf (n bytes) as scratch. */
+static rap_status fall_back(rap_source *s, char *buf, size_t n)
+{
+    rap_debug("%s: ISA-L could not read gzip member %lld (%s); reading it again with zlib",
+              s->name, (long long)s->member_no, s->z.detail);
+    rap_inflater_end(&s->z);
+    s->z_init = false;
+    RAP_TRY(rap_inflater_init(&s->z, RAP_INFLATE_ZLIB, s->name));
+    s->z_init = true;
+    s->kind = RAP_INFLATE_ZLIB;
+    if (lseek(s->fd, (off_t)(s->raw_base + s->member_start), SEEK_SET) < 0)
+        return rap_fail(RAP_ERR_IO, "%s: seek: %s", s->name, strerror(errno));
+    s->raw_read = s->member_start;
+    s->in_pos = s->in_len = 0;
+    s->z_mid = s->z_ended = false;
+    int64_t skip = s->member_out;
+    s->member_out = 0;
+    while (s->member_out < skip) {
+        int64_t left = skip - s->member_out;
+        size_t got;
+        bool bad;
+        RAP_TRY(inflate_some(s, buf, left < (int64_t)n ? (size_t)left : n, &got, &bad));
+        if (bad || got == 0 || (s->z_ended && s->member_out < skip))
+            return corrupt(s);
+    }
+    return RAP_OK;
+}
+
+static rap_status gz_read(rap_source *s, char *buf, size_t n, size_t *got)
+{
+    bool bad;
+    RAP_TRY(inflate_some(s, buf, n, got, &bad));
+    if (!bad)
+        return RAP_OK;
+    s->member_out -= (int64_t)*got; /* not handed out */
+    if (s->kind != RAP_INFLATE_AUTO || s->z.ops != rap_inflate_backend(RAP_INFLATE_ISAL) ||
+        !s->regular)
+        return corrupt(s);
+    RAP_TRY(fall_back(s, buf, n));
+    RAP_TRY(inflate_some(s, buf, n, got, &bad));
+    return bad ? corrupt(s) : RAP_OK;
 }
 
 rap_status rap_source_read(rap_source *s, char *buf, size_t n, size_t *got)
@@ -186,6 +272,10 @@ rap_status rap_source_read(rap_source *s, char *buf, size_t n, size_t *got)
 bool rap_source_is_regular(const rap_source *s) { return s->regular; }
 bool rap_source_at_end(const rap_source *s) { return s->eof; }
 bool rap_source_is_gzip(const rap_source *s) { return s->mode == MODE_GZIP; }
+const char *rap_source_inflater(const rap_source *s)
+{
+    return s->mode == MODE_GZIP && s->z_init ? s->z.ops->name : NULL;
+}
 const char *rap_source_name(const rap_source *s) { return s->name; }
 
 rap_status rap_source_finish(rap_source *s, char *buf, size_t *got)
@@ -208,7 +298,7 @@ void rap_source_close(rap_source *s)
     if (!s)
         return;
     if (s->z_init)
-        inflateEnd(&s->z);
+        rap_inflater_end(&s->z);
     if (s->own_fd && s->fd >= 0)
         close(s->fd);
     free(s->name);
