@@ -138,17 +138,44 @@ typedef enum {
 
 const char *rap_reject_reason_name(rap_reject_reason r);
 
+/* The order of rows when several files of a directory are read at once
+ * (inflate_threads > 1; docs/INPUT.md). */
+typedef enum {
+    RAP_INTERLEAVE_FILE = 0, /* file after file, in name order: as with one thread */
+    RAP_INTERLEAVE_BATCH,    /* turns of interleave_rows rows, file i mod N, ... */
+} rap_interleave;
+
 typedef struct {
     const char *input;      /* file (plain or gzip), directory, or "-" */
-    int threads;            /* parser threads; 0 = all cores */
+    int threads;            /* every thread the reader starts: lanes + parsers; 0 = all cores */
     rap_bad_rows bad_rows;
     bool follow;            /* wait for appended rows and new files */
     double idle_timeout_s;  /* follow: end after this long with no data; 0 never */
     int64_t max_line;       /* longer lines are rejected (bytes) */
     int64_t max_rows;       /* stop after reading this many rows; 0 = all */
+    int inflate_threads;    /* files of a directory read and inflated at once, each by
+                             * its own thread (a lane); 0 or 1: one (docs/INPUT.md) */
+    rap_interleave interleave; /* the order of their rows */
+    int64_t interleave_rows;   /* RAP_INTERLEAVE_BATCH: good rows per turn (>= 1) */
 } rap_reader_config;
 
 rap_reader_config rap_reader_defaults(void);
+
+/* How the reader splits its thread budget (docs/INPUT.md): `lanes` threads
+ * each read, inflate and cut one file at a time (min(inflate_threads,
+ * files) for a directory without follow, else 1) and `parsers` =
+ * max(1, budget - lanes) parse. budget is threads, or the cores for 0; the
+ * reader's smallest form is lanes + 1 threads, so total can pass a budget
+ * below that (over says by how much). Looks at the input (a directory's
+ * file count); errors as rap_reader_open's for a missing input. */
+typedef struct {
+    int lanes, parsers, total, budget, over;
+    int64_t files;          /* files of the directory (1 for a file or stdin) */
+} rap_reader_threads;
+rap_status rap_reader_plan_threads(const rap_reader_config *cfg, rap_reader_threads *out);
+/* One line for the start-up settings: "L reading+inflating (one file each),
+ * P parsing = T threads (...)". Cannot fail. */
+void rap_reader_threads_line(const rap_reader_threads *t, char *out, size_t n);
 
 #define RAP_REJ_EXAMPLES 5
 typedef struct {

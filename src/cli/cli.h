@@ -45,6 +45,8 @@ typedef struct {
     double idle_timeout;
     int64_t max_line;
     int64_t max_rows;
+    int64_t inflate_threads; /* files of a directory read at once (docs/INPUT.md) */
+    int interleave;          /* rap_interleave */
     int64_t gen_rows;        /* rows generated when no --input is given */
     /* prep */
     char plan[RAP_OPT_STR];
@@ -132,6 +134,12 @@ rap_status cli_resolve_device(int dev, rap_device *out);
 /* When --input is empty, generates gen_rows rows (seed) into a temporary
  * file and points input at it; *tmp_out gets its path to remove, or "". */
 rap_status cli_default_input(cli_settings *s, char *tmp_out, size_t n);
+/* The reader options of the settings (--threads, --inflate-threads,
+ * --interleave with --batch rows a turn) into rc. Cannot fail. */
+void cli_reader_options(const cli_settings *s, rap_reader_config *rc);
+/* Prints, unless --quiet, the reader's split of its threads for rc's input
+ * ("  reader threads: ..."), the last line of the start-up settings. */
+void cli_print_reader_threads(const cli_settings *s, const rap_reader_config *rc);
 
 /* Parses "512-256-128" into widths (at most max); RAP_ERR_ARG naming the
  * option on a malformed list. */

@@ -327,7 +327,7 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     rc.plan_spec = s->plan;
     rc.reader = rap_reader_defaults();
     rc.reader.input = b->data;
-    rc.reader.threads = (int)s->threads;
+    cli_reader_options(s, &rc.reader);
     rc.reader.bad_rows = (rap_bad_rows)s->bad_rows;
     rc.reader.max_line = s->max_line;
     if (comm) {
@@ -794,6 +794,12 @@ int cmd_bench(int argc, char **argv)
         b.data = tmp;
     }
     b.shard = rap_runtime_is_shard(b.data);
+    if (!b.shard) {
+        rap_reader_config prc = rap_reader_defaults();
+        cli_reader_options(&s, &prc);
+        prc.input = b.data;
+        cli_print_reader_threads(&s, &prc);
+    }
     for (int i = 0; b.shard && i < n_modes; i++)
         if (modes[i] != RAP_MODE_IDEAL) {
             st = rap_fail(RAP_ERR_ARG, "--data %s: " RAP_SHARD_NEEDS_IDEAL " (--modes ideal; "

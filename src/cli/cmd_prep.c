@@ -250,12 +250,13 @@ static rap_status run(cli_settings *s, prep_job *j)
     RAP_TRY(cli_default_input(s, j->tmp_input, sizeof j->tmp_input));
     rap_reader_config rc = rap_reader_defaults();
     rc.input = s->input;
-    rc.threads = (int)s->threads;
+    cli_reader_options(s, &rc);
     rc.bad_rows = (rap_bad_rows)s->bad_rows;
     rc.follow = s->follow;
     rc.idle_timeout_s = s->idle_timeout;
     rc.max_line = s->max_line;
     rc.max_rows = s->max_rows;
+    cli_print_reader_threads(s, &rc);
     RAP_TRY(rap_reader_open(&rc, &j->reader));
     g_reader = j->reader;
 

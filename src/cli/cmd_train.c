@@ -138,10 +138,15 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
     c.eval_rows = s->eval_rows;
     c.eval_every = s->eval_every;
     c.teacher_auc = s->eval_rows ? NAN : teacher;
-    c.reader.threads = (int)s->threads;
+    cli_reader_options(s, &c.reader);
     c.reader.bad_rows = (rap_bad_rows)s->bad_rows;
     c.reader.max_line = s->max_line;
     c.reader.max_rows = s->max_rows;
+    if (!rap_runtime_is_shard(c.data)) {
+        rap_reader_config prc = c.reader;
+        prc.input = c.data;
+        cli_print_reader_threads(s, &prc);
+    }
     c.steps = s->steps;
     c.epochs = s->epochs;
     c.metrics = s->metrics;

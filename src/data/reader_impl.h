@@ -1,0 +1,110 @@
+/*
+ * reader_impl.h -- the reader's inside, shared by reader.c (open, parser
+ * threads, rap_reader_next) and reader_lane.c (the lane threads that read,
+ * inflate and cut files). Nothing outside src/data/reader*.c includes it.
+ *
+ * Letters: L lanes, S slots per lane, C chunk bytes, P parser threads.
+ */
+#ifndef RAP_READER_IMPL_H
+#define RAP_READER_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "data/lines.h"
+#include "data/parse.h"
+#include "data/reader_internal.h"
+#include "data/source.h"
+
+#define READER_MAX_LANES 256
+
+enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_FILLED, SLOT_PARSING, SLOT_PARSED };
+
+typedef struct {
+    int state;
+    char *buf;            /* (C+1) whole lines, each ending in '\n' */
+    size_t len;
+    int64_t file_idx;     /* the file's index among the input's (0: a file, stdin) */
+    char path[1024];      /* for messages */
+    rap_parsed out;
+    rap_status parse_status;
+    char parse_msg[256];
+} slot;
+
+struct rap_reader;
+
+/* One lane: a thread that reads its files one after the other (files
+ * id, id + L, id + 2L, ... of a directory; every file when L = 1), cuts
+ * them into chunks of whole lines and publishes the chunks, in its own
+ * order, in its ring of S slots. */
+typedef struct {
+    struct rap_reader *r;
+    int id;
+    slot *slots;          /* (S) ring: sequence number k is slots[k % S] */
+    char *carry;          /* (C) partial line moving to the next slot */
+    pthread_cond_t cv;    /* the lane thread waits here for a free slot */
+    pthread_t tid;
+    bool started;
+    /* guarded by r->mu */
+    int64_t produced, parse_next, consumed;
+    bool done;            /* the thread ended */
+    rap_status err;       /* it ended on this error (rows before it handed out first) */
+    int64_t err_file;     /* ... met in this file */
+    char err_msg[2048];
+    /* the lane thread only */
+    int64_t lines_emitted; /* L = 1 and max_rows: lines published */
+    rap_line_fill fill;    /* the slot being filled */
+    slot *filling;
+    /* rap_reader_next only: progress in the lane's oldest slot */
+    bool c_started;
+    int64_t c_u, c_k;      /* good rows, rejects taken from it */
+    int64_t c_file, c_line_base, c_slot_base;
+    bool c_alive;          /* interleave: still in the rotation */
+} lane;
+
+struct rap_reader {
+    rap_reader_config cfg;
+    char *input;          /* copy of cfg.input */
+    bool is_dir;
+    rap_source *first;    /* file or stdin opened by rap_reader_open */
+    char **names;         /* (n_names) directory entries read or to read, in order */
+    int64_t n_names, cap_names;
+    size_t C;             /* chunk bytes */
+    int L, S, P;          /* lanes, slots per lane, parser threads */
+    lane *lanes;          /* (L) */
+    pthread_t *parser_tid; /* (P) */
+    int parsers_started;
+    bool sync_init;
+
+    pthread_mutex_t mu;   /* guards the rings and the flags below */
+    pthread_cond_t cv_parser, cv_consumer;
+    bool idle, closing;
+    int want;             /* the lane rap_reader_next waits on: parsers look there first */
+    atomic_int stop;
+
+    /* lane 0 with L = 1 (follow) */
+    double last_data;
+
+    /* rap_reader_next only */
+    int64_t c_file;       /* file order, L > 1: the file being handed out */
+    int c_lane;           /* interleave: the lane of the turn */
+    int64_t turn_left;    /* interleave: good rows left in the turn */
+    int64_t lines_taken;  /* L > 1 with max_rows: lines handed out or rejected */
+    bool c_end;
+    rap_status sticky;
+    char sticky_msg[2048];
+    int64_t used_total;
+
+    pthread_mutex_t st_mu; /* guards st */
+    rap_reader_stats st;
+};
+
+/* reader_lane.c */
+
+/* Appends the regular, non-hidden files of the input directory whose
+ * names sort after the last name known, in strcmp order. *added: how many. */
+rap_status reader_rescan(struct rap_reader *r, int64_t *added);
+/* The lane thread (pthread start routine; arg: the lane). */
+void *reader_lane_main(void *arg);
+
+#endif /* RAP_READER_IMPL_H */

@@ -1,0 +1,401 @@
+/*
+ * reader_lane.c -- the reader's lane threads (reader_impl.h): each reads its
+ * files one after the other (plain, or gzip inflated by source.c), cuts
+ * the bytes into chunks of whole lines with the rule of lines.h, and
+ * publishes the chunks in its ring in its input order.
+ *
+ * A chunk never spans two files. With one lane (L = 1) the lane reads a
+ * file, stdin or a whole directory, follows growing files and new files
+ * (--follow) and stops at max_rows; with L > 1 (several files of a
+ * directory inflated at once, never with follow) lane j reads files j,
+ * j + L, j + 2L, ... of the directory listing and rap_reader_next applies
+ * max_rows. Stop: the lane looks at the stop flag before each read and
+ * every <= 100 ms while waiting (follow sleep, pipe poll), drops a partial
+ * line and ends; chunks already published are still handed out.
+ */
+#include "data/reader_impl.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define POLL_S 0.05 /* follow: how often a quiet input is looked at again */
+
+/* ---------------------------------------------------------- directory */
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+rap_status reader_rescan(rap_reader *r, int64_t *added)
+{
+    *added = 0;
+    DIR *d = opendir(r->input);
+    if (!d)
+        return rap_fail(RAP_ERR_IO, "%s: %s", r->input, strerror(errno));
+    const char *last = r->n_names ? r->names[r->n_names - 1] : NULL;
+    char **found = NULL;
+    int64_t n = 0, cap = 0;
+    rap_status st = RAP_OK;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || (last && strcmp(e->d_name, last) <= 0))
+            continue;
+        char path[4096];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", r->input, e->d_name);
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **g = rap_realloc(found, (size_t)cap * sizeof *g, "directory listing");
+            if (!g) {
+                st = RAP_ERR_NOMEM;
+                break;
+            }
+            found = g;
+        }
+        if (!(found[n] = strdup(e->d_name))) {
+            st = rap_fail(RAP_ERR_NOMEM, "out of memory listing %s", r->input);
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (st == RAP_OK && n > 0) {
+        qsort(found, (size_t)n, sizeof *found, cmp_names);
+        if (r->n_names + n > r->cap_names) {
+            int64_t c = (r->n_names + n) * 2;
+            char **g = rap_realloc(r->names, (size_t)c * sizeof *g, "directory listing");
+            if (!g)
+                st = RAP_ERR_NOMEM;
+            else {
+                r->names = g;
+                r->cap_names = c;
+            }
+        }
+        if (st == RAP_OK) {
+            memcpy(r->names + r->n_names, found, (size_t)n * sizeof *found);
+            r->n_names += n;
+            *added = n;
+            n = 0;
+        }
+    }
+    for (int64_t i = 0; i < n; i++)
+        free(found[i]);
+    rap_free(found);
+    return st;
+}
+
+/* ------------------------------------------------------------- slots */
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Takes the slot of the lane's next sequence number for filling.
+ * RAP_ERR_INTERRUPTED when the reader is being closed. */
+static rap_status acquire(lane *l, const char *path, int64_t file_idx)
+{
+    rap_reader *r = l->r;
+    pthread_mutex_lock(&r->mu);
+    slot *sl = &l->slots[l->produced % r->S];
+    while (sl->state != SLOT_FREE && !r->closing)
+        pthread_cond_wait(&l->cv, &r->mu);
+    bool closing = r->closing;
+    if (!closing)
+        sl->state = SLOT_FILLING;
+    pthread_mutex_unlock(&r->mu);
+    if (closing)
+        return RAP_ERR_INTERRUPTED;
+    sl->len = 0;
+    sl->file_idx = file_idx;
+    if (sl->path != path)
+        snprintf(sl->path, sizeof sl->path, "%s", path);
+    l->filling = sl;
+    memset(&l->fill, 0, sizeof l->fill);
+    return RAP_OK;
+}
+
+/* Gives back a slot that is being filled, unpublished. */
+static void release(lane *l)
+{
+    if (!l->filling)
+        return;
+    pthread_mutex_lock(&l->r->mu);
+    l->filling->state = SLOT_FREE;
+    pthread_mutex_unlock(&l->r->mu);
+    l->filling = NULL;
+}
+
+/* Publishes buf[0, cut) of the slot being filled (whole lines) and, when
+ * more, continues in a new slot holding buf[cut, len). With one lane and
+ * max_rows, cuts after the last line allowed and sets *limit. */
+static rap_status emit(lane *l, size_t cut, bool more, bool *limit)
+{
+    rap_reader *r = l->r;
+    *limit = false;
+    slot *sl = l->filling;
+    char *b = sl->buf;
+    if (r->cfg.max_rows > 0 && r->L == 1 && cut > 0) {
+        int64_t left = r->cfg.max_rows - l->lines_emitted;
+        const char *p = b, *end = b + cut;
+        int64_t k = 0;
+        while (p < end && k < left) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            if (!nl)
+                break;
+            p = nl + 1;
+            k++;
+        }
+        l->lines_emitted += k;
+        if (l->lines_emitted >= r->cfg.max_rows) {
+            cut = (size_t)(p - b);
+            *limit = true;
+            more = false;
+        }
+    }
+    size_t carry = l->fill.len - cut;
+    if (more && carry > 0)
+        memcpy(l->carry, b + cut, carry);
+    if (cut == 0) {
+        if (!more)
+            release(l);
+        return RAP_OK;
+    }
+    sl->len = cut;
+    pthread_mutex_lock(&r->mu);
+    sl->state = SLOT_FILLED;
+    l->produced++;
+    r->idle = false;
+    pthread_cond_signal(&r->cv_parser);
+    pthread_mutex_unlock(&r->mu);
+    l->filling = NULL;
+    if (!more)
+        return RAP_OK;
+    rap_line_fill keep = l->fill;
+    RAP_TRY(acquire(l, sl->path, sl->file_idx));
+    memcpy(l->filling->buf, l->carry, carry);
+    l->fill = keep;
+    rap_line_fill_shift(&l->fill, cut);
+    return RAP_OK;
+}
+
+static void add_bytes(rap_reader *r, size_t n)
+{
+    pthread_mutex_lock(&r->st_mu);
+    r->st.bytes_read += (int64_t)n;
+    pthread_mutex_unlock(&r->st_mu);
+}
+
+static void set_idle(rap_reader *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->idle = true;
+    pthread_cond_broadcast(&r->cv_consumer);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static bool idle_expired(const rap_reader *r)
+{
+    return r->cfg.idle_timeout_s > 0 && rap_now() - r->last_data >= r->cfg.idle_timeout_s;
+}
+
+/* ------------------------------------------------------------- files */
+
+/* The file has no more bytes now: decides whether it has ended. Emits
+ * the complete lines so far when it has not (a follow), rescans a followed
+ * directory, sleeps. *final: read it to its end now; *end: stop reading
+ * altogether (the follow timed out, max_rows reached). */
+static rap_status quiet_input(lane *l, rap_source *src, int64_t dir_idx, bool *final, bool *end)
+{
+    rap_reader *r = l->r;
+    bool pipe = !rap_source_is_regular(src);
+    *final = pipe ? rap_source_at_end(src)
+                  : (!r->cfg.follow || (r->is_dir && dir_idx < r->n_names - 1));
+    if (*final)
+        return RAP_OK;
+    bool limit = false;
+    if (l->fill.line_start > 0) { /* let the caller see complete lines now */
+        rap_status st = emit(l, l->fill.line_start, true, &limit);
+        if (st != RAP_OK || limit) {
+            *end = true;
+            return st;
+        }
+    }
+    if (!r->cfg.follow)
+        return RAP_OK; /* a pipe with nothing yet: wait on */
+    if (!pipe && r->is_dir) {
+        int64_t added;
+        RAP_TRY(reader_rescan(r, &added));
+        *final = added > 0;
+    }
+    if (!*final && idle_expired(r)) {
+        *final = true;
+        *end = true;
+    }
+    if (!*final) {
+        set_idle(r);
+        if (!pipe)
+            sleep_s(POLL_S);
+    }
+    return RAP_OK;
+}
+
+/* Reads one file (dir_idx: its index in names, or 0) to its end. *end:
+ * stop reading altogether (stopped, max_rows reached, follow timed out). */
+static rap_status read_file(lane *l, rap_source *src, int64_t dir_idx, bool *end)
+{
+    rap_reader *r = l->r;
+    pthread_mutex_lock(&r->st_mu);
+    r->st.files++;
+    pthread_mutex_unlock(&r->st_mu);
+    rap_status st = acquire(l, rap_source_name(src), dir_idx);
+    if (st != RAP_OK) {
+        *end = true;
+        return RAP_OK;
+    }
+    bool limit = false;
+    for (;;) {
+        if (atomic_load(&r->stop)) { /* a partial line is dropped */
+            release(l);
+            *end = true;
+            return RAP_OK;
+        }
+        if (r->C - l->fill.len < r->C / 4) { /* nearly full: hand over whole lines */
+            st = emit(l, l->fill.line_start, true, &limit);
+            if (st != RAP_OK || limit) {
+                *end = true;
+                return st == RAP_ERR_INTERRUPTED ? RAP_OK : st;
+            }
+            continue;
+        }
+        size_t got;
+        st = rap_source_read(src, l->filling->buf + l->fill.len, r->C - l->fill.len, &got);
+        if (st != RAP_OK) {
+            release(l);
+            return st;
+        }
+        if (got > 0) {
+            add_bytes(r, got);
+            r->last_data = rap_now();
+            rap_line_fill_take(&l->fill, l->filling->buf, got, r->cfg.max_line);
+            continue;
+        }
+        bool final = false;
+        st = quiet_input(l, src, dir_idx, &final, end);
+        if (st != RAP_OK || *end) {
+            if (st != RAP_OK || !final) {
+                release(l);
+                return st == RAP_ERR_INTERRUPTED ? RAP_OK : st;
+            }
+        }
+        if (!final)
+            continue;
+        /* the file ends here */
+        char tail[2];
+        size_t nt;
+        st = rap_source_finish(src, tail, &nt);
+        if (st != RAP_OK) {
+            release(l);
+            return st;
+        }
+        if (nt > 0) {
+            memcpy(l->filling->buf + l->fill.len, tail, nt);
+            add_bytes(r, nt);
+            rap_line_fill_take(&l->fill, l->filling->buf, nt, r->cfg.max_line);
+        }
+        rap_line_fill_end(&l->fill, l->filling->buf);
+        st = emit(l, l->fill.len, false, &limit);
+        if (limit)
+            *end = true;
+        return st == RAP_ERR_INTERRUPTED ? RAP_OK : st;
+    }
+}
+
+/* Opens and reads file i of the directory; *end as for read_file. */
+static rap_status read_dir_file(lane *l, int64_t i, bool *end)
+{
+    rap_reader *r = l->r;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", r->input, r->names[i]);
+    rap_source *src;
+    RAP_TRY(rap_source_open(path, &src));
+    rap_status st = read_file(l, src, i, end);
+    rap_source_close(src);
+    return st;
+}
+
+/* The lane's files; *file: the index of the file an error came from. */
+static rap_status read_all(lane *l, int64_t *file)
+{
+    rap_reader *r = l->r;
+    bool end = false;
+    *file = 0;
+    if (!r->is_dir) {
+        rap_source *src = r->first;
+        r->first = NULL;
+        rap_status st = read_file(l, src, 0, &end);
+        rap_source_close(src);
+        return st;
+    }
+    if (r->L > 1) { /* files id, id + L, ...; the listing is fixed */
+        for (int64_t i = l->id; i < r->n_names && !end; i += r->L) {
+            if (atomic_load(&r->stop))
+                return RAP_OK;
+            *file = i;
+            RAP_TRY(read_dir_file(l, i, &end));
+        }
+        return RAP_OK;
+    }
+    int64_t i = 0;
+    for (;;) {
+        if (atomic_load(&r->stop))
+            return RAP_OK;
+        if (i < r->n_names) {
+            *file = i;
+            RAP_TRY(read_dir_file(l, i, &end));
+            if (end)
+                return RAP_OK;
+            i++;
+            continue;
+        }
+        *file = i;
+        if (!r->cfg.follow)
+            return RAP_OK;
+        int64_t added;
+        RAP_TRY(reader_rescan(r, &added));
+        if (added > 0)
+            continue;
+        if (idle_expired(r))
+            return RAP_OK;
+        set_idle(r);
+        sleep_s(POLL_S);
+    }
+}
+
+void *reader_lane_main(void *arg)
+{
+    lane *l = arg;
+    rap_reader *r = l->r;
+    if (r->L == 1)
+        r->last_data = rap_now();
+    int64_t file = 0;
+    rap_status st = read_all(l, &file);
+    pthread_mutex_lock(&r->mu);
+    if (st != RAP_OK && st != RAP_ERR_INTERRUPTED) {
+        l->err = st;
+        l->err_file = file;
+        snprintf(l->err_msg, sizeof l->err_msg, "%s", rap_last_error());
+    }
+    l->done = true;
+    pthread_cond_broadcast(&r->cv_consumer);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
