@@ -373,7 +373,8 @@ static bool lines_left(const rap_reader *r)
 }
 
 /* Moves rows of the parsed slot sl of lane l into b, counting rejects in
- * order, while rows_allowed lets it. *done when the slot is used up. With
+ * order, while rows_allowed lets it (a turn ends right after its last row:
+ * the rejects after it come with the lane's next turn). *done when the slot is used up. With
  * bad_rows fail, the first reject gives RAP_ERR_DATA (and becomes sticky)
  * once the rows before it are handed out. */
 static rap_status take_slot(rap_reader *r, lane *l, slot *sl, rap_batch *b, bool *done)
@@ -395,7 +396,7 @@ static rap_status take_slot(rap_reader *r, lane *l, slot *sl, rap_batch *b, bool
         l->c_slot_base = l->c_line_base;
     }
     for (;;) {
-        while (l->c_k < o->n_rej && o->rej[l->c_k].pos <= l->c_u && lines_left(r)) {
+        while (l->c_k < o->n_rej && o->rej[l->c_k].pos <= l->c_u && rows_allowed(r) > 0) {
             const rap_parse_reject *e = &o->rej[l->c_k];
             if (r->cfg.bad_rows == RAP_BAD_FAIL) {
                 if (b->rows > 0)

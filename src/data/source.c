@@ -3,11 +3,13 @@
  * Gzip members are inflated by the backend of inflate.h: ISA-L when rap is
  * built with it, else zlib. When ISA-L rejects a member of a regular file
  * (auto choice only), the member is read again from its first byte with
- * zlib, the bytes already handed out are skipped, and zlib reads the rest
- * of the file: so anything zlib reads is read, and data that both reject
- * fails with zlib's verdict. Every corrupt-data failure has one message,
- * "<name>: corrupt gzip data (member K)", whichever inflater saw it; the
- * library's own words go to the debug log.
+ * zlib, the bytes already handed out are skipped, zlib reads the rest of
+ * that member and ISA-L takes over again at the next one: so anything
+ * zlib reads is read, and data that both reject fails with zlib's verdict.
+ * (ISA-L 2.30 rejects, for one, a header with a header CRC that reaches it
+ * in two pieces.) Every corrupt-data failure has one message, "<name>:
+ * corrupt gzip data (member K)", whichever inflater saw it; the library's
+ * own words go to the debug log.
  */
 #include "data/source.h"
 
@@ -44,6 +46,8 @@ struct rap_source {
     int64_t member_start; /* raw offset (from raw_base) of the current member */
     int64_t member_out;   /* bytes of the current member handed out */
     int64_t member_no;    /* 1-based number of the current member */
+    bool fell_back;       /* zlib reads the current member for ISA-L */
+    bool bad;             /* corrupt data met: the next read fails */
 };
 
 rap_status rap_source_open(const char *path, rap_source **out)
@@ -152,6 +156,26 @@ static rap_status sniff(rap_source *s)
     return RAP_OK;
 }
 
+/* Swaps the inflater for a fresh one of kind (between members). */
+static rap_status swap_inflater(rap_source *s, rap_inflate_kind kind)
+{
+    unsigned char *out = s->z.next_out; /* inflate_some's output stays */
+    size_t room = s->z.avail_out;
+    rap_inflater_end(&s->z);
+    s->z_init = false;
+    RAP_TRY(rap_inflater_init(&s->z, kind, s->name));
+    s->z_init = true;
+    s->z.next_out = out;
+    s->z.avail_out = room;
+    return RAP_OK;
+}
+
+static rap_status back_to_isal(rap_source *s)
+{
+    s->fell_back = false;
+    return swap_inflater(s, RAP_INFLATE_ISAL);
+}
+
 /* Inflates into out[0, n) until at least one byte is there or no input is
  * there now (*got 0). Starts the next member after one ends. RAP_INFL_BAD
  * from the inflater gives *bad true (and RAP_OK). */
@@ -170,7 +194,16 @@ static rap_status inflate_some(rap_source *s, char *out, size_t n, size_t *got, 
             s->in_pos = 0;
             s->in_len = r;
         }
+        if (s->in_pos == 0 && s->in_len < IN_BYTES && s->regular && !s->z_mid) {
+            /* the first bytes (2 were sniffed): fill up, so that ISA-L sees
+             * the first header whole (it fails some split ones) */
+            size_t r;
+            RAP_TRY(raw_read(s, s->in + s->in_len, IN_BYTES - s->in_len, &r));
+            s->in_len += r;
+        }
         if (s->z_ended) { /* a further gzip member follows */
+            if (s->fell_back) /* zlib read the member ISA-L rejected: ISA-L again */
+                RAP_TRY(back_to_isal(s));
             RAP_TRY(z->ops->reset(z));
             s->z_ended = false;
             s->member_no++;
@@ -204,16 +237,14 @@ static rap_status corrupt(const rap_source *s)
 
 /* ISA-L rejected the current member: zlib reads it again from its first
  * byte, skipping the member_out bytes already handed out (decoders agree on
- * every byte both can decode), using buf (n bytes) as scratch. */
+ * every byte both can decode), using buf (n bytes) as scratch. ISA-L takes
+ * over again at the next member. */
 static rap_status fall_back(rap_source *s, char *buf, size_t n)
 {
     rap_debug("%s: ISA-L could not read gzip member %lld (%s); reading it again with zlib",
               s->name, (long long)s->member_no, s->z.detail);
-    rap_inflater_end(&s->z);
-    s->z_init = false;
-    RAP_TRY(rap_inflater_init(&s->z, RAP_INFLATE_ZLIB, s->name));
-    s->z_init = true;
-    s->kind = RAP_INFLATE_ZLIB;
+    RAP_TRY(swap_inflater(s, RAP_INFLATE_ZLIB));
+    s->fell_back = true;
     if (lseek(s->fd, (off_t)(s->raw_base + s->member_start), SEEK_SET) < 0)
         return rap_fail(RAP_ERR_IO, "%s: seek: %s", s->name, strerror(errno));
     s->raw_read = s->member_start;
@@ -232,19 +263,32 @@ static rap_status fall_back(rap_source *s, char *buf, size_t n)
     return RAP_OK;
 }
 
+/* Can zlib read the current member again for ISA-L? */
+static bool can_fall_back(const rap_source *s)
+{
+    return s->kind == RAP_INFLATE_AUTO && !s->fell_back && s->regular &&
+           s->z.ops == rap_inflate_backend(RAP_INFLATE_ISAL);
+}
+
+/* The bytes decoded before corrupt data are handed out (so they do not
+ * depend on how the caller sizes its reads), and the error comes with the
+ * next call; with a fall-back to come they are dropped instead, and zlib
+ * decodes them again. */
 static rap_status gz_read(rap_source *s, char *buf, size_t n, size_t *got)
 {
-    bool bad;
-    RAP_TRY(inflate_some(s, buf, n, got, &bad));
-    if (!bad)
-        return RAP_OK;
-    s->member_out -= (int64_t)*got; /* not handed out */
-    if (s->kind != RAP_INFLATE_AUTO || s->z.ops != rap_inflate_backend(RAP_INFLATE_ISAL) ||
-        !s->regular)
+    *got = 0;
+    if (s->bad)
         return corrupt(s);
+    RAP_TRY(inflate_some(s, buf, n, got, &s->bad));
+    if (!s->bad)
+        return RAP_OK;
+    if (!can_fall_back(s))
+        return *got > 0 ? RAP_OK : corrupt(s);
+    s->member_out -= (int64_t)*got; /* not handed out */
+    s->bad = false;
     RAP_TRY(fall_back(s, buf, n));
-    RAP_TRY(inflate_some(s, buf, n, got, &bad));
-    return bad ? corrupt(s) : RAP_OK;
+    RAP_TRY(inflate_some(s, buf, n, got, &s->bad));
+    return s->bad && *got == 0 ? corrupt(s) : RAP_OK;
 }
 
 rap_status rap_source_read(rap_source *s, char *buf, size_t n, size_t *got)
