@@ -5,6 +5,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define DEFAULT_BUF ((size_t)64 << 20)
 #define DEFAULT_READ ((size_t)1 << 20)
@@ -136,18 +139,40 @@ void rap_lines_start(rap_lines *c, rap_source *src)
     c->ended = false;
 }
 
-/* Counts the whole lines in [scan, line_start) into start[], up to B. */
+/* Counts the whole lines in [scan, line_start) into start[], up to B.
+ * Newlines are found 16 bytes at a time (SSE2, in every x86-64) rather
+ * than with a memchr call per line: with ~250-byte lines the calls cost as
+ * much as the search. */
 static void count_lines(rap_lines *c)
 {
     const int64_t B = c->cfg.max_lines;
     const char *b = c->buf;
     size_t p = c->scan, end = c->f.line_start;
+    const size_t base = c->base;
     int32_t *st = c->start;
     int64_t n = c->n;
+#ifdef __SSE2__
+    const __m128i nl = _mm_set1_epi8('\n');
+    while (n < B && p + 16 <= end) { /* [p, p + 16) lies before line_start */
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(b + p)), nl));
+        while (m) {
+            size_t next = p + (size_t)__builtin_ctz(m) + 1;
+            st[++n] = (int32_t)(next - base);
+            if (n == B) {
+                c->n = n;
+                c->scan = next;
+                return;
+            }
+            m &= m - 1;
+        }
+        p += 16; /* p may now be inside a line: the loop below finds its end */
+    }
+#endif
     while (n < B && p < end) {
-        const char *nl = memchr(b + p, '\n', end - p);
-        p = (size_t)(nl - b) + 1; /* every line before line_start ends in '\n' */
-        st[++n] = (int32_t)(p - c->base);
+        const char *q = memchr(b + p, '\n', end - p);
+        p = (size_t)(q - b) + 1; /* every line before line_start ends in '\n' */
+        st[++n] = (int32_t)(p - base);
     }
     c->n = n;
     c->scan = p;
