@@ -154,7 +154,7 @@ static void *parser_main(void *arg)
     rap_reader *r = arg;
     pthread_mutex_lock(&r->mu);
     for (;;) {
-        lane *l;
+        lane *l = NULL;
         while (!r->closing && !(l = parse_pick(r)))
             pthread_cond_wait(&r->cv_parser, &r->mu);
         if (r->closing)
