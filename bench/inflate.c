@@ -6,8 +6,10 @@
  *
  * Writes --rows rows with rap's own generator (rap_gen_write, Kaggle
  * cardinalities, --seed) as plain text and a gzip copy (one member, zlib
- * level 6, as `gzip` writes by default), then measures, each case --repeat
- * times after one warm-up run, and prints the medians:
+ * level 6, as `gzip` writes by default), then measures every case once a
+ * round, one warm-up round and --repeat measured ones (so that load coming
+ * and going on a shared machine falls on every case alike), and prints the
+ * medians:
  *
  *   inflate zlib / isa-l   the .gz inflated in memory into a 1 MiB buffer:
  *                          MB/s of output per second of this thread's CPU
@@ -209,31 +211,36 @@ typedef struct {
     const char *path;
 } case_t;
 
-static int run_case(const case_t *k, const unsigned char *gz, size_t gz_n, rap_lines *c,
-                    int repeat, int64_t want_rows, int64_t want_bytes, result *res)
+/* One run of case k, checked against the rows and bytes expected; its
+ * five numbers into v[0..4][at]. */
+static int run_once(const case_t *k, const char *name, const unsigned char *gz, size_t gz_n,
+                    rap_lines *c, int64_t want_rows, int64_t want_bytes, double v[5][100],
+                    int at)
 {
-    double v[5][100];
-    for (int i = -1; i < repeat; i++) { /* i = -1: the warm-up */
-        run_t r;
-        int bad = k->kind == 0   ? case_inflate(gz, gz_n, k->ik, &r)
-                  : k->kind == 1 ? case_lines(k->path, k->ik, c, &r)
-                                 : case_gzip_cli(k->path, &r);
-        if (bad)
-            return 1;
-        if (r.bytes != want_bytes || (k->kind != 0 && r.rows != want_rows)) {
-            fprintf(stderr, "%s: %lld bytes, %lld rows; expected %lld, %lld\n", res->name,
-                    (long long)r.bytes, (long long)r.rows, (long long)want_bytes,
-                    (long long)want_rows);
-            return 1;
-        }
-        if (i < 0)
-            continue;
-        v[0][i] = (double)r.bytes / 1e6 / r.wall;
-        v[1][i] = (double)r.bytes / 1e6 / r.cpu;
-        v[2][i] = (double)want_rows / r.wall;
-        v[3][i] = (double)want_rows / r.cpu;
-        v[4][i] = r.cpu / r.wall;
+    run_t r;
+    int bad = k->kind == 0   ? case_inflate(gz, gz_n, k->ik, &r)
+              : k->kind == 1 ? case_lines(k->path, k->ik, c, &r)
+                             : case_gzip_cli(k->path, &r);
+    if (bad)
+        return 1;
+    if (r.bytes != want_bytes || (k->kind != 0 && r.rows != want_rows)) {
+        fprintf(stderr, "%s: %lld bytes, %lld rows; expected %lld, %lld\n", name,
+                (long long)r.bytes, (long long)r.rows, (long long)want_bytes,
+                (long long)want_rows);
+        return 1;
     }
+    if (at < 0)
+        return 0; /* the warm-up */
+    v[0][at] = (double)r.bytes / 1e6 / r.wall;
+    v[1][at] = (double)r.bytes / 1e6 / r.cpu;
+    v[2][at] = (double)want_rows / r.wall;
+    v[3][at] = (double)want_rows / r.cpu;
+    v[4][at] = r.cpu / r.wall;
+    return 0;
+}
+
+static void summarize(const case_t *k, double v[5][100], int repeat, result *res)
+{
     res->mb_s = median(v[0], repeat);
     res->mb_s_core = median(v[1], repeat);
     res->rows_s = median(v[2], repeat);
@@ -241,8 +248,6 @@ static int run_case(const case_t *k, const unsigned char *gz, size_t gz_n, rap_l
     res->cores = median(v[4], repeat);
     printf("%-22s %10.1f %12.1f %12.0f %14.0f %7.2f\n", res->name, res->mb_s, res->mb_s_core,
            k->kind == 0 ? 0.0 : res->rows_s, k->kind == 0 ? 0.0 : res->rows_s_core, res->cores);
-    fflush(stdout);
-    return 0;
 }
 
 /* Generates the plain file and a one-member gzip copy (zlib level 6). */
@@ -383,9 +388,8 @@ int main(int argc, char **argv)
     };
     const int nc = (int)(sizeof cases / sizeof cases[0]);
     result res[8];
+    const case_t *on[8];
     int nres = 0;
-    printf("%-22s %10s %12s %12s %14s %7s\n", "case", "MB/s", "MB/s/core", "rows/s",
-           "rows/s/core", "cores");
     for (int i = 0; i < nc; i++) {
         if (!cases[i].on) {
             printf("%-22s skipped: %s\n", cases[i].name,
@@ -394,20 +398,35 @@ int main(int argc, char **argv)
         }
         res[nres].name = cases[i].name;
         res[nres].what = cases[i].what;
-        if (run_case(&cases[i].k, gz, gz_n, c, (int)s.repeat, s.rows, bytes, &res[nres]))
-            return 1;
-        nres++;
+        on[nres++] = &cases[i].k;
     }
-    double zl = 0, il = 0;
+    /* round by round, every case once a round: load that comes and goes on
+     * a shared machine falls on every case alike */
+    static double v[8][5][100];
+    for (int at = -1; at < (int)s.repeat; at++)
+        for (int i = 0; i < nres; i++)
+            if (run_once(on[i], res[i].name, gz, gz_n, c, s.rows, bytes, v[i], at))
+                return 1;
+    printf("%-22s %10s %12s %12s %14s %7s\n", "case", "MB/s", "MB/s/core", "rows/s",
+           "rows/s/core", "cores");
+    for (int i = 0; i < nres; i++)
+        summarize(on[i], v[i], (int)s.repeat, &res[i]);
+    int zi = -1, ii = -1;
     for (int i = 0; i < nres; i++) {
         if (!strcmp(res[i].name, "lines .gz zlib"))
-            zl = res[i].rows_s_core;
+            zi = i;
         if (!strcmp(res[i].name, "lines .gz isa-l"))
-            il = res[i].rows_s_core;
+            ii = i;
     }
-    double ratio = zl > 0 && il > 0 ? il / zl : 0;
-    if (ratio > 0)
-        printf("isa-l / zlib, rows/s per core on .gz: %.2fx (goal: at least 3x)\n", ratio);
+    double ratio = 0, pr[100];
+    if (zi >= 0 && ii >= 0) { /* the median of each round's ratio: the two ran side by side */
+        for (int r = 0; r < (int)s.repeat; r++)
+            pr[r] = v[ii][3][r] / v[zi][3][r];
+        ratio = median(pr, (int)s.repeat);
+        printf("isa-l / zlib, rows/s per core on .gz: %.2fx (median of the rounds' ratios; "
+               "goal: at least 3x), ratio of the medians %.2fx\n",
+               ratio, res[ii].rows_s_core / res[zi].rows_s_core);
+    }
     if (s.json[0])
         write_json(&s, bytes, gz_n, res, nres, ratio);
     rap_lines_free(c);
