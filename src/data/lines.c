@@ -100,6 +100,7 @@ struct rap_lines {
     size_t scan;         /* lines before scan are counted in start[] */
     int64_t n;           /* lines counted */
     int64_t lines_out;   /* lines handed out from src */
+    size_t last_bytes;   /* bytes of the last batch */
     bool ended;          /* the source's end was taken in */
 };
 
@@ -136,6 +137,7 @@ void rap_lines_start(rap_lines *c, rap_source *src)
     c->base = c->scan = 0;
     c->n = 0;
     c->lines_out = 0;
+    c->last_bytes = 0;
     c->ended = false;
 }
 
@@ -230,6 +232,11 @@ rap_status rap_lines_next(rap_lines *c, rap_line_batch *b)
     c->base = c->scan;
     c->n = 0;
     c->start[0] = 0;
+    /* too little room for another batch like the last one: move the bytes
+     * after it to the front now, while they are a partial read (a move in
+     * the middle of a batch would copy the batch) */
+    if (c->cap - c->base < 2 * c->last_bytes + c->cap / 4)
+        compact(c);
     for (;;) {
         count_lines(c);
         if (c->n == c->cfg.max_lines || c->ended)
@@ -249,6 +256,7 @@ rap_status rap_lines_next(rap_lines *c, rap_line_batch *b)
     b->bytes = c->start[c->n];
     b->first_line = c->lines_out + 1;
     c->lines_out += c->n;
+    c->last_bytes = (size_t)b->bytes;
     return RAP_OK;
 }
 
