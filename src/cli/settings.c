@@ -101,7 +101,7 @@ const rap_opt cli_options[] = {
     {"idle-timeout", RAP_OPT_DOUBLE, CMD_PREP | TR, OFF(idle_timeout), "0", 0, 1e9, NULL, "SEC", "with --follow: stop after this long without new rows (0: never)"},
     {"max-line", RAP_OPT_INT, CMD_PREP | TB, OFF(max_line), "65536", 64, 1 << 30, NULL, "BYTES", "longer input lines are rejected"},
     {"max-rows", RAP_OPT_INT, CMD_PREP | TR, OFF(max_rows), "0", 0, BIG, NULL, "N", "stop after reading N rows (0: all; train: per pass over --data)"},
-    {"inflate-threads", RAP_OPT_INT, CMD_PREP | TB, OFF(inflate_threads), "1", 1, 256, NULL, "N", "files of an input directory read and inflated at once, each by its own thread, within --threads (docs/INPUT.md); not with --follow"},
+    {"inflate-threads", RAP_OPT_INT, CMD_PREP | TB, OFF(inflate_threads), "1", 1, 256, NULL, "N", "files of an input directory read and inflated at once, each by its own thread, within --threads (docs/INPUT.md); with --follow one at a time"},
     {"interleave", RAP_OPT_ENUM, CMD_PREP | TB, OFF(interleave), "file", 0, 0, "file|batch", NULL, "order of rows with --inflate-threads N: file after file as with one thread, or batch: batch i (--batch rows) from file i mod N while the files last (docs/INPUT.md)"},
     {"threads", RAP_OPT_INT, CMD_ALL, OFF(threads), "0", 0, 4096, NULL, "N", "CPU threads (0: all cores); the reader's lanes and parsers share them (docs/INPUT.md)"},
     {"quiet", RAP_OPT_BOOL, CMD_ALL, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
