@@ -5,10 +5,10 @@
 #include "test.h"
 
 #include "plan/capacity.h"
-#include "plan/fusion_ilp.h"
 #include "plan/predictor.h"
 #include "run/input.h"
-#include "run/schedule.h"
+#include "sched/fusion_file.h"
+#include "sched/schedule.h"
 
 #include <unistd.h>
 

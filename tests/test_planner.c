@@ -9,6 +9,7 @@
 
 #include "plan/search.h"
 #include "prep/exec_internal.h"
+#include "sched/fusion_file.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
 /* test_rank_schedule.c -- the placement planner's per-rank manifests run by
- * one rank (src/run/rank_schedule.c):
+ * one rank (src/sched/rank_schedule.c):
  *   - `rap plan --gpus R --placement owner` of plan 0 (R = 2, 3), merged per
  *     rank: valid for the rank plan; dense kernels on the rank's own share,
  *     sparse ones on the whole batch; an op two parts share computed once;
@@ -19,8 +19,9 @@
 #include "dist/hybrid.h"
 #include "dist/shard.h"
 #include "run/input.h"
-#include "run/rank_schedule.h"
+#include "prep/subplan.h"
 #include "run/train.h"
+#include "sched/rank_schedule.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,13 +93,14 @@ static void check_rank(rap_test_ctx *t, setup_t *su, const char *prefix, int R, 
     rap_fusion rfus, mf;
     memset(&rfus, 0, sizeof rfus);
     int rtab[RAP_MAX_TABLES], nrt = 0;
-    REQUIRE_OK(rap_train_rank_plan(su->p, &su->map.shard[r], false, &rp, &rfus, rtab, &nrt));
+    REQUIRE_OK(rap_subplan_rank(su->p, su->map.shard[r].table, su->map.shard[r].n_local, false,
+                                &rp, &rfus, rtab, &nrt));
     const rap_plan *plan = rp ? rp : su->p;
     rap_schedule *s = NULL;
     rap_status st = rap_rank_schedule_load(prefix, su->p, r, R, Bg, plan, &mf, &s);
     CHECK_MSG(st == RAP_OK, "R = %d rank %d: %s", R, r, rap_last_error());
     if (st != RAP_OK) {
-        rap_train_rank_plan_free(rp, &rfus);
+        rap_subplan_rank_free(rp, &rfus);
         return;
     }
     /* dense kernels on the rank's share, sparse ones on the whole batch */
@@ -168,7 +170,7 @@ static void check_rank(rap_test_ctx *t, setup_t *su, const char *prefix, int R, 
     rap_batch_free(&b);
     rap_schedule_free(s);
     rap_fusion_free(&mf);
-    rap_train_rank_plan_free(rp, &rfus);
+    rap_subplan_rank_free(rp, &rfus);
 }
 
 RAP_TEST(rank_schedule_owner_matches_whole_plan)
@@ -223,15 +225,15 @@ RAP_TEST(rank_schedule_search_moves_merged)
             rap_fusion rfus, mf;
             memset(&rfus, 0, sizeof rfus);
             int rtab[RAP_MAX_TABLES], nrt = 0;
-            REQUIRE_OK(rap_train_rank_plan_with(su.p, &su.map.shard[r], extra, false, &rp, &rfus,
-                                                rtab, &nrt));
+            REQUIRE_OK(rap_subplan_rank_with(su.p, su.map.shard[r].table, su.map.shard[r].n_local,
+                                             extra, false, &rp, &rfus, rtab, &nrt));
             const rap_plan *plan = rp ? rp : su.p;
             rap_schedule *s = NULL;
             rap_status st = rap_rank_schedule_make(m, su.p, plan, &mf, &s);
             CHECK_MSG(st == RAP_OK, "R = %d rank %d: %s", R, r, rap_last_error());
             if (st != RAP_OK) {
                 rap_rank_manifest_free(m);
-                rap_train_rank_plan_free(rp, &rfus);
+                rap_subplan_rank_free(rp, &rfus);
                 continue;
             }
             received += s->n_received;
@@ -286,7 +288,7 @@ RAP_TEST(rank_schedule_search_moves_merged)
             }
             rap_schedule_free(s);
             rap_fusion_free(&mf);
-            rap_train_rank_plan_free(rp, &rfus);
+            rap_subplan_rank_free(rp, &rfus);
             rap_rank_manifest_free(m);
         }
         CHECK_MSG(moves > 0, "R = %d: the search made no move (the test needs some)", R);
@@ -360,7 +362,8 @@ RAP_TEST(rank_schedule_refusals)
     rap_plan *rp = NULL;
     rap_fusion rfus, mf;
     int rtab[RAP_MAX_TABLES], nrt;
-    REQUIRE_OK(rap_train_rank_plan(su.p, &su.map.shard[0], false, &rp, &rfus, rtab, &nrt));
+    REQUIRE_OK(rap_subplan_rank(su.p, su.map.shard[0].table, su.map.shard[0].n_local, false, &rp,
+                                &rfus, rtab, &nrt));
     rap_schedule *s = NULL;
     /* another rank count, another global batch, a missing file */
     CHECK(rap_rank_schedule_load(prefix, su.p, 0, 3, Bg, rp, &mf, &s) == RAP_ERR_PLAN);
@@ -400,7 +403,7 @@ RAP_TEST(rank_schedule_refusals)
              prefix);
     rc = rap_test_sh(cmd, out, sizeof out);
     CHECK_MSG(rc == 0, "exit %d: %s", rc, out);
-    rap_train_rank_plan_free(rp, &rfus);
+    rap_subplan_rank_free(rp, &rfus);
     teardown(&su);
 }
 

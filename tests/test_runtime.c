@@ -12,7 +12,7 @@
 #include "run/checkpoint.h"
 #include "run/input.h"
 #include "run/runtime.h"
-#include "run/schedule.h"
+#include "sched/schedule.h"
 #include "run/train.h"
 
 #include <pthread.h>

@@ -20,8 +20,8 @@
 #include "run/graph.h"
 #include "run/queue.h"
 #include "run/rowfeed.h"
-#include "run/schedule.h"
 #include "run/trace.h"
+#include "sched/schedule.h"
 
 #ifdef RAP_HAVE_CUDA
 #include <cuda_runtime_api.h>

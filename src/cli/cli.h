@@ -93,7 +93,7 @@ typedef struct {
     bool mps_start;
     /* ranks */
     int64_t gpus;            /* --gpus N: N ranks as threads */
-    int placement;           /* rap_placement (plan/place.h): the choices' order */
+    int placement;           /* rap_placement (sched/placement.h): the choices' order */
     double comm_timeout;     /* seconds; 0 = the default */
     /* export */
     char checkpoint[RAP_OPT_STR];

@@ -35,13 +35,14 @@
 #include "dist/ids.h"
 #include "dist/shard.h"
 #include "model/model.h"
-#include "plan/fusion_ilp.h"
+#include "prep/subplan.h"
 #include "run/input.h"
 #include "run/mps.h"
 #include "run/pack.h"
-#include "run/rank_schedule.h"
 #include "run/runtime.h"
 #include "run/train.h"
+#include "sched/fusion_file.h"
+#include "sched/rank_schedule.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -279,9 +280,9 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
                                          &man)) != RAP_OK)
             goto out;
         if (dist.R > 1 && s->placement != RAP_PLACE_BATCH && !b->shard && !b->sched)
-            st = rap_train_rank_plan_with(b->plan, &shard, man ? man->col_shares : NULL,
-                                          s->fusion == FUSE_NONE, &dist.part, &dist.part_fus,
-                                          dist.rtab, &dist.n_rtab);
+            st = rap_subplan_rank_with(b->plan, shard.table, shard.n_local,
+                                       man ? man->col_shares : NULL, s->fusion == FUSE_NONE,
+                                       &dist.part, &dist.part_fus, dist.rtab, &dist.n_rtab);
         if (st == RAP_OK && man)
             st = rap_train_prep_from_manifest(man, b->plan, dist.part, &map, dist.rank,
                                               b->mc.max_bag, ncomm ? ncomm : comm, b->dev,
@@ -483,7 +484,7 @@ out:
         rap_hybrid_free(dist.h);
         rap_schedule_free(dist.rsched);
         rap_fusion_free(&dist.rsfus);
-        rap_train_rank_plan_free(dist.part, &dist.part_fus);
+        rap_subplan_rank_free(dist.part, &dist.part_fus);
         rap_cuda_free(dist.loss_dev);
         rap_model_free(m);
         rap_comm_free(ncomm);

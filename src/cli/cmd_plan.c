@@ -16,6 +16,7 @@
 #include "dist/shard.h"
 #include "plan/place.h"
 #include "plan/search.h"
+#include "sched/fusion_file.h"
 
 #include <errno.h>
 #include <stddef.h>

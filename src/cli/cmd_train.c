@@ -5,8 +5,8 @@
 #include "cli/cli.h"
 #include "dist/comm.h"
 #include "run/mps.h"
-#include "run/rank_schedule.h"
 #include "run/train.h"
+#include "sched/rank_schedule.h"
 
 #include <math.h>
 #include <pthread.h>

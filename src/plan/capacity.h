@@ -9,7 +9,7 @@
 
 #include "core/core.h"
 #include "plan/predictor.h"
-#include "run/schedule.h"
+#include "sched/schedule.h"
 
 #include <stdio.h>
 

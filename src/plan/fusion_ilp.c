@@ -13,7 +13,9 @@
  * so a time limit always leaves a solution at least as good as greedy.
  */
 #include "plan/fusion_ilp.h"
+
 #include "plan/search.h"
+#include "sched/fusion_file.h"
 
 #include <glpk.h>
 #include <math.h>
@@ -117,49 +119,6 @@ double rap_fusion_predicted_ms(const rap_plan *p, const rap_fusion *f, const rap
         s += rap_slice_ms(p, f, pred, k, 0, f->kernels[k].n, 0, batch, batch);
     return s;
 }
-
-rap_status rap_fusion_check(const rap_plan *p, const rap_fusion *f)
-{
-    int *kof = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "fusion check");
-    if (!kof)
-        return RAP_ERR_NOMEM;
-    for (int i = 0; i < p->n_nodes; i++)
-        kof[i] = -1;
-    rap_status st = RAP_OK;
-    for (int k = 0; k < f->n && st == RAP_OK; k++) {
-        const rap_kernel *kn = &f->kernels[k];
-        for (int j = 0; j < kn->n && st == RAP_OK; j++) {
-            int i = kn->nodes[j];
-            if (i < 0 || i >= p->n_nodes || !is_op(p, i))
-                st = rap_fail(RAP_ERR_PLAN, "fusion: kernel %d holds node %d, not a live op", k, i);
-            else if (kof[i] >= 0)
-                st = rap_fail(RAP_ERR_PLAN, "fusion: node %d is in kernels %d and %d", i, kof[i], k);
-            else if (kn->group ? !rap_node_row_local(p, i)
-                               : p->nodes[i].op != kn->op || rap_node_variant(p, i) != kn->variant)
-                st = rap_fail(RAP_ERR_PLAN, "fusion: kernel %d (%s.%d) holds node %d of type %s.%d",
-                              k, rap_op_name(kn->op), kn->variant, i, rap_op_name(p->nodes[i].op),
-                              rap_node_variant(p, i));
-            else
-                kof[i] = k;
-        }
-    }
-    for (int i = 0; i < p->n_nodes && st == RAP_OK; i++) {
-        if (!is_op(p, i))
-            continue;
-        if (kof[i] < 0)
-            st = rap_fail(RAP_ERR_PLAN, "fusion: op node %d (plan line %d) is in no kernel", i,
-                          p->nodes[i].line);
-        else if (is_op(p, p->nodes[i].input) && kof[p->nodes[i].input] >= kof[i] &&
-                 !rap_fusion_same_group(f, kof[i], p->nodes[i].input, i))
-            st = rap_fail(RAP_ERR_PLAN, "fusion: node %d runs in kernel %d, not after its input's "
-                          "kernel %d", i, kof[i], kof[p->nodes[i].input]);
-    }
-    for (int k = 0; k < f->n && st == RAP_OK; k++)
-        st = rap_fusion_check_groups(&f->kernels[k], k);
-    rap_free(kof);
-    return st;
-}
-
 
 /* ------------------------------------------------------------- heuristic */
 

@@ -79,23 +79,6 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
 double rap_fusion_predicted_ms(const rap_plan *p, const rap_fusion *f, const rap_predictor *pred,
                                int64_t batch);
 
-/* Checks f against p: every live op in exactly one kernel, kernels of one
- * op and variant, every kernel after the kernels of its inputs.
- * RAP_ERR_PLAN naming the first violation. */
-rap_status rap_fusion_check(const rap_plan *p, const rap_fusion *f);
-
-/* Fusion files: the runtime must run the fusion a schedule was made for
- * (the schedule holds only its hash), so `rap plan` writes it beside the
- * schedule. Format (docs/PLANNER.md, "Fusion file"):
- *   rap-fusion 2            (version 1, without row kernels, still loads)
- *   plan NAME HASH          (rap_plan_hash, 16 hex digits)
- *   kernel op=OP variant=V level=L ops=I,J,...   (live op ids, plan order)
- *   kernel op=rows variant=0 level=L ops=I,J;K,...  (a row kernel: groups by ';')
- * Loading checks the plan hash, every kernel against the plan and the
- * whole with rap_fusion_check. */
-rap_status rap_fusion_save(const rap_plan *p, const rap_fusion *f, const char *path);
-rap_status rap_fusion_load(const rap_plan *p, const char *path, rap_fusion *f);
-
 #ifdef __cplusplus
 }
 #endif

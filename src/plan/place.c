@@ -4,25 +4,12 @@
 #include "plan/place.h"
 
 #include "core/json.h"
+#include "prep/subplan.h"
+#include "sched/fusion_file.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
-
-static const char *const g_place_names[] = {"owner", "batch", "search"};
-
-const char *rap_placement_name(rap_placement p)
-{
-    return (unsigned)p < 3 ? g_place_names[p] : "?";
-}
-
-int rap_placement_parse(const char *name)
-{
-    for (int i = 0; i < 3; i++)
-        if (name && !strcmp(name, g_place_names[i]))
-            return i;
-    return -1;
-}
 
 rap_link rap_link_defaults(void)
 {
@@ -207,43 +194,10 @@ static rap_status shape_init(const rap_plan *p, const rap_place_config *c, shape
 
 /* ------------------------------------------------------ rank planning */
 
-void rap_place_sub_plan_free(rap_plan *s)
-{
-    if (!s)
-        return;
-    rap_free(s->nodes);
-    rap_free(s->cols);
-    rap_free(s);
-}
-
-rap_status rap_place_sub_plan(const rap_plan *p, const int *cols, int n, rap_plan **out)
-{
-    *out = NULL;
-    rap_plan *s = rap_malloc(sizeof *s, "placement sub-plan");
-    if (!s)
-        return RAP_ERR_NOMEM;
-    *s = *p;
-    s->nodes = rap_malloc(sizeof *s->nodes * (size_t)p->n_nodes, "placement sub-plan");
-    s->cols = rap_malloc(sizeof *s->cols * (size_t)(n + 1), "placement sub-plan");
-    if (!s->nodes || !s->cols) {
-        rap_place_sub_plan_free(s);
-        return RAP_ERR_NOMEM;
-    }
-    memcpy(s->nodes, p->nodes, sizeof *s->nodes * (size_t)p->n_nodes);
-    s->cap_nodes = p->n_nodes;
-    for (int i = 0; i < n; i++)
-        s->cols[i] = p->cols[cols[i]];
-    s->n_cols = n;
-    s->cap_cols = n + 1;
-    rap_plan_finish(s);
-    *out = s;
-    return RAP_OK;
-}
-
 static void part_free(rap_place_part *pt)
 {
     rap_free(pt->cols);
-    rap_place_sub_plan_free(pt->sub);
+    rap_subplan_free(pt->sub);
     rap_fusion_free(&pt->fusion);
     rap_schedule_free(pt->sched);
     memset(pt, 0, sizeof *pt);
@@ -382,7 +336,7 @@ static rap_status plan_rank(const shape *s, const int *src, int r, rap_place_ran
     rk->comm_reserved_ms = 0;
     for (int q = 0; q < rk->n_parts && st == RAP_OK; q++) {
         rap_place_part *pt = &rk->parts[q];
-        st = rap_place_sub_plan(p, pt->cols, pt->n_cols, &pt->sub);
+        st = rap_subplan_make(p, pt->cols, pt->n_cols, &pt->sub);
         if (st == RAP_OK)
             st = c->fuse ? c->fuse(pt->sub, &pt->fusion, c->fuse_ctx)
                          : rap_fuse_levels(pt->sub, &pt->fusion);

@@ -47,18 +47,13 @@
 #define RAP_PLAN_PLACE_H
 
 #include "plan/search.h"
+#include "sched/placement.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define RAP_PLACE_MAX_RANKS 64  /* R; also R*G <= 64 (share sets are bit masks) */
-
-typedef enum { RAP_PLACE_OWNER = 0, RAP_PLACE_BATCH, RAP_PLACE_SEARCH } rap_placement;
-
-/* "owner", "batch", "search"; -1 for another name. */
-const char *rap_placement_name(rap_placement p);
-int rap_placement_parse(const char *name);
 
 /* Interconnect model: an all-to-all moves bytes at gbytes_per_s per
  * direction per GPU, plus latency_us once. */
@@ -167,14 +162,6 @@ void rap_place_result_free(rap_place_result *r);
  * shares, rows, schedule and fusion files, and the units it sends and
  * receives) and, per part i, PREFIX.rank<r>.<i> (schedule) and
  * PREFIX.rank<r>.<i>.fusion. */
-/* The plan with columns cols[0..n) of p only, in that order (a part's
- * sub-plan, what its fusion and schedule files are made for): its own node
- * (a copy of all of p's: node indices are p's) and column arrays, the
- * parameters (borders, maps) shared with p: free it with
- * rap_place_sub_plan_free, never rap_plan_free, and before p. */
-rap_status rap_place_sub_plan(const rap_plan *p, const int *cols, int n, rap_plan **out);
-void rap_place_sub_plan_free(rap_plan *s);
-
 rap_status rap_place_save_rank(const rap_plan *p, const rap_place_result *r, int rank,
                                const char *prefix);
 

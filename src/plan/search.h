@@ -12,7 +12,7 @@
 
 #include "plan/capacity.h"
 #include "plan/fusion_ilp.h"
-#include "run/schedule.h"
+#include "sched/schedule.h"
 
 #include <stdio.h>
 

@@ -60,8 +60,8 @@
 #include "model/model.h"
 #include "rap.h"
 #include "run/rowfeed.h"
-#include "run/schedule.h"
 #include "run/trace.h"
+#include "sched/schedule.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,13 +7,14 @@
 #include "dist/hybrid.h"
 #include "dist/ids.h"
 #include "dist/shard.h"
-#include "plan/fusion_ilp.h"
-#include "plan/place.h"
+#include "prep/subplan.h"
 #include "run/checkpoint_meta.h"
-#include "run/rank_schedule.h"
 #include "run/input.h"
 #include "run/pack.h"
 #include "run/progress.h"
+#include "sched/fusion_file.h"
+#include "sched/hash.h"
+#include "sched/rank_schedule.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -42,63 +43,6 @@ void rap_train_defaults(rap_train_config *c)
     c->device = RAP_CPU;
     c->mode = -1;
     c->log_interval = 5;
-}
-
-/* ------------------------------------------------------------ plan hash */
-
-static uint64_t hmix(uint64_t h, uint64_t v) { return rap_mix64(h ^ rap_mix64(v)); }
-
-static uint64_t hdouble(uint64_t h, double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return hmix(h, u);
-}
-
-static uint64_t node_hash(const rap_plan *p, int idx)
-{
-    uint64_t h = 0x7261702d706c616eull;
-    for (int depth = 0; idx >= 0 && depth < 100000; depth++) {
-        const rap_node *n = &p->nodes[idx];
-        h = hmix(h, (uint64_t)n->op);
-        h = hmix(h, (uint64_t)n->kind);
-        h = hmix(h, (uint64_t)n->in_kind);
-        h = hmix(h, (uint64_t)n->width);
-        h = hdouble(h, n->f[0]);
-        h = hdouble(h, n->f[1]);
-        h = hmix(h, (uint64_t)n->i[0]);
-        h = hmix(h, (uint64_t)n->i[1]);
-        h = hmix(h, (uint64_t)n->n_aux);
-        for (int64_t k = 0; k < n->n_aux; k++)
-            h = n->borders ? hdouble(h, n->borders[k]) : hmix(h, (uint64_t)n->map[k]);
-        if (n->op == RAP_OP_INPUT)
-            h = hmix(h, (uint64_t)n->raw);
-        idx = n->input;
-    }
-    return h;
-}
-
-uint64_t rap_train_plan_hash(const rap_plan *plan, char **cols)
-{
-    uint64_t h = 0x706c616e68617368ull;
-    size_t cap = 1, at = 0;
-    for (int c = 0; c < plan->n_cols; c++)
-        cap += strlen(plan->cols[c].name) + 20;
-    char *s = cols ? rap_malloc(cap, "plan columns") : NULL;
-    if (s)
-        s[0] = 0;
-    for (int c = 0; c < plan->n_cols; c++) {
-        uint64_t ch = node_hash(plan, plan->cols[c].node);
-        for (const char *q = plan->cols[c].name; *q; q++)
-            ch = hmix(ch, (uint64_t)(unsigned char)*q);
-        h = hmix(h, ch);
-        if (s)
-            at += (size_t)snprintf(s + at, cap - at, "%s%s:%08x", c ? "," : "", plan->cols[c].name,
-                                   (unsigned)(ch >> 32));
-    }
-    if (cols)
-        *cols = s;
-    return h;
 }
 
 /* ------------------------------------------------------------ trainer */
@@ -658,7 +602,7 @@ static rap_status setup(trainer *t)
                         "exchanges data between ranks in every step and is not captured");
     t->data_id = c->data_id && c->data_id[0] ? c->data_id : c->data;
     t->holdout = c->eval_data && c->eval_data[0] ? 0 : c->eval_fraction;
-    t->plan_hash = rap_train_plan_hash(c->plan, &t->plan_cols);
+    t->plan_hash = rap_plan_columns_hash(c->plan, &t->plan_cols);
     if (!t->plan_cols)
         return RAP_ERR_NOMEM;
     size_t dl = strlen(c->data);
@@ -839,65 +783,11 @@ static rap_status setup(trainer *t)
 
 static rap_status open_feed(trainer *t, int64_t passes);
 
-rap_status rap_train_rank_plan(const rap_plan *p, const rap_model_shard *sh, bool fuse_none,
-                               rap_plan **out, rap_fusion *fus, int *rtab, int *n_rtab)
-{
-    return rap_train_rank_plan_with(p, sh, NULL, fuse_none, out, fus, rtab, n_rtab);
-}
-
-rap_status rap_train_rank_plan_with(const rap_plan *p, const rap_model_shard *sh,
-                                    const uint64_t *extra, bool fuse_none, rap_plan **out,
-                                    rap_fusion *fus, int *rtab, int *n_rtab)
-{
-    *out = NULL;
-    *n_rtab = 0;
-    int *keep = rap_malloc(sizeof(int) * (size_t)(p->n_cols + 1), "rank plan");
-    if (!keep)
-        return RAP_ERR_NOMEM;
-    int n = 0, sparse = 0;
-    for (int i = 0; i < p->n_cols; i++) {
-        bool is_sparse = p->nodes[p->cols[i].node].kind == RAP_SPARSE, mine = !is_sparse;
-        for (int k = 0; is_sparse && k < sh->n_local; k++)
-            mine |= sh->table[k] == sparse;
-        mine |= extra && extra[i];
-        if (mine) {
-            keep[n++] = i;
-            if (is_sparse)
-                rtab[(*n_rtab)++] = sparse;
-        }
-        sparse += is_sparse;
-    }
-    if ((*n_rtab == 0 && !extra) || n == p->n_cols) { /* nothing to leave out */
-        rap_free(keep);
-        *n_rtab = 0;
-        return RAP_OK;
-    }
-    rap_plan *s = NULL;
-    rap_status ps = rap_place_sub_plan(p, keep, n, &s);
-    rap_free(keep);
-    if (ps != RAP_OK)
-        return ps;
-    *out = s;
-    rap_status st = fuse_none ? rap_fuse_none(s, fus) : rap_fuse_levels(s, fus);
-    if (st != RAP_OK) {
-        rap_train_rank_plan_free(s, fus);
-        *out = NULL;
-    }
-    return st;
-}
-
-void rap_train_rank_plan_free(rap_plan *s, rap_fusion *fus)
-{
-    if (!s)
-        return;
-    rap_fusion_free(fus);
-    rap_place_sub_plan_free(s);
-}
-
 static rap_status rank_plan(trainer *t, const uint64_t *extra)
 {
-    return rap_train_rank_plan_with(t->c->plan, &t->rshard, extra, t->c->fusion == RAP_FUSE_NONE, &t->rplan,
-                                    &t->rfus, t->rtab, &t->n_rtab);
+    return rap_subplan_rank_with(t->c->plan, t->rshard.table, t->rshard.n_local, extra,
+                                 t->c->fusion == RAP_FUSE_NONE, &t->rplan, &t->rfus, t->rtab,
+                                 &t->n_rtab);
 }
 
 static void rank_plan_free(trainer *t)
@@ -905,7 +795,7 @@ static void rank_plan_free(trainer *t)
     rap_schedule_free(t->rsched);
     t->rsched = NULL;
     rap_fusion_free(&t->rsfus);
-    rap_train_rank_plan_free(t->rplan, &t->rfus);
+    rap_subplan_rank_free(t->rplan, &t->rfus);
     t->rplan = NULL;
 }
 

@@ -24,11 +24,11 @@
 #include "dist/moves.h"
 #include "dist/shard.h"
 #include "model/model.h"
-#include "plan/place.h"
 #include "run/metrics.h"
-#include "run/rank_schedule.h"
 #include "run/runtime.h"
 #include "rap.h"
+#include "sched/placement.h"
+#include "sched/rank_schedule.h"
 
 #include <signal.h>
 
@@ -71,7 +71,7 @@ typedef struct {
                                 * SCHEDULE.fusion); NULL = rap_fuse(fusion) */
     const char *rank_schedule; /* with ranks: the prefix S of the placement planner's
                                 * per-rank manifests (S.rank<r>, rap plan --gpus R
-                                * --out S): each rank runs its own (rank_schedule.h);
+                                * --out S): each rank runs its own (sched/rank_schedule.h);
                                 * NULL: schedule above, or the built-in one */
     rap_trace *trace;          /* optional timeline of the steps */
     int64_t trace_steps;       /* record the first N steps only; 0 = all */
@@ -99,9 +99,9 @@ typedef struct {
      * when there is more than one rank. */
     struct rap_comm *comm;
     int gpu;                   /* with a comm on the GPU: this rank's device; -1 = current */
-    rap_placement placement;   /* --placement (plan/place.h; the planner's numbering):
+    rap_placement placement;   /* --placement (sched/placement.h):
                                 * owner (the default, 0) and search: each rank its part
-                                * (rap_train_rank_plan); batch: each rank every column
+                                * (rap_subplan_rank); batch: each rank every column
                                 * over its row share, then each table's ids sent to its
                                 * holders; docs/TRAINING.md "Several ranks" */
 } rap_train_config;
@@ -148,23 +148,6 @@ void rap_train_defaults(rap_train_config *c);
  * (RAP_ERR_INTERRUPTED, after saving when save is set). */
 rap_status rap_train_run(const rap_train_config *c, rap_train_result *res);
 
-/* Placement owner (docs/TRAINING.md "Several ranks"): the part of plan p a
- * rank holding local tables sh runs: every dense and vector column, and
- * the sparse columns of its tables (frame order kept), fused into *fus.
- * rtab (RAP_MAX_TABLES) gets the global table of each of its sparse
- * columns, *n_rtab their number. *out NULL (nothing to leave out, or no
- * local table): run p. The part shares p's parameters: free it with
- * rap_train_rank_plan_free only, before p. */
-rap_status rap_train_rank_plan(const rap_plan *p, const rap_model_shard *sh, bool fuse_none,
-                               rap_plan **out, rap_fusion *fus, int *rtab, int *n_rtab);
-/* The same with the columns c where extra[c] != 0 (p->n_cols; NULL: none)
- * kept as well: those the rank computes for other ranks (the placement
- * planner's moves); with extra, a rank holding no table still runs only
- * its part. */
-rap_status rap_train_rank_plan_with(const rap_plan *p, const rap_model_shard *sh,
-                                    const uint64_t *extra, bool fuse_none, rap_plan **out,
-                                    rap_fusion *fus, int *rtab, int *n_rtab);
-void rap_train_rank_plan_free(rap_plan *part, rap_fusion *fus);
 /* g = the global-batch view of a rank part's model batch mb for
  * rap_hybrid_step: mb's sparse column k at table rtab[k], the others NULL. */
 void rap_train_rank_batch(const rap_model_batch *mb, const int *rtab, int n_rtab,
@@ -196,7 +179,7 @@ typedef struct {
 
 /* A rank's preprocessing from the placement planner's manifest m (rap
  * train and rap bench with --schedule S and ranks): *sfus and *sched the
- * merged fusion and schedule of the rank plan rp (rap_train_rank_plan_with
+ * merged fusion and schedule of the rank plan rp (rap_subplan_rank_with
  * given m->col_shares; NULL: the plan p), after checking that every unit
  * the rank consumes (its own rows of every dense column, every row of the
  * tables it holds in map) is computed here or received, and (a
@@ -213,11 +196,6 @@ rap_status rap_train_prep_from_manifest(const rap_rank_manifest *m, const rap_pl
 
 /* A train_fn (runtime.h) over ctx = a rap_train_dist. */
 rap_status rap_train_dist_step(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss);
-
-/* Hash of the plan as the model sees it: every column's name, kind and
- * op chain (ops and parameters), in frame order. Equal hashes, same
- * preprocessing. cols (may be NULL) gets "name:hash,..." (caller frees). */
-uint64_t rap_train_plan_hash(const rap_plan *plan, char **cols);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,11 @@
  * schedule.h -- which preprocessing kernels of the next batch run beside
  * which training phase (rap mode). File format: docs/SCHEDULE.md.
  *
+ * src/sched holds the contract between the planner (src/plan, which
+ * writes schedules, fusion files and per-rank manifests) and the runtime
+ * (src/run, which reads, checks and runs them): the formats, their hashes
+ * and their checks, below both (scripts/check_layers.sh).
+ *
  * An iteration of training has windows, in this order: the four phases of
  * src/model/model.h (emb_forward, mlp_forward, mlp_backward, emb_backward),
  * the gradient communication (grad_comm, several GPUs) and `exposed`
@@ -21,10 +26,11 @@
  *
  * Shapes: NSL slices.
  */
-#ifndef RAP_RUN_SCHEDULE_H
-#define RAP_RUN_SCHEDULE_H
+#ifndef RAP_SCHED_SCHEDULE_H
+#define RAP_SCHED_SCHEDULE_H
 
 #include "core/core.h"
+#include "sched/hash.h" /* rap_plan_hash, rap_fusion_hash: what binds a schedule */
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,16 +83,6 @@ typedef struct {
                                 * moves, rank_schedule.h): never run, never read by a slice;
                                 * 0 in schedule files */
 } rap_schedule;
-
-/* A stable 64-bit hash of the plan's live nodes: op type, input (as index
- * among live nodes), raw column, kinds, width and the op's parameters
- * (bit patterns of floats, borders, maps). Independent of dead nodes,
- * column names, comments and the plan's file name; the same on every
- * machine. */
-uint64_t rap_plan_hash(const rap_plan *p);
-/* A stable hash of a fusion of p: each kernel's op, variant, level and its
- * nodes (as indices among live nodes), in order. */
-uint64_t rap_fusion_hash(const rap_plan *p, const rap_fusion *f);
 
 /* An empty schedule bound to (p, f); source names it in messages. */
 rap_status rap_schedule_create(const rap_plan *p, const rap_fusion *f, const char *source,
@@ -150,4 +146,4 @@ rap_status rap_schedule_all_in(const rap_plan *p, const rap_fusion *f, rap_windo
 #ifdef __cplusplus
 }
 #endif
-#endif /* RAP_RUN_SCHEDULE_H */
+#endif /* RAP_SCHED_SCHEDULE_H */

@@ -5,7 +5,7 @@
  * listing its parts (columns, rows: the whole global batch or one share of
  * it, a schedule and a fusion file each). The runtime runs one executor per
  * rank over the rank's plan (every dense column and the sparse columns of
- * its tables, rap_train_rank_plan), so the parts are merged into one fusion
+ * its tables, rap_subplan_rank), so the parts are merged into one fusion
  * (the parts' kernels, in part order) and one schedule (per window the
  * parts' slices in part order; a part over the rank's own share of the
  * rows keeps its rows relative to that share: slices with share=rank/R,
@@ -19,11 +19,11 @@
  * only receives become kernels that never run (schedule n_received), and
  * train.c exchanges the units every step (dist/moves.h).
  */
-#ifndef RAP_RUN_RANK_SCHEDULE_H
-#define RAP_RUN_RANK_SCHEDULE_H
+#ifndef RAP_SCHED_RANK_SCHEDULE_H
+#define RAP_SCHED_RANK_SCHEDULE_H
 
 #include "rap.h"
-#include "run/schedule.h"
+#include "sched/schedule.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,4 +88,4 @@ rap_status rap_rank_schedule_load(const char *prefix, const rap_plan *p, int ran
 #ifdef __cplusplus
 }
 #endif
-#endif /* RAP_RUN_RANK_SCHEDULE_H */
+#endif /* RAP_SCHED_RANK_SCHEDULE_H */

@@ -1,8 +1,8 @@
 /*
- * schedule.c -- rap-mode schedules: hashes, builder, parser, writer,
+ * schedule.c -- rap-mode schedules: builder, parser, writer,
  * validation and the built-in schedules (schedule.h, docs/SCHEDULE.md).
  */
-#include "run/schedule.h"
+#include "sched/schedule.h"
 
 #include "dist/hybrid.h"
 
@@ -25,111 +25,6 @@ int rap_window_parse(const char *name)
         if (strcmp(name, g_win_names[w]) == 0)
             return w;
     return -1;
-}
-
-/* ------------------------------------------------------------ hashes */
-
-static uint64_t hmix(uint64_t h, uint64_t v) { return rap_mix64(h ^ rap_mix64(v)); }
-
-static uint64_t hdouble(uint64_t h, double x)
-{
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return hmix(h, u);
-}
-
-/* rank[i]: index of node i among live nodes, -1 when not live. */
-static int *live_ranks(const rap_plan *p)
-{
-    int *rank = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "plan hash");
-    if (!rank)
-        return NULL;
-    int r = 0;
-    for (int i = 0; i < p->n_nodes; i++)
-        rank[i] = p->nodes[i].live ? r++ : -1;
-    return rank;
-}
-
-/* The node's parameters as rap.h lists them per op; unused fields are left
- * out so that whatever they hold does not change the hash. */
-static uint64_t hash_params(uint64_t h, const rap_node *n)
-{
-    switch (n->op) {
-    case RAP_OP_FILL_NULL:
-    case RAP_OP_LOGIT:
-    case RAP_OP_BOXCOX:
-    case RAP_OP_ADD:
-    case RAP_OP_MUL:
-        return hdouble(h, n->f[0]);
-    case RAP_OP_CAST:
-    case RAP_OP_FIRSTX:
-    case RAP_OP_NGRAM:
-        return hmix(h, (uint64_t)n->i[0]);
-    case RAP_OP_ONEHOT:
-        return hmix(hdouble(hdouble(h, n->f[0]), n->f[1]), (uint64_t)n->i[0]);
-    case RAP_OP_SIGRID_HASH:
-        return hmix(hmix(h, (uint64_t)n->i[0]), (uint64_t)n->i[1]);
-    case RAP_OP_CLAMP:
-        return hdouble(hdouble(h, n->f[0]), n->f[1]);
-    case RAP_OP_BUCKETIZE:
-        h = hmix(h, (uint64_t)n->n_aux);
-        for (int64_t k = 0; k < n->n_aux && n->borders; k++)
-            h = hdouble(h, n->borders[k]);
-        return h;
-    case RAP_OP_MAPID:
-        h = hmix(h, (uint64_t)n->n_aux);
-        for (int64_t k = 0; k < n->n_aux && n->map; k++)
-            h = hmix(h, (uint64_t)n->map[k]);
-        return h;
-    default:
-        return h;
-    }
-}
-
-uint64_t rap_plan_hash(const rap_plan *p)
-{
-    uint64_t h = 0x7261702d706c616eULL; /* "rap-plan" */
-    h = hmix(hmix(hmix(h, (uint64_t)p->schema.n_dense), (uint64_t)p->schema.n_sparse),
-             (uint64_t)p->schema.ids_per_row);
-    int *rank = live_ranks(p);
-    if (!rank)
-        return 0;
-    for (int i = 0; i < p->n_nodes; i++) {
-        const rap_node *n = &p->nodes[i];
-        if (!n->live)
-            continue;
-        h = hmix(h, (uint64_t)rank[i]);
-        h = hmix(h, (uint64_t)n->op);
-        h = hmix(h, (uint64_t)(int64_t)(n->input >= 0 ? rank[n->input] : -1));
-        h = hmix(h, (uint64_t)(int64_t)(n->op == RAP_OP_INPUT ? n->raw : -1));
-        h = hmix(h, (uint64_t)n->in_kind);
-        h = hmix(h, (uint64_t)n->kind);
-        h = hmix(h, (uint64_t)n->width);
-        h = hash_params(h, n);
-    }
-    rap_free(rank);
-    return h;
-}
-
-uint64_t rap_fusion_hash(const rap_plan *p, const rap_fusion *f)
-{
-    uint64_t h = hmix(0x7261702d66757365ULL, (uint64_t)f->n); /* "rap-fuse" */
-    int *rank = live_ranks(p);
-    if (!rank)
-        return 0;
-    for (int k = 0; k < f->n; k++) {
-        const rap_kernel *kn = &f->kernels[k];
-        h = hmix(hmix(hmix(hmix(h, (uint64_t)kn->op), (uint64_t)kn->variant), (uint64_t)kn->level),
-                 (uint64_t)kn->n);
-        for (int j = 0; j < kn->n; j++) {
-            int nd = kn->nodes[j];
-            h = hmix(h, (uint64_t)(int64_t)(nd >= 0 && nd < p->n_nodes ? rank[nd] : -2));
-        }
-        for (int g = 0; kn->group && g <= kn->n_groups; g++) /* row kernels: their groups */
-            h = hmix(h, (uint64_t)(int64_t)kn->group[g] + 0x9e37);
-    }
-    rap_free(rank);
-    return h;
 }
 
 /* ------------------------------------------------------------ building */

@@ -11,11 +11,11 @@
  * Shares: K = R (--row-shares 1) makes share k rank k's rows; parts over
  * any set of them. With more shares per rank only whole-batch parts run.
  */
-#include "run/rank_schedule.h"
+#include "sched/rank_schedule.h"
 
 #include "dist/hybrid.h"
-#include "plan/fusion_ilp.h"
-#include "plan/place.h"
+#include "prep/subplan.h"
+#include "sched/fusion_file.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -410,7 +410,7 @@ rap_status rap_rank_schedule_make(const rap_rank_manifest *m, const rap_plan *p,
                           "its plan", path, p->cols[m->cols[i]].name);
     /* each part's own files, checked against its sub-plan */
     for (int q = 0; q < np && st == RAP_OK; q++) {
-        st = rap_place_sub_plan(p, parts[q].cols, parts[q].n_cols, &sub[q]);
+        st = rap_subplan_make(p, parts[q].cols, parts[q].n_cols, &sub[q]);
         if (st == RAP_OK)
             st = rap_fusion_load(sub[q], parts[q].fusion, &pf[q]);
         for (int k = 0; st == RAP_OK && k < pf[q].n; k++)
@@ -580,7 +580,7 @@ rap_status rap_rank_schedule_make(const rap_rank_manifest *m, const rap_plan *p,
     for (int q = 0; q < MAX_PARTS; q++) {
         rap_schedule_free(ps[q]);
         rap_fusion_free(&pf[q]);
-        rap_place_sub_plan_free(sub[q]);
+        rap_subplan_free(sub[q]);
     }
     if (st != RAP_OK) {
         rap_schedule_free(*out);

@@ -1,18 +1,70 @@
 /*
- * fusion_file.c -- fusion files (fusion_ilp.h): the kernels of a fusion by
- * live op ids, bound to a plan by rap_plan_hash.
+ * fusion_file.c -- fusion files (fusion_file.h): the kernels of a fusion by
+ * live op ids, bound to a plan by rap_plan_hash; and the check of a fusion
+ * against its plan.
  */
-#include "plan/fusion_ilp.h"
-#include "run/schedule.h"
+#include "sched/fusion_file.h"
+
+#include "sched/hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether node i is a live op (not a raw input): what a fusion holds. */
 static bool live_op(const rap_plan *p, int i)
 {
     return p->nodes[i].live && p->nodes[i].op != RAP_OP_INPUT;
 }
+
+/* The same for any index: false for i < 0 (no input). */
+static bool is_op(const rap_plan *p, int i)
+{
+    return i >= 0 && live_op(p, i);
+}
+
+rap_status rap_fusion_check(const rap_plan *p, const rap_fusion *f)
+{
+    int *kof = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "fusion check");
+    if (!kof)
+        return RAP_ERR_NOMEM;
+    for (int i = 0; i < p->n_nodes; i++)
+        kof[i] = -1;
+    rap_status st = RAP_OK;
+    for (int k = 0; k < f->n && st == RAP_OK; k++) {
+        const rap_kernel *kn = &f->kernels[k];
+        for (int j = 0; j < kn->n && st == RAP_OK; j++) {
+            int i = kn->nodes[j];
+            if (i < 0 || i >= p->n_nodes || !is_op(p, i))
+                st = rap_fail(RAP_ERR_PLAN, "fusion: kernel %d holds node %d, not a live op", k, i);
+            else if (kof[i] >= 0)
+                st = rap_fail(RAP_ERR_PLAN, "fusion: node %d is in kernels %d and %d", i, kof[i], k);
+            else if (kn->group ? !rap_node_row_local(p, i)
+                               : p->nodes[i].op != kn->op || rap_node_variant(p, i) != kn->variant)
+                st = rap_fail(RAP_ERR_PLAN, "fusion: kernel %d (%s.%d) holds node %d of type %s.%d",
+                              k, rap_op_name(kn->op), kn->variant, i, rap_op_name(p->nodes[i].op),
+                              rap_node_variant(p, i));
+            else
+                kof[i] = k;
+        }
+    }
+    for (int i = 0; i < p->n_nodes && st == RAP_OK; i++) {
+        if (!is_op(p, i))
+            continue;
+        if (kof[i] < 0)
+            st = rap_fail(RAP_ERR_PLAN, "fusion: op node %d (plan line %d) is in no kernel", i,
+                          p->nodes[i].line);
+        else if (is_op(p, p->nodes[i].input) && kof[p->nodes[i].input] >= kof[i] &&
+                 !rap_fusion_same_group(f, kof[i], p->nodes[i].input, i))
+            st = rap_fail(RAP_ERR_PLAN, "fusion: node %d runs in kernel %d, not after its input's "
+                          "kernel %d", i, kof[i], kof[p->nodes[i].input]);
+    }
+    for (int k = 0; k < f->n && st == RAP_OK; k++)
+        st = rap_fusion_check_groups(&f->kernels[k], k);
+    rap_free(kof);
+    return st;
+}
+
 
 rap_status rap_fusion_save(const rap_plan *p, const rap_fusion *f, const char *path)
 {
