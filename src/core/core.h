@@ -85,6 +85,11 @@ static inline uint64_t rap_splitmix64(uint64_t *state)
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
+/* The splitmix64 finaliser of x (one step from state x): the project's
+ * one 64-bit mixer. Its values are in files already written (the plan and
+ * fusion hashes of schedules and checkpoints, sched/hash.c; the fusion
+ * ILP's classes of isomorphic subtrees, hence the shipped schedules; the
+ * predictor's held-out rows): they must never change. */
 static inline uint64_t rap_mix64(uint64_t x)
 {
     uint64_t s = x;

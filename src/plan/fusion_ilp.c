@@ -40,14 +40,6 @@ int rap_ilp_type(const rap_ilp_costs *c, rap_op_type op, int variant)
     return -1;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 static bool is_op(const rap_plan *p, int i)
 {
     return i >= 0 && p->nodes[i].live && p->nodes[i].op != RAP_OP_INPUT;
@@ -282,9 +274,9 @@ rap_status rap_fuse_ilp(const rap_plan *p, const rap_ilp_config *cfg, rap_fusion
     for (int i = N - 1; i >= 0; i--) {
         if (!is_op(p, i))
             continue;
-        shape[i] = mix64((uint64_t)type[i] * 0x100000001b3ULL + acc[i] + 1);
+        shape[i] = rap_mix64((uint64_t)type[i] * 0x100000001b3ULL + acc[i] + 1);
         if (is_op(p, p->nodes[i].input))
-            acc[p->nodes[i].input] += mix64(shape[i] ^ 0x5bd1e995ULL);
+            acc[p->nodes[i].input] += rap_mix64(shape[i] ^ 0x5bd1e995ULL);
     }
     for (int a = 0; a < n; a++)
         if (is_op(p, p->nodes[ops[a]].input))

@@ -47,14 +47,6 @@ static int op_parse(const char *name)
     return -1;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 /* ------------------------------------------------------------- CSV */
 
 typedef struct {
@@ -397,7 +389,7 @@ rap_status rap_predictor_train(const char *csv_path, const char *dir, rap_pred_q
             if (!done[j] && rows[j].f.op == rows[i].f.op && rows[j].f.variant == rows[i].f.variant) {
                 done[j] = true;
                 sub[m] = rows[j];
-                is_test[m] = mix64((uint64_t)rows[j].line) % 5 == 0;
+                is_test[m] = rap_mix64((uint64_t)rows[j].line) % 5 == 0;
                 m++;
             }
         pred_model *pm = &p->m[p->n];
