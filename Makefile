@@ -1,7 +1,9 @@
 # rap build. Plain GNU make: see docs/BUILD.md for why not CMake.
 #
 #   make run      install missing packages, build, run rap on built-in defaults
-#   make test     install missing packages, build, run every test
+#   make test     check the include layers, install missing packages, build,
+#                 run every test
+#   make layers   only the include layer check (scripts/check_layers.sh)
 #   make          build lib, rap, tests, benches (no package install)
 #   make CUDA=0   CPU-only build: .cu files are compiled as C11 by gcc
 #   make BUILD=dir  build somewhere else (several builds side by side)
@@ -81,19 +83,25 @@ CLI_OBJ := $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/gen/default_plan.o
 TEST_OBJ := $(TEST_C:%.c=$(BUILD)/%.o)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench_%)
 
-.PHONY: all deps run test clean
+.PHONY: all deps layers run test clean
 all: $(BUILD)/rap $(BUILD)/rap_tests $(BENCH_BIN)
 
 deps:
 	@sh scripts/deps.sh
 
+# Which folder of src/ may include which (the table is in the script); its
+# self-test first, so that a check that could not fail would not pass.
+layers:
+	@sh scripts/check_layers.sh --self-test
+	@sh scripts/check_layers.sh
+
 # The README's two commands. Recursive make so that packages are in place
-# before anything is compiled.
+# before anything is compiled; `test` checks the layers before building.
 run: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) $(BUILD)/rap
 	$(BUILD)/rap train
 
-test: deps
+test: layers deps
 	@$(MAKE) --no-print-directory -j$$(nproc) $(BUILD)/rap_tests $(BUILD)/rap
 	$(BUILD)/rap_tests
 
