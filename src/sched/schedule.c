@@ -545,12 +545,10 @@ static int cmp_piece(const void *a, const void *b)
     return x->slice < y->slice ? -1 : x->slice > y->slice;
 }
 
-rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const rap_fusion *f,
-                                 int64_t max_rows)
+/* Whether s was made for this plan and this fusion (their hashes and the
+ * fusion's kernel count). RAP_ERR_PLAN saying what it was made for. */
+static rap_status check_binding(const rap_schedule *s, const rap_plan *p, const rap_fusion *f)
 {
-    if (!s || !p || !f || max_rows < 1)
-        return rap_fail(RAP_ERR_ARG, "rap_schedule_validate: expected a schedule, plan, fusion "
-                                     "and max_rows >= 1");
     uint64_t ph = rap_plan_hash(p);
     if (s->plan_hash != ph)
         return rap_fail(RAP_ERR_PLAN, "%s: made for plan %s (hash %016llx), not for %s (hash %016llx): "
@@ -563,8 +561,15 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                                       "this one of %d kernels (hash %016llx)",
                         s->source, s->n_kernels, (unsigned long long)s->fusion_hash, f->n,
                         (unsigned long long)fh);
-    char w1[300], w2[300], e1[32];
-    /* ranges */
+    return RAP_OK;
+}
+
+/* Every slice on its own: an existing kernel, descriptors within it (a row
+ * kernel's cut only between its groups), non-empty rows. RAP_ERR_PLAN
+ * naming the first slice that is not. */
+static rap_status check_ranges(const rap_schedule *s, const rap_fusion *f)
+{
+    char w1[300];
     for (int i = 0; i < s->n_slices; i++) {
         const rap_slice *sl = &s->slices[i];
         if (sl->kernel < 0 || sl->kernel >= f->n)
@@ -585,188 +590,266 @@ rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const
                             where(s, i, w1, sizeof w1), sl->kernel, (long long)sl->r0,
                             (long long)sl->r1);
     }
-    rap_status st = RAP_OK;
-    int *first = rap_calloc(sizeof(int) * (size_t)(f->n + 1), "schedule check");
-    int *order = rap_malloc(sizeof(int) * (size_t)(s->n_slices + 1), "schedule check");
-    piece *pc = rap_malloc(sizeof(piece) * (size_t)(s->n_slices + 1), "schedule check");
-    /* done[node * 65 + k]: the last slice computing the node in share k
-     * (RAP_SH_WHOLE: over the whole batch), -1 none */
-    int *done = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1) * 65, "schedule check");
-    int *kof = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "schedule check");
-    int *jof = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "schedule check");
-    if (!first || !order || !pc || !done || !kof || !jof) {
-        st = RAP_ERR_NOMEM;
-        goto out;
-    }
-    /* slices grouped by kernel (counting sort, keeping schedule order) */
-    for (int i = 0; i < s->n_slices; i++)
-        first[s->slices[i].kernel + 1]++;
-    for (int k = 0; k < f->n; k++)
-        first[k + 1] += first[k];
-    {
-        int *fill = rap_malloc(sizeof(int) * (size_t)(f->n + 1), "schedule check");
-        if (!fill) {
-            st = RAP_ERR_NOMEM;
-            goto out;
-        }
-        memcpy(fill, first, sizeof(int) * (size_t)(f->n + 1));
-        for (int i = 0; i < s->n_slices; i++)
-            order[fill[s->slices[i].kernel]++] = i;
+    return RAP_OK;
+}
+
+/* What the coverage and order checks share: the schedule, its plan and
+ * fusion (ranges already checked), and tables built from them. */
+typedef struct {
+    const rap_schedule *s;
+    const rap_plan *p;
+    const rap_fusion *f;
+    int64_t max_rows;
+    int run_kernels; /* kernels [0, run_kernels) run; the others are received */
+    int *first;      /* (f->n + 1) kernel k's slices: order[first[k] .. first[k + 1]) */
+    int *order;      /* (NSL) slice indices grouped by kernel, schedule order kept */
+    piece *pc;       /* (NSL) scratch: the pieces of one descriptor */
+    int *done;       /* (n_nodes * 65) done[node * 65 + k]: the last slice computing the
+                      * node in share k (RAP_SH_WHOLE: over the whole batch), -1 none */
+    int *kof, *jof;  /* (n_nodes) kernel and descriptor computing each node, -1 none */
+} vcheck;
+
+static void vcheck_free(vcheck *v)
+{
+    rap_free(v->first);
+    rap_free(v->order);
+    rap_free(v->pc);
+    rap_free(v->done);
+    rap_free(v->kof);
+    rap_free(v->jof);
+    memset(v, 0, sizeof *v);
+}
+
+/* Allocates v's tables and groups the slices by kernel (counting sort);
+ * done, kof and jof start at -1 (filled by check_coverage). RAP_ERR_NOMEM
+ * with v freed. */
+static rap_status vcheck_init(vcheck *v, const rap_schedule *s, const rap_plan *p,
+                              const rap_fusion *f, int64_t max_rows)
+{
+    memset(v, 0, sizeof *v);
+    v->s = s;
+    v->p = p;
+    v->f = f;
+    v->max_rows = max_rows;
+    v->run_kernels = f->n - s->n_received;
+    v->first = rap_calloc(sizeof(int) * (size_t)(f->n + 1), "schedule check");
+    v->order = rap_malloc(sizeof(int) * (size_t)(s->n_slices + 1), "schedule check");
+    v->pc = rap_malloc(sizeof(piece) * (size_t)(s->n_slices + 1), "schedule check");
+    v->done = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1) * 65, "schedule check");
+    v->kof = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "schedule check");
+    v->jof = rap_malloc(sizeof(int) * (size_t)(p->n_nodes + 1), "schedule check");
+    int *fill = rap_malloc(sizeof(int) * (size_t)(f->n + 1), "schedule check");
+    if (!v->first || !v->order || !v->pc || !v->done || !v->kof || !v->jof || !fill) {
         rap_free(fill);
+        vcheck_free(v);
+        return RAP_ERR_NOMEM;
     }
+    for (int i = 0; i < s->n_slices; i++)
+        v->first[s->slices[i].kernel + 1]++;
+    for (int k = 0; k < f->n; k++)
+        v->first[k + 1] += v->first[k];
+    memcpy(fill, v->first, sizeof(int) * (size_t)(f->n + 1));
+    for (int i = 0; i < s->n_slices; i++)
+        v->order[fill[s->slices[i].kernel]++] = i;
+    rap_free(fill);
     for (int i = 0; i < p->n_nodes; i++)
-        kof[i] = jof[i] = -1;
+        v->kof[i] = v->jof[i] = -1;
     for (int i = 0; i < p->n_nodes * 65; i++)
-        done[i] = -1;
-    int run_kernels = f->n - s->n_received;
-    for (int k = run_kernels; k < f->n; k++)
-        if (first[k + 1] > first[k]) {
-            st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) computes columns this rank receives "
-                                        "from others: it must not run",
-                          where(s, order[first[k]], w1, sizeof w1), k,
-                          rap_kernel_op_name(&f->kernels[k]));
-            goto out;
+        v->done[i] = -1;
+    return RAP_OK;
+}
+
+/* No slice runs a kernel of received columns (the last n_received).
+ * RAP_ERR_PLAN naming the first such slice. */
+static rap_status check_received(const vcheck *v)
+{
+    char w1[300];
+    for (int k = v->run_kernels; k < v->f->n; k++)
+        if (v->first[k + 1] > v->first[k])
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) computes columns this rank receives "
+                                          "from others: it must not run",
+                            where(v->s, v->order[v->first[k]], w1, sizeof w1), k,
+                            rap_kernel_op_name(&v->f->kernels[k]));
+    return RAP_OK;
+}
+
+/* The pieces pc[g0, g1) of kernel k's descriptor j (node `node`), all in
+ * one share (or over the whole batch) of the split of s0, sorted by r0:
+ * they cover the share's rows of a max_rows batch (the whole batch: all
+ * max_rows) once, without overlap or gap. Records in done the last slice
+ * computing the node there. RAP_ERR_PLAN naming the first violation. */
+static rap_status check_share_cover(vcheck *v, int k, int j, int node, int g0, int g1,
+                                    const rap_slice *s0)
+{
+    const rap_schedule *s = v->s;
+    const rap_kernel *kn = &v->f->kernels[k];
+    const piece *pc = v->pc;
+    char w1[300], w2[300], e1[32];
+    int64_t cover = v->max_rows, base_unused;
+    if (pc[g0].share != RAP_SH_WHOLE)
+        rap_hybrid_rows(v->max_rows, s0->shares, pc[g0].share, &base_unused, &cover);
+    int64_t at = 0;
+    int last = -1;
+    for (int q = g0; q < g1; q++) {
+        if (pc[q].r0 < at) {
+            fmt_r1(e1, sizeof e1, pc[q].r1);
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d rows [%lld, %s) "
+                                          "are already run by %s: rows covered twice",
+                            where(s, pc[q].slice, w1, sizeof w1), k, rap_kernel_op_name(kn), j,
+                            (long long)pc[q].r0, e1, where(s, last, w2, sizeof w2));
         }
-    /* coverage: each desc over [0, max_rows) exactly once, or each share
-     * it runs in over that share's rows exactly once */
-    for (int k = 0; k < f->n; k++) {
-        const rap_kernel *kn = &f->kernels[k];
+        if (pc[q].r0 > at && at < cover)
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) "
+                                          "are never run (a gap before %s)",
+                            s->source, k, rap_kernel_op_name(kn), j, (long long)at,
+                            (long long)pc[q].r0, where(s, pc[q].slice, w1, sizeof w1));
+        at = pc[q].r1;
+        last = pc[q].slice;
+        int *d = &v->done[node * 65 + pc[q].share];
+        if (pc[q].slice > *d)
+            *d = pc[q].slice;
+    }
+    if (at < cover)
+        return rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) are "
+                                      "never run (%s hold up to %lld rows; write "
+                                      "rows=R0:end)",
+                        s->source, k, rap_kernel_op_name(kn), j, (long long)at, (long long)cover,
+                        pc[g0].share != RAP_SH_WHOLE ? "its share's" : "batches",
+                        (long long)cover);
+    return RAP_OK;
+}
+
+/* Kernel k's descriptor j (node `node`, a kernel that runs): some slice
+ * runs it; its pieces lie all over the whole batch or all in shares of
+ * one split; each share used (or the whole batch) is covered once
+ * (check_share_cover). RAP_ERR_PLAN naming the first violation. */
+static rap_status check_desc(vcheck *v, int k, int j, int node)
+{
+    const rap_schedule *s = v->s;
+    const rap_kernel *kn = &v->f->kernels[k];
+    char w1[300];
+    int np = 0;
+    for (int q = v->first[k]; q < v->first[k + 1]; q++) {
+        const rap_slice *sl = &s->slices[v->order[q]];
+        if (sl->d0 <= j && j < sl->d1)
+            v->pc[np++] = (piece){sl->r0, sl->r1, v->order[q],
+                                  sl->shares > 0 ? sl->share : RAP_SH_WHOLE};
+    }
+    if (np == 0)
+        return rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d (plan %s:%d) is never run: "
+                                      "every descriptor must be covered once",
+                        s->source, k, rap_kernel_op_name(kn), j, v->p->source,
+                        v->p->nodes[node].line);
+    qsort(v->pc, (size_t)np, sizeof *v->pc, cmp_piece);
+    const rap_slice *s0 = &s->slices[v->pc[0].slice];
+    for (int q = 1; q < np; q++) {
+        const rap_slice *sq = &s->slices[v->pc[q].slice];
+        if ((sq->shares > 0) != (s0->shares > 0) || (sq->shares > 0 && sq->shares != s0->shares))
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: its pieces lie in "
+                                          "shares of different splits of the batch, or in "
+                                          "shares and over the whole batch",
+                            where(s, v->pc[q].slice, w1, sizeof w1), k, rap_kernel_op_name(kn), j);
+    }
+    /* each group (one share, or the whole batch): pieces in order of r0 */
+    for (int g0 = 0; g0 < np;) {
+        int g1 = g0;
+        while (g1 < np && v->pc[g1].share == v->pc[g0].share)
+            g1++;
+        RAP_TRY(check_share_cover(v, k, j, node, g0, g1, s0));
+        g0 = g1;
+    }
+    return RAP_OK;
+}
+
+/* Coverage: each descriptor of a kernel that runs over [0, max_rows)
+ * exactly once, or each share it runs in over that share's rows exactly
+ * once. Fills kof and jof (every kernel's nodes, received ones too) and
+ * done. RAP_ERR_PLAN naming the first violation. */
+static rap_status check_coverage(vcheck *v)
+{
+    for (int k = 0; k < v->f->n; k++) {
+        const rap_kernel *kn = &v->f->kernels[k];
         for (int j = 0; j < kn->n; j++) {
             int node = kn->nodes[j];
-            kof[node] = k;
-            jof[node] = j;
-            if (k >= run_kernels)
+            v->kof[node] = k;
+            v->jof[node] = j;
+            if (k >= v->run_kernels)
                 continue; /* received: never run */
-            int np = 0;
-            for (int q = first[k]; q < first[k + 1]; q++) {
-                const rap_slice *sl = &s->slices[order[q]];
-                if (sl->d0 <= j && j < sl->d1)
-                    pc[np++] = (piece){sl->r0, sl->r1, order[q],
-                                       sl->shares > 0 ? sl->share : RAP_SH_WHOLE};
-            }
-            if (np == 0) {
-                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d (plan %s:%d) is never run: "
-                                            "every descriptor must be covered once",
-                              s->source, k, rap_kernel_op_name(kn), j, p->source, p->nodes[node].line);
-                goto out;
-            }
-            qsort(pc, (size_t)np, sizeof *pc, cmp_piece);
-            const rap_slice *s0 = &s->slices[pc[0].slice];
-            for (int q = 1; q < np; q++) {
-                const rap_slice *sq = &s->slices[pc[q].slice];
-                if ((sq->shares > 0) != (s0->shares > 0) ||
-                    (sq->shares > 0 && sq->shares != s0->shares)) {
-                    st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: its pieces lie in "
-                                                "shares of different splits of the batch, or in "
-                                                "shares and over the whole batch",
-                                  where(s, pc[q].slice, w1, sizeof w1), k, rap_kernel_op_name(kn), j);
-                    goto out;
-                }
-            }
-            /* each group (one share, or the whole batch): pieces in order of r0 */
-            for (int g0 = 0; g0 < np;) {
-                int g1 = g0;
-                while (g1 < np && pc[g1].share == pc[g0].share)
-                    g1++;
-                int64_t cover = max_rows, base_unused;
-                if (pc[g0].share != RAP_SH_WHOLE)
-                    rap_hybrid_rows(max_rows, s0->shares, pc[g0].share, &base_unused, &cover);
-                int64_t at = 0;
-                int last = -1;
-                for (int q = g0; q < g1; q++) {
-                    if (pc[q].r0 < at) {
-                        fmt_r1(e1, sizeof e1, pc[q].r1);
-                        st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d rows [%lld, %s) "
-                                                    "are already run by %s: rows covered twice",
-                                      where(s, pc[q].slice, w1, sizeof w1), k,
-                                      rap_kernel_op_name(kn), j, (long long)pc[q].r0, e1,
-                                      where(s, last, w2, sizeof w2));
-                        goto out;
-                    }
-                    if (pc[q].r0 > at && at < cover) {
-                        st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) "
-                                                    "are never run (a gap before %s)",
-                                      s->source, k, rap_kernel_op_name(kn), j, (long long)at,
-                                      (long long)pc[q].r0, where(s, pc[q].slice, w1, sizeof w1));
-                        goto out;
-                    }
-                    at = pc[q].r1;
-                    last = pc[q].slice;
-                    int *d = &done[node * 65 + pc[q].share];
-                    if (pc[q].slice > *d)
-                        *d = pc[q].slice;
-                }
-                if (at < cover) {
-                    st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d: rows [%lld, %lld) are "
-                                                "never run (%s hold up to %lld rows; write "
-                                                "rows=R0:end)",
-                                  s->source, k, rap_kernel_op_name(kn), j, (long long)at,
-                                  (long long)cover,
-                                  pc[g0].share != RAP_SH_WHOLE ? "its share's" : "batches",
-                                  (long long)cover);
-                    goto out;
-                }
-                g0 = g1;
-            }
+            RAP_TRY(check_desc(v, k, j, node));
         }
     }
-    /* order: a slice only after every slice producing its descs' inputs
-     * over its rows (the same share, or the whole batch) */
-    for (int i = 0; i < s->n_slices; i++) {
-        const rap_slice *sl = &s->slices[i];
-        const rap_kernel *kn = &f->kernels[sl->kernel];
-        int sh = sl->shares > 0 ? sl->share : RAP_SH_WHOLE;
-        for (int j = sl->d0; j < sl->d1; j++) {
-            int in = p->nodes[kn->nodes[j]].input;
-            if (in < 0 || p->nodes[in].op == RAP_OP_INPUT)
-                continue;
-            if (kof[in] == sl->kernel && kn->group && jof[in] < j &&
-                rap_kernel_group_of(kn, jof[in]) == rap_kernel_group_of(kn, j))
-                continue; /* its own group: the same thread computed it just before */
-            if (kof[in] < 0) {
-                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d desc %d reads plan node %d, which no "
-                                            "kernel of the fusion produces",
-                              where(s, i, w1, sizeof w1), sl->kernel, j, in);
-                goto out;
-            }
-            if (kof[in] >= run_kernels) {
-                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d reads kernel %d (%s) desc "
-                                            "%d, a column this rank receives and does not compute",
-                              where(s, i, w1, sizeof w1), sl->kernel, rap_kernel_op_name(kn), j,
-                              kof[in], rap_op_name(f->kernels[kof[in]].op), jof[in]);
-                goto out;
-            }
-            int dw = done[in * 65 + RAP_SH_WHOLE], ds = sh != RAP_SH_WHOLE ? done[in * 65 + sh] : -1;
-            int d = dw >= 0 ? dw : ds;
-            if (d < 0) {
-                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d reads rows its input, "
-                                            "kernel %d (%s) desc %d, does not compute (%s): run "
-                                            "the input over those rows too",
-                              where(s, i, w1, sizeof w1), sl->kernel, rap_kernel_op_name(kn), j,
-                              kof[in], rap_op_name(f->kernels[kof[in]].op), jof[in],
-                              sh == RAP_SH_WHOLE ? "it runs on shares of the batch only"
-                                                 : "not in this share");
-                goto out;
-            }
-            if (d >= i) {
-                st = rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d (plan %s:%d) runs before its "
-                                            "input, kernel %d (%s) desc %d, is complete (%s): list "
-                                            "producers first",
-                              where(s, i, w1, sizeof w1), sl->kernel, rap_kernel_op_name(kn), j,
-                              p->source, p->nodes[kn->nodes[j]].line, kof[in],
-                              rap_op_name(f->kernels[kof[in]].op), jof[in],
-                              where(s, d, w2, sizeof w2));
-                goto out;
-            }
-        }
+    return RAP_OK;
+}
+
+/* Slice i runs after every slice producing its descriptors' inputs over
+ * its rows (the same share, or the whole batch); an input in its own row
+ * group is computed by the same thread just before. Needs kof, jof and
+ * done (check_coverage). RAP_ERR_PLAN naming the first violation. */
+static rap_status check_slice_inputs(const vcheck *v, int i)
+{
+    const rap_schedule *s = v->s;
+    const rap_plan *p = v->p;
+    const rap_fusion *f = v->f;
+    const int *kof = v->kof, *jof = v->jof;
+    char w1[300], w2[300];
+    const rap_slice *sl = &s->slices[i];
+    const rap_kernel *kn = &f->kernels[sl->kernel];
+    int sh = sl->shares > 0 ? sl->share : RAP_SH_WHOLE;
+    for (int j = sl->d0; j < sl->d1; j++) {
+        int in = p->nodes[kn->nodes[j]].input;
+        if (in < 0 || p->nodes[in].op == RAP_OP_INPUT)
+            continue;
+        if (kof[in] == sl->kernel && kn->group && jof[in] < j &&
+            rap_kernel_group_of(kn, jof[in]) == rap_kernel_group_of(kn, j))
+            continue; /* its own group: the same thread computed it just before */
+        if (kof[in] < 0)
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d desc %d reads plan node %d, which no "
+                                          "kernel of the fusion produces",
+                            where(s, i, w1, sizeof w1), sl->kernel, j, in);
+        if (kof[in] >= v->run_kernels)
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d reads kernel %d (%s) desc "
+                                          "%d, a column this rank receives and does not compute",
+                            where(s, i, w1, sizeof w1), sl->kernel, rap_kernel_op_name(kn), j,
+                            kof[in], rap_op_name(f->kernels[kof[in]].op), jof[in]);
+        int dw = v->done[in * 65 + RAP_SH_WHOLE],
+            ds = sh != RAP_SH_WHOLE ? v->done[in * 65 + sh] : -1;
+        int d = dw >= 0 ? dw : ds;
+        if (d < 0)
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d reads rows its input, "
+                                          "kernel %d (%s) desc %d, does not compute (%s): run "
+                                          "the input over those rows too",
+                            where(s, i, w1, sizeof w1), sl->kernel, rap_kernel_op_name(kn), j,
+                            kof[in], rap_op_name(f->kernels[kof[in]].op), jof[in],
+                            sh == RAP_SH_WHOLE ? "it runs on shares of the batch only"
+                                               : "not in this share");
+        if (d >= i)
+            return rap_fail(RAP_ERR_PLAN, "%s: kernel %d (%s) desc %d (plan %s:%d) runs before its "
+                                          "input, kernel %d (%s) desc %d, is complete (%s): list "
+                                          "producers first",
+                            where(s, i, w1, sizeof w1), sl->kernel, rap_kernel_op_name(kn), j,
+                            p->source, p->nodes[kn->nodes[j]].line, kof[in],
+                            rap_op_name(f->kernels[kof[in]].op), jof[in],
+                            where(s, d, w2, sizeof w2));
     }
-out:
-    rap_free(first);
-    rap_free(order);
-    rap_free(pc);
-    rap_free(done);
-    rap_free(kof);
-    rap_free(jof);
+    return RAP_OK;
+}
+
+rap_status rap_schedule_validate(const rap_schedule *s, const rap_plan *p, const rap_fusion *f,
+                                 int64_t max_rows)
+{
+    if (!s || !p || !f || max_rows < 1)
+        return rap_fail(RAP_ERR_ARG, "rap_schedule_validate: expected a schedule, plan, fusion "
+                                     "and max_rows >= 1");
+    RAP_TRY(check_binding(s, p, f));
+    RAP_TRY(check_ranges(s, f));
+    vcheck v;
+    RAP_TRY(vcheck_init(&v, s, p, f, max_rows));
+    rap_status st = check_received(&v);
+    if (st == RAP_OK)
+        st = check_coverage(&v);
+    for (int i = 0; i < s->n_slices && st == RAP_OK; i++)
+        st = check_slice_inputs(&v, i);
+    vcheck_free(&v);
     return st;
 }
 
