@@ -767,6 +767,33 @@ RAP_TEST(planner_capacity_aware_variant)
     rap_plan_free(p);
 }
 
+RAP_TEST(planner_capacity_aware_flat_plan)
+{
+    /* ops on raw columns only (no chain): every stage variable of an op is
+     * in a capacity row, more matrix entries than the chains' rows leave
+     * room for; the variant runs and its fusion is valid (with ASan: no
+     * write past the matrix, which the estimate once missed) */
+    rap_plan *p;
+    REQUIRE_OK(rap_plan_parse("df[\"b\"] = df[\"int_0\"].bucketize([0.5, 1.0])\n"
+                              "df[\"int_1\"] = df[\"int_1\"].fill_null(0)\n"
+                              "df[\"int_2\"] = df[\"int_2\"].logit(0.00001)\n"
+                              "df[\"cat_0\"] = df[\"cat_0\"].fill_null(0)\n",
+                              "flat", (rap_schema){3, 1, 1}, &p));
+    rap_ilp_config cfg = rap_ilp_defaults();
+    cfg.time_limit_s = 2;
+    double caps[RAP_WIN_COUNT] = {0.004, 0.004, 0.004, 0.004, 0, 0};
+    cfg.window_cap_ms = caps;
+    cfg.n_windows = RAP_WIN_COUNT;
+    rap_fusion f;
+    rap_ilp_result r;
+    REQUIRE_OK(rap_fuse_ilp(p, &cfg, &f, &r));
+    CHECK(r.capacity_aware);
+    CHECK(r.n_ops == 4);
+    CHECK_OK(rap_fusion_check(p, &f));
+    rap_fusion_free(&f);
+    rap_plan_free(p);
+}
+
 /* ------------------------------------------------------------- row fusion */
 
 /* The shape of a row fusion: every op once, row kernels hold row-local
