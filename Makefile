@@ -20,7 +20,7 @@ endif
 CC ?= gcc
 WARN := -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
 # -ffp-contract=off: no fused multiply-add contraction, so that CPU and GPU
-# compute bit-identical float results where ops.md asks for it.
+# compute bit-identical float results where docs/OPS.md asks for it.
 CFLAGS := -std=c11 -O2 -g $(WARN) -ffp-contract=off -D_GNU_SOURCE -Iinclude -Isrc -pthread -MMD -MP \
   -I/usr/include/x86_64-linux-gnu/openblas-pthread
 LDLIBS := -lopenblas -lglpk -lxgboost -lz -lm -lpthread

@@ -272,7 +272,7 @@ typedef struct {
     rap_kind in_kind;   /* kind of the input (INPUT: == kind) */
     rap_kind kind;      /* kind of the output */
     int width;          /* VECTOR: W; 1 otherwise */
-    /* parameters, as written (see ops.md):
+    /* parameters, as written (see docs/OPS.md):
      *   FILL_NULL f[0]=v; CAST i[0]=target kind (RAP_DENSE float32 /
      *   RAP_SPARSE int64); LOGIT f[0]=eps; BOXCOX f[0]=lambda; ADD/MUL
      *   f[0]=c; ONEHOT f[0]=low f[1]=high i[0]=C; SIGRID_HASH i[0]=salt
@@ -323,7 +323,7 @@ void rap_plan_free(rap_plan *p);
 rap_status rap_plan_create(rap_schema schema, const char *source_name, rap_plan **out);
 /* Appends op node `n` (op, input, params, line/col set by the caller; facts
  * are derived here) after checking the input kind and preconditions of
- * ops.md. Returns the new node's index in *idx. On a violated precondition:
+ * docs/OPS.md. Returns the new node's index in *idx. On a violated precondition:
  * RAP_ERR_PLAN with "source:line:col: ...". */
 rap_status rap_plan_add_op(rap_plan *p, const rap_node *n, int *idx);
 /* Binds column `name` to node (new column appended at the end of the frame,

@@ -30,7 +30,7 @@ static const int DEFAULT_TOP[] = {512, 256, 1};
 void rap_model_config_defaults(rap_model_config *c)
 {
     memset(c, 0, sizeof *c);
-    /* The dlrm reference's Criteo Kaggle model (spec/criteo.md), with 26
+    /* The dlrm reference's Criteo Kaggle model (docs/DATA.md), with 26
      * small tables: the trainer sets the real cardinalities. */
     c->n_dense = RAP_CRITEO_DENSE;
     c->n_tables = RAP_CRITEO_SPARSE;

@@ -166,7 +166,7 @@ static inline bool hooked(const rap_runtime *rt) { return rt->cfg.train_fn && rt
  * event ends the wait too and EV_W1 is not recorded: the extra record,
  * queued behind the wait for a batch the preprocessing stream made in the
  * step before, cost rap 1-2 µs a step more than ideal (bench/RESULTS.md,
- * ninth session). A hybrid step (train_fn) may queue work before its first
+ * 2026-11-29, commit b82a903). A hybrid step (train_fn) may queue work before its first
  * phase: it records EV_W1. */
 static inline int w1_ev(const rap_runtime *rt) { return rt->cfg.train_fn ? EV_W1 : EV_P0; }
 

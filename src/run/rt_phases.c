@@ -47,7 +47,7 @@ static const char *const g_hyb_names[RAP_HYB_PHASES] = {"emb_forward", "mlp_forw
  * no emb_forward slice needs the batch. Beside emb_forward the copy (2 MB
  * at batch 4096) slowed the memory-bound lookups by 10-13 µs a step;
  * beside mlp_backward's GEMMs it cost 1-3 µs a step less than beside
- * mlp_forward's (bench/RESULTS.md, sixth session). So: the start of
+ * mlp_forward's (bench/RESULTS.md, 2026-11-29, commit 3a6e1c0). So: the start of
  * mlp_backward when the first window with slices comes after it, else of
  * mlp_forward (slices beside mlp_backward would otherwise wait for the
  * whole copy). */

@@ -266,7 +266,7 @@ rap_status rap_rt_host_dev_ptr(void *p, void **dev);
  * (device) into dst, pinned host memory by its device address
  * (rap_rt_host_dev_ptr): readable on the host once an event recorded
  * after it has completed. A copy engine's 4-byte copy at the end of each
- * step cost about 10 µs (bench/RESULTS.md, seventh session). */
+ * step cost about 10 µs (bench/RESULTS.md, 2026-11-29, commit d5c4077). */
 rap_status rap_rt_store_f32(float *dst, const float *src, void *stream);
 /* The model's device loss scalar (float, GPU model). */
 rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **loss_dev);
