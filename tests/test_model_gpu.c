@@ -452,7 +452,7 @@ static void env_restore(const env_set *e, char keep[3][64], const bool had[3])
 /* The other paths match the CPU too: no tuning (the heuristics' first
  * algorithm, fused epilogues), all GEMMs plain with the fallback kernels,
  * the first interaction kernels (v1: its unpipelined forward, its
- * pipelined backward), the first MLP epilogue choices and kernels (v1,
+ * pipelined backward), the second (v2: no prefetch), the first MLP epilogue choices and kernels (v1,
  * fused and plain), v2 without the DRELU_BGRAD epilogue, plain forwards
  * (the own bitmask, which cuBLASLt's DRELU epilogues then read where the
  * create-time probe saw them read it right; with tuning off they take it). */
@@ -463,6 +463,7 @@ static const env_set g_variants[] = {
     {{"RAP_GPU_INTERACT", "RAP_GPU_IA_PIPE"}, {"v1", "0"}},
     {{"RAP_GPU_INTERACT", "RAP_GPU_IA_PIPE_BWD"}, {"v1", "1"}},
     {{"RAP_GPU_INTERACT"}, {"v1"}},
+    {{"RAP_GPU_INTERACT"}, {"v2"}},
     {{"RAP_GPU_MLP"}, {"v1"}},
     {{"RAP_GPU_MLP", "RAP_GPU_UNFUSED"}, {"v1", "1"}},
     {{"RAP_GPU_MLP", "RAP_GPU_TUNE"}, {"v1", "0"}},
@@ -883,8 +884,8 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
     }
     const bool v2ok = D % 4 == 0 && D <= 128 && F <= 32;
     rap_status st = rap_gpu_interact_test(F, D, rows, bf16, ver, z, dy, out, dx, de);
-    if (ver == 2 && !v2ok) {
-        CHECK_MSG(st == RAP_ERR_ARG, "F %d D %d: v2 should refuse, got %s", F, D,
+    if (ver >= 2 && !v2ok) {
+        CHECK_MSG(st == RAP_ERR_ARG, "F %d D %d: v%d should refuse, got %s", F, D, ver,
                   rap_status_name(st));
         goto done;
     }
@@ -913,7 +914,7 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
                 }
                 bad += near(t, what, r * ld + D + p, o[D + p], acc, m, rel, &shown);
             }
-        if (ver == 2)
+        if (ver >= 2)
             for (int c = top_in; c < ld; c++)
                 bad += near(t, "padding", r * ld + c, o[c], 0.0, 0.0, 0.0, &shown);
         /* dZ_i = sum_j G_ij Z_j */
@@ -948,12 +949,13 @@ done:
 }
 #endif
 
-/* Every interaction kernel (v1 shared-memory, v2 registers: each of its
- * FMAX x lanes instances) in fp32 and bf16 against a double reference on
- * the same inputs, at odd row counts (two rows a warp with one left over,
- * a persistent grid with several rows a warp); every output element
- * written (outputs start as NaN), v2's padding columns zero; v2 refuses
- * the shapes it does not take. */
+/* Every interaction kernel (v1 shared-memory, v2 registers, v3 registers
+ * with the next rows prefetched: each FMAX x lanes instance of v2 and v3)
+ * in fp32 and bf16 against a double reference on the same inputs, at odd
+ * row counts (two rows a warp with one left over, a persistent grid with
+ * several rows a warp and its last rows past the end); every output
+ * element written (outputs start as NaN), the padding columns zero in v2
+ * and v3; v2 and v3 refuse the shapes they do not take. */
 RAP_TEST(model_gpu_interact_kernels_match_reference)
 {
     REQUIRE_GPU();
@@ -962,10 +964,13 @@ RAP_TEST(model_gpu_interact_kernels_match_reference)
         int F, D;
         int64_t rows;
     } sh[] = {
-        {28, 128, 1000}, /* the paper: FMAX 32, 32 lanes */
+        {28, 128, 1000}, /* the paper: FMAX 32 (v3: 28), 32 lanes */
         {28, 128, 1},    {28, 128, 5003}, /* several rows a warp */
         {28, 64, 333},   /* 16 lanes: two rows a warp, the last alone */
         {32, 128, 67},   /* F = FMAX */
+        {29, 124, 9},    /* v3 FMAX 32 with F < FMAX; a lane idle */
+        {30, 60, 41},    /* v3 FMAX 32, 16 lanes, a lane of each row idle */
+        {20, 128, 2651}, /* v3 FMAX 28 with F < FMAX: zero G columns */
         {17, 32, 45},    {5, 8, 37}, {9, 16, 101}, {16, 96, 130}, {3, 4, 7},
         {2, 128, 5},     /* one pair */
         {28, 136, 50},   /* v1 only: D > 128 */
@@ -974,9 +979,9 @@ RAP_TEST(model_gpu_interact_kernels_match_reference)
     };
     for (size_t k = 0; k < sizeof sh / sizeof sh[0] && t->failures < 4; k++)
         for (int b = 0; b < 2; b++)
-            for (int ver = 1; ver <= 2; ver++)
+            for (int ver = 1; ver <= 3; ver++)
                 check_interact(t, sh[k].F, sh[k].D, sh[k].rows, b == 1, ver,
-                               k * 4 + (uint64_t)b * 2 + (uint64_t)ver);
+                               k * 8 + (uint64_t)b * 4 + (uint64_t)ver);
 #endif
 }
 

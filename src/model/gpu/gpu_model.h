@@ -69,11 +69,11 @@ rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host);
 long long rap_gpu_tune_cache_hits(void);
 
 /* Test hook (interaction.cu): the interaction kernels of version ver (1:
- * staged in shared memory, 2: Z in registers; RAP_ERR_ARG where 2 does not
- * apply) on host data, in bf16 (act values rounded to nearest) or fp32.
+ * staged in shared memory, 2: Z in registers, 3: v2 with the next rows'
+ * Z prefetched; RAP_ERR_ARG where 2 and 3 do not apply) on host data, in bf16 (act values rounded to nearest) or fp32.
  * z (rows, F, D); dy (rows, ld) with ld = D + F(F-1)/2 rounded up to 8
  * (the x part, then the pairs); out (rows, ld) the forward (the padding
- * columns as the kernel leaves them: 0 in v2, NaN in v1), dx (rows, D)
+ * columns as the kernel leaves them: 0 in v2 and v3, NaN in v1), dx (rows, D)
  * the gradient of the bottom MLP's pre-activation ((dZ_0 + dy's x part)
  * times (x > 0)), de (rows, F-1, D). Outputs start as NaN on the device.
  * Synchronises; RAP_ERR_NO_GPU without CUDA. */
@@ -246,9 +246,11 @@ typedef struct rap_gpu {
     size_t ifwd_smem, ibwd_smem; /* bytes per warp */
     unsigned ifwd_grid, ibwd_grid; /* most blocks per launch */
     bool ia_pipe, ia_pipe_bwd;     /* v1: the pipelined kernels */
-    int ia_ver;                    /* 1: rows staged in shared memory; 2: Z in registers */
-    int ia_fmax, ia_lanes;         /* v2 instance: vectors held (>= F), lanes a row */
-    unsigned ia2_fgrid, ia2_bgrid; /* v2: most blocks per launch (a full wave) */
+    int ia_ver;                    /* 1: rows staged in shared memory; 2: Z in registers;
+                                    * 3: v2 with the next rows' Z prefetched */
+    int ia_fmax, ia_lanes;         /* v2/v3 instance: vectors held (>= F), lanes a row */
+    unsigned ia2_fgrid, ia2_bgrid; /* v2/v3: most blocks per launch (a full wave) */
+    size_t ia3_fsmem, ia3_bsmem;   /* v3: dynamic shared bytes a block */
 
     int64_t cur_rows; /* rows the GEMMs are set for */
     float *h_loss;    /* pinned (1) */

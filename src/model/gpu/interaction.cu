@@ -1,8 +1,9 @@
 /*
  * interaction.cu -- the dot interaction on the GPU, forward and backward.
- * Two generations of kernels; v2 (a row's vectors in registers, below the
- * v1 kernels) wherever it applies (D % 4 == 0, D <= 128, F <= 32), else
- * v1; RAP_GPU_INTERACT=v1 runs v1 everywhere (an A/B in one build).
+ * Three generations of kernels; v3 (v2 with the next rows' Z prefetched
+ * into shared memory, below the v2 kernels) wherever v2 applies (D % 4 ==
+ * 0, D <= 128, F <= 32), else v1; RAP_GPU_INTERACT=v2 or =v1 runs that
+ * generation instead (an A/B in one build).
  *
  * Why v2: each of the B rows must read its F*D floats of z once and
  * write its D + F(F-1)/2 outputs once (the backward: read z and the
@@ -638,6 +639,204 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS)
     }
 }
 
+/* ------------------------------- v3: v2 with the next rows' Z prefetched */
+
+/*
+ * Why v3: v2 reads a row's Z into registers and then computes; a warp has
+ * loads in flight only between those phases, and its backward fetched the
+ * row's pair gradients in three dependent rounds after Z arrived. At 12
+ * rows an SM the phases did not overlap: the forward ran at 1.86x its
+ * memory floor and the backward at 1.84x, about the memory time plus the
+ * arithmetic time (bench/RESULTS.md, 2026-12-01). v3 keeps v2's math and
+ * register layout, but each warp copies its NEXT rows' Z into shared
+ * memory with cp.async (16 bytes a lane, no registers) while it computes
+ * the current ones, so every warp has its next 14 KB in flight all the
+ * time; at the start of a row the lanes read their float4s from shared
+ * memory (conflict-free, 28 loads a lane). The backward also issues all of
+ * the row's pair-gradient loads at once (NPL a lane, compile-time) before
+ * it waits for Z, and its G has exactly FMAX columns (28 for F = 28: no
+ * guarded column block, the shared loads of a G row hoisted). Shared
+ * memory a block (4 warps): the Z copies (4 x RPW x F x D floats), and in
+ * the backward G (RPW x F x GS floats a warp) and the pair-offset table;
+ * F = 28, D = 128: 57 KB forward, 70 KB backward, 3 blocks an SM.
+ * Registers are capped at 168 (3 blocks of 128 threads) for FMAX >= 28.
+ */
+
+/* Floats between G's rows in v3: FMAX rounded to an odd number of float4s
+ * (the transposed writes j * GS + i spread over 8 banks). */
+static __host__ __device__ constexpr int ia3_gs(int fmax) { return 4 * ((fmax / 4) | 1); }
+
+/* Starts copying the Z of rows [r, min(r + rpw, rows)) (rz floats each,
+ * contiguous in z) into zb; warp-wide, 16 bytes a copy. */
+static __device__ __forceinline__ void ia3_issue(float *zb, const float *__restrict__ z,
+                                                 int64_t r, int64_t rows, int rz, int rpw,
+                                                 int lane)
+{
+    const int nr = (int)(rows - r < rpw ? rows - r : rpw);
+    const int n = nr * rz / 4;
+    const float *src = z + r * rz;
+#pragma unroll 4
+    for (int e = lane; e < n; e += 32)
+        cp_async16(zb + 4 * e, src + 4 * e);
+}
+
+/* This lane's float4 of each of the row's vectors from its copy zr (zero
+ * past F, or when !has). */
+template <int FMAX>
+static __device__ __forceinline__ void ia3_read_z(float4 (&v)[FMAX], const float *zr, int F,
+                                                  int D, bool has)
+{
+#pragma unroll
+    for (int i = 0; i < FMAX; i++)
+        v[i] = (has && i < F) ? *(const float4 *)(zr + i * D) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+/* Forward v3: out (rows, ldo) act = [x, pairs, 0 padding to ldo]. Dynamic
+ * shared memory: IA2_WARPS * RPW * F * D floats. */
+template <int FMAX, int LANES, int MINB, typename TO>
+static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
+    interact_fwd3_kernel(const float *__restrict__ z, int64_t rows, int F, int D,
+                         TO *__restrict__ out, int64_t ldo, int top_in)
+{
+    extern __shared__ float4 ia_smem4[];
+    constexpr int RPW = 32 / LANES;
+    const int lane = threadIdx.x & 31, q = lane % LANES, warp = threadIdx.x / 32;
+    const int DQ = D / 4, np = F * (F - 1) / 2, rz = F * D;
+    float *zb = (float *)ia_smem4 + (size_t)warp * RPW * rz;
+    const float *zr = zb + (lane / LANES) * rz + 4 * q;
+    const int64_t stride = (int64_t)gridDim.x * IA2_WARPS * RPW;
+    int64_t r0 = ((int64_t)blockIdx.x * IA2_WARPS + warp) * RPW;
+    if (r0 < rows)
+        ia3_issue(zb, z, r0, rows, rz, RPW, lane);
+    cp_commit();
+    /* every lane of a warp runs the same iterations (the shuffles) */
+    for (; r0 < rows; r0 += stride) {
+        const int64_t row = r0 + lane / LANES;
+        const bool ok = row < rows, has = ok && q < DQ;
+        const int64_t rr = ok ? row : 0;
+        cp_wait0();
+        __syncwarp(); /* the copy of every lane is there */
+        float4 v[FMAX];
+        ia3_read_z<FMAX>(v, zr, F, D, has);
+        __syncwarp(); /* every lane holds its Z: the buffer takes the next rows */
+        if (r0 + stride < rows)
+            ia3_issue(zb, z, r0 + stride, rows, rz, RPW, lane);
+        cp_commit();
+        TO *o = out + rr * ldo;
+        if (has)
+            st4(o + 4 * q, v[0]);
+        ia_groups<FMAX, LANES, 0, TO>(v, o + D, np, lane, ok);
+        if (ok)
+            for (int c = top_in + q; c < ldo; c += LANES)
+                o[c] = to_act<TO>(0.0f);
+    }
+    cp_wait0();
+}
+
+/* Backward v3. dy (rows, ldi) act; dx (rows, D) act; de (rows, T, D).
+ * Dynamic shared memory: the pair table (np words rounded up to 4), then
+ * a warp's Z copies (RPW * F * D floats) and its G (RPW * F * GS floats),
+ * for each warp. */
+template <int FMAX, int LANES, int MINB, typename TI>
+static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
+    interact_bwd3_kernel(const float *__restrict__ z, const TI *__restrict__ dy, int64_t ldi,
+                         int64_t rows, int F, int D, TI *__restrict__ dx,
+                         float *__restrict__ de)
+{
+    extern __shared__ float4 ia_smem4[];
+    constexpr int RPW = 32 / LANES, GS = ia3_gs(FMAX);
+    constexpr int NPL = (FMAX * (FMAX - 1) / 2 + LANES - 1) / LANES; /* pairs a lane */
+    const int lane = threadIdx.x & 31, q = lane % LANES, warp = threadIdx.x / 32;
+    const int DQ = D / 4, np = F * (F - 1) / 2, T = F - 1, rz = F * D, gsz = F * GS;
+    uint32_t *tab = (uint32_t *)ia_smem4; /* pair p: (i*GS + j) | (j*GS + i) << 16 */
+    float *zb = (float *)ia_smem4 + ((np + 3) & ~3) + (size_t)warp * RPW * (rz + gsz);
+    float *Gw = zb + RPW * rz;
+    for (int e = lane; e < RPW * gsz; e += 32)
+        Gw[e] = 0.0f; /* diagonal and the columns past F stay 0 */
+    for (int p = threadIdx.x; p < np; p += blockDim.x) {
+        const int i = ia_pair_row(p), j = p - i * (i - 1) / 2;
+        tab[p] = (uint32_t)(i * GS + j) | ((uint32_t)(j * GS + i) << 16);
+    }
+    __syncthreads();
+    float *G = Gw + (lane / LANES) * gsz;
+    const float *zr = zb + (lane / LANES) * rz + 4 * q;
+    const int64_t stride = (int64_t)gridDim.x * IA2_WARPS * RPW;
+    int64_t r0 = ((int64_t)blockIdx.x * IA2_WARPS + warp) * RPW;
+    if (r0 < rows)
+        ia3_issue(zb, z, r0, rows, rz, RPW, lane);
+    cp_commit();
+    for (; r0 < rows; r0 += stride) {
+        const int64_t row = r0 + lane / LANES;
+        const bool ok = row < rows, has = ok && q < DQ;
+        const int64_t rr = ok ? row : 0;
+        const TI *g = dy + rr * ldi;
+        cp_wait0();
+        __syncwarp(); /* the Z copies are there; the previous row's reads of G are done */
+        float4 v[FMAX];
+        ia3_read_z<FMAX>(v, zr, F, D, has);
+        __syncwarp(); /* every lane holds its Z: the buffer takes the next rows */
+        if (r0 + stride < rows)
+            ia3_issue(zb, z, r0 + stride, rows, rz, RPW, lane);
+        cp_commit();
+        /* the row's gradient: every load issued before the first use */
+        float pv[NPL];
+#pragma unroll
+        for (int k = 0; k < NPL; k++) {
+            const int p = q + k * LANES;
+            pv[k] = (ok && p < np) ? act_f(g[D + p]) : 0.0f;
+        }
+        const float4 gx = has ? ld4(g + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
+        if (ok)
+#pragma unroll
+            for (int k = 0; k < NPL; k++) {
+                const int p = q + k * LANES;
+                if (p < np) {
+                    const uint32_t t = tab[p];
+                    G[t & 0xffffu] = pv[k];
+                    G[t >> 16] = pv[k];
+                }
+            }
+        __syncwarp(); /* G written */
+        for (int i = 0; i < F; i++) {
+            const float4 *Gi = (const float4 *)(G + i * GS);
+            float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+            for (int jb = 0; jb < FMAX / 4; jb++) {
+                const float4 c = Gi[jb]; /* columns past F: 0 (and v[j] 0 there) */
+                fma4(a, c.x, v[4 * jb]);
+                fma4(a, c.y, v[4 * jb + 1]);
+                fma4(a, c.z, v[4 * jb + 2]);
+                fma4(a, c.w, v[4 * jb + 3]);
+            }
+            if (!has)
+                continue;
+            if (i == 0) {
+                const float4 x = v[0];
+                const float4 d = make_float4(x.x > 0.0f ? a.x + gx.x : 0.0f,
+                                             x.y > 0.0f ? a.y + gx.y : 0.0f,
+                                             x.z > 0.0f ? a.z + gx.z : 0.0f,
+                                             x.w > 0.0f ? a.w + gx.w : 0.0f);
+                st4(dx + rr * D + 4 * q, d);
+            } else {
+                *(float4 *)(de + (rr * T + (i - 1)) * D + 4 * q) = a;
+            }
+        }
+    }
+    cp_wait0();
+}
+
+/* Dynamic shared bytes a block of the v3 kernels (op 1 forward, 2
+ * backward) for F vectors of D, FMAX held, LANES lanes a row. */
+static size_t ia3_smem(int op, int F, int D, int fmax, int lanes)
+{
+    const size_t rpw = (size_t)(32 / lanes), rz = (size_t)F * (size_t)D;
+    if (op == 1)
+        return sizeof(float) * IA2_WARPS * rpw * rz;
+    const size_t np = (size_t)F * (size_t)(F - 1) / 2;
+    const size_t gsz = (size_t)F * (size_t)ia3_gs(fmax);
+    return sizeof(float) * (((np + 3) & ~(size_t)3) + IA2_WARPS * rpw * (rz + gsz));
+}
+
 static size_t fwd_bytes_per_warp(int F, int D)
 {
     return sizeof(float) * (size_t)round4(F) * (size_t)(round4(D) + 4);
@@ -771,19 +970,124 @@ static rap_status ia2_call(rap_gpu *g, int op, int64_t rows)
 #undef IA2_CASE
 }
 
-/* RAP_GPU_INTERACT=v1 in the environment: the shared-memory kernels (v1)
- * even where v2 applies (D % 4 == 0, D <= 128, F <= 32). */
+/* ---------------------------------------------------- v3 launchers */
+
+/* Blocks of 128 threads an SM that v3's register cap (__launch_bounds__)
+ * is set for where the row's vectors fill most registers: 3 (168 each) at
+ * 32 lanes a row; 2 at 16 (twice the pair gradients a lane; two rows'
+ * copies a warp bound it to 2 blocks anyway). */
+static __host__ __device__ constexpr int ia3_minb(int fmax, int lanes)
+{
+    return fmax < 28 ? 1 : lanes == 32 ? 3 : 2;
+}
+
+/* v3 instance (FMAX, LANES): the dynamic shared memory limits and blocks
+ * per SM into g (ia3_fsmem, ia3_bsmem, ia2_fgrid, ia2_bgrid); *fits false
+ * when a block would need more shared memory than the GPU gives one. */
+template <int FMAX, int LANES, typename T> static rap_status ia3_prepare_t(rap_gpu *g, bool *fits)
+{
+    constexpr int MB = ia3_minb(FMAX, LANES);
+    const size_t fs = ia3_smem(1, g->F, g->D, FMAX, LANES), bs = ia3_smem(2, g->F, g->D, FMAX, LANES);
+    *fits = fs <= g->smem_optin && bs <= g->smem_optin;
+    if (!*fits)
+        return RAP_OK;
+    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_fwd3_kernel<FMAX, LANES, MB, T>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fs));
+    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_bwd3_kernel<FMAX, LANES, MB, T>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bs));
+    int nf = 0, nb = 0;
+    RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &nf, interact_fwd3_kernel<FMAX, LANES, MB, T>, 32 * IA2_WARPS, fs));
+    RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &nb, interact_bwd3_kernel<FMAX, LANES, MB, T>, 32 * IA2_WARPS, bs));
+    g->ia3_fsmem = fs;
+    g->ia3_bsmem = bs;
+    g->ia2_fgrid = (unsigned)(g->sms * (nf > 0 ? nf : 1));
+    g->ia2_bgrid = (unsigned)(g->sms * (nb > 0 ? nb : 1));
+    return RAP_OK;
+}
+
+template <int FMAX, int LANES> static rap_status ia3_prepare(rap_gpu *g, bool *fits)
+{
+    return g->bf16 ? ia3_prepare_t<FMAX, LANES, __nv_bfloat16>(g, fits)
+                   : ia3_prepare_t<FMAX, LANES, float>(g, fits);
+}
+
+template <int FMAX, int LANES> static rap_status ia3_forward(rap_gpu *g, int64_t rows)
+{
+    constexpr int MB = ia3_minb(FMAX, LANES);
+    const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_fgrid);
+    if (g->bf16)
+        interact_fwd3_kernel<FMAX, LANES, MB, __nv_bfloat16>
+            <<<blocks, 32 * IA2_WARPS, g->ia3_fsmem, g->stream>>>(
+                g->z, rows, g->F, g->D, (__nv_bfloat16 *)g->tin, g->ld_in, g->top_in);
+    else
+        interact_fwd3_kernel<FMAX, LANES, MB, float>
+            <<<blocks, 32 * IA2_WARPS, g->ia3_fsmem, g->stream>>>(
+                g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in, g->top_in);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+template <int FMAX, int LANES> static rap_status ia3_backward(rap_gpu *g, int64_t rows)
+{
+    constexpr int MB = ia3_minb(FMAX, LANES);
+    const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_bgrid);
+    void *dxb = g->bot[g->n_bot - 1].da;
+    if (g->bf16)
+        interact_bwd3_kernel<FMAX, LANES, MB, __nv_bfloat16>
+            <<<blocks, 32 * IA2_WARPS, g->ia3_bsmem, g->stream>>>(
+                g->z, (const __nv_bfloat16 *)g->dtin, g->ld_in, rows, g->F, g->D,
+                (__nv_bfloat16 *)dxb, g->de);
+    else
+        interact_bwd3_kernel<FMAX, LANES, MB, float>
+            <<<blocks, 32 * IA2_WARPS, g->ia3_bsmem, g->stream>>>(
+                g->z, (const float *)g->dtin, g->ld_in, rows, g->F, g->D, (float *)dxb, g->de);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+/* The v3 instance for (ia_fmax, ia_lanes): op 0 prepare (*fits), 1
+ * forward, 2 backward. */
+static rap_status ia3_call(rap_gpu *g, int op, int64_t rows, bool *fits)
+{
+#define IA3_CASE(FM, LN)                                                                 \
+    case FM * 100 + LN:                                                                  \
+        return op == 0 ? ia3_prepare<FM, LN>(g, fits)                                    \
+                       : op == 1 ? ia3_forward<FM, LN>(g, rows) : ia3_backward<FM, LN>(g, rows);
+    switch (g->ia_fmax * 100 + g->ia_lanes) {
+        IA3_CASE(8, 32)
+        IA3_CASE(16, 32)
+        IA3_CASE(28, 32)
+        IA3_CASE(32, 32)
+        IA3_CASE(8, 16)
+        IA3_CASE(16, 16)
+        IA3_CASE(28, 16)
+        IA3_CASE(32, 16)
+    default:
+        return rap_fail(RAP_ERR_INTERNAL, "GPU model: no v3 interaction for F=%d, D=%d", g->F,
+                        g->D);
+    }
+#undef IA3_CASE
+}
+
+/* Where v2 and v3 apply (D % 4 == 0, D <= 128, F <= 32). */
 static bool v2_applies(const rap_gpu *g)
 {
     return g->D % 4 == 0 && g->D <= 128 && g->F <= 32;
 }
 
-static bool want_v2(const rap_gpu *g)
+/* The version RAP_GPU_INTERACT asks for (v1, v2 or v3; anything else, or
+ * unset: the newest, 3), lowered to 2 or 1 where the shapes need it. */
+static int wanted_ver(const rap_gpu *g)
 {
     const char *e = getenv("RAP_GPU_INTERACT");
+    int ver = 3;
     if (e && strcmp(e, "v1") == 0)
-        return false;
-    return v2_applies(g);
+        ver = 1;
+    else if (e && strcmp(e, "v2") == 0)
+        ver = 2;
+    return v2_applies(g) ? ver : 1;
 }
 
 /* The v1 launch shapes (shared-memory staging; pipelined forward). */
@@ -894,33 +1198,46 @@ static rap_status v1_backward(rap_gpu *g, int64_t rows)
 }
 
 
-/* Kernels of version ver (1 or 2; 2 only where it applies). */
+/* Kernels of version ver (1, 2 or 3; 2 and 3 only where they apply; 3
+ * falls back to 2 where its shared memory would not fit a block). */
 static rap_status setup_ver(rap_gpu *g, int ver)
 {
     g->ia_ver = ver;
     if (ver == 1)
         return v1_setup(g);
     if (!v2_applies(g))
-        return rap_fail(RAP_ERR_ARG, "GPU model: the v2 interaction needs D %% 4 == 0, D <= 128 "
+        return rap_fail(RAP_ERR_ARG, "GPU model: the v%d interaction needs D %% 4 == 0, D <= 128 "
                                      "and F <= 32 (F=%d, D=%d)",
-                        g->F, g->D);
-    g->ia_fmax = g->F <= 8 ? 8 : g->F <= 16 ? 16 : 32;
+                        ver, g->F, g->D);
     g->ia_lanes = g->D <= 64 ? 16 : 32;
+    if (ver == 3) {
+        g->ia_fmax = g->F <= 8 ? 8 : g->F <= 16 ? 16 : g->F <= 28 ? 28 : 32;
+        bool fits = false;
+        RAP_TRY(ia3_call(g, 0, 0, &fits));
+        if (fits)
+            return RAP_OK;
+        g->ia_ver = 2;
+    }
+    g->ia_fmax = g->F <= 8 ? 8 : g->F <= 16 ? 16 : 32;
     return ia2_call(g, 0, 0);
 }
 
 rap_status rap_gpu_interact_setup(rap_gpu *g)
 {
-    return setup_ver(g, want_v2(g) ? 2 : 1);
+    return setup_ver(g, wanted_ver(g));
 }
 
 rap_status rap_gpu_interact_forward(rap_gpu *g, int64_t rows)
 {
+    if (g->ia_ver == 3)
+        return ia3_call(g, 1, rows, NULL);
     return g->ia_ver == 2 ? ia2_call(g, 1, rows) : v1_forward(g, rows);
 }
 
 rap_status rap_gpu_interact_backward(rap_gpu *g, int64_t rows)
 {
+    if (g->ia_ver == 3)
+        return ia3_call(g, 2, rows, NULL);
     return g->ia_ver == 2 ? ia2_call(g, 2, rows) : v1_backward(g, rows);
 }
 
@@ -1007,7 +1324,7 @@ extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf1
                                             const float *z, const float *dy, float *out,
                                             float *dx, float *de)
 {
-    if (F < 2 || F > RAP_MAX_TABLES + 1 || D < 1 || rows < 1 || (ver != 1 && ver != 2))
+    if (F < 2 || F > RAP_MAX_TABLES + 1 || D < 1 || rows < 1 || ver < 1 || ver > 3)
         return rap_fail(RAP_ERR_ARG, "rap_gpu_interact_test: F %d, D %d, rows %lld, version %d",
                         F, D, (long long)rows, ver);
     rap_gpu *g = (rap_gpu *)rap_calloc(sizeof *g, "interaction test");
