@@ -453,7 +453,7 @@ static void env_restore(const env_set *e, char keep[3][64], const bool had[3])
  * algorithm, fused epilogues), all GEMMs plain with the fallback kernels,
  * the first interaction kernels (v1: its unpipelined forward, its
  * pipelined backward), the second (v2: no prefetch), the first MLP epilogue choices and kernels (v1,
- * fused and plain), v2 without the DRELU_BGRAD epilogue, plain forwards
+ * fused and plain), the second (v2), v3 without the DRELU_BGRAD epilogue, plain forwards
  * (the own bitmask, which cuBLASLt's DRELU epilogues then read where the
  * create-time probe saw them read it right; with tuning off they take it). */
 #ifdef RAP_HAVE_CUDA
@@ -465,6 +465,7 @@ static const env_set g_variants[] = {
     {{"RAP_GPU_INTERACT"}, {"v1"}},
     {{"RAP_GPU_INTERACT"}, {"v2"}},
     {{"RAP_GPU_MLP"}, {"v1"}},
+    {{"RAP_GPU_MLP"}, {"v2"}},
     {{"RAP_GPU_MLP", "RAP_GPU_UNFUSED"}, {"v1", "1"}},
     {{"RAP_GPU_MLP", "RAP_GPU_TUNE"}, {"v1", "0"}},
     {{"RAP_GPU_DRELU_BGRAD"}, {"0"}},
@@ -1087,11 +1088,12 @@ done:
 }
 #endif
 
-/* The MLP's own kernels, both generations, fp32 and bf16: bias + ReLU (+
- * the own bitmask), the ReLU backward from y and from the bitmask with the
- * bias gradient, the column sums; widths that take the 16-byte kernels,
- * widths without a bitmask (not a multiple of 32) and widths or leading
- * dimensions that fall back to the scalar ones; odd row counts. */
+/* The MLP's own kernels, all three generations, fp32 and bf16: bias + ReLU
+ * (+ the own bitmask), the ReLU backward from y and from the bitmask with
+ * the bias gradient, the column sums; widths that take the 16-byte
+ * kernels (v3: narrow ones with many rows a block, and wider than one
+ * block), widths without a bitmask (not a multiple of 32) and widths or
+ * leading dimensions that fall back to the scalar ones; odd row counts. */
 RAP_TEST(model_gpu_mlp_kernels_match_reference)
 {
     REQUIRE_GPU();
@@ -1103,15 +1105,16 @@ RAP_TEST(model_gpu_mlp_kernels_match_reference)
     } sh[] = {
         {700, 1024, 1024}, {4099, 256, 256}, {37, 96, 104}, {65, 40, 40},
         {19, 13, 13},      {23, 64, 67},     {1, 128, 128}, {3000, 32, 32},
+        {33, 4352, 4352},  {9001, 128, 136},
     };
     for (size_t k = 0; k < sizeof sh / sizeof sh[0] && t->failures < 4; k++)
         for (int op = 0; op < 4; op++) {
             if (op == 2 && sh[k].cols % 32 != 0)
                 continue;
             for (int bf = 0; bf < 2; bf++)
-                for (int ver = 1; ver <= 2; ver++)
+                for (int ver = 1; ver <= 3; ver++)
                     check_mlp_kernel(t, op, bf == 1, ver, sh[k].rows, sh[k].cols, sh[k].ld,
-                                     k * 16 + (uint64_t)op * 4 + (uint64_t)bf * 2 + (uint64_t)ver);
+                                     k * 32 + (uint64_t)op * 8 + (uint64_t)bf * 4 + (uint64_t)ver);
         }
 #endif
 }

@@ -83,7 +83,7 @@ rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, int ver,
 
 /* Test hook (mlp_kernels.cu): one of the MLP's own kernels on host data
  * (values rounded to bf16 first when bf16), the v1 (ver 1) or v2 (ver 2)
- * generation, a layer of cols columns with a ReLU:
+ * generation (or v3, ver 3), a layer of cols columns with a ReLU:
  *   op 0  y (rows, ld) = relu(y + b), and when cols % 32 == 0 the own
  *         bitmask into mask (rows, mask_ld words, mask_ld = cols rounded up
  *         to 128, over 32)
@@ -192,10 +192,13 @@ typedef struct rap_gpu {
     bool bf16;
     cudaDataType act; /* CUDA_R_32F or CUDA_R_16BF */
     int mlp_ver;      /* 1: the first epilogue choices and kernels (RAP_GPU_MLP=v1);
-                       * 2: ReLU backward and bias gradient in one step (mlp.cu) */
+                       * 2: ReLU backward and bias gradient in one step (mlp.cu)
+                       * (RAP_GPU_MLP=v2); 3: v2 with the passes of
+                       * mlp_kernels.cu's v3 and the choices of mlp.cu's v3 */
     bool lt_mask_ok;  /* cuBLASLt's DRELU reads the own bitmask (create-time probe) */
     bool lt_bgrad_ok; /* its DRELU_BGRAD sums the masked output (same probe) */
-    int lt_probe;     /* the probe ran: 1 DRELU_BGRAD, 2 DRELU (bits) */
+    bool lt_fwdmask_ok; /* its RELU_AUX_BIAS writes the own bitmask's layout (v3 probe) */
+    int lt_probe;     /* the probe ran: 1 DRELU_BGRAD, 2 DRELU, 4 RELU_AUX_BIAS (bits) */
     size_t es;        /* bytes per act element */
 
     int64_t B, P, nchunks, ld_in, maxw;
@@ -283,7 +286,8 @@ void rap_gpu_mlp_destroy(rap_gpu *g);
 
 /* mlp_kernels.cu: what a plain GEMM leaves to do, and the logit layer.
  * All on g->stream; the 16-byte kernels when g->mlp_ver >= 2 and the
- * widths and pointers allow, else the scalar ones. */
+ * widths and pointers allow (v3's when g->mlp_ver >= 3), else the scalar
+ * ones. */
 /* l->y = [relu](l->y + l->b), rows rows; mask: the own bitmask (or NULL). */
 rap_status rap_gpu_bias_act(rap_gpu *g, const rap_gpu_layer *l, int64_t rows, uint32_t *mask);
 /* db = the column sums of da (rows, cols), fixed order. */

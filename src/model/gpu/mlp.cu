@@ -29,6 +29,14 @@
  * separate ReLU-backward pass. RAP_GPU_MLP=v1: the first arrangement (DRELU
  * only, db in each layer's dW step, scalar kernels) for an A/B.
  *
+ * v3 (the default; RAP_GPU_MLP=v2 keeps v2): where the forward took
+ * RELU_AUX_BIAS and a create-time probe saw cuBLASLt write that bitmask in
+ * the own layout, the own ReLU-backward pass reads it (1 bit an element)
+ * instead of y (2 or 4 bytes); the dX step also times DRELU (with a column
+ * sum of the masked gradient) against DRELU_BGRAD before the winner meets
+ * the plain GEMM and the own pass (v2 never tried DRELU where DRELU_BGRAD
+ * was offered); mlp_kernels.cu's v3 passes.
+ *
  * Tuning (at create, unless RAP_GPU_TUNE=0): each GEMM times the
  * heuristics' first RAP_GPU_TUNE_ALGOS (8; the environment variable of that
  * name sets 1..64) algorithms on the real buffers
@@ -482,6 +490,18 @@ static bool own_mask(const rap_gpu_layer *l)
     return !l->gemv && !l->fwd_bias && l->relu && l->want_aux && l->aux && l->out % 32 == 0;
 }
 
+/* Whether prev->aux holds a bitmask of prev's ReLU in the own layout that
+ * the own ReLU-backward pass can read: the own one, or (v3) cuBLASLt's
+ * from a RELU_AUX_BIAS forward where the create-time probe saw it written
+ * in that layout (1 bit an element read instead of y). */
+static bool bit_mask(const rap_gpu *g, const rap_gpu_layer *prev)
+{
+    if (own_mask(prev))
+        return true;
+    return g->mlp_ver >= 3 && g->lt_fwdmask_ok && prev->fwd_aux && prev->aux &&
+           prev->out % 32 == 0;
+}
+
 /* Forward of layer l: y = [relu](x w^T + b). */
 static rap_status layer_fwd(rap_gpu *g, rap_gpu_layer *l, int64_t rows)
 {
@@ -516,7 +536,7 @@ static rap_status layer_bx(rap_gpu *g, rap_gpu_layer *l, const rap_gpu_layer *pr
     if (prev->db_by_next) {
         if (l->bx_drelu && l->bx_bgrad)
             return RAP_OK;
-        return rap_gpu_drelu_colsum(g, prev, rows, l->bx_drelu ? 0 : own_mask(prev) ? 2 : 1);
+        return rap_gpu_drelu_colsum(g, prev, rows, l->bx_drelu ? 0 : bit_mask(g, prev) ? 2 : 1);
     }
     if (!l->bx_drelu)
         RAP_TRY(rap_gpu_drelu(g, prev, rows, own_mask(prev)));
@@ -644,6 +664,64 @@ static const char *epi_name(uint32_t e)
     case CUBLASLT_EPILOGUE_DRELU_BGRAD: return "DRELU_BGRAD";
     default: return "DEFAULT";
     }
+}
+
+/* v3: l's dX GEMM was made with DRELU_BGRAD (prev's bias gradient in its
+ * epilogue); times it against the DRELU GEMM of spec dr plus the column
+ * sum of prev's masked gradient (mode 0 of the own pass) and keeps the
+ * faster in l->bx, the flags following (DRELU must win by 3 %: the more
+ * fused form is kept on a tie). The decision is cached like
+ * fused_or_plain's. The winner then meets the plain GEMM there. */
+static rap_status bgrad_or_drelu(rap_gpu *g, layer_op *o, gemm_spec *dr, const char *what)
+{
+    rap_gpu_layer *l = o->l;
+    char d1[96], d2[96] = "-";
+    float tb = 0.0f, td = 1e30f;
+    tune_key key = key_of(g, dr, 1);
+    key.role = 1469598103934665603ull ^ 0x9e3779b97f4a7c15ull;
+    for (const char *c = what; *c; c++)
+        key.role = (key.role ^ (unsigned char)*c) * 1099511628211ull;
+    tune_entry te;
+    const bool cached = tune_find(&key, &te);
+    if (!cached)
+        RAP_TRY(time_op(g, run_layer_op, o, &tb));
+    describe(&l->bx, d1, sizeof d1);
+    rap_gpu_gemm keep = l->bx;
+    bool ok = false;
+    rap_status s = gemm_make(g, &l->bx, dr, &ok);
+    if (s != RAP_OK) {
+        gemm_destroy(&keep);
+        return s;
+    }
+    if (ok) {
+        l->bx_bgrad = false; /* DRELU: the mask in the GEMM, the column sum after */
+        if (!cached)
+            s = time_op(g, run_layer_op, o, &td);
+        describe(&l->bx, d2, sizeof d2);
+        if (s != RAP_OK) {
+            gemm_destroy(&keep);
+            return s;
+        }
+    }
+    const bool use_drelu = ok && (cached ? te.found : td < 0.97f * tb);
+    if (!cached)
+        tune_keep(&key, use_drelu, NULL);
+    if (use_drelu) {
+        gemm_destroy(&keep);
+    } else {
+        if (ok)
+            gemm_destroy(&l->bx);
+        l->bx = keep;
+        l->bx_bgrad = true;
+    }
+    if (verbose() && cached)
+        fprintf(stderr, "rap GPU tune: %s: as tuned before [%s] -> %s\n", what,
+                use_drelu ? d2 : d1, use_drelu ? "DRELU" : "DRELU_BGRAD");
+    else if (verbose())
+        fprintf(stderr,
+                "rap GPU tune: %s: DRELU_BGRAD %.4f ms [%s], DRELU+colsum %.4f ms [%s] -> %s\n",
+                what, tb, d1, td, d2, use_drelu ? "DRELU" : "DRELU_BGRAD");
+    return RAP_OK;
 }
 
 /* RAP_GPU_VERBOSE: says which fused candidate cuBLASLt offered nothing for. */
@@ -844,6 +922,19 @@ static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, rap_gpu_layer *prev, co
             l->bx_drelu = l->bx_bgrad = ok;
             if (!ok)
                 say_none(name, "dX", &s);
+            if (ok && g->mlp_ver >= 3 && tuning()) { /* v3: DRELU + column sum too */
+                gemm_spec dr = s;
+                dr.epi = CUBLASLT_EPILOGUE_DRELU;
+                dr.bias = NULL;
+                dr.bias_type = -1;
+                layer_op o = {l, prev, 2};
+                char what[64];
+                snprintf(what, sizeof what, "%s dX (%lld x %d) DRELU_BGRAD or DRELU", name,
+                         (long long)l->kg, l->out);
+                RAP_TRY(bgrad_or_drelu(g, &o, &dr, what));
+                if (!l->bx_bgrad)
+                    s = dr;
+            }
         }
         if (!ok) {
             s.epi = CUBLASLT_EPILOGUE_DRELU;
@@ -979,6 +1070,93 @@ static rap_status probe_run(rap_gpu *g, const gemm_spec *s, const uint32_t *mask
     return RAP_OK;
 }
 
+/* Whether cuBLASLt's RELU_AUX_BIAS epilogue writes its bitmask in the own
+ * layout (v3), seen on the probe's buffers (dev, host: A ones at 0, B at
+ * off_b, D at s->pd, the mask at off_m, an fp32 bias at off_db): D (M x N)
+ * = ones (M x N) * diag(s_n) + b_m with s_n = +-1 and b_m in {-1.5, -0.5,
+ * 0.5, 1.5}, so the ReLU is on where s_n + b_m > 0, a pattern of both m
+ * and n; the mask starts as the complement of the expected bits. *ran
+ * whether cuBLASLt had an algorithm, *ok the bits (and D) right. */
+static rap_status probe_fwd_mask(rap_gpu *g, gemm_spec *s, char *dev, char *host, size_t off_b,
+                                 size_t off_m, size_t off_db, uint64_t *rng, bool *ran, bool *ok)
+{
+    *ran = *ok = false;
+    const size_t es = g->es, words = (size_t)PROBE_N * (PROBE_M / 32);
+    float sn[PROBE_N], bm[PROBE_M];
+    for (int n = 0; n < PROBE_N; n++)
+        sn[n] = (rap_splitmix64(rng) & 1) ? 1.0f : -1.0f;
+    for (int m = 0; m < PROBE_M; m++)
+        bm[m] = (float)(rap_splitmix64(rng) % 4) - 1.5f;
+    char *hb = host + off_b;
+    uint32_t *hm = (uint32_t *)(host + off_m);
+    for (int k = 0; k < PROBE_N; k++)
+        for (int n = 0; n < PROBE_N; n++) {
+            const float v = k == n ? sn[n] : 0.0f;
+            char *at = hb + es * ((size_t)n * PROBE_N + k);
+            if (g->bf16) {
+                const uint16_t h = v == 1.0f ? 0x3f80 : v == -1.0f ? 0xbf80 : 0;
+                memcpy(at, &h, 2);
+            } else {
+                memcpy(at, &v, 4);
+            }
+        }
+    memset(hm, 0, 4 * words);
+    for (int n = 0; n < PROBE_N; n++)
+        for (int m = 0; m < PROBE_M; m++)
+            if (!(sn[n] + bm[m] > 0.0f)) /* the complement of the expected bit */
+                hm[(size_t)n * (PROBE_M / 32) + m / 32] |= 1u << (m % 32);
+    memcpy(host + off_db, bm, sizeof bm);
+    RAP_CUDA_TRY(cudaMemcpy(dev + off_b, hb, es * PROBE_N * PROBE_N, cudaMemcpyHostToDevice));
+    RAP_CUDA_TRY(cudaMemcpy(dev + off_m, hm, 4 * words, cudaMemcpyHostToDevice));
+    RAP_CUDA_TRY(cudaMemcpy(dev + off_db, bm, sizeof bm, cudaMemcpyHostToDevice));
+    s->epi = CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+    s->bias = dev + off_db;
+    s->bias_type = g->bf16 ? (int)CUDA_R_32F : -1;
+    s->aux = dev + off_m;
+    s->aux_ld = PROBE_M;
+    rap_gpu_gemm x;
+    bool built = false, found = false;
+    RAP_TRY(gemm_build(g, &x, s, &built));
+    if (!built)
+        return RAP_OK;
+    rap_status st = gemm_pick(g, &x, &found);
+    if (st != RAP_OK || !found) {
+        gemm_destroy(&x);
+        return st;
+    }
+    if (gemm_run(g, &x) != RAP_OK) { /* refused at run time: as not offered */
+        rap_clear_error();
+        gemm_destroy(&x);
+        return RAP_OK;
+    }
+    const cudaError_t e = cudaStreamSynchronize(g->stream);
+    gemm_destroy(&x);
+    if (e != cudaSuccess)
+        return rap_fail(RAP_ERR_CUDA, "GPU model: epilogue probe: %s", cudaGetErrorString(e));
+    RAP_CUDA_TRY(cudaMemcpy(hm, dev + off_m, 4 * words, cudaMemcpyDeviceToHost));
+    char *hd = host + ((const char *)s->pd - dev); /* D's room in the host copy */
+    RAP_CUDA_TRY(cudaMemcpy(hd, s->pd, es * PROBE_M * PROBE_N, cudaMemcpyDeviceToHost));
+    *ran = true;
+    *ok = true;
+    for (int n = 0; n < PROBE_N; n++)
+        for (int m = 0; m < PROBE_M; m++) {
+            const float want = sn[n] + bm[m] > 0.0f ? sn[n] + bm[m] : 0.0f;
+            const uint32_t bit = (hm[(size_t)n * (PROBE_M / 32) + m / 32] >> (m % 32)) & 1u;
+            float v;
+            if (g->bf16) {
+                uint16_t h;
+                memcpy(&h, hd + 2 * ((size_t)n * PROBE_M + m), 2);
+                const uint32_t u = (uint32_t)h << 16;
+                memcpy(&v, &u, 4);
+            } else {
+                memcpy(&v, hd + 4 * ((size_t)n * PROBE_M + m), 4);
+            }
+            if (bit != (uint32_t)(want > 0.0f) || v != want)
+                *ok = false;
+        }
+    return RAP_OK;
+}
+
 /* What cuBLASLt's DRELU epilogues do with a bitmask in the own layout (bit
  * m % 32 of word n * (M / 32) + m / 32 for output element (m, n), as the
  * bias/ReLU kernel writes it), seen once at create on one small GEMM: D
@@ -987,7 +1165,8 @@ static rap_status probe_run(rap_gpu *g, const gemm_spec *s, const uint32_t *mask
  * g->lt_mask_ok (the own bitmask can feed DRELU: its layout is cuBLASLt's)
  * and g->lt_bgrad_ok (DRELU_BGRAD's bias gradient is that of the masked
  * output, the one this code needs); an epilogue with no algorithm here
- * leaves its flag false (the real GEMMs then do not use it). */
+ * leaves its flag false (the real GEMMs then do not use it). v3 also sets
+ * g->lt_fwdmask_ok (probe_fwd_mask). */
 static rap_status probe_epilogues(rap_gpu *g)
 {
     const size_t es = g->es, na = (size_t)PROBE_M * PROBE_N, nb = (size_t)PROBE_N * PROBE_N;
@@ -995,16 +1174,16 @@ static rap_status probe_epilogues(rap_gpu *g)
     const size_t off_b = al256b(es * na), off_d = off_b + al256b(es * nb);
     const size_t off_m = off_d + al256b(es * na), off_db = off_m + al256b(4 * words);
     const size_t total = off_db + al256b(sizeof(float) * PROBE_M);
-    g->lt_mask_ok = g->lt_bgrad_ok = false;
+    g->lt_mask_ok = g->lt_bgrad_ok = g->lt_fwdmask_ok = false;
     g->lt_probe = 0;
     char *dev = NULL;
     char *host = (char *)rap_malloc(total, "GPU model epilogue probe");
     if (!host)
         return RAP_ERR_NOMEM;
     rap_status st = rap_cuda_malloc((void **)&dev, total, "GPU model epilogue probe");
+    uint64_t r = 0x5eed;
     if (st == RAP_OK) {
         memset(host, 0, total);
-        uint64_t r = 0x5eed;
         for (size_t i = 0; i < na + nb; i++) { /* A: ones; B: the identity */
             const size_t j = i < na ? i : i - na;
             const float v = i < na ? 1.0f : (j % PROBE_N == j / PROBE_N ? 1.0f : 0.0f);
@@ -1055,6 +1234,13 @@ static rap_status probe_epilogues(rap_gpu *g)
         if (bgrad && ran && out_ok && db_ok)
             g->lt_bgrad_ok = true;
     }
+    if (st == RAP_OK && g->mlp_ver >= 3) {
+        bool ran = false;
+        st = probe_fwd_mask(g, &s, dev, host, off_b, off_m, off_db, &r, &ran,
+                            &g->lt_fwdmask_ok);
+        if (ran)
+            g->lt_probe |= 4;
+    }
     if (dev)
         cudaFree(dev);
     rap_free(host);
@@ -1063,11 +1249,15 @@ static rap_status probe_epilogues(rap_gpu *g)
 
 /* RAP_GPU_MLP=v1 in the environment: the first epilogue candidates and
  * kernels (DRELU only, ReLU backward and bias gradient as separate passes,
- * scalar kernels), for an A/B against v2 in one build. */
+ * scalar kernels); =v2: the second (v3 without its probe of the forward
+ * bitmask, its DRELU candidate beside DRELU_BGRAD and mlp_kernels.cu's v3
+ * passes); for an A/B in one build. Default 3. */
 static int mlp_version(void)
 {
     const char *e = getenv("RAP_GPU_MLP");
-    return e && strcmp(e, "v1") == 0 ? 1 : 2;
+    if (e && strcmp(e, "v1") == 0)
+        return 1;
+    return e && strcmp(e, "v2") == 0 ? 2 : 3;
 }
 
 rap_status rap_gpu_mlp_setup(rap_gpu *g)
@@ -1108,11 +1298,13 @@ rap_status rap_gpu_mlp_setup(rap_gpu *g)
     /* a bias gradient made by the layer above counts as fused */
     rap_info("GPU model: %d of %d GEMM epilogues fused%s (MLP v%d: %d bias gradients by the "
              "layer above, %d of them in its DRELU_BGRAD epilogue; probe: DRELU_BGRAD %s, "
-             "DRELU %s, own bitmask %s)",
+             "DRELU %s, own bitmask %s, RELU_AUX_BIAS bitmask %s)",
              fused, total, unfused_fwd() ? " (RAP_GPU_UNFUSED)" : "", g->mlp_ver, by_next, by_dx,
              !(g->lt_probe & 1) ? "not offered" : g->lt_bgrad_ok ? "right" : "WRONG",
              !(g->lt_probe & 2) ? "not offered" : "offered",
-             g->lt_mask_ok ? "read right" : "not usable");
+             g->lt_mask_ok ? "read right" : "not usable",
+             g->mlp_ver < 3 ? "not probed" : !(g->lt_probe & 4) ? "not offered"
+                                           : g->lt_fwdmask_ok ? "own layout" : "other layout");
     return RAP_OK;
 }
 

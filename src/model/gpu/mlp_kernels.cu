@@ -3,7 +3,8 @@
  * when cuBLASLt's epilogue is not taken (bias + ReLU + bitmask, ReLU
  * backward, bias gradients), and the logit layer (out == 1).
  *
- * Two generations, chosen by g->mlp_ver (RAP_GPU_MLP=v1 keeps the first):
+ * Three generations, chosen by g->mlp_ver (RAP_GPU_MLP=v1 or =v2 keeps
+ * an earlier one):
  *   v1  one thread a column, scalar loads: bias_act_kernel, drelu_kernel
  *       (mask from y), drelu_mask_kernel (own bitmask), colsum_kernel;
  *       the ReLU backward and the bias gradient as separate passes.
@@ -14,6 +15,9 @@
  *       mask it is the column sum alone. Rows in fixed splits, partial
  *       sums reduced in a fixed order: deterministic. A width or pointer
  *       the 16-byte kernels cannot take runs the v1 kernels.
+ *   v3  v2's work with more loads in flight and full waves (the v3
+ *       section below says why): bias_act3_kernel, drelu_colsum3_kernel,
+ *       colsum_final3_kernel.
  * The logit layer's backward also sums the gradient it hands down when
  * asked (the bias gradient of the layer below it).
  *
@@ -282,6 +286,22 @@ static __device__ __forceinline__ void st16(__nv_bfloat16 *p, const float (&v)[8
                              bf16x2(v[6], v[7]));
 }
 
+/* 16 bytes of act values already loaded (4 floats or 8 bf16) as floats. */
+static __device__ __forceinline__ void unpack16(const uint4 u, float (&v)[4])
+{
+    v[0] = __uint_as_float(u.x), v[1] = __uint_as_float(u.y);
+    v[2] = __uint_as_float(u.z), v[3] = __uint_as_float(u.w);
+}
+static __device__ __forceinline__ void unpack16(const uint4 u, float (&v)[8])
+{
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        v[2 * k] = __uint_as_float(w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
+}
+
 /* y[r*ld + o] = [relu](y + b[o]), V = 16 / sizeof(T) columns a thread
  * (out % V == 0, ld % V == 0, y 16-byte aligned); with mask (out % 32 ==
  * 0) also the own bitmask of the result. Block (bx, by): x over column
@@ -401,6 +421,197 @@ static __global__ void __launch_bounds__(256)
         }
 }
 
+/* ---------------------------------------------------------- v3 kernels */
+
+/*
+ * Why v3: v2's passes ran at 72-77 % of the copy bandwidth on the H200
+ * (bench/RESULTS.md, 2026-12-01): one 16-byte load in flight per thread
+ * and row in bias_act_vec_kernel (32 KB an SM), and drelu_colsum_kernel's
+ * 256-thread blocks in at most 256 row splits (16 warps an SM, 2 blocks
+ * on most SMs and 1 on the rest). Its final sums (colsum_final_kernel) ran
+ * one thread a column over all the splits, about 6 us each. v3:
+ *   bias_act3_kernel     4 rows a thread loaded before any is used;
+ *   drelu_colsum3_kernel 512-thread blocks, the columns of a row over
+ *                        consecutive threads and several rows a block
+ *                        (no idle lanes for narrow layers), 2 blocks an
+ *                        SM in one wave (the splits a multiple of the SMs
+ *                        where the partials' room allows);
+ *   colsum_final3_kernel 8 threads a column, each over every 8th split,
+ *                        then their 8 sums in order: deterministic.
+ * With mlp.cu's v3 choices (the forward epilogue's cuBLASLt bitmask read
+ * where a create-time probe saw its layout be the own one) the ReLU
+ * backward reads 1 bit an element instead of y.
+ */
+
+#define BA3_ROWS 4     /* bias_act3_kernel: rows a thread loads at once */
+#define BA3_BLOCKS 4   /* ... and its blocks of 256 an SM (the register cap: 64) */
+#define DC3_THREADS 512 /* drelu_colsum3_kernel's block */
+
+/* y[r*ld + o] = [relu](y + b[o]) as bias_act_vec_kernel (same arguments,
+ * same block shapes), the rows of a thread BA3_ROWS at a time: their loads
+ * in flight together. */
+template <typename T>
+static __global__ void __launch_bounds__(256, BA3_BLOCKS)
+    bias_act3_kernel(T *__restrict__ y, int64_t ld, int64_t rows, int out,
+                     const float *__restrict__ b, int relu, uint32_t *__restrict__ mask,
+                     int64_t mask_ld)
+{
+    constexpr int V = 16 / (int)sizeof(T), LPW = 32 / V;
+    const int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
+    const bool on = c < out;
+    float bv[V];
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        bv[k] = on ? b[c + k] : 0.0f;
+    const int64_t step = (int64_t)gridDim.y * blockDim.y;
+    for (int64_t r0 = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r0 < rows;
+         r0 += BA3_ROWS * step) {
+        uint4 raw[BA3_ROWS];
+#pragma unroll
+        for (int u = 0; u < BA3_ROWS; u++) {
+            const int64_t r = r0 + u * step;
+            raw[u] = make_uint4(0, 0, 0, 0);
+            if (on && r < rows)
+                raw[u] = *(const uint4 *)(y + r * ld + c);
+        }
+#pragma unroll
+        for (int u = 0; u < BA3_ROWS; u++) {
+            const int64_t r = r0 + u * step;
+            if (r >= rows) /* the same on every lane of the warp: one row */
+                break;
+            uint32_t bits = 0;
+            if (on) {
+                float v[V];
+                unpack16(raw[u], v);
+#pragma unroll
+                for (int k = 0; k < V; k++) {
+                    float t = v[k] + bv[k];
+                    if (relu && !(t > 0.0f))
+                        t = 0.0f;
+                    v[k] = t;
+                    bits |= (uint32_t)(t > 0.0f) << k;
+                }
+                st16(y + r * ld + c, v);
+            }
+            if (mask) {
+                bits <<= (c % 32);
+#pragma unroll
+                for (int o = 1; o < LPW; o *= 2)
+                    bits |= __shfl_xor_sync(0xffffffffu, bits, o);
+                if (on && c % 32 == 0)
+                    mask[r * mask_ld + c / 32] = bits;
+            }
+        }
+    }
+}
+
+/* da (rows, cols) act, MODE as drelu_colsum_kernel (1: y > 0, 2: the own
+ * bitmask's bit, 0: no mask), then part[s*cols + c] = the sum of column c
+ * over the rows of split s = blockIdx.y. A block of DC3_THREADS: thread t
+ * takes 16-byte chunk t % cpb (of the cpb chunks of block column
+ * blockIdx.x) and row t / cpb of the block's rpb rows (threads past rpb *
+ * cpb idle); split s's rows are s*rpb + ty + k*S*rpb, each thread's in
+ * order, DC_ROWS loaded at once; the block's threads are summed in row
+ * order. cols % V == 0, da and y 16-byte aligned, ldy % V == 0. */
+template <typename T, int MODE>
+static __global__ void __launch_bounds__(DC3_THREADS, 2)
+    drelu_colsum3_kernel(T *__restrict__ da, int64_t rows, int cols, int cpb, int rpb,
+                         const T *__restrict__ y, int64_t ldy,
+                         const uint32_t *__restrict__ mask, int64_t mask_ld,
+                         float *__restrict__ part)
+{
+    constexpr int V = 16 / (int)sizeof(T);
+    __shared__ float sm[DC3_THREADS * V];
+    const int cc = (int)threadIdx.x % cpb, ty = (int)threadIdx.x / cpb;
+    const int c = (blockIdx.x * cpb + cc) * V;
+    const bool on = ty < rpb && c < cols;
+    float acc[V];
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        acc[k] = 0.0f;
+    const int64_t step = (int64_t)gridDim.y * rpb;
+    for (int64_t r0 = (int64_t)blockIdx.y * rpb + ty; on && r0 < rows; r0 += DC_ROWS * step) {
+        uint4 a[DC_ROWS], m[DC_ROWS];
+        uint32_t w[DC_ROWS];
+#pragma unroll
+        for (int u = 0; u < DC_ROWS; u++) {
+            const int64_t r = r0 + u * step;
+            a[u] = m[u] = make_uint4(0, 0, 0, 0);
+            w[u] = 0;
+            if (r < rows) {
+                a[u] = *(const uint4 *)(da + r * cols + c);
+                if constexpr (MODE == 1)
+                    m[u] = __ldg((const uint4 *)(y + r * ldy + c));
+                if constexpr (MODE == 2)
+                    w[u] = __ldg(mask + r * mask_ld + c / 32) >> (c % 32);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < DC_ROWS; u++) {
+            const int64_t r = r0 + u * step;
+            if (r >= rows)
+                break;
+            float v[V];
+            unpack16(a[u], v);
+            if constexpr (MODE != 0) {
+                float yv[MODE == 1 ? V : 1];
+                if constexpr (MODE == 1)
+                    unpack16(m[u], yv);
+#pragma unroll
+                for (int k = 0; k < V; k++) {
+                    bool keep;
+                    if constexpr (MODE == 1)
+                        keep = yv[k] > 0.0f;
+                    else
+                        keep = ((w[u] >> k) & 1u) != 0;
+                    if (!keep)
+                        v[k] = 0.0f;
+                }
+                st16(da + r * cols + c, v);
+            }
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                acc[k] += v[k];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        sm[threadIdx.x * V + k] = acc[k];
+    __syncthreads();
+    if (ty == 0 && c < cols)
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float s = 0.0f;
+            for (int yy = 0; yy < rpb; yy++)
+                s += sm[(yy * cpb + cc) * V + k];
+            part[(int64_t)blockIdx.y * cols + c + k] = s;
+        }
+}
+
+/* db[c] = the sum over s < S of part[s*cols + c]: thread (x, y) of a
+ * (32, 8) block sums splits y, y + 8, ... in order, then thread (x, 0)
+ * their 8 sums in order. Deterministic. */
+static __global__ void __launch_bounds__(256)
+    colsum_final3_kernel(const float *__restrict__ part, int S, int cols, float *__restrict__ db)
+{
+    __shared__ float sm[8][33];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    float t = 0.0f;
+    if (c < cols)
+#pragma unroll 8
+        for (int s = threadIdx.y; s < S; s += 8)
+            t += part[(int64_t)s * cols + c];
+    sm[threadIdx.y][threadIdx.x] = t;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float u = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            u += sm[k][threadIdx.x];
+        db[c] = u;
+    }
+}
+
 /* ------------------------------------------------------------ launchers */
 
 static bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -431,6 +642,21 @@ rap_status rap_gpu_bias_act(rap_gpu *g, const rap_gpu_layer *l, int64_t rows, ui
     const int64_t mld = l->aux_ld / 32;
     const bool b16 = l->ytype == CUDA_R_16BF;
     const int V = b16 ? 8 : 4;
+    if (g->mlp_ver >= 3 && l->out % V == 0 && l->ldy % V == 0 && al16(l->y)) {
+        /* one wave of BA3_BLOCKS blocks an SM */
+        dim3 blk, grd;
+        const int chunks = l->out / V;
+        vec_shape(chunks, rows, (int64_t)g->sms * BA3_BLOCKS / ((chunks + 255) / 256), &blk,
+                  &grd);
+        if (b16)
+            bias_act3_kernel<__nv_bfloat16><<<grd, blk, 0, g->stream>>>(
+                (__nv_bfloat16 *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
+        else
+            bias_act3_kernel<float><<<grd, blk, 0, g->stream>>>(
+                (float *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
+        RAP_CUDA_LAUNCHED();
+        return RAP_OK;
+    }
     if (g->mlp_ver >= 2 && l->out % V == 0 && l->ldy % V == 0 && al16(l->y)) {
         dim3 blk, grd;
         const int chunks = l->out / V;
@@ -503,8 +729,70 @@ rap_status rap_gpu_drelu(rap_gpu *g, const rap_gpu_layer *prev, int64_t rows, bo
                     own ? (const uint32_t *)prev->aux : NULL, prev->aux_ld / 32);
 }
 
+/* Floats of g->colsum (gpu_model.cu sizes it: 256 x (max(maxw, ld_in) +
+ * maxw)). */
+static int64_t colsum_room(const rap_gpu *g)
+{
+    return 256 * (int64_t)((g->maxw > g->ld_in ? g->maxw : g->ld_in) + g->maxw);
+}
+
+/* v3 launch of drelu_colsum3_kernel (mode as drelu_colsum_v2; da, y and
+ * the widths already checked for 16-byte access) and the final sums. */
+static rap_status drelu_colsum_v3(rap_gpu *g, void *da, int64_t rows, int cols, const void *y,
+                                  int64_t ldy, const uint32_t *mask, int64_t mask_ld, int mode,
+                                  float *db)
+{
+    const int V = g->bf16 ? 8 : 4, chunks = cols / V;
+    int cpb = chunks, rpb = DC3_THREADS / chunks;
+    unsigned gx = 1;
+    if (chunks > DC3_THREADS) {
+        cpb = DC3_THREADS;
+        rpb = 1;
+        gx = (unsigned)((chunks + DC3_THREADS - 1) / DC3_THREADS);
+    }
+    /* 2 blocks an SM in one wave, at least 8 rows a thread, within the
+     * partials' room */
+    int64_t S = (2 * (int64_t)g->sms + gx - 1) / gx;
+    const int64_t most = (rows + (int64_t)rpb * 8 - 1) / ((int64_t)rpb * 8);
+    const int64_t room = colsum_room(g) / cols;
+    if (S > most)
+        S = most;
+    if (S > room)
+        S = room;
+    if (S > 65535)
+        S = 65535;
+    if (S < 1)
+        S = 1;
+    const dim3 grd(gx, (unsigned)S);
+    float *part = g->colsum;
+#define DC3_LAUNCH(T, M)                                                                 \
+    drelu_colsum3_kernel<T, M><<<grd, DC3_THREADS, 0, g->stream>>>(                       \
+        (T *)da, rows, cols, cpb, rpb, (const T *)y, ldy, mask, mask_ld, part)
+    if (g->bf16) {
+        if (mode == 0)
+            DC3_LAUNCH(__nv_bfloat16, 0);
+        else if (mode == 1)
+            DC3_LAUNCH(__nv_bfloat16, 1);
+        else
+            DC3_LAUNCH(__nv_bfloat16, 2);
+    } else {
+        if (mode == 0)
+            DC3_LAUNCH(float, 0);
+        else if (mode == 1)
+            DC3_LAUNCH(float, 1);
+        else
+            DC3_LAUNCH(float, 2);
+    }
+#undef DC3_LAUNCH
+    RAP_CUDA_LAUNCHED();
+    colsum_final3_kernel<<<(cols + 31) / 32, dim3(32, 8), 0, g->stream>>>(part, (int)S, cols, db);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
 /* v2: mode 0 column sums of da; 1 and 2 also the ReLU backward (from y,
- * from the own bitmask) in the same pass. */
+ * from the own bitmask) in the same pass. v3 (g->mlp_ver >= 3): the same
+ * through drelu_colsum3_kernel. */
 static rap_status drelu_colsum_v2(rap_gpu *g, void *da, int64_t rows, int cols, const void *y,
                                   int64_t ldy, const uint32_t *mask, int64_t mask_ld, int mode,
                                   float *db)
@@ -517,6 +805,8 @@ static rap_status drelu_colsum_v2(rap_gpu *g, void *da, int64_t rows, int cols, 
             RAP_TRY(drelu_v1(g, da, rows, cols, y, ldy, mode == 2 ? mask : NULL, mask_ld));
         return colsum_v1(g, da, rows, cols, db);
     }
+    if (g->mlp_ver >= 3)
+        return drelu_colsum_v3(g, da, rows, cols, y, ldy, mask, mask_ld, mode, db);
     dim3 blk, grd;
     const int chunks = cols / V;
     vec_shape(chunks, rows, 1, &blk, &grd);
@@ -709,7 +999,7 @@ extern "C" rap_status rap_gpu_mlp_kernel_test(int op, bool bf16, int ver, int64_
                                               int64_t ld, float *y, const float *b,
                                               uint32_t *mask, float *da, float *db)
 {
-    if (op < 0 || op > 3 || (ver != 1 && ver != 2) || rows < 1 || cols < 1 || ld < cols ||
+    if (op < 0 || op > 3 || ver < 1 || ver > 3 || rows < 1 || cols < 1 || ld < cols ||
         (op == 2 && cols % 32 != 0))
         return rap_fail(RAP_ERR_ARG, "rap_gpu_mlp_kernel_test: op %d, version %d, %lld x %d, "
                                      "ld %lld",
@@ -724,6 +1014,8 @@ extern "C" rap_status rap_gpu_mlp_kernel_test(int op, bool bf16, int ver, int64_
     g->bf16 = bf16;
     g->es = bf16 ? 2 : 4;
     g->mlp_ver = ver;
+    g->maxw = cols; /* the partials' room: 256 x 2 x cols, as allocated below */
+    g->ld_in = cols;
     l->out = cols;
     l->ldy = ld;
     l->ytype = bf16 ? CUDA_R_16BF : CUDA_R_32F;
