@@ -91,6 +91,8 @@ typedef struct {
     int64_t aux_ld;
 } gemm_spec;
 
+static const char *epi_name(uint32_t e);
+
 static uint32_t align_of(const void *p)
 {
     uint32_t al = 256;
@@ -153,6 +155,83 @@ static rap_status gemm_candidates(rap_gpu *g, rap_gpu_gemm *x,
         if (res[i].state == CUBLAS_STATUS_SUCCESS)
             res[(*n)++] = res[i];
     return RAP_OK;
+}
+
+/* RAP_GPU_TUNE_ENUM=1 in the environment: every GEMM also times the
+ * configurations gemm_enum finds (not only where the heuristics offer
+ * none for a fused epilogue). */
+static bool tune_enum_all(void)
+{
+    const char *e = getenv("RAP_GPU_TUNE_ENUM");
+    return e && *e && *e != '0';
+}
+
+/* Appends to res[*n..max) the configurations of s's types that cuBLASLt
+ * lists (cublasLtMatmulAlgoGetIds) whose capabilities include s's
+ * epilogue: each algorithm's tiles x stages, split-K 1, that
+ * cublasLtMatmulAlgoCheck accepts for x's descriptor and layouts within
+ * the workspace. What the heuristics may leave out (a fused epilogue they
+ * offer nothing for, the TF32 weight-gradient GEMMs' other tiles). *ids,
+ * *claim, *passed: algorithms listed, claiming the epilogue, configurations
+ * accepted (for RAP_GPU_VERBOSE). Never fails: a refused call is a
+ * configuration less. */
+static void gemm_enum(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s,
+                      cublasLtMatmulHeuristicResult_t *res, int max, int *n, int *ids,
+                      int *claim, int *passed)
+{
+    int algo_ids[64], nid = 0;
+    *ids = *claim = *passed = 0;
+    if (cublasLtMatmulAlgoGetIds(g->lt, g->compute, CUDA_R_32F, s->at, s->bt, s->dt, s->dt, 64,
+                                 algo_ids, &nid) != CUBLAS_STATUS_SUCCESS)
+        return;
+    *ids = nid;
+    const uint32_t epi = (uint32_t)s->epi;
+    for (int k = 0; k < nid && *n < max; k++) {
+        cublasLtMatmulAlgo_t algo;
+        if (cublasLtMatmulAlgoInit(g->lt, g->compute, CUDA_R_32F, s->at, s->bt, s->dt, s->dt,
+                                   algo_ids[k], &algo) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        uint32_t mask = 0;
+        size_t w = 0;
+        if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_EPILOGUE_MASK, &mask,
+                                              sizeof mask, &w) != CUBLAS_STATUS_SUCCESS ||
+            (mask & epi) != epi)
+            continue;
+        (*claim)++;
+        uint32_t tiles[64], stages[64];
+        size_t nt = 0, ns = 0;
+        if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles,
+                                              sizeof tiles, &w) == CUBLAS_STATUS_SUCCESS)
+            nt = w / sizeof tiles[0];
+        if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, stages,
+                                              sizeof stages, &w) == CUBLAS_STATUS_SUCCESS)
+            ns = w / sizeof stages[0];
+        if (nt == 0)
+            tiles[nt++] = CUBLASLT_MATMUL_TILE_UNDEFINED;
+        if (ns == 0)
+            stages[ns++] = CUBLASLT_MATMUL_STAGES_UNDEFINED;
+        for (size_t ti = 0; ti < nt && *n < max; ti++)
+            for (size_t si = 0; si < ns && *n < max; si++) {
+                cublasLtMatmulAlgo_t a = algo;
+                const uint32_t tile = tiles[ti], stage = stages[si];
+                if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                                         sizeof tile) != CUBLAS_STATUS_SUCCESS ||
+                    cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID,
+                                                         &stage, sizeof stage) !=
+                        CUBLAS_STATUS_SUCCESS)
+                    continue;
+                cublasLtMatmulHeuristicResult_t r;
+                memset(&r, 0, sizeof r);
+                if (cublasLtMatmulAlgoCheck(g->lt, x->desc, x->a, x->b, x->d, x->d, &a, &r) !=
+                        CUBLAS_STATUS_SUCCESS ||
+                    r.workspaceSize > RAP_GPU_WS_BYTES)
+                    continue;
+                r.algo = a;
+                r.state = CUBLAS_STATUS_SUCCESS;
+                res[(*n)++] = r;
+                (*passed)++;
+            }
+    }
 }
 
 /* Best (first) algorithm for the current layouts; *found false when none. */
@@ -420,6 +499,21 @@ static rap_status gemm_make(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s, boo
     cublasLtMatmulHeuristicResult_t res[TUNE_ALGOS_MAX];
     int n = 0;
     rap_status rs = gemm_candidates(g, x, res, tune ? tune_algos() : 1, &n);
+    /* v3 while tuning: the listed configurations too, where the heuristics
+     * offer nothing for a fused epilogue (or every GEMM: RAP_GPU_TUNE_ENUM) */
+    if (rs == RAP_OK && tune && g->mlp_ver >= 3 &&
+        ((n == 0 && s->epi != CUBLASLT_EPILOGUE_DEFAULT) || tune_enum_all())) {
+        const int n0 = n;
+        int ids = 0, claim = 0, passed = 0;
+        gemm_enum(g, x, s, res, TUNE_ALGOS_MAX, &n, &ids, &claim, &passed);
+        if (verbose())
+            fprintf(stderr,
+                    "rap GPU tune: %s GEMM (%llu x %llu x %llu): heuristics %d, listed algorithms "
+                    "%d, %d claiming the epilogue, %d configurations accepted\n",
+                    epi_name((uint32_t)s->epi), (unsigned long long)s->dr,
+                    (unsigned long long)s->dc, (unsigned long long)(s->ta == CUBLAS_OP_T ? s->ar : s->ac),
+                    n0, ids, claim, passed);
+    }
     if (rs == RAP_OK && n == 0 && tune)
         tune_keep(&key, false, NULL);
     if (rs != RAP_OK || n == 0) {
