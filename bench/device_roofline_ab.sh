@@ -4,7 +4,7 @@
 #   1. tests: rap_tests model_gpu (the GPU model against the CPU, every new
 #      kernel and variant at odd sizes), then the other tests that train the
 #      GPU model (shard, one-rank dist, runtime, trainer, graphs), one
-#      rap_tests run per name filter;
+#      rap_tests run per name filter (TESTS: the filters, in order);
 #   2. per variant, in the order of VARIANTS: bench (bench_train, the
 #      paper's model, plan 0's 27 tables, SGD, at batch 4096, 8192 and 65536
 #      in bf16 and tf32; the tuning's choices in train_<variant>.err), then
@@ -13,16 +13,26 @@
 #   3. the table: bench/exp/roofline_table.py (step times, then the us per
 #      step of each kernel group per variant).
 # Variants (environment of the GPU model, docs/PERF.md):
-#   new      the defaults (interaction v2, MLP v2)
-#   base     RAP_GPU_INTERACT=v1 RAP_GPU_MLP=v1 (the kernels before this work)
-#   ia1      RAP_GPU_INTERACT=v1 (only the MLP changes)
-#   mlp1     RAP_GPU_MLP=v1 (only the interaction changes)
+#   new      the defaults (interaction v3, MLP v3)
+#   r1       RAP_GPU_INTERACT=v2 RAP_GPU_MLP=v2 (the kernels of the first
+#            roofline round: new against r1 is this round's gain)
+#   mlp2     RAP_GPU_MLP=v2 (only the interaction changes against r1)
+#   ia2      RAP_GPU_INTERACT=v2 (only the MLP changes against r1)
+#   base     RAP_GPU_INTERACT=v1 RAP_GPU_MLP=v1 (the kernels before both rounds)
+#   ia1      RAP_GPU_INTERACT=v1 (the first interaction, the newest MLP)
+#   mlp1     RAP_GPU_MLP=v1 (the first MLP, the newest interaction)
 #   nobgrad  RAP_GPU_DRELU_BGRAD=0 (the defaults without cuBLASLt's
-#            DRELU_BGRAD epilogue: the own ReLU-backward + bias-gradient pass)
+#            DRELU_BGRAD epilogue: DRELU + column sum, or the own pass)
+#   enum     RAP_GPU_TUNE_ENUM=1 (the defaults, every GEMM also timing the
+#            configurations cuBLASLt lists beyond its heuristics)
 #   algos32  RAP_GPU_TUNE_ALGOS=32 (the defaults, 32 GEMM candidates timed)
 # Knobs: OUT (default out), PARTS (tests,bench,trace), VARIANTS (the list
 # above), BUDGET (seconds for the whole call, default 570: every step runs
-# under timeout with what is left, the most important first), STEPS (60).
+# under timeout with what is left, the most important first), STEPS (60),
+# BATCHES (the bench's batch sizes, default 4096,8192,65536; the traces
+# always run 65536), TESTS (the rap_tests name filters, default
+# model_gpu and the other GPU-training tests), TEST_LIMIT (seconds for
+# the model_gpu filter, default 200).
 # BIN_DIR (default .carry/dev) holds rap, rap_tests, bench_train,
 # libraptrace.so and lib/ (docs/PERF.md says how to prepare it).
 set -u -o pipefail
@@ -32,9 +42,12 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PARTS=${PARTS:-tests,bench,trace}
-VARIANTS=${VARIANTS:-new base ia1 mlp1 nobgrad algos32}
+VARIANTS=${VARIANTS:-new r1 mlp2 ia2 base nobgrad enum algos32}
 BUDGET=${BUDGET:-570}
 STEPS=${STEPS:-60}
+BATCHES=${BATCHES:-4096,8192,65536}
+TESTS=${TESTS:-model_gpu model_shard_gpu dist_gpus1 rt_gpu train_gpu train_resume_bit_identical_gpu ideal_shard_gpu graph_gpu}
+TEST_LIMIT=${TEST_LIMIT:-200}
 T0=$(date +%s)
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
@@ -54,10 +67,14 @@ lim() {
 var_env() {
   case $1 in
     new) echo "";;
+    r1) echo "RAP_GPU_INTERACT=v2 RAP_GPU_MLP=v2";;
+    mlp2) echo "RAP_GPU_MLP=v2";;
+    ia2) echo "RAP_GPU_INTERACT=v2";;
     base) echo "RAP_GPU_INTERACT=v1 RAP_GPU_MLP=v1";;
     ia1) echo "RAP_GPU_INTERACT=v1";;
     mlp1) echo "RAP_GPU_MLP=v1";;
     nobgrad) echo "RAP_GPU_DRELU_BGRAD=0";;
+    enum) echo "RAP_GPU_TUNE_ENUM=1";;
     algos32) echo "RAP_GPU_TUNE_ALGOS=32";;
     *) echo "UNKNOWN_VARIANT=$1";;
   esac
@@ -66,16 +83,17 @@ var_env() {
 note "== $(cat "$B/COMMIT" 2>/dev/null || echo 'commit unknown') on $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 
 if has tests; then
-  t=$(lim tests_model_gpu 200)
-  if [ -n "$t" ]; then
-    timeout "$t" "$B/rap_tests" model_gpu > "$OUT/tests_model_gpu.log" 2>&1
-    note "tests model_gpu: exit $? -- $(tail -1 "$OUT/tests_model_gpu.log")"
-    grep -E "FAIL|^    " "$OUT/tests_model_gpu.log" | head -30 | tee -a "$SUMMARY"
-  fi
-  # rap_tests takes one name filter (a substring) a run
+  # rap_tests takes one name filter (a prefix) a run
   : > "$OUT/tests_other.log"
-  for f in model_shard_gpu dist_gpus1 rt_gpu train_gpu train_resume_bit_identical_gpu \
-           ideal_shard_gpu graph_gpu; do
+  for f in $TESTS; do
+    if [ "$f" = model_gpu ]; then
+      t=$(lim tests_model_gpu "$TEST_LIMIT")
+      [ -z "$t" ] && continue
+      timeout "$t" "$B/rap_tests" model_gpu > "$OUT/tests_model_gpu.log" 2>&1
+      note "tests model_gpu: exit $? -- $(tail -1 "$OUT/tests_model_gpu.log")"
+      grep -E "FAIL|^    " "$OUT/tests_model_gpu.log" | head -30 | tee -a "$SUMMARY"
+      continue
+    fi
     t=$(lim "tests $f" 60)
     [ -z "$t" ] && continue
     timeout "$t" "$B/rap_tests" $f > "$OUT/tests_$f.log" 2>&1
@@ -91,8 +109,8 @@ for V in $VARIANTS; do
   if has bench; then
     t=$(lim "bench $V" 90)
     if [ -n "$t" ]; then
-      batches=4096,8192,65536
-      [ "$V" = algos32 ] && batches=65536
+      batches=$BATCHES
+      case $V in algos32|enum) batches=65536;; esac
       # RAP_GPU_VERBOSE: the tuning's choices (fused or plain, algorithms) in the .err file
       env $(var_env "$V") RAP_GPU_VERBOSE=1 timeout "$t" "$B/bench_train" --batches $batches --k 4 \
         --precision bf16,fp32 --steps "$STEPS" --warmup 10 --json "$OUT/train_$V.json" \
