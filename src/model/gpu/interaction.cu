@@ -991,10 +991,13 @@ template <int FMAX, int LANES, typename T> static rap_status ia3_prepare_t(rap_g
     *fits = fs <= g->smem_optin && bs <= g->smem_optin;
     if (!*fits)
         return RAP_OK;
+    /* the device's limit, not this model's need: another model with a
+     * smaller F may share the instance and set it after this one */
+    const int most = (int)g->smem_optin;
     RAP_CUDA_TRY(cudaFuncSetAttribute(interact_fwd3_kernel<FMAX, LANES, MB, T>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fs));
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, most));
     RAP_CUDA_TRY(cudaFuncSetAttribute(interact_bwd3_kernel<FMAX, LANES, MB, T>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bs));
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, most));
     int nf = 0, nb = 0;
     RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &nf, interact_fwd3_kernel<FMAX, LANES, MB, T>, 32 * IA2_WARPS, fs));
