@@ -1,0 +1,779 @@
+/* parse_gpu.cu -- the GPU parser (parse_gpu.h): the kernel, then its
+ * launcher. The CPU reference of the same algorithm is parse_ref.c; the
+ * per-line steps both run are parse_algo.h's. Without nvcc this file is
+ * compiled as C: the kernel and CUDA calls sit behind __CUDACC__ and every
+ * entry point says RAP_ERR_NO_GPU. */
+#include "data/parse_gpu.h"
+
+#include "core/core.h"
+#include "data/parse_algo.h"
+
+#include <string.h>
+
+#ifdef __CUDACC__
+#include "core/cuda_util.h"
+#include <cuda_runtime.h>
+
+#define T RAP_PARSE_TILE
+#define PG_THREADS 256
+#define PG_WARPS (PG_THREADS / 32)
+#define PG_LPW (T / PG_WARPS) /* lines per warp in a tile: 8 */
+#define PG_FULL 0xffffffffu
+#define PG_AGG 1u    /* tile status: its own counters are published */
+#define PG_PREFIX 2u /* tile status: its inclusive prefix is published */
+
+/* The layout as the kernel reads it (device memory, copied to shared
+ * memory by each block). 384 bytes. */
+typedef struct {
+    uint32_t desc[RAP_PARSE_MAX_FIELDS];  /* pg_desc of field f (0 past NF: skip) */
+    uint8_t dfield[RAP_PARSE_MAX_FIELDS]; /* field of dense column j */
+    uint8_t sfield[RAP_PARSE_MAX_FIELDS]; /* field of sparse column j */
+} pg_tables;
+
+/* Byte offsets of a block's shared arrays (T lines of the tile). */
+typedef struct {
+    uint32_t sparse;  /* int64 (NS, T) */
+    uint32_t vmask;   /* uint64 (T) */
+    uint32_t dense;   /* float (ND, T) */
+    uint32_t label;   /* float (T) */
+    uint32_t key;     /* uint32 (T) */
+    uint32_t tabs;    /* int32 (warps, NF) a warp's tab positions */
+    uint32_t agg;     /* int32 (64) the tile's counters, then their inclusive prefix */
+    uint32_t excl;    /* int32 (64) the counters of the tiles before */
+    uint32_t tables;  /* pg_tables */
+    uint32_t rank;    /* uint8 (NC, T) */
+    uint32_t bytes;
+} pg_smem;
+
+typedef struct {
+    const uint8_t *text;  /* (n_bytes), 16-byte aligned, padded to 16 */
+    const int32_t *start; /* (n_lines + 1) */
+    int64_t n_bytes, n_lines, max_line;
+    const pg_tables *tab;
+    int nf, nd, ns, nc;
+    /* the destination batch (device) */
+    float *label;          /* (B) */
+    float *dense;          /* (ND, B) */
+    uint8_t *dense_valid;  /* (ND, B) */
+    int64_t *sparse_off;   /* (NS, B + 1) */
+    int64_t *sparse_ids;   /* (NS, ids_stride) */
+    uint8_t *sparse_valid; /* (NS, B) */
+    int64_t B, ids_stride;
+    rap_parse_rej *rej;    /* (L) */
+    rap_parse_result *res;
+    /* the look-back's tile status */
+    uint32_t *flags;       /* (NT) (epoch << 2) | PG_AGG or PG_PREFIX */
+    int32_t *agg, *incl;   /* (NT, NC) */
+    uint32_t epoch_tag;    /* epoch << 2 */
+    int64_t n_tiles, tile0;
+    pg_smem sm;
+} pg_args;
+
+/* A block's shared arrays. */
+typedef struct {
+    int64_t *sparse;
+    uint64_t *vmask;
+    float *dense, *label;
+    uint32_t *key;
+    int32_t *tabs, *agg, *excl;
+    pg_tables *tab;
+    uint8_t *rank;
+} pg_shared;
+
+/* ------------------------------------------------------------ one line */
+
+/* Steps 1-2 for line [ls, end) by one warp: 32 aligned 16-byte words a
+ * step, tab and binary masks per word, the tab ranks by a warp scan, the
+ * first nf - 1 tab positions into tabs; the first binary byte ends it.
+ * Returns the line-level key (parse_algo.h). */
+static __device__ uint32_t warp_boundaries(const uint8_t *__restrict__ text, int64_t ls,
+                                           int64_t end, int64_t max_line, int nf, int lane,
+                                           int32_t *tabs)
+{
+    int64_t ntab = 0;
+    int bin_field = -1;
+    for (int64_t base = ls & ~(int64_t)15; base < end; base += 16 * 32) {
+        int64_t w = base + 16 * lane;
+        uint32_t tabm = 0, binm = 0;
+        if (w < end) {
+            uint4 v = __ldg((const uint4 *)(const void *)(text + w));
+            uint32_t words[4] = {v.x, v.y, v.z, v.w};
+            int lo = ls > w ? (int)(ls - w) : 0, hi = end - w < 16 ? (int)(end - w) : 16;
+            pg_masks16(words, lo, hi, &tabm, &binm);
+        }
+        int c = __popc(tabm), incl = c;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            int y = __shfl_up_sync(PG_FULL, incl, o);
+            if (lane >= o)
+                incl += y;
+        }
+        int excl = incl - c;
+        unsigned bb = __ballot_sync(PG_FULL, binm != 0);
+        if (bb) {
+            int L = __ffs(bb) - 1;
+            uint32_t bl = __shfl_sync(PG_FULL, binm, L), tl = __shfl_sync(PG_FULL, tabm, L);
+            int el = __shfl_sync(PG_FULL, excl, L);
+            int b = __ffs(bl) - 1;
+            bin_field = (int)(ntab + el + __popc(tl & ((1u << b) - 1u)));
+            break;
+        }
+        int64_t t = ntab + excl;
+        for (uint32_t m = tabm; m && t < nf - 1; m &= m - 1, t++)
+            tabs[t] = (int32_t)(w + __ffs(m) - 1 - ls);
+        ntab += __shfl_sync(PG_FULL, incl, 31);
+    }
+    return pg_line_key(bin_field, end - ls, max_line, ntab, nf);
+}
+
+/* Step 3 for a line whose boundaries are good: lane f converts field f
+ * (round 0) and f + 32 (round 1), values into the tile's slot s; the key
+ * is the smallest of the fields' faults, *vm the valid fields. */
+static __device__ uint32_t warp_convert(const pg_args *a, const pg_shared *sh,
+                                        const uint8_t *__restrict__ line, int32_t len,
+                                        const uint32_t d[2], int lane, int s, uint64_t *vm)
+{
+    uint32_t key = PG_KEY_OK;
+    uint64_t v = 0;
+    const int nf = a->nf;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (r * 32 >= nf)
+            break;
+        int f = r * 32 + lane, valid = 0;
+        uint32_t k = PG_KEY_OK;
+        if (f < nf) {
+            int32_t fs = f ? sh->tabs[f - 1] + 1 : 0;
+            int32_t fe = f < nf - 1 ? sh->tabs[f] : len;
+            float fv = 0.0f;
+            int64_t iv = 0;
+            int cls = pg_field(d[r], line + fs, fe - fs, &fv, &iv, &valid);
+            if (cls != PG_OK) {
+                k = pg_key(cls, f);
+            } else {
+                int col = PG_DESC_COL(d[r]);
+                switch (PG_DESC_KIND(d[r])) {
+                case RAP_COL_LABEL: sh->label[s] = fv; break;
+                case RAP_COL_DENSE: sh->dense[col * T + s] = fv; break;
+                case RAP_COL_SPARSE: sh->sparse[col * T + s] = iv; break;
+                default: break;
+                }
+            }
+        }
+        k = __reduce_min_sync(PG_FULL, k);
+        key = k < key ? k : key;
+        v |= (uint64_t)__ballot_sync(PG_FULL, valid != 0) << (32 * r);
+    }
+    *vm = v;
+    return key;
+}
+
+/* Phase 1: warp w parses lines [w * PG_LPW, (w + 1) * PG_LPW) of the tile
+ * (l0 its first line, nl its lines). */
+static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int warp, int lane,
+                                   int64_t l0, int nl)
+{
+    const int first = warp * PG_LPW;
+    if (first >= nl)
+        return;
+    const int nlw = nl - first < PG_LPW ? nl - first : PG_LPW;
+    int64_t my = 0; /* lane k holds start[line k of the warp] */
+    if (lane <= nlw)
+        my = a->start[l0 + first + lane];
+    const uint32_t d[2] = {sh->tab->desc[lane], sh->tab->desc[lane + 32]};
+    int32_t *tabs = sh->tabs + warp * RAP_PARSE_MAX_FIELDS;
+    pg_shared w = *sh;
+    w.tabs = tabs;
+    for (int k = 0; k < nlw; k++) {
+        int64_t p0 = __shfl_sync(PG_FULL, my, k), p1 = __shfl_sync(PG_FULL, my, k + 1);
+        int64_t ls, end;
+        pg_line_bounds(p0, p1, a->n_bytes, &ls, &end);
+        if (end > ls && a->text[end - 1] == '\r')
+            end--;
+        uint32_t key = warp_boundaries(a->text, ls, end, a->max_line, a->nf, lane, tabs);
+        uint64_t vm = 0;
+        if (key == PG_KEY_OK) {
+            __syncwarp();
+            key = warp_convert(a, &w, a->text + ls, (int32_t)(end - ls), d, lane, first + k, &vm);
+        }
+        if (lane == 0) {
+            sh->key[first + k] = key;
+            sh->vmask[first + k] = vm;
+        }
+        __syncwarp(); /* tabs are the next line's */
+    }
+}
+
+/* ------------------------------------------------------------ the tile */
+
+/* Phase 2: counter c of line i (accepted; accepted with an id in sparse
+ * column c - 1; rejected for reason c - 1 - NS), ranked in the tile by
+ * ballots: rank[c][i] = lines before i counted, agg[c] = all counted. */
+static __device__ void count_tile(const pg_args *a, const pg_shared *sh, int warp, int lane,
+                                  int nl)
+{
+    const int ns = a->ns;
+    for (int c = warp; c < a->nc; c += PG_WARPS) {
+        int32_t base = 0;
+        for (int h = 0; h < T / 32; h++) {
+            int i = h * 32 + lane;
+            bool pr = false;
+            if (i < nl) {
+                uint32_t key = sh->key[i];
+                bool acc = key == PG_KEY_OK;
+                if (c == 0)
+                    pr = acc;
+                else if (c <= ns)
+                    pr = acc && ((sh->vmask[i] >> sh->tab->sfield[c - 1]) & 1);
+                else
+                    pr = !acc && pg_key_reason(key) == c - 1 - ns;
+            }
+            unsigned b = __ballot_sync(PG_FULL, pr);
+            sh->rank[c * T + i] = (uint8_t)(base + __popc(b & ((1u << lane) - 1u)));
+            base += __popc(b);
+        }
+        if (lane == 0)
+            sh->agg[c] = base;
+    }
+}
+
+/* Sets tile's flag after the warp's stores of its counters (a release:
+ * every lane fences its own stores, the warp meets, lane 0 fences again
+ * and stores the flag). */
+static __device__ void publish(volatile uint32_t *fl, int64_t tile, uint32_t flag, int lane)
+{
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) {
+        __threadfence();
+        fl[tile] = flag;
+    }
+}
+
+/* Phase 3, warp 0: the single-pass prefix over tiles (decoupled look-back,
+ * as in CUB's scan). The tile publishes its counters (AGG), adds up its
+ * predecessors' backwards until one has its inclusive prefix (PREFIX),
+ * publishes its own, and keeps the exclusive prefix in excl. Tiles of
+ * earlier blocks and earlier launches on the stream are the only ones
+ * waited for. The batch's last tile writes the result's totals. */
+static __device__ void look_back(const pg_args *a, const pg_shared *sh, int lane, int64_t tile)
+{
+    const int nc = a->nc, c0 = lane, c1 = lane + 32;
+    volatile uint32_t *fl = a->flags;
+    volatile int32_t *va = a->agg, *vi = a->incl;
+    const int32_t g0 = c0 < nc ? sh->agg[c0] : 0, g1 = c1 < nc ? sh->agg[c1] : 0;
+    int32_t e0 = 0, e1 = 0;
+    if (tile > 0) {
+        if (c0 < nc)
+            va[tile * nc + c0] = g0;
+        if (c1 < nc)
+            va[tile * nc + c1] = g1;
+        publish(fl, tile, a->epoch_tag | PG_AGG, lane);
+        for (int64_t q = tile - 1;; q--) {
+            /* every lane reads the flag and fences itself: each lane's own
+             * acquire orders its own reads of q's counters */
+            bool pre;
+            for (;;) {
+                uint32_t f = fl[q];
+                bool ok = (f & ~3u) == a->epoch_tag && (f & 3u) != 0;
+                if (__all_sync(PG_FULL, ok)) {
+                    pre = __all_sync(PG_FULL, (f & 3u) == PG_PREFIX);
+                    break;
+                }
+                __nanosleep(32);
+            }
+            __threadfence();
+            const volatile int32_t *src = pre ? vi : va;
+            if (c0 < nc)
+                e0 += src[q * nc + c0];
+            if (c1 < nc)
+                e1 += src[q * nc + c1];
+            if (pre)
+                break;
+        }
+    }
+    if (c0 < nc)
+        vi[tile * nc + c0] = e0 + g0;
+    if (c1 < nc)
+        vi[tile * nc + c1] = e1 + g1;
+    publish(fl, tile, a->epoch_tag | PG_PREFIX, lane);
+    sh->excl[c0] = e0;
+    sh->excl[c1] = e1;
+    sh->agg[c0] = e0 + g0; /* inclusive, for the totals */
+    sh->agg[c1] = e1 + g1;
+    __syncwarp();
+    if (tile != a->n_tiles - 1)
+        return;
+    rap_parse_result *res = a->res;
+    const int32_t used = sh->agg[0];
+    if (lane == 0) {
+        res->n_lines = a->n_lines;
+        res->rows_used = used;
+        res->rows_rejected = a->n_lines - used;
+        if (a->n_lines == used)
+            res->first_line = -1;
+    }
+    if (lane < RAP_REJ_COUNT) {
+        int32_t n = sh->agg[1 + a->ns + lane];
+        res->rejected[lane] = n;
+        const rap_parse_rej none = {-1, -1, -1, -1};
+        for (int k = n; k < RAP_PARSE_FIRST; k++)
+            res->first[lane][k] = none;
+    }
+}
+
+/* Phase 4: the tile's good rows to rows excl[0] + rank, their ids after
+ * the ids before, its rejects to the reject list and the result's firsts. */
+static __device__ void scatter(const pg_args *a, const pg_shared *sh, int tid, int64_t tile,
+                               int64_t l0, int nl)
+{
+    const int64_t B = a->B;
+    const int32_t E0 = sh->excl[0];
+    const int ns = a->ns;
+    for (int i = tid; i < nl; i += PG_THREADS) {
+        int32_t row = E0 + sh->rank[i];
+        uint32_t key = sh->key[i];
+        if (key == PG_KEY_OK) {
+            a->label[row] = sh->label[i];
+            continue;
+        }
+        int r = pg_key_reason(key);
+        rap_parse_rej e = {(int32_t)(l0 + i), row, (int16_t)r, (int16_t)pg_key_field(key)};
+        int64_t k = l0 + i - row;
+        a->rej[k] = e;
+        int32_t rr = sh->excl[1 + ns + r] + sh->rank[(1 + ns + r) * T + i];
+        if (rr < RAP_PARSE_FIRST)
+            a->res->first[r][rr] = e;
+        if (k == 0)
+            a->res->first_line = e.line;
+    }
+    for (int x = tid; x < a->nd * T; x += PG_THREADS) {
+        int j = x / T, i = x % T;
+        if (i >= nl || sh->key[i] != PG_KEY_OK)
+            continue;
+        int64_t row = E0 + sh->rank[i];
+        a->dense[j * B + row] = sh->dense[j * T + i];
+        a->dense_valid[j * B + row] = (uint8_t)((sh->vmask[i] >> sh->tab->dfield[j]) & 1);
+    }
+    for (int x = tid; x < ns * T; x += PG_THREADS) {
+        int j = x / T, i = x % T;
+        if (i >= nl || sh->key[i] != PG_KEY_OK)
+            continue;
+        int64_t row = E0 + sh->rank[i];
+        int64_t v = (int64_t)((sh->vmask[i] >> sh->tab->sfield[j]) & 1);
+        int64_t off = sh->excl[1 + j] + sh->rank[(1 + j) * T + i];
+        if (v)
+            a->sparse_ids[j * a->ids_stride + off] = sh->sparse[j * T + i];
+        a->sparse_off[j * (B + 1) + row + 1] = off + v;
+        a->sparse_valid[j * B + row] = (uint8_t)v;
+    }
+    if (tile == 0)
+        for (int j = tid; j < ns; j += PG_THREADS)
+            a->sparse_off[j * (B + 1)] = 0;
+}
+
+/* One block per tile: tile0 + blockIdx.x. */
+static __global__ void __launch_bounds__(PG_THREADS)
+    parse_kernel(const __grid_constant__ pg_args a)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    pg_shared sh;
+    sh.sparse = (int64_t *)(void *)(smem + a.sm.sparse);
+    sh.vmask = (uint64_t *)(void *)(smem + a.sm.vmask);
+    sh.dense = (float *)(void *)(smem + a.sm.dense);
+    sh.label = (float *)(void *)(smem + a.sm.label);
+    sh.key = (uint32_t *)(void *)(smem + a.sm.key);
+    sh.tabs = (int32_t *)(void *)(smem + a.sm.tabs);
+    sh.agg = (int32_t *)(void *)(smem + a.sm.agg);
+    sh.excl = (int32_t *)(void *)(smem + a.sm.excl);
+    sh.tab = (pg_tables *)(void *)(smem + a.sm.tables);
+    sh.rank = smem + a.sm.rank;
+    const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t tile = a.tile0 + blockIdx.x, l0 = tile * T;
+    const int64_t left = a.n_lines - l0;
+    const int nl = left <= 0 ? 0 : left < T ? (int)left : T;
+    for (int k = tid; k < (int)(sizeof(pg_tables) / 4); k += PG_THREADS)
+        ((uint32_t *)(void *)sh.tab)[k] = ((const uint32_t *)(const void *)a.tab)[k];
+    __syncthreads();
+    parse_lines(&a, &sh, warp, lane, l0, nl);
+    __syncthreads();
+    count_tile(&a, &sh, warp, lane, nl);
+    __syncthreads();
+    if (warp == 0)
+        look_back(&a, &sh, lane, tile);
+    __syncthreads();
+    scatter(&a, &sh, tid, tile, l0, nl);
+}
+
+/* ------------------------------------------------------------ launcher */
+
+struct rap_parse_gpu {
+    rap_parse_gpu_config cfg;
+    rap_parse_layout lay;
+    cudaStream_t stream;
+    char *d_text;             /* (max_bytes rounded up + 16) */
+    int32_t *d_start;         /* (L + 1) */
+    pg_tables *d_tab;
+    uint32_t *d_flags;        /* (NT) */
+    int32_t *d_agg, *d_incl;  /* (NT, NC) */
+    rap_parse_rej *d_rej;     /* (L) */
+    rap_parse_result *d_res;  /* (RAP_PARSE_GPU_SLOTS) */
+    rap_parse_result *h_res;  /* (RAP_PARSE_GPU_SLOTS) pinned */
+    cudaEvent_t ev[RAP_PARSE_GPU_SLOTS];
+    int64_t max_tiles;
+    size_t text_cap;
+    uint64_t seq;             /* tickets issued */
+    uint32_t epoch;           /* of the open batch, 1 .. 2^30 - 1 */
+    /* the open batch (begin .. end) */
+    bool open;
+    pg_args args;
+    int64_t next_line, next_tile, n_tiles;
+};
+
+static pg_smem smem_layout(int nd, int ns, int nc)
+{
+    pg_smem s;
+    uint32_t at = 0;
+#define PG_PLACE(field, bytes)                  \
+    do {                                        \
+        s.field = at;                           \
+        at += ((uint32_t)(bytes) + 15u) & ~15u; \
+    } while (0)
+    PG_PLACE(sparse, (size_t)ns * T * 8);
+    PG_PLACE(vmask, T * 8);
+    PG_PLACE(dense, (size_t)nd * T * 4);
+    PG_PLACE(label, T * 4);
+    PG_PLACE(key, T * 4);
+    PG_PLACE(tabs, PG_WARPS * RAP_PARSE_MAX_FIELDS * 4);
+    PG_PLACE(agg, RAP_PARSE_MAX_COUNTERS * 4);
+    PG_PLACE(excl, RAP_PARSE_MAX_COUNTERS * 4);
+    PG_PLACE(tables, sizeof(pg_tables));
+    PG_PLACE(rank, (size_t)nc * T);
+#undef PG_PLACE
+    s.bytes = at;
+    return s;
+}
+
+extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void *stream,
+                                           rap_parse_gpu **out)
+{
+    *out = NULL;
+    if (!cfg || cfg->max_lines < 1 || cfg->max_lines > INT32_MAX - 1 || cfg->max_bytes < 0 ||
+        cfg->max_bytes > INT32_MAX - 32 || cfg->max_line < 1)
+        return rap_fail(RAP_ERR_ARG, "GPU parser: expected max_lines in [1, 2^31 - 2], "
+                                     "max_bytes in [0, 2^31 - 32] and max_line >= 1");
+    rap_parse_layout lay;
+    if (cfg->layout)
+        lay = *cfg->layout;
+    else
+        rap_parse_layout_criteo(&lay);
+    RAP_TRY(rap_parse_layout_check(&lay));
+    rap_parse_gpu *p = (rap_parse_gpu *)rap_calloc(sizeof *p, "GPU parser");
+    if (!p)
+        return RAP_ERR_NOMEM;
+    p->cfg = *cfg;
+    p->cfg.layout = NULL;
+    p->lay = lay;
+    p->stream = (cudaStream_t)stream;
+    p->max_tiles = (cfg->max_lines + T - 1) / T;
+    p->text_cap = (((size_t)cfg->max_bytes + 15) & ~(size_t)15) + 16;
+    const int nc = 1 + lay.n_sparse + RAP_REJ_COUNT;
+    pg_tables tab;
+    memset(&tab, 0, sizeof tab);
+    for (int f = 0; f < lay.n_fields; f++) {
+        tab.desc[f] = pg_desc(lay.f[f]);
+        if (lay.f[f].kind == RAP_COL_DENSE)
+            tab.dfield[lay.f[f].col] = (uint8_t)f;
+        if (lay.f[f].kind == RAP_COL_SPARSE)
+            tab.sfield[lay.f[f].col] = (uint8_t)f;
+    }
+    rap_status st;
+#define PG_TRY(x)                 \
+    do {                          \
+        if ((st = (x)) != RAP_OK) \
+            goto fail;            \
+    } while (0)
+    PG_TRY(rap_cuda_malloc((void **)&p->d_text, p->text_cap, "GPU parser text"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_start, ((size_t)cfg->max_lines + 1) * 4,
+                           "GPU parser line offsets"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_tab, sizeof tab, "GPU parser layout"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_flags, (size_t)p->max_tiles * 4, "GPU parser tiles"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_agg, (size_t)p->max_tiles * nc * 4, "GPU parser tiles"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_incl, (size_t)p->max_tiles * nc * 4, "GPU parser tiles"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_rej, (size_t)cfg->max_lines * sizeof(rap_parse_rej),
+                           "GPU parser rejects"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_res, RAP_PARSE_GPU_SLOTS * sizeof(rap_parse_result),
+                           "GPU parser results"));
+    if (cudaHostAlloc((void **)&p->h_res, RAP_PARSE_GPU_SLOTS * sizeof(rap_parse_result),
+                      cudaHostAllocDefault) != cudaSuccess) {
+        p->h_res = NULL;
+        st = rap_fail(RAP_ERR_NOMEM, "GPU parser: no pinned memory for %zu bytes of results",
+                      RAP_PARSE_GPU_SLOTS * sizeof(rap_parse_result));
+        goto fail;
+    }
+    memset(p->h_res, 0, RAP_PARSE_GPU_SLOTS * sizeof(rap_parse_result));
+    for (int i = 0; i < RAP_PARSE_GPU_SLOTS; i++) {
+        if (cudaEventCreateWithFlags(&p->ev[i], cudaEventDisableTiming) != cudaSuccess) {
+            p->ev[i] = NULL;
+            st = rap_fail(RAP_ERR_CUDA, "GPU parser: cudaEventCreate: %s",
+                          cudaGetErrorString(cudaGetLastError()));
+            goto fail;
+        }
+    }
+    {
+        /* on the parser's stream, which the caller's stream may not wait for */
+        pg_smem sm = smem_layout(lay.n_dense, lay.n_sparse, nc);
+        cudaError_t e = cudaSuccess;
+        if (sm.bytes > 48 * 1024)
+            e = cudaFuncSetAttribute(parse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)sm.bytes);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(p->d_tab, &tab, sizeof tab, cudaMemcpyHostToDevice, p->stream);
+        if (e == cudaSuccess)
+            e = cudaMemsetAsync(p->d_flags, 0, (size_t)p->max_tiles * 4, p->stream);
+        if (e == cudaSuccess)
+            e = cudaMemsetAsync(p->d_text, 0, p->text_cap, p->stream);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(p->stream);
+        if (e != cudaSuccess) {
+            st = rap_fail(RAP_ERR_CUDA, "GPU parser: setup: %s", cudaGetErrorString(e));
+            goto fail;
+        }
+    }
+#undef PG_TRY
+    *out = p;
+    return RAP_OK;
+fail:
+    rap_parse_gpu_free(p);
+    return st;
+}
+
+extern "C" void rap_parse_gpu_free(rap_parse_gpu *p)
+{
+    if (!p)
+        return;
+    cudaStreamSynchronize(p->stream);
+    for (int i = 0; i < RAP_PARSE_GPU_SLOTS; i++)
+        if (p->ev[i])
+            cudaEventDestroy(p->ev[i]);
+    if (p->h_res)
+        cudaFreeHost(p->h_res);
+    rap_cuda_free(p->d_text);
+    rap_cuda_free(p->d_start);
+    rap_cuda_free(p->d_tab);
+    rap_cuda_free(p->d_flags);
+    rap_cuda_free(p->d_agg);
+    rap_cuda_free(p->d_incl);
+    rap_cuda_free(p->d_rej);
+    rap_cuda_free(p->d_res);
+    rap_free(p);
+}
+
+extern "C" char *rap_parse_gpu_text(rap_parse_gpu *p) { return p->d_text; }
+
+extern "C" int32_t *rap_parse_gpu_starts(rap_parse_gpu *p) { return p->d_start; }
+
+extern "C" const rap_parse_rej *rap_parse_gpu_rejects(const rap_parse_gpu *p)
+{
+    return p->d_rej;
+}
+
+extern "C" rap_status rap_parse_gpu_upload(rap_parse_gpu *p, const char *text, int64_t n_bytes,
+                                           const int32_t *start, int64_t n_lines)
+{
+    if (n_bytes < 0 || n_bytes > p->cfg.max_bytes || n_lines < 0 ||
+        n_lines > p->cfg.max_lines || !start || (n_bytes > 0 && !text))
+        return rap_fail(RAP_ERR_ARG, "GPU parser: a batch of %lld lines and %lld bytes does not "
+                                     "fit (%lld lines, %lld bytes)", (long long)n_lines,
+                        (long long)n_bytes, (long long)p->cfg.max_lines,
+                        (long long)p->cfg.max_bytes);
+    if (n_bytes > 0)
+        RAP_CUDA_TRY(cudaMemcpyAsync(p->d_text, text, (size_t)n_bytes, cudaMemcpyHostToDevice,
+                                     p->stream));
+    RAP_CUDA_TRY(cudaMemcpyAsync(p->d_start, start, ((size_t)n_lines + 1) * 4,
+                                 cudaMemcpyHostToDevice, p->stream));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, int64_t n_bytes,
+                                          const int32_t *d_start, int64_t n_lines,
+                                          const rap_batch *dst)
+{
+    const rap_parse_layout *l = &p->lay;
+    if (p->open)
+        return rap_fail(RAP_ERR_ARG, "GPU parser: begin while a batch is open (end it first)");
+    if (n_lines < 0 || n_lines > p->cfg.max_lines || n_bytes < 0 || n_bytes > INT32_MAX ||
+        !d_start || (n_bytes > 0 && (!d_text || ((uintptr_t)d_text & 15))))
+        return rap_fail(RAP_ERR_ARG, "GPU parser: bad batch (%lld lines of at most %lld, %lld "
+                                     "bytes, text 16-byte aligned)", (long long)n_lines,
+                        (long long)p->cfg.max_lines, (long long)n_bytes);
+    if (!dst || dst->schema.n_dense != l->n_dense || dst->schema.n_sparse != l->n_sparse ||
+        dst->schema.ids_per_row < 1 || dst->cap < n_lines)
+        return rap_fail(RAP_ERR_ARG, "GPU parser: the batch does not fit %lld lines of %d "
+                                     "dense, %d sparse columns", (long long)n_lines,
+                        l->n_dense, l->n_sparse);
+    p->epoch = p->epoch % 0x3fffffffu + 1u;
+    pg_args *a = &p->args;
+    memset(a, 0, sizeof *a);
+    a->text = (const uint8_t *)d_text;
+    a->start = d_start;
+    a->n_bytes = n_bytes;
+    a->n_lines = n_lines;
+    a->max_line = p->cfg.max_line;
+    a->tab = p->d_tab;
+    a->nf = l->n_fields;
+    a->nd = l->n_dense;
+    a->ns = l->n_sparse;
+    a->nc = 1 + l->n_sparse + RAP_REJ_COUNT;
+    a->label = dst->label;
+    a->dense = dst->dense;
+    a->dense_valid = dst->dense_valid;
+    a->sparse_off = dst->sparse_off;
+    a->sparse_ids = dst->sparse_ids;
+    a->sparse_valid = dst->sparse_valid;
+    a->B = dst->cap;
+    a->ids_stride = dst->cap * dst->schema.ids_per_row;
+    a->rej = p->d_rej;
+    a->res = p->d_res + p->seq % RAP_PARSE_GPU_SLOTS;
+    a->flags = p->d_flags;
+    a->agg = p->d_agg;
+    a->incl = p->d_incl;
+    a->epoch_tag = p->epoch << 2;
+    a->n_tiles = n_lines > 0 ? (n_lines + T - 1) / T : 1;
+    a->sm = smem_layout(a->nd, a->ns, a->nc);
+    p->n_tiles = a->n_tiles;
+    p->next_line = 0;
+    p->next_tile = 0;
+    p->open = true;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_parse_gpu_piece(rap_parse_gpu *p, int64_t line0, int64_t line1)
+{
+    const int64_t n = p->args.n_lines;
+    if (!p->open || line0 != p->next_line || line1 < line0 || line1 > n ||
+        (line1 != n && line1 % T != 0))
+        return rap_fail(RAP_ERR_ARG, "GPU parser: piece [%lld, %lld) of %lld lines: expected "
+                                     "it to start at %lld and end at a multiple of %d or at "
+                                     "the end", (long long)line0, (long long)line1,
+                        (long long)n, (long long)p->next_line, T);
+    int64_t t0 = p->next_tile, t1 = line1 == n ? p->n_tiles : line1 / T;
+    p->next_line = line1;
+    if (t1 <= t0)
+        return RAP_OK;
+    pg_args *a = &p->args;
+    a->tile0 = t0;
+    parse_kernel<<<(unsigned)(t1 - t0), PG_THREADS, a->sm.bytes, p->stream>>>(*a);
+    RAP_CUDA_LAUNCHED();
+    p->next_tile = t1;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_parse_gpu_end(rap_parse_gpu *p, const rap_parse_result **result_dev,
+                                        uint64_t *ticket)
+{
+    if (!p->open || p->next_tile != p->n_tiles)
+        return rap_fail(RAP_ERR_ARG, "GPU parser: end before the pieces covered the batch "
+                                     "(%lld of %lld lines)", (long long)p->next_line,
+                        (long long)p->args.n_lines);
+    int slot = (int)(p->seq % RAP_PARSE_GPU_SLOTS);
+    p->open = false;
+    RAP_CUDA_TRY(cudaMemcpyAsync(p->h_res + slot, p->d_res + slot, sizeof(rap_parse_result),
+                                 cudaMemcpyDeviceToHost, p->stream));
+    RAP_CUDA_TRY(cudaEventRecord(p->ev[slot], p->stream));
+    if (result_dev)
+        *result_dev = p->d_res + slot;
+    if (ticket)
+        *ticket = p->seq;
+    p->seq++;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_parse_gpu_run(rap_parse_gpu *p, const char *d_text, int64_t n_bytes,
+                                        const int32_t *d_start, int64_t n_lines,
+                                        const rap_batch *dst, const rap_parse_result **result_dev,
+                                        uint64_t *ticket)
+{
+    RAP_TRY(rap_parse_gpu_begin(p, d_text, n_bytes, d_start, n_lines, dst));
+    rap_status st = rap_parse_gpu_piece(p, 0, n_lines);
+    if (st != RAP_OK) {
+        p->open = false;
+        return st;
+    }
+    return rap_parse_gpu_end(p, result_dev, ticket);
+}
+
+extern "C" rap_status rap_parse_gpu_result(rap_parse_gpu *p, uint64_t ticket, bool wait,
+                                           rap_parse_result *out, bool *ready)
+{
+    *ready = false;
+    if (ticket >= p->seq || p->seq - ticket > RAP_PARSE_GPU_SLOTS)
+        return rap_fail(RAP_ERR_ARG, "GPU parser: result %llu is not held (%llu issued, the "
+                                     "last %d kept)", (unsigned long long)ticket,
+                        (unsigned long long)p->seq, RAP_PARSE_GPU_SLOTS);
+    int slot = (int)(ticket % RAP_PARSE_GPU_SLOTS);
+    cudaError_t e = wait ? cudaEventSynchronize(p->ev[slot]) : cudaEventQuery(p->ev[slot]);
+    if (e == cudaErrorNotReady)
+        return RAP_OK;
+    if (e != cudaSuccess)
+        return rap_fail(RAP_ERR_CUDA, "GPU parser: result %llu: %s", (unsigned long long)ticket,
+                        cudaGetErrorString(e));
+    *out = p->h_res[slot];
+    *ready = true;
+    return RAP_OK;
+}
+
+#else /* no CUDA: every GPU entry point says so */
+
+#define NO_GPU rap_fail(RAP_ERR_NO_GPU, "GPU parser: rap was built without CUDA (make CUDA=0)")
+
+rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void *stream,
+                                rap_parse_gpu **out)
+{
+    *out = NULL;
+    return NO_GPU;
+}
+
+void rap_parse_gpu_free(rap_parse_gpu *p) { (void)p; }
+
+char *rap_parse_gpu_text(rap_parse_gpu *p) { return NULL; }
+
+int32_t *rap_parse_gpu_starts(rap_parse_gpu *p) { return NULL; }
+
+const rap_parse_rej *rap_parse_gpu_rejects(const rap_parse_gpu *p) { return NULL; }
+
+rap_status rap_parse_gpu_upload(rap_parse_gpu *p, const char *text, int64_t n_bytes,
+                                const int32_t *start, int64_t n_lines)
+{
+    return NO_GPU;
+}
+
+rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, int64_t n_bytes,
+                               const int32_t *d_start, int64_t n_lines, const rap_batch *dst)
+{
+    return NO_GPU;
+}
+
+rap_status rap_parse_gpu_piece(rap_parse_gpu *p, int64_t line0, int64_t line1) { return NO_GPU; }
+
+rap_status rap_parse_gpu_end(rap_parse_gpu *p, const rap_parse_result **result_dev,
+                             uint64_t *ticket)
+{
+    return NO_GPU;
+}
+
+rap_status rap_parse_gpu_run(rap_parse_gpu *p, const char *d_text, int64_t n_bytes,
+                             const int32_t *d_start, int64_t n_lines, const rap_batch *dst,
+                             const rap_parse_result **result_dev, uint64_t *ticket)
+{
+    return NO_GPU;
+}
+
+rap_status rap_parse_gpu_result(rap_parse_gpu *p, uint64_t ticket, bool wait,
+                                rap_parse_result *out, bool *ready)
+{
+    *ready = false;
+    return NO_GPU;
+}
+
+#endif /* __CUDACC__ */
