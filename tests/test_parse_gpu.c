@@ -340,7 +340,7 @@ static int msg_field(int reason, const char *msg, const char *line, size_t len)
         int tabs = 0;
         for (size_t i = 0; i + 1 < at; i++)
             tabs += line[i] == '\t';
-        return tabs;
+        return tabs < NF ? tabs : NF;
     }
     default:
         if ((p = strstr(msg, "int_")) && sscanf(p + 4, "%d", &v) == 1)
@@ -508,6 +508,13 @@ RAP_TEST(parse_ref_edge_values)
                 end_line(&x);
             }
         }
+    }
+    /* a binary byte after 100 and after 70000 tabs (the field past the last) */
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < (k ? 70000 : 100); i++)
+            put(&x, "\t", 1);
+        put(&x, "\x01", 1);
+        end_line(&x);
     }
     check_against_cpu(t, &x, 65536, "edge values");
     /* pinned: int_0 = 2147483648 is range, int_0 = -2147483648 is good, a
@@ -693,6 +700,29 @@ static rap_status run_gpu(rap_parse_gpu *p, const text_t *x, int64_t cap, const 
     return st;
 }
 
+/* Which array of b byte off of its block is in, and where: for messages. */
+static void where(const rap_batch *b, size_t off, char *out, size_t n)
+{
+    const char *base = (const char *)b->block;
+    const struct {
+        const char *name;
+        const void *p;
+        size_t elem, col;
+    } a[] = {
+        {"label", b->label, 4, (size_t)b->cap},
+        {"dense", b->dense, 4, (size_t)b->cap},
+        {"dense_valid", b->dense_valid, 1, (size_t)b->cap},
+        {"sparse_off", b->sparse_off, 8, (size_t)b->cap + 1},
+        {"sparse_ids", b->sparse_ids, 8, (size_t)b->cap},
+        {"sparse_valid", b->sparse_valid, 1, (size_t)b->cap},
+    };
+    int k = 0;
+    while (k < 5 && off >= (size_t)((const char *)a[k + 1].p - base))
+        k++;
+    size_t e = (off - (size_t)((const char *)a[k].p - base)) / a[k].elem;
+    snprintf(out, n, "%s column %zu row %zu", a[k].name, e / a[k].col, e % a[k].col);
+}
+
 /* GPU == reference: the whole block (poisoned alike), rejects, result. */
 static void check_gpu(rap_test_ctx *t, rap_parse_gpu *p, const text_t *x, int64_t max_line,
                       const int64_t *cuts, int ncuts, const char *what)
@@ -707,15 +737,28 @@ static void check_gpu(rap_test_ctx *t, rap_parse_gpu *p, const text_t *x, int64_
               "%s: results differ (used %lld / %lld, rejected %lld / %lld)", what,
               (long long)res_w.rows_used, (long long)res_g.rows_used,
               (long long)res_w.rows_rejected, (long long)res_g.rows_rejected);
-    if (res_w.rows_rejected == res_g.rows_rejected)
-        CHECK_MSG(memcmp(rej_w, rej_g, (size_t)res_w.rows_rejected * sizeof *rej_w) == 0,
-                  "%s: reject lists differ", what);
+    for (int64_t k = 0; k < res_w.rows_rejected && k < res_g.rows_rejected; k++) {
+        const rap_parse_rej *a = &rej_w[k], *b = &rej_g[k];
+        if (memcmp(a, b, sizeof *a) != 0) {
+            CHECK_MSG(false, "%s: reject %lld: reference line %d pos %d reason %d field %d, "
+                             "GPU line %d pos %d reason %d field %d", what, (long long)k,
+                      a->line, a->pos, a->reason, a->field, b->line, b->pos, b->reason,
+                      b->field);
+            break;
+        }
+    }
     if (memcmp(want.block, block, want.block_bytes) != 0) {
-        size_t i = 0;
-        while (((const char *)want.block)[i] == ((const char *)block)[i])
+        size_t i = 0, bad = 0;
+        const unsigned char *w = want.block, *g = block;
+        while (w[i] == g[i])
             i++;
-        CHECK_MSG(false, "%s: batch blocks differ from byte %zu of %zu", what, i,
-                  want.block_bytes);
+        for (size_t j = i; j < want.block_bytes; j++)
+            bad += w[j] != g[j];
+        char at[128];
+        where(&want, i, at, sizeof at);
+        CHECK_MSG(false, "%s: batch blocks differ in %zu of %zu bytes, first at byte %zu (%s): "
+                         "reference 0x%02x, GPU 0x%02x", what, bad, want.block_bytes, i, at,
+                  w[i], g[i]);
     }
     free(block);
     free(rej_g);

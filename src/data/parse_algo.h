@@ -198,13 +198,15 @@ PG_HD static inline int pg_field(uint32_t d, const uint8_t *p, int32_t n, float 
 }
 
 /* The line-level fault key once the boundaries are known: bin_field >= 0
- * when a binary byte was found (in that field), len the length without
- * '\r', ntab the tabs. PG_KEY_OK when the fields are to be converted. */
-PG_HD static inline uint32_t pg_line_key(int bin_field, int64_t len, int64_t max_line,
+ * when a binary byte was found (in that field, counted as nf past the
+ * last one, so that the key's 16 field bits always hold it), len the
+ * length without '\r', ntab the tabs. PG_KEY_OK when the fields are to be
+ * converted. */
+PG_HD static inline uint32_t pg_line_key(int64_t bin_field, int64_t len, int64_t max_line,
                                          int64_t ntab, int nf)
 {
     if (bin_field >= 0)
-        return pg_key(PG_BINARY, bin_field);
+        return pg_key(PG_BINARY, bin_field < nf ? (int)bin_field : nf);
     if (len > max_line)
         return pg_key(PG_LONG, -1);
     if (ntab != nf - 1)

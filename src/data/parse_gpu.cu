@@ -90,8 +90,7 @@ static __device__ uint32_t warp_boundaries(const uint8_t *__restrict__ text, int
                                            int64_t end, int64_t max_line, int nf, int lane,
                                            int32_t *tabs)
 {
-    int64_t ntab = 0;
-    int bin_field = -1;
+    int64_t ntab = 0, bin_field = -1;
     for (int64_t base = ls & ~(int64_t)15; base < end; base += 16 * 32) {
         int64_t w = base + 16 * lane;
         uint32_t tabm = 0, binm = 0;
@@ -115,7 +114,7 @@ static __device__ uint32_t warp_boundaries(const uint8_t *__restrict__ text, int
             uint32_t bl = __shfl_sync(PG_FULL, binm, L), tl = __shfl_sync(PG_FULL, tabm, L);
             int el = __shfl_sync(PG_FULL, excl, L);
             int b = __ffs(bl) - 1;
-            bin_field = (int)(ntab + el + __popc(tl & ((1u << b) - 1u)));
+            bin_field = ntab + el + __popc(tl & ((1u << b) - 1u));
             break;
         }
         int64_t t = ntab + excl;

@@ -101,8 +101,7 @@ static void load16(const uint8_t *text, int64_t n_bytes, int64_t w, uint32_t out
 static uint32_t line_boundaries(const uint8_t *text, int64_t n_bytes, int64_t ls, int64_t end,
                                 int64_t max_line, int nf, int32_t *tabs)
 {
-    int64_t ntab = 0;
-    int bin_field = -1;
+    int64_t ntab = 0, bin_field = -1;
     for (int64_t base = ls & ~(int64_t)15; base < end; base += STRIDE) {
         uint32_t tabm[LANES], binm[LANES];
         int64_t excl[LANES], tot = 0;
@@ -124,8 +123,8 @@ static uint32_t line_boundaries(const uint8_t *text, int64_t n_bytes, int64_t ls
                 first = lane;
         if (first >= 0) {
             int b = __builtin_ctz(binm[first]);
-            bin_field = (int)(ntab + excl[first] +
-                              __builtin_popcount(tabm[first] & ((1u << b) - 1u)));
+            bin_field = ntab + excl[first] +
+                        __builtin_popcount(tabm[first] & ((1u << b) - 1u));
             break;
         }
         for (int lane = 0; lane < LANES; lane++) {

@@ -97,8 +97,9 @@ typedef struct {
     int32_t pos;    /* good rows of the batch before it */
     int16_t reason; /* rap_reject_reason */
     int16_t field;  /* 0-based field where the fault was found: the field of the
-                     * first binary byte; for fields, the first field missing
-                     * (count < NF) or the first one too many (NF); -1 for long */
+                     * first binary byte (NF when past the last field); for
+                     * fields, the first field missing (count < NF) or the
+                     * first one too many (NF); -1 for long */
 } rap_parse_rej;
 
 /* A batch's accounting. 504 bytes without padding, the same on host and
