@@ -11,7 +11,9 @@
  *   - batches of --batch lines, one after the other on the stream (one
  *     launch and one 504-byte result copy each: what the runtime would do);
  *   - the one batch in 8 pieces (rap_parse_gpu_piece);
- * and, for the ceiling, a device-to-device copy of the text (bytes read +
+ * the one batch again with only the kernel's first one and two phases
+ * (rap_parse_gpu_stages), so the differences give each phase's time; and,
+ * for the ceiling, a device-to-device copy of the text (bytes read +
  * written). Rows/s, GB/s of text, and GB/s of all bytes the parse must move
  * (text and offsets read, the batch and rejects written) against 4.3 TB/s.
  * The GPU's counts are checked against the CPU parser's on the same text.
@@ -300,10 +302,11 @@ static int gpu_check(gpu_ctx *c, const counts *want)
     return 0;
 }
 
-/* The GPU cases into res (*nres of them); *copy the ceiling measured. */
+/* The GPU cases into res (*nres of them); stage_ms the one batch through
+ * phase 1, 2, 3; *copy the ceiling measured. */
 static int gpu_bench(const settings *set, const char *text, int64_t bytes, const int32_t *start,
                      int64_t n, const counts *want, gpu_case *res, int *nres, double *copy,
-                     char *dev_name, size_t dn)
+                     double stage_ms[3], char *dev_name, size_t dn)
 {
     cudaStream_t stream;
     struct cudaDeviceProp prop;
@@ -349,6 +352,17 @@ static int gpu_bench(const settings *set, const char *text, int64_t bytes, const
         g->text_gbs = (double)bytes / (ms * 1e-3) / 1e9;
         g->moved_gbs = moved / (ms * 1e-3) / 1e9;
     }
+    /* the phases: the one batch with only the first 1, 2 of the 3 */
+    c.kind = 0;
+    for (int k = 1; k <= 2; k++) {
+        rap_parse_gpu_stages(c.p, k);
+        if (gpu_time(&c, stream, (int)set->warmup, (int)set->reps, &stage_ms[k - 1]) != RAP_OK) {
+            fprintf(stderr, "bench_parse_gpu: %s\n", rap_last_error());
+            return 1;
+        }
+    }
+    rap_parse_gpu_stages(c.p, 3);
+    stage_ms[2] = res[0].ms;
     *copy = copy_gbs(rap_parse_gpu_text(c.p), block, (size_t)bytes, stream, (int)set->reps);
     rap_cuda_free(block);
     rap_parse_gpu_free(c.p);
@@ -428,11 +442,12 @@ int main(int argc, char **argv)
            (long long)want.rejected);
     gpu_case res[4];
     int nres = 0;
-    double copy = 0;
+    double copy = 0, stage_ms[3] = {0, 0, 0};
     char dev[256] = "none", why[256] = "";
     bool gpu = rap_gpu_available(why, sizeof why);
 #ifdef RAP_HAVE_CUDA
-    if (gpu && gpu_bench(&set, text, bytes, start, n, &want, res, &nres, &copy, dev, sizeof dev))
+    if (gpu && gpu_bench(&set, text, bytes, start, n, &want, res, &nres, &copy, stage_ms, dev,
+                         sizeof dev))
         return 1;
 #endif
     double ref_rs = 0, cpu_rs = 0;
@@ -449,6 +464,9 @@ int main(int argc, char **argv)
             printf("%-22s %10.3f %11.1f %10.1f %11.1f %8.1f\n", res[i].name, res[i].ms,
                    res[i].rows_s / 1e6, res[i].text_gbs, res[i].moved_gbs,
                    100.0 * res[i].moved_gbs / (CEILING_TBS * 1000.0));
+        printf("phases of the one batch: boundaries + conversion %.3f ms, counters + prefix "
+               "%.3f ms, scatter %.3f ms\n", stage_ms[0], stage_ms[1] - stage_ms[0],
+               stage_ms[2] - stage_ms[1]);
         printf("device copy of the text: %.0f GB/s (read + written)\n", copy);
         printf("(B = %lld lines; moved = text + offsets read, batch + rejects written)\n",
                (long long)set.batch);
@@ -464,9 +482,11 @@ int main(int argc, char **argv)
         }
         fprintf(f, "{\n  \"bench\": \"parse_gpu\",\n  \"rows\": %lld,\n  \"bytes\": %lld,\n"
                    "  \"rejected\": %lld,\n  \"batch\": %lld,\n  \"reps\": %lld,\n"
-                   "  \"gpu\": \"%s\",\n  \"copy_gbs\": %.1f,\n  \"cases\": [\n",
+                   "  \"gpu\": \"%s\",\n  \"copy_gbs\": %.1f,\n"
+                   "  \"phase_ms\": [%.4f, %.4f, %.4f],\n  \"cases\": [\n",
                 (long long)n, (long long)bytes, (long long)want.rejected, (long long)set.batch,
-                (long long)set.reps, gpu ? dev : "none", copy);
+                (long long)set.reps, gpu ? dev : "none", copy, stage_ms[0], stage_ms[1],
+                stage_ms[2]);
         for (int i = 0; i < nres; i++)
             fprintf(f, "    {\"case\": \"%s\", \"median_ms\": %.4f, \"rows_per_s\": %.0f, "
                        "\"text_gbs\": %.2f, \"moved_gbs\": %.2f}%s\n",

@@ -66,6 +66,7 @@ typedef struct {
     int32_t *agg, *incl;   /* (NT, NC) */
     uint32_t epoch_tag;    /* epoch << 2 */
     int64_t n_tiles, tile0;
+    int stages;            /* phases run: 1, 2 (through the prefix) or 3 (all) */
     pg_smem sm;
 } pg_args;
 
@@ -395,11 +396,15 @@ static __global__ void __launch_bounds__(PG_THREADS)
         ((uint32_t *)(void *)sh.tab)[k] = ((const uint32_t *)(const void *)a.tab)[k];
     __syncthreads();
     parse_lines(&a, &sh, warp, lane, l0, nl);
+    if (a.stages < 2) /* the benchmark's variants (rap_parse_gpu_stages) */
+        return;
     __syncthreads();
     count_tile(&a, &sh, warp, lane, nl);
     __syncthreads();
     if (warp == 0)
         look_back(&a, &sh, lane, tile);
+    if (a.stages < 3)
+        return;
     __syncthreads();
     scatter(&a, &sh, tid, tile, l0, nl);
 }
@@ -423,6 +428,7 @@ struct rap_parse_gpu {
     size_t text_cap;
     uint64_t seq;             /* tickets issued */
     uint32_t epoch;           /* of the open batch, 1 .. 2^30 - 1 */
+    int stages;               /* rap_parse_gpu_stages: 3 */
     /* the open batch (begin .. end) */
     bool open;
     pg_args args;
@@ -473,6 +479,7 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
     p->cfg = *cfg;
     p->cfg.layout = NULL;
     p->lay = lay;
+    p->stages = 3;
     p->stream = (cudaStream_t)stream;
     p->max_tiles = (cfg->max_lines + T - 1) / T;
     p->text_cap = (((size_t)cfg->max_bytes + 15) & ~(size_t)15) + 16;
@@ -568,6 +575,11 @@ extern "C" void rap_parse_gpu_free(rap_parse_gpu *p)
     rap_free(p);
 }
 
+extern "C" void rap_parse_gpu_stages(rap_parse_gpu *p, int stages)
+{
+    p->stages = stages < 1 ? 1 : stages > 3 ? 3 : stages;
+}
+
 extern "C" char *rap_parse_gpu_text(rap_parse_gpu *p) { return p->d_text; }
 
 extern "C" int32_t *rap_parse_gpu_starts(rap_parse_gpu *p) { return p->d_start; }
@@ -639,6 +651,7 @@ extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, 
     a->incl = p->d_incl;
     a->epoch_tag = p->epoch << 2;
     a->n_tiles = n_lines > 0 ? (n_lines + T - 1) / T : 1;
+    a->stages = p->stages;
     a->sm = smem_layout(a->nd, a->ns, a->nc);
     p->n_tiles = a->n_tiles;
     p->next_line = 0;
@@ -734,6 +747,8 @@ rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void *stream,
 }
 
 void rap_parse_gpu_free(rap_parse_gpu *p) { (void)p; }
+
+void rap_parse_gpu_stages(rap_parse_gpu *p, int stages) { (void)p; }
 
 char *rap_parse_gpu_text(rap_parse_gpu *p) { return NULL; }
 

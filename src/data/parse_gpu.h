@@ -117,6 +117,12 @@ rap_status rap_parse_gpu_result(rap_parse_gpu *p, uint64_t ticket, bool wait,
  * (copies queued on the stream before the next run see it). */
 const rap_parse_rej *rap_parse_gpu_rejects(const rap_parse_gpu *p);
 
+/* For the benchmark only: later batches run only the kernel's first
+ * `stages` phases (1: boundaries and conversion; 2: and the counters and
+ * the prefix over tiles; 3: all, the default), so that timing each gives
+ * each phase's cost. Below 3 the batch and the result are incomplete. */
+void rap_parse_gpu_stages(rap_parse_gpu *p, int stages);
+
 #ifdef __cplusplus
 }
 #endif
