@@ -1,14 +1,19 @@
 #!/bin/bash
 # bench/device_parse.sh BIN_DIR: the GPU parser on a GPU machine, from a
-# carried build (docs/BUILD.md), in about a minute: the parse tests (the
-# CPU reference against the CPU parser, the kernels against the reference),
-# compute-sanitizer's memcheck over the GPU parse tests and racecheck over
-# one of them, then bench_parse_gpu on 4M generated rows. Everything lands
-# in $OUT (or ./out); the last lines printed are the benchmark's table.
+# carried build (BIN_DIR: rap_tests, bench_parse_gpu and lib/, as
+# bench/exp/carry_parse.sh makes it in .carry/parse, the default), in
+# about a minute or two: the parse tests (the CPU reference against the
+# CPU parser, the kernels against the reference), compute-sanitizer's
+# memcheck over the GPU parse tests and racecheck over one of them, then
+# bench_parse_gpu on 4M generated rows. Everything lands in $OUT (or
+# ./out); the last lines printed are the benchmark's table.
 set -u -o pipefail
-B=${1:-build}
+B=${1:-.carry/parse}
+B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
 OUT=${OUT:-out}
 mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+test -f "$B/COMMIT" && echo "build of $(cat "$B/COMMIT")" | tee "$OUT/commit.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem \
   --format=csv,noheader | tee "$OUT/gpu.txt"
 echo "== parse tests"
@@ -17,11 +22,11 @@ echo "rap_tests parse_ exit $?" | tee -a "$OUT/parse_tests.log"
 grep -E "FAIL|SKIP|CHECK|passed" "$OUT/parse_tests.log" | head -20
 if command -v compute-sanitizer >/dev/null; then
   echo "== compute-sanitizer memcheck: rap_tests parse_gpu"
-  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/rap_tests" parse_gpu \
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/rap_tests" parse_gpu \
     > "$OUT/parse_memcheck.log" 2>&1
   echo "memcheck exit $?" | tee -a "$OUT/parse_memcheck.log"; tail -3 "$OUT/parse_memcheck.log"
   echo "== compute-sanitizer racecheck: rap_tests parse_gpu_long_lines"
-  timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/rap_tests" \
+  timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$B/rap_tests" \
     parse_gpu_long_lines > "$OUT/parse_racecheck.log" 2>&1
   echo "racecheck exit $?" | tee -a "$OUT/parse_racecheck.log"; tail -3 "$OUT/parse_racecheck.log"
 fi
