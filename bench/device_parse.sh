@@ -6,7 +6,9 @@
 # CPU parser, the kernels against the reference), compute-sanitizer's
 # memcheck over the GPU parse tests and racecheck over one of them, then
 # bench_parse_gpu on 4M generated rows. Everything lands in $OUT (or
-# ./out); the last lines printed are the benchmark's table.
+# ./out); the last lines printed are the benchmark's table. Every step
+# runs under timeout (exit 124: it hung, e.g. a look-back that waits on a
+# tile never published).
 set -u -o pipefail
 B=${1:-.carry/parse}
 B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
@@ -17,7 +19,7 @@ test -f "$B/COMMIT" && echo "build of $(cat "$B/COMMIT")" | tee "$OUT/commit.txt
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem \
   --format=csv,noheader | tee "$OUT/gpu.txt"
 echo "== parse tests"
-"$B/rap_tests" parse_ > "$OUT/parse_tests.log" 2>&1
+timeout 120 "$B/rap_tests" parse_ > "$OUT/parse_tests.log" 2>&1
 echo "rap_tests parse_ exit $?" | tee -a "$OUT/parse_tests.log"
 grep -E "FAIL|SKIP|CHECK|passed" "$OUT/parse_tests.log" | head -20
 if command -v compute-sanitizer >/dev/null; then
@@ -31,7 +33,7 @@ if command -v compute-sanitizer >/dev/null; then
   echo "racecheck exit $?" | tee -a "$OUT/parse_racecheck.log"; tail -3 "$OUT/parse_racecheck.log"
 fi
 echo "== bench_parse_gpu --rows 4000000"
-"$B/bench_parse_gpu" --rows 4000000 --json "$OUT/bench_parse_gpu.json" \
+timeout 120 "$B/bench_parse_gpu" --rows 4000000 --json "$OUT/bench_parse_gpu.json" \
   > "$OUT/bench_parse_gpu.log" 2>&1
 echo "bench_parse_gpu exit $?"
 tail -12 "$OUT/bench_parse_gpu.log"
