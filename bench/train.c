@@ -7,7 +7,8 @@
  *     --steps N           timed steps per measurement (default 100; CPU: 5)
  *     --warmup N          untimed steps first (default 10; CPU: 1)
  *     --k K               distinct batches per batch size, cycled (default 8; CPU: 2)
- *     --optimizer O       sgd (default, lr 0.1) or adagrad
+ *     --optimizer O       sgd (default, lr 0.1), adagrad or rowwise-adagrad
+ *     --emb-dtype T       storage of the tables: fp32 (default), bf16 or fp16
  *     --max-rows N        cap every table at N rows (default: none; CPU: 10000)
  *     --seed S            data seed (default 1); the model's seed is fixed (1)
  *     --data-dir DIR      write the batches to DIR/train_b<B>.bin (layout below)
@@ -86,6 +87,7 @@ typedef struct {
     int n_prec;
     int steps, warmup, k;
     rap_optimizer opt;
+    rap_emb_dtype emb_dtype;
     int64_t max_rows;
     uint64_t seed;
     const char *data_dir;
@@ -117,7 +119,8 @@ static int parse_list(const char *s, int64_t *v)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_train [--batches N,..] [--precision fp32,bf16] [--steps N] "
-                    "[--warmup N] [--k K] [--optimizer sgd|adagrad] [--max-rows N] [--seed S] "
+                    "[--warmup N] [--k K] [--optimizer sgd|adagrad|rowwise-adagrad] "
+                    "[--emb-dtype fp32|bf16|fp16] [--max-rows N] [--seed S] "
                     "[--data-dir DIR] [--gen-only] [--no-graph] [--cpu] [--json FILE]\n");
 }
 
@@ -211,8 +214,23 @@ static int parse_options(int argc, char **argv, options *o)
                 o->opt = RAP_SGD;
             else if (!strcmp(v, "adagrad"))
                 o->opt = RAP_ADAGRAD;
+            else if (!strcmp(v, "rowwise-adagrad"))
+                o->opt = RAP_ROWWISE_ADAGRAD;
             else {
-                fprintf(stderr, "bench_train: --optimizer %s: expected sgd or adagrad\n", v);
+                fprintf(stderr, "bench_train: --optimizer %s: expected sgd, adagrad or "
+                                "rowwise-adagrad\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--emb-dtype")) {
+            NEED_VALUE();
+            if (!strcmp(v, "fp32"))
+                o->emb_dtype = RAP_EMB_FP32;
+            else if (!strcmp(v, "bf16"))
+                o->emb_dtype = RAP_EMB_BF16;
+            else if (!strcmp(v, "fp16"))
+                o->emb_dtype = RAP_EMB_FP16;
+            else {
+                fprintf(stderr, "bench_train: --emb-dtype %s: expected fp32, bf16 or fp16\n", v);
                 return -1;
             }
         } else if (!strcmp(a, "--data-dir")) {
@@ -539,9 +557,9 @@ static void write_json(const options *o, const char *path)
     rap_json_put_str(f, g_gpu_name);
     fprintf(f, ",\n  \"model\": {\"n_dense\": %d, \"n_tables\": %d, \"emb_dim\": %d, "
                "\"bot\": [512, 256, 128], \"top\": [1024, 1024, 512, 256, 1], "
-               "\"optimizer\": \"%s\", \"lr\": 0.1, \"max_rows\": %lld},\n",
-            N_DENSE, N_TABLES, EMB_DIM, o->opt == RAP_SGD ? "sgd" : "adagrad",
-            (long long)o->max_rows);
+               "\"optimizer\": \"%s\", \"emb_dtype\": \"%s\", \"lr\": 0.1, \"max_rows\": %lld},\n",
+            N_DENSE, N_TABLES, EMB_DIM, rap_optimizer_name(o->opt),
+            rap_emb_dtype_name(o->emb_dtype), (long long)o->max_rows);
     fprintf(f, "  \"steps\": %d, \"warmup\": %d, \"k\": %d, \"seed\": %llu,\n  \"results\": [\n",
             o->steps, o->warmup, o->k, (unsigned long long)o->seed);
     for (int i = 0; i < g_nres; i++) {
@@ -905,10 +923,12 @@ int main(int argc, char **argv)
     int64_t max_b = 0;
     for (int i = 0; i < o.n_batches; i++)
         max_b = o.batches[i] > max_b ? o.batches[i] : max_b;
-    printf("bench_train: %d tables, %.0f rows in all (%.2f GB of float32 weights), dim %d, "
+    printf("bench_train: %d tables, %.0f rows in all (%.2f GB of %s weights), dim %d, "
            "bottom 512-256-128, top 1024-1024-512-256-1, %s lr 0.1; K=%d batches, %d warm-up "
-           "+ %d timed steps\n", N_TABLES, total_rows, total_rows * EMB_DIM * 4 / 1e9, EMB_DIM,
-           o.opt == RAP_SGD ? "SGD" : "Adagrad", o.k, o.warmup, o.steps);
+           "+ %d timed steps\n", N_TABLES, total_rows,
+           total_rows * EMB_DIM * (double)rap_emb_dtype_size(o.emb_dtype) / 1e9,
+           rap_emb_dtype_name(o.emb_dtype), EMB_DIM, rap_optimizer_name(o.opt), o.k, o.warmup,
+           o.steps);
 
     /* data for every batch size, written first so that the peer has it even
      * if the model fails */
@@ -972,6 +992,7 @@ int main(int argc, char **argv)
         c.top[4] = 1;
         c.batch = max_b;
         c.optimizer = o.opt;
+        c.emb_dtype = o.emb_dtype;
         c.lr = 0.1f;
         c.precision = o.prec[pi];
         c.strict_fp32 = false;

@@ -322,8 +322,8 @@ static double bag_loss(void *p)
 {
     bag_fd *k = p;
     for (int t = 0; t < k->T; t++)
-        rap_cpu_bag_forward(k->tab[t], k->R[t], k->D, k->off[t], k->ids[t], k->n, k->T, t, k->emb,
-                            NULL);
+        rap_cpu_bag_forward(k->tab[t], RAP_EMB_FP32, k->R[t], k->D, k->off[t], k->ids[t], k->n,
+                            k->T, t, k->emb, NULL);
     double s = 0;
     for (int64_t i = 0; i < k->n * k->T * k->D; i++)
         s += (double)k->c[i] * (double)k->emb[i];
@@ -357,13 +357,15 @@ RAP_TEST(model_cpu_bag_grad)
     }
     /* A bad id is counted and skipped. */
     int64_t bad_ids[2] = {1, 9}, bad_off[2] = {0, 2};
-    CHECK(rap_cpu_bag_forward(tab[0], 5, D, bad_off, bad_ids, 1, T, 0, emb, NULL) == 1);
+    CHECK(rap_cpu_bag_forward(tab[0], RAP_EMB_FP32, 5, D, bad_off, bad_ids, 1, T, 0, emb,
+                              NULL) == 1);
     bag_loss(&k);
 
     /* SGD with lr 1: table change = -(summed gradient). */
     rap_cpu_key keys[64], tmp[64];
     int64_t seg[4];
-    rap_cpu_emb_update u = {.T = T, .D = D, .n = N, .tables = tabs, .state = NULL,
+    rap_cpu_emb_update u = {.T = T, .D = D, .n = N, .tables = (void *const *)tabs,
+                            .state = NULL,
                             .off = k.off, .ids = k.ids, .demb = cc, .opt = RAP_SGD, .lr = 1.0f,
                             .eps = 0, .keys = keys, .tmp = tmp, .seg = seg};
     rap_cpu_emb_backward(&u, NULL);
@@ -468,11 +470,12 @@ RAP_TEST(model_cpu_bag_backward_many)
     REQUIRE_OK(rap_pool_create(2, &pool));
     const int64_t *off[3] = {tb.off[0], tb.off[1], tb.off[2]};
     const int64_t *ids[3] = {tb.ids[0], tb.ids[1], tb.ids[2]};
-    rap_cpu_emb_update u = {.T = T, .D = D, .n = n, .tables = tabs1, .state = st1, .off = off,
+    rap_cpu_emb_update u = {.T = T, .D = D, .n = n, .tables = (void *const *)tabs1,
+                            .state = st1, .off = off,
                             .ids = ids, .demb = demb, .opt = RAP_ADAGRAD, .lr = 0.1f,
                             .eps = 1e-8f, .keys = keys, .tmp = tmp, .seg = seg};
     rap_cpu_emb_backward(&u, NULL);
-    u.tables = tabs2;
+    u.tables = (void *const *)tabs2;
     u.state = st2;
     rap_cpu_emb_backward(&u, pool);
     int bad = 0;

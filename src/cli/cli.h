@@ -77,6 +77,7 @@ typedef struct {
     double lr;
     double adagrad_init;
     int optimizer;           /* rap_optimizer */
+    int emb_dtype;           /* rap_emb_dtype */
     int precision;           /* rap_precision */
     bool cuda_graph;
     int64_t prep_lanes;      /* rap mode: streams of a window's independent slices */

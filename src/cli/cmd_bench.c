@@ -565,9 +565,11 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
     if (b->repeat > 1)
         snprintf(reps, sizeof reps, "; median of %d runs (vs ideal: of the per-run ratios)",
                  b->repeat);
-    fprintf(f, "rap bench: plan %s, batch %lld%s, %s, %lld steps per mode (medians per step, ms)%s%s\n",
+    fprintf(f, "rap bench: plan %s, batch %lld%s, %s, %s tables, %s, %lld steps per mode "
+            "(medians per step, ms)%s%s\n",
             b->plan->source, (long long)b->mc.batch, b->ranks > 1 ? " (global)" : "",
-            b->dev == RAP_GPU ? "GPU" : "CPU", (long long)b->s->steps,
+            b->dev == RAP_GPU ? "GPU" : "CPU", rap_emb_dtype_name(b->mc.emb_dtype),
+            rap_optimizer_name(b->mc.optimizer), (long long)b->s->steps,
             b->hybrid ? "; samples/s of the whole job" : "", reps);
     if (b->hybrid && b->dev == RAP_GPU)
         fprintf(f, "ranks: %d, hybrid step timed by phase: emb_fwd includes the forward "
@@ -616,9 +618,11 @@ static void print_json(const bench_row *rows, const bench_row *runs, int n, cons
     fputs("{\"plan\":", f);
     rap_json_put_str(f, b->s->plan);
     fprintf(f, ",\"batch\":%lld,\"device\":\"%s\",\"steps\":%lld,\"warmup\":%lld,"
-            "\"repeat\":%d,\"ranks\":%d,\"placement\":\"%s\",\"modes\":[",
+            "\"repeat\":%d,\"ranks\":%d,\"placement\":\"%s\",\"emb_dtype\":\"%s\","
+            "\"optimizer\":\"%s\",\"modes\":[",
             (long long)b->mc.batch, b->dev == RAP_GPU ? "gpu" : "cpu", (long long)b->s->steps,
-            (long long)b->s->warmup, b->repeat, b->ranks, rap_placement_name((rap_placement)b->s->placement));
+            (long long)b->s->warmup, b->repeat, b->ranks, rap_placement_name((rap_placement)b->s->placement),
+            rap_emb_dtype_name(b->mc.emb_dtype), rap_optimizer_name(b->mc.optimizer));
     for (int i = 0; i < n; i++) {
         const bench_row *r = &rows[i];
         fprintf(f, "%s\n{\"mode\":\"%s\"", i ? "," : "", rap_mode_name(r->mode));
@@ -757,6 +761,7 @@ int cmd_bench(int argc, char **argv)
     m->batch = s.batch;
     m->lr = (float)s.lr;
     m->optimizer = (rap_optimizer)s.optimizer;
+    m->emb_dtype = (rap_emb_dtype)s.emb_dtype;
     m->adagrad_init = (float)s.adagrad_init;
     m->precision = s.precision == 1 ? RAP_BF16 : RAP_FP32;
     m->strict_fp32 = s.precision == 2; /* fp32-strict */

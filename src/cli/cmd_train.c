@@ -83,6 +83,7 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
     m->batch = s->batch;
     m->lr = (float)s->lr;
     m->optimizer = (rap_optimizer)s->optimizer;
+    m->emb_dtype = (rap_emb_dtype)s->emb_dtype;
     m->adagrad_init = (float)s->adagrad_init;
     m->precision = s->precision == 1 ? RAP_BF16 : RAP_FP32;
     m->strict_fp32 = s->precision == 2; /* fp32-strict */

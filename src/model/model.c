@@ -43,6 +43,7 @@ void rap_model_config_defaults(rap_model_config *c)
     memcpy(c->top, DEFAULT_TOP, sizeof DEFAULT_TOP);
     c->batch = 4096;
     c->optimizer = RAP_SGD;
+    c->emb_dtype = RAP_EMB_FP32;
     c->lr = 0.1f;
     c->adagrad_eps = 1e-8f;
     c->adagrad_init = 0.0f;
@@ -151,9 +152,16 @@ rap_status rap_model_config_check(const rap_model_config *c)
     if (floats > 0x1p56)
         return rap_fail(RAP_ERR_ARG, "model config: about %.3g floats of weights and activations, "
                                      "beyond any machine", floats);
-    if (c->optimizer != RAP_SGD && c->optimizer != RAP_ADAGRAD)
-        return rap_fail(RAP_ERR_ARG, "model config: optimizer %d, expected SGD (0) or Adagrad (1)",
+    if (c->optimizer != RAP_SGD && c->optimizer != RAP_ADAGRAD &&
+        c->optimizer != RAP_ROWWISE_ADAGRAD)
+        return rap_fail(RAP_ERR_ARG, "model config: optimizer %d, expected SGD (0), Adagrad (1) "
+                                     "or row-wise Adagrad (2)",
                         (int)c->optimizer);
+    if (c->emb_dtype != RAP_EMB_FP32 && c->emb_dtype != RAP_EMB_BF16 &&
+        c->emb_dtype != RAP_EMB_FP16)
+        return rap_fail(RAP_ERR_ARG, "model config: emb_dtype %d, expected fp32 (0), bf16 (1) or "
+                                     "fp16 (2)",
+                        (int)c->emb_dtype);
     if (!(c->lr > 0.0f) || !isfinite(c->lr))
         return rap_fail(RAP_ERR_ARG, "model config: lr %g, expected a finite value > 0",
                         (double)c->lr);
@@ -163,9 +171,10 @@ rap_status rap_model_config_check(const rap_model_config *c)
     if (!(c->adagrad_init >= 0.0f) || !isfinite(c->adagrad_init))
         return rap_fail(RAP_ERR_ARG, "model config: adagrad_init %g, expected >= 0",
                         (double)c->adagrad_init);
-    if (c->optimizer == RAP_ADAGRAD && c->adagrad_eps == 0.0f && c->adagrad_init == 0.0f)
-        return rap_fail(RAP_ERR_ARG, "model config: Adagrad with adagrad_eps 0 and "
-                                     "adagrad_init 0 divides by zero on a zero gradient");
+    if (c->optimizer != RAP_SGD && c->adagrad_eps == 0.0f && c->adagrad_init == 0.0f)
+        return rap_fail(RAP_ERR_ARG, "model config: %s with adagrad_eps 0 and "
+                                     "adagrad_init 0 divides by zero on a zero gradient",
+                        c->optimizer == RAP_ADAGRAD ? "Adagrad" : "row-wise Adagrad");
     if (c->precision != RAP_FP32 && c->precision != RAP_BF16)
         return rap_fail(RAP_ERR_ARG, "model config: precision %d, expected FP32 (0) or BF16 (1)",
                         (int)c->precision);
@@ -173,6 +182,36 @@ rap_status rap_model_config_check(const rap_model_config *c)
         return rap_fail(RAP_ERR_ARG, "model config: threads %d, expected >= 0 (0 = all cores)",
                         c->threads);
     return c->shard ? check_shard(c, c->shard) : RAP_OK;
+}
+
+const char *rap_optimizer_name(rap_optimizer o)
+{
+    switch (o) {
+    case RAP_SGD: return "sgd";
+    case RAP_ADAGRAD: return "adagrad";
+    case RAP_ROWWISE_ADAGRAD: return "rowwise-adagrad";
+    }
+    return "?";
+}
+
+const char *rap_emb_dtype_name(rap_emb_dtype t)
+{
+    switch (t) {
+    case RAP_EMB_FP32: return "fp32";
+    case RAP_EMB_BF16: return "bf16";
+    case RAP_EMB_FP16: return "fp16";
+    }
+    return "?";
+}
+
+size_t rap_emb_dtype_size(rap_emb_dtype t)
+{
+    switch (t) {
+    case RAP_EMB_FP32: return 4;
+    case RAP_EMB_BF16:
+    case RAP_EMB_FP16: return 2;
+    }
+    return 0;
 }
 
 /* The backend table of dev; NULL for the GPU in a build without CUDA. */
@@ -540,21 +579,153 @@ static rap_status check_tensor(const rap_model *m, int i, const void *host, bool
         return rap_fail(RAP_ERR_ARG, "%s: tensor %d, expected 0..%d", what, i, m->n_tensors - 1);
     if (!host)
         return rap_fail(RAP_ERR_ARG, "%s: host pointer is NULL", what);
-    if (state && m->cfg.optimizer != RAP_ADAGRAD)
+    if (state && m->cfg.optimizer == RAP_SGD)
         return rap_fail(RAP_ERR_ARG, "%s: the model uses SGD, which keeps no optimizer state",
                         what);
     return RAP_OK;
 }
 
+rap_emb_dtype rap_model_tensor_dtype(const rap_model *m, int i)
+{
+    if (!m || i < 0 || i >= m->n_tensors || m->tensors[i].kind != 0)
+        return RAP_EMB_FP32;
+    return m->cfg.emb_dtype;
+}
+
+rap_status rap_model_state_shape(const rap_model *m, int i, int64_t *rows, int64_t *cols)
+{
+    CHECK_MODEL(m, "rap_model_state_shape");
+    if (i < 0 || i >= m->n_tensors)
+        return rap_fail(RAP_ERR_ARG, "rap_model_state_shape: tensor %d, expected 0..%d", i,
+                        m->n_tensors - 1);
+    if (m->cfg.optimizer == RAP_SGD)
+        return rap_fail(RAP_ERR_ARG, "rap_model_state_shape: the model uses SGD, which keeps no "
+                                     "optimizer state");
+    const rap_tensor *x = &m->tensors[i];
+    if (rows)
+        *rows = x->info.rows;
+    if (cols)
+        *cols = x->kind == 0 && m->cfg.optimizer == RAP_ROWWISE_ADAGRAD ? 1 : x->info.cols;
+    return RAP_OK;
+}
+
+/* Row ranges: checks, then the backend's raw copy, converting a 16-bit
+ * table from / to floats a chunk at a time (never the whole table in
+ * memory twice). */
+#define CONVERT_CHUNK ((int64_t)1 << 20) /* elements per conversion chunk */
+
+static rap_status check_rows(const rap_model *m, int i, int64_t row0, int64_t n,
+                             const void *host, bool state, const char *what)
+{
+    RAP_TRY(check_tensor(m, i, host, state, what));
+    const int64_t rows = m->tensors[i].info.rows;
+    if (row0 < 0 || n < 0 || row0 > rows || n > rows - row0)
+        return rap_fail(RAP_ERR_ARG, "%s: rows [%lld, %lld + %lld) of %s, which has %lld", what,
+                        (long long)row0, (long long)row0, (long long)n, m->tensors[i].info.name,
+                        (long long)rows);
+    return RAP_OK;
+}
+
+static rap_status read_rows(const rap_model *m, int i, int64_t row0, int64_t n, void *host,
+                            bool state)
+{
+    return m->be->read_rows(m, i, row0, n, host, state);
+}
+
+static rap_status write_rows(rap_model *m, int i, int64_t row0, int64_t n, const void *host,
+                             bool state)
+{
+    return m->be->write_rows(m, i, row0, n, host, state);
+}
+
+/* Rows of a 16-bit table as floats (to_host) or from floats. */
+static rap_status convert_rows(rap_model *m, int i, int64_t row0, int64_t n, float *host,
+                               bool to_host)
+{
+    const int64_t D = m->tensors[i].info.cols;
+    const rap_emb_dtype dt = m->cfg.emb_dtype;
+    int64_t step = CONVERT_CHUNK / D > 0 ? CONVERT_CHUNK / D : 1;
+    if (step > n)
+        step = n;
+    uint16_t *buf = rap_malloc(sizeof(uint16_t) * (size_t)(step > 0 ? step * D : 1),
+                               "table conversion");
+    if (!buf)
+        return RAP_ERR_NOMEM;
+    rap_status s = RAP_OK;
+    for (int64_t r = 0; s == RAP_OK && r < n; r += step) {
+        const int64_t k = n - r < step ? n - r : step;
+        float *h = host + r * D;
+        if (to_host) {
+            s = read_rows(m, i, row0 + r, k, buf, false);
+            for (int64_t e = 0; s == RAP_OK && e < k * D; e++)
+                h[e] = dt == RAP_EMB_FP16 ? rap_fp16_to_f32(buf[e]) : rap_bf16_to_f32(buf[e]);
+        } else {
+            for (int64_t e = 0; e < k * D; e++)
+                buf[e] = dt == RAP_EMB_FP16 ? rap_f32_to_fp16_rn(h[e]) : rap_f32_to_bf16_rn(h[e]);
+            s = write_rows(m, i, row0 + r, k, buf, false);
+        }
+    }
+    rap_free(buf);
+    return s;
+}
+
+rap_status rap_model_get_rows(const rap_model *m, int i, int64_t row0, int64_t n,
+                              rap_emb_dtype as, void *host)
+{
+    RAP_TRY(check_rows(m, i, row0, n, host, false, "rap_model_get_rows"));
+    const rap_emb_dtype own = rap_model_tensor_dtype(m, i);
+    if (as != own && as != RAP_EMB_FP32)
+        return rap_fail(RAP_ERR_ARG, "rap_model_get_rows: %s is stored as %s; asked as %s "
+                                     "(expected %s or fp32)",
+                        m->tensors[i].info.name, rap_emb_dtype_name(own), rap_emb_dtype_name(as),
+                        rap_emb_dtype_name(own));
+    if (as == own)
+        return read_rows(m, i, row0, n, host, false);
+    return convert_rows((rap_model *)m, i, row0, n, (float *)host, true);
+}
+
+rap_status rap_model_set_rows(rap_model *m, int i, int64_t row0, int64_t n, rap_emb_dtype as,
+                              const void *host)
+{
+    RAP_TRY(check_rows(m, i, row0, n, host, false, "rap_model_set_rows"));
+    const rap_emb_dtype own = rap_model_tensor_dtype(m, i);
+    if (as != own && as != RAP_EMB_FP32)
+        return rap_fail(RAP_ERR_ARG, "rap_model_set_rows: %s is stored as %s; given as %s "
+                                     "(expected %s or fp32)",
+                        m->tensors[i].info.name, rap_emb_dtype_name(own), rap_emb_dtype_name(as),
+                        rap_emb_dtype_name(own));
+    if (as == own)
+        return write_rows(m, i, row0, n, host, false);
+    return convert_rows(m, i, row0, n, (float *)host, false);
+}
+
+rap_status rap_model_get_state_rows(const rap_model *m, int i, int64_t row0, int64_t n,
+                                    float *host)
+{
+    RAP_TRY(check_rows(m, i, row0, n, host, true, "rap_model_get_state_rows"));
+    return read_rows(m, i, row0, n, host, true);
+}
+
+rap_status rap_model_set_state_rows(rap_model *m, int i, int64_t row0, int64_t n,
+                                    const float *host)
+{
+    RAP_TRY(check_rows(m, i, row0, n, host, true, "rap_model_set_state_rows"));
+    return write_rows(m, i, row0, n, host, true);
+}
+
 rap_status rap_model_get(const rap_model *m, int i, float *host)
 {
     RAP_TRY(check_tensor(m, i, host, false, "rap_model_get"));
+    if (rap_model_tensor_dtype(m, i) != RAP_EMB_FP32)
+        return convert_rows((rap_model *)m, i, 0, m->tensors[i].info.rows, host, true);
     return m->be->get(m, i, host, false);
 }
 
 rap_status rap_model_set(rap_model *m, int i, const float *host)
 {
     RAP_TRY(check_tensor(m, i, host, false, "rap_model_set"));
+    if (rap_model_tensor_dtype(m, i) != RAP_EMB_FP32)
+        return convert_rows(m, i, 0, m->tensors[i].info.rows, (float *)host, false);
     return m->be->set(m, i, host, false);
 }
 
@@ -568,6 +739,20 @@ rap_status rap_model_set_state(rap_model *m, int i, const float *host)
 {
     RAP_TRY(check_tensor(m, i, host, true, "rap_model_set_state"));
     return m->be->set(m, i, host, true);
+}
+
+rap_status rap_model_get_emb_step(const rap_model *m, uint64_t *step)
+{
+    CHECK_MODEL(m, "rap_model_get_emb_step");
+    if (!step)
+        return rap_fail(RAP_ERR_ARG, "rap_model_get_emb_step: step is NULL");
+    return m->be->get_emb_step(m, step);
+}
+
+rap_status rap_model_set_emb_step(rap_model *m, uint64_t step)
+{
+    CHECK_MODEL(m, "rap_model_set_emb_step");
+    return m->be->set_emb_step(m, step);
 }
 
 rap_status rap_model_get_grad(const rap_model *m, int i, float *host)

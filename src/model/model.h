@@ -39,7 +39,17 @@ extern "C" {
 #define RAP_MAX_LAYERS 16
 #define RAP_MAX_TABLES 4096
 
-typedef enum { RAP_SGD = 0, RAP_ADAGRAD = 1 } rap_optimizer;
+/* SGD and ADAGRAD apply to every parameter, element by element. ROWWISE_ADAGRAD
+ * (FBGEMM's exact row-wise Adagrad): one fp32 state per table row, which adds
+ * the mean over the row of the squared summed gradient; every element of the
+ * row then moves by lr * g / (sqrt(state) + eps). The MLP tensors of a
+ * ROWWISE_ADAGRAD model use ADAGRAD (per element), as PyTorch's Adagrad. */
+typedef enum { RAP_SGD = 0, RAP_ADAGRAD = 1, RAP_ROWWISE_ADAGRAD = 2 } rap_optimizer;
+/* Storage type of the embedding tables (the MLPs are always fp32): fp32, or
+ * 16 bits (bf16, IEEE fp16) with lookups and pooling in fp32 and each update
+ * computed in fp32 and stochastically rounded into the table (half.h,
+ * docs/MODEL.md "16-bit tables"). */
+typedef enum { RAP_EMB_FP32 = 0, RAP_EMB_BF16 = 1, RAP_EMB_FP16 = 2 } rap_emb_dtype;
 /* FP32: float32 weights, TF32 tensor-core math on the GPU (float32 on the
  * CPU). BF16: float32 master weights, bf16 GEMM inputs, float32
  * accumulation (GPU only; the CPU computes in float32). */
@@ -57,6 +67,7 @@ typedef struct {
     int64_t batch;               /* B: largest batch */
     int64_t max_bag;             /* most ids in one bag (row, table); 0 means 1 */
     rap_optimizer optimizer;
+    rap_emb_dtype emb_dtype;     /* storage of the tables, default RAP_EMB_FP32 */
     float lr;
     float adagrad_eps;           /* default 1e-8 (PyTorch's Adagrad) */
     float adagrad_init;          /* initial accumulator, default 0 */
@@ -187,12 +198,25 @@ typedef struct {
 
 typedef struct rap_model rap_model;
 
-/* Fills defaults: dlrm-style small model, SGD lr 0.1, adagrad eps 1e-8. */
+/* "sgd", "adagrad", "rowwise-adagrad" (the --optimizer names); "?" for
+ * another value. */
+const char *rap_optimizer_name(rap_optimizer o);
+/* "fp32", "bf16", "fp16" (the --emb-dtype names); "?" for another value. */
+const char *rap_emb_dtype_name(rap_emb_dtype t);
+/* Bytes of one element: 4, 2, 2; 0 for another value. */
+size_t rap_emb_dtype_size(rap_emb_dtype t);
+
+/* Fills defaults: dlrm-style small model, SGD lr 0.1, adagrad eps 1e-8,
+ * fp32 tables. */
 void rap_model_config_defaults(rap_model_config *c);
 /* Checks shapes (bot ends in D, top ends in 1, tables >= 1 row...). */
 rap_status rap_model_config_check(const rap_model_config *c);
-/* Bytes the model needs on its device: weights, optimizer state,
- * activations and workspaces for B rows. Used to refuse before allocating. */
+/* Bytes the model needs on its device: weights (tables in their storage
+ * type), optimizer state (Adagrad: one float per parameter; row-wise
+ * Adagrad: one per table row plus one per MLP parameter), activations and
+ * workspaces for B rows. Used to refuse before allocating. 0 for a config
+ * that fails rap_model_config_check (and for RAP_GPU in a build without
+ * CUDA). */
 size_t rap_model_bytes(const rap_model_config *c, rap_device dev);
 
 /* Allocates everything and initialises the weights as the dlrm reference
@@ -243,12 +267,45 @@ const rap_tensor_info *rap_model_tensor(const rap_model *m, int i);
  * and for i out of range; t, 0 for table t of an unsharded model). Either
  * pointer may be NULL. */
 void rap_model_tensor_origin(const rap_model *m, int i, int *table, int64_t *row0);
-/* Copies tensor i (or its optimizer state: Adagrad accumulator, same shape)
- * to / from host memory (rows*cols floats). state_* fail for SGD. */
+/* Copies tensor i (or its optimizer state, rap_model_state_shape floats)
+ * to / from host memory as floats (rows*cols). A 16-bit table is widened
+ * exactly by get and rounded to nearest even by set (exact for values of
+ * the storage type, so get then set gives back the same bits). state_*
+ * fail for SGD. */
 rap_status rap_model_get(const rap_model *m, int i, float *host);
 rap_status rap_model_set(rap_model *m, int i, const float *host);
 rap_status rap_model_get_state(const rap_model *m, int i, float *host);
 rap_status rap_model_set_state(rap_model *m, int i, const float *host);
+
+/* Storage type of tensor i: c->emb_dtype for a table, RAP_EMB_FP32 for an
+ * MLP tensor (and for i out of range). */
+rap_emb_dtype rap_model_tensor_dtype(const rap_model *m, int i);
+/* Shape of tensor i's optimizer state: (rows, cols) under Adagrad and for
+ * the MLP tensors under row-wise Adagrad; (rows, 1) for a table under
+ * row-wise Adagrad. RAP_ERR_ARG for SGD or a bad i. Either pointer may be
+ * NULL. */
+rap_status rap_model_state_shape(const rap_model *m, int i, int64_t *rows, int64_t *cols);
+/* Rows [row0, row0 + n) of tensor i to / from host, n * cols elements of
+ * type `as`: the tensor's storage type (its bits, copied as they are) or
+ * RAP_EMB_FP32 (a 16-bit table widened exactly / rounded to nearest even).
+ * For checkpoints of large tables: a part at a time, in the table's own
+ * type. RAP_ERR_ARG for rows outside the tensor or another `as`. */
+rap_status rap_model_get_rows(const rap_model *m, int i, int64_t row0, int64_t n,
+                              rap_emb_dtype as, void *host);
+rap_status rap_model_set_rows(rap_model *m, int i, int64_t row0, int64_t n, rap_emb_dtype as,
+                              const void *host);
+/* The same for the optimizer state: n * (state cols) floats. */
+rap_status rap_model_get_state_rows(const rap_model *m, int i, int64_t row0, int64_t n,
+                                    float *host);
+rap_status rap_model_set_state_rows(rap_model *m, int i, int64_t row0, int64_t n,
+                                    const float *host);
+/* The embedding updates the model has applied (emb_backward calls, counted
+ * from 0 at create): update k (1, 2, ...) keys its stochastic rounding
+ * with step k (half.h). A checkpoint keeps it, so that a resumed run
+ * rounds as the uninterrupted one (set it after loading the tables).
+ * Synchronises on the GPU. */
+rap_status rap_model_get_emb_step(const rap_model *m, uint64_t *step);
+rap_status rap_model_set_emb_step(rap_model *m, uint64_t step);
 
 /* Gradients of the last backward for tests (dense tensors only; for tables
  * the aggregated gradient of the touched rows is not kept). CPU only. */

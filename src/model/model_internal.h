@@ -7,22 +7,29 @@
  * the argument checks of every rap_model_* call before it calls the
  * model's backend table (rap_model_backend below).
  *
- * Parameter layout: one flat float array `params` holding every tensor of
- * the table in order: emb_l.0 .. emb_l.{T-1}, bot_l.*, top_l.*; tensor i at
- * params + tensors[i].offset. A sharded model (model.h, hybrid parallel)
- * holds its TL local tables instead of the T tables: tensor k < TL is
- * local table k (tensors[k].layer == k), named after its global table.
- * The backends size and run their embedding part with rap_model_emb_*
- * below (TE embedding tables over EB rows), the MLPs and the interaction
- * with the global T and the local batch B. The Adagrad state (when used) has the same
- * layout. Tables can be huge (tens of GB), so the backends initialise
- * them in place with rap_init_table_value (identical on host and device);
+ * Parameter layout: one flat index space holding every tensor of the
+ * table in order: emb_l.0 .. emb_l.{T-1}, bot_l.*, top_l.*; tensor i at
+ * element tensors[i].offset. The tables, elements [0, mlp_offset), are
+ * stored in one block of the config's emb_dtype (table k at element
+ * offset_k of it, rows D apart); the MLP tensors in one float array `mlp`
+ * (tensor i at mlp + offset_i - mlp_offset). A sharded model (model.h,
+ * hybrid parallel) holds its TL local tables instead of the T tables:
+ * tensor k < TL is local table k (tensors[k].layer == k), named after its
+ * global table. The backends size and run their embedding part with
+ * rap_model_emb_* below (TE embedding tables over EB rows), the MLPs and
+ * the interaction with the global T and the local batch B. Optimizer
+ * state (fp32): Adagrad, the same layout as the weights (tables, then
+ * mlp); row-wise Adagrad, one float per table row (table k at its first
+ * row, offset_k / D) and the MLP layout. Tables can be huge (tens of GB),
+ * so the backends initialise them in place with rap_init_table_value
+ * (identical on host and device; rounded to nearest into a 16-bit type);
  * MLP tensors are initialised on the host by model.c (init_mlp) and copied.
  */
 #ifndef RAP_MODEL_INTERNAL_H
 #define RAP_MODEL_INTERNAL_H
 
 #include "core/core.h"
+#include "model/half.h"
 #include "model/model.h"
 
 #include <math.h>
@@ -90,6 +97,44 @@ static inline RAP_MODEL_HD float rap_init_table_value(uint64_t seed, int t, uint
     return (2.0f * u - 1.0f) * bound;
 }
 
+/* Element j of table t as stored in type dt (round to nearest even of
+ * rap_init_table_value), as 16 bits; for RAP_EMB_FP32 use the float. */
+static inline RAP_MODEL_HD uint16_t rap_init_table_value16(rap_emb_dtype dt, uint64_t seed, int t,
+                                                           uint64_t j, int64_t rows)
+{
+    const float v = rap_init_table_value(seed, t, j, rows);
+    return dt == RAP_EMB_FP16 ? rap_f32_to_fp16_rn(v) : rap_f32_to_bf16_rn(v);
+}
+
+/* Elements of the tables held, and their rows (all TE). */
+static inline uint64_t rap_model_table_elems(const rap_model_config *c)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < rap_model_emb_tables(c); k++)
+        n += (uint64_t)rap_model_emb_rows(c, k) * (uint64_t)c->emb_dim;
+    return n;
+}
+static inline uint64_t rap_model_table_rows(const rap_model_config *c)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < rap_model_emb_tables(c); k++)
+        n += (uint64_t)rap_model_emb_rows(c, k);
+    return n;
+}
+/* Floats of optimizer state of the tables: per element (Adagrad), per row
+ * (row-wise), none (SGD). */
+static inline uint64_t rap_model_table_state_floats(const rap_model_config *c)
+{
+    return c->optimizer == RAP_ADAGRAD           ? rap_model_table_elems(c)
+           : c->optimizer == RAP_ROWWISE_ADAGRAD ? rap_model_table_rows(c)
+                                                 : 0;
+}
+/* Whether the MLPs keep Adagrad state (Adagrad and row-wise Adagrad). */
+static inline bool rap_model_mlp_adagrad(const rap_model_config *c)
+{
+    return c->optimizer == RAP_ADAGRAD || c->optimizer == RAP_ROWWISE_ADAGRAD;
+}
+
 /* Initialises the MLP part (params[mlp_offset ..]) on the host: Linear
  * weights normal(0, sqrt(2/(in+out))), biases normal(0, sqrt(1/out)), from
  * the seed. mlp: (n_mlp_params) floats. */
@@ -119,9 +164,21 @@ typedef struct rap_model_backend {
     rap_status (*predict)(rap_model *m, const rap_model_batch *b, float *logits);
     rap_status (*last_loss)(rap_model *m, double *loss);
     rap_status (*sync)(rap_model *m);
-    /* Tensor i's weights (state: its optimizer state) to / from host. */
+    /* Tensor i's weights (state: its optimizer state) to / from host as
+     * floats: model.c calls them for fp32 storage only (the state, the
+     * MLP tensors, fp32 tables) and converts a 16-bit table through
+     * read_rows / write_rows. */
     rap_status (*get)(const rap_model *m, int i, float *host, bool state);
     rap_status (*set)(rap_model *m, int i, const float *host, bool state);
+    /* Rows [row0, row0 + n) of tensor i (or its state) to / from host,
+     * raw: in the storage type (model.c checks the range). */
+    rap_status (*read_rows)(const rap_model *m, int i, int64_t row0, int64_t n, void *host,
+                            bool state);
+    rap_status (*write_rows)(rap_model *m, int i, int64_t row0, int64_t n, const void *host,
+                             bool state);
+    /* The embedding update counter (rap_model_get_emb_step). */
+    rap_status (*get_emb_step)(const rap_model *m, uint64_t *step);
+    rap_status (*set_emb_step)(rap_model *m, uint64_t step);
     /* MLP tensor i's gradient of the last mlp_backward; NULL when the
      * backend keeps none that rap_model_get_grad may read. */
     rap_status (*get_grad)(const rap_model *m, int i, float *host);

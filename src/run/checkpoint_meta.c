@@ -18,7 +18,7 @@ static const char *const shape_keys[] = {"n_dense", "n_tables", "table_rows", "e
 
 /* ------------------------------------------------------------- writing */
 
-const char *rap_ckpt_meta_optimizer(rap_optimizer o) { return o == RAP_ADAGRAD ? "adagrad" : "sgd"; }
+const char *rap_ckpt_meta_optimizer(rap_optimizer o) { return rap_optimizer_name(o); }
 
 void rap_ckpt_meta_widths(const int *w, int n, char *out, size_t cap)
 {

@@ -590,6 +590,15 @@ static rap_status setup(trainer *t)
                         "computes in float32)");
     if (c->device != RAP_GPU && c->cuda_graph)
         return rap_fail(RAP_ERR_ARG, "--cuda-graph needs --device gpu");
+    /* a checkpoint holds fp32 tables and per-element state: refuse what it
+     * would lose (the row-wise state, the rounding step) */
+    if ((t->mc.emb_dtype != RAP_EMB_FP32 || t->mc.optimizer == RAP_ROWWISE_ADAGRAD) &&
+        ((c->save && c->save[0]) || (c->resume && c->resume[0])))
+        return rap_fail(RAP_ERR_ARG, "--%s with --emb-dtype %s --optimizer %s: checkpoints do not "
+                        "hold 16-bit tables or row-wise Adagrad state yet (use --emb-dtype fp32 "
+                        "and sgd or adagrad to save and resume)",
+                        c->save && c->save[0] ? "save" : "resume",
+                        rap_emb_dtype_name(t->mc.emb_dtype), rap_optimizer_name(t->mc.optimizer));
     if (t->dist && t->R > 1 && !strcmp(c->data, "-"))
         return rap_fail(RAP_ERR_ARG, "--data -: with %d ranks every rank reads the input itself, "
                         "and stdin reaches one of them: give a file", t->R);
@@ -772,10 +781,11 @@ static rap_status setup(trainer *t)
     char bot[128], top[128];
     rap_ckpt_meta_widths(t->mc.bot, t->mc.n_bot, bot, sizeof bot);
     rap_ckpt_meta_widths(t->mc.top, t->mc.n_top, top, sizeof top);
-    T_INFO(t, "model: %d dense inputs, %d tables (%lld rows) of dim %d, bottom MLP %s, top MLP %s, "
-             "%s lr %g, batch %lld, on the %s (%.2f GB), mode %s",
-             t->mc.n_dense, t->mc.n_tables, (long long)tab, t->mc.emb_dim, bot, top,
-             rap_ckpt_meta_optimizer(t->mc.optimizer), (double)t->mc.lr, (long long)t->mc.batch,
+    T_INFO(t, "model: %d dense inputs, %d %s tables (%lld rows) of dim %d, bottom MLP %s, top MLP "
+             "%s, %s lr %g, batch %lld, on the %s (%.2f GB), mode %s",
+             t->mc.n_dense, t->mc.n_tables, rap_emb_dtype_name(t->mc.emb_dtype), (long long)tab,
+             t->mc.emb_dim, bot, top, rap_optimizer_name(t->mc.optimizer), (double)t->mc.lr,
+             (long long)t->mc.batch,
              c->device == RAP_GPU ? "GPU" : "CPU",
              (double)rap_model_bytes(&t->mc, c->device) / 1e9, rap_mode_name(t->mode));
     return RAP_OK;

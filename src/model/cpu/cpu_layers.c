@@ -10,6 +10,7 @@
  * of threads and from run to run.
  */
 #include "model/cpu/cpu_layers.h"
+#include "model/emb_math.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -243,13 +244,24 @@ void rap_cpu_interaction_backward(const float *x, const float *emb, const float 
 /* ------------------------------------------------------------ embedding bag */
 
 typedef struct {
-    const float *table;
+    const void *table;
+    rap_emb_dtype dt;
     int64_t R;
     int D, T, t;
     const int64_t *off, *ids;
     float *emb;
     atomic_llong bad;
 } bag_ctx;
+
+/* Element e of a table of type dt, widened exactly. */
+static inline float table_at(const void *tab, rap_emb_dtype dt, int64_t e)
+{
+    switch (dt) {
+    case RAP_EMB_BF16: return rap_bf16_to_f32(((const uint16_t *)tab)[e]);
+    case RAP_EMB_FP16: return rap_fp16_to_f32(((const uint16_t *)tab)[e]);
+    default: return ((const float *)tab)[e];
+    }
+}
 
 static void bag_fwd_rows(void *c, int64_t lo, int64_t hi)
 {
@@ -269,21 +281,26 @@ static void bag_fwd_rows(void *c, int64_t lo, int64_t hi)
                 bad++;
                 continue;
             }
-            const float *row = k->table + id * D;
-            for (int d = 0; d < D; d++)
-                o[d] += row[d];
+            /* the first id's row is copied (as the GPU loads it), the others added */
+            const int64_t row = id * D;
+            if (p == a)
+                for (int d = 0; d < D; d++)
+                    o[d] = table_at(k->table, k->dt, row + d);
+            else
+                for (int d = 0; d < D; d++)
+                    o[d] += table_at(k->table, k->dt, row + d);
         }
     }
     if (bad)
         atomic_fetch_add(&k->bad, bad);
 }
 
-int64_t rap_cpu_bag_forward(const float *table, int64_t R, int D, const int64_t *off,
-                            const int64_t *ids, int64_t n, int T, int t, float *emb,
-                            rap_pool *pool)
+int64_t rap_cpu_bag_forward(const void *table, rap_emb_dtype dt, int64_t R, int D,
+                            const int64_t *off, const int64_t *ids, int64_t n, int T, int t,
+                            float *emb, rap_pool *pool)
 {
-    bag_ctx k = {.table = table, .R = R, .D = D, .T = T, .t = t, .off = off, .ids = ids,
-                 .emb = emb};
+    bag_ctx k = {.table = table, .dt = dt, .R = R, .D = D, .T = T, .t = t, .off = off,
+                 .ids = ids, .emb = emb};
     atomic_init(&k.bad, 0);
     par_for(pool, n, ROW_CHUNK, bag_fwd_rows, &k);
     return (int64_t)atomic_load(&k.bad);
@@ -314,15 +331,14 @@ double rap_cpu_bce_div(const float *logit, const float *label, int64_t n, double
 
 /* ------------------------------------------------------------ optimizer */
 
+/* SGD or PyTorch's Adagrad (state += g*g; w += -lr * (g / (sqrt(state) +
+ * eps))) on one element (emb_math.h). */
 static inline void opt_update(float *w, float *s, float g, rap_optimizer opt, float lr, float eps)
 {
-    if (opt == RAP_SGD) {
-        *w -= lr * g;
-    } else {
-        /* PyTorch Adagrad: state += g*g; w += -lr * (g / (sqrt(state) + eps)). */
-        *s += g * g;
-        *w -= lr * (g / (sqrtf(*s) + eps));
-    }
+    if (opt == RAP_SGD)
+        *w = rap_emb_sgd(*w, g, lr);
+    else
+        *w = rap_emb_adagrad(*w, g, s, lr, eps);
 }
 
 typedef struct {
@@ -388,6 +404,75 @@ static void gather_sort_tables(void *c, int64_t lo, int64_t hi)
     }
 }
 
+/* Column d of the summed gradient of the group of keys [i, j) (table t):
+ * the rows' gradients added in key order, from 0. */
+static inline float group_grad(const rap_cpu_emb_update *u, const rap_cpu_key *k, int64_t i,
+                               int64_t j, int t, int d)
+{
+    float g = 0.0f;
+    for (int64_t q = i; q < j; q++)
+        g += u->demb[((int64_t)k[q].row * u->T + t) * u->D + d];
+    return g;
+}
+
+/* Sum of the squares of the group's summed gradient, in emb_math.h's
+ * order (the GPU warp's): blocks of 32 V columns, lane sums, butterfly. */
+static float group_sumsq(const rap_cpu_emb_update *u, const rap_cpu_key *k, int64_t i, int64_t j,
+                         int t)
+{
+    const int D = u->D, V = rap_emb_vec(D);
+    float total = 0.0f;
+    for (int cb = 0; cb < D; cb += 32 * V) {
+        float x[32] = {0};
+        for (int d = cb; d < D && d < cb + 32 * V; d++) {
+            const float g = group_grad(u, k, i, j, t, d);
+            x[(d - cb) / V] = RAP_FADD(x[(d - cb) / V], RAP_FMUL(g, g));
+        }
+        total = RAP_FADD(total, rap_emb_butterfly(x));
+    }
+    return total;
+}
+
+/* One optimizer step on the row of the group of keys [i, j). */
+static void update_row(const rap_cpu_emb_update *u, const rap_cpu_key *k, int64_t i, int64_t j)
+{
+    const int t = k[i].t, D = u->D;
+    const int64_t e0 = k[i].id * D;
+    float mult = 0.0f;
+    if (u->opt == RAP_ROWWISE_ADAGRAD)
+        mult = rap_emb_rowwise_mult(&u->state[t][k[i].id], group_sumsq(u, k, i, j, t), D, u->lr,
+                                    u->eps);
+    if (u->dtype == RAP_EMB_FP32) {
+        float *w = (float *)u->tables[t] + e0;
+        float *s = u->opt == RAP_ADAGRAD ? u->state[t] + e0 : NULL;
+        for (int d = 0; d < D; d++) {
+            const float g = group_grad(u, k, i, j, t, d);
+            if (u->opt == RAP_ROWWISE_ADAGRAD)
+                w[d] = rap_emb_rowwise(w[d], g, mult);
+            else
+                opt_update(&w[d], s ? &s[d] : NULL, g, u->opt, u->lr, u->eps);
+        }
+        return;
+    }
+    /* 16 bits: widen, update in fp32, round stochastically with the row's stream */
+    const uint64_t key = rap_sr_row_key(rap_sr_step_key(u->seed, u->step),
+                                        (uint32_t)(u->gtable ? u->gtable[t] : t),
+                                        (uint64_t)((u->grow0 ? u->grow0[t] : 0) + k[i].id));
+    uint16_t *w = (uint16_t *)u->tables[t] + e0;
+    float *s = u->opt == RAP_ADAGRAD ? u->state[t] + e0 : NULL;
+    const bool fp16 = u->dtype == RAP_EMB_FP16;
+    for (int d = 0; d < D; d++) {
+        const float g = group_grad(u, k, i, j, t, d);
+        float x = fp16 ? rap_fp16_to_f32(w[d]) : rap_bf16_to_f32(w[d]);
+        if (u->opt == RAP_ROWWISE_ADAGRAD)
+            x = rap_emb_rowwise(x, g, mult);
+        else
+            opt_update(&x, s ? &s[d] : NULL, g, u->opt, u->lr, u->eps);
+        const uint32_t r = rap_sr_bits(key, (uint32_t)d);
+        w[d] = fp16 ? rap_f32_to_fp16_sr(x, r) : rap_f32_to_bf16_sr(x, r);
+    }
+}
+
 /* Keys [lo, hi): every (t, id) group that starts here (it may run past
  * hi) gets its summed gradient and one optimizer step. */
 static void update_groups(void *c, int64_t lo, int64_t hi)
@@ -395,22 +480,13 @@ static void update_groups(void *c, int64_t lo, int64_t hi)
     const rap_cpu_emb_update *u = c;
     const rap_cpu_key *k = u->keys;
     int64_t K = u->seg[u->T];
-    int D = u->D, T = u->T;
     for (int64_t i = lo; i < hi; i++) {
         if (i > 0 && k[i].t == k[i - 1].t && k[i].id == k[i - 1].id)
             continue;
         int64_t j = i + 1;
         while (j < K && k[j].t == k[i].t && k[j].id == k[i].id)
             j++;
-        int t = k[i].t;
-        float *w = u->tables[t] + k[i].id * D;
-        float *s = u->state ? u->state[t] + k[i].id * D : NULL;
-        for (int d = 0; d < D; d++) {
-            float g = 0.0f;
-            for (int64_t q = i; q < j; q++)
-                g += u->demb[((int64_t)k[q].row * T + t) * D + d];
-            opt_update(&w[d], s ? &s[d] : NULL, g, u->opt, u->lr, u->eps);
-        }
+        update_row(u, k, i, j);
     }
 }
 

@@ -48,13 +48,16 @@ void rap_cpu_interaction_forward(const float *x, const float *emb, int64_t n, in
 void rap_cpu_interaction_backward(const float *x, const float *emb, const float *dout, int64_t n,
                                   int T, int D, float *dx, float *demb, rap_pool *pool);
 
-/* Sum-pooled bag of table t (R rows of D): emb[r, t, :] = sum of
- * table[id] over ids[off[r] .. off[r+1]) in order (0 for an empty bag).
- * emb (n, T, D). Returns the number of ids outside [0, R) or bags with
- * off[r+1] < off[r] (skipped; 0 when the batch is well formed). */
-int64_t rap_cpu_bag_forward(const float *table, int64_t R, int D, const int64_t *off,
-                            const int64_t *ids, int64_t n, int T, int t, float *emb,
-                            rap_pool *pool);
+/* Sum-pooled bag of table t (R rows of D, elements of type dt):
+ * emb[r, t, :] = sum in fp32 of table[id] (widened exactly) over
+ * ids[off[r] .. off[r+1]) in order: the first valid id's row, then each
+ * next one added (the GPU's order: a bag of one id copies its row, -0
+ * included); 0 for an empty bag. emb (n, T, D). Returns the number of ids
+ * outside [0, R) or bags with off[r+1] < off[r] (skipped; 0 when the
+ * batch is well formed). */
+int64_t rap_cpu_bag_forward(const void *table, rap_emb_dtype dt, int64_t R, int D,
+                            const int64_t *off, const int64_t *ids, int64_t n, int T, int t,
+                            float *emb, rap_pool *pool);
 
 /* Mean BCE-with-logits over n rows: returns the loss (per-row terms in
  * double, summed in row order) and, when dlogit is not NULL, writes
@@ -79,20 +82,29 @@ typedef struct {
  * (id, row) keys of the batch into keys (K), sorts them by id (stable: a
  * merge sort with tmp (K) as scratch), then for every distinct (t, id)
  * sums demb[row, t, :] over its keys in (row, position) order and applies
- * one optimizer step to that row: SGD w -= lr g; Adagrad s += g*g,
- * w -= lr (g / (sqrt(s) + eps)). tables[t] (R_t, D), state[t] likewise
- * (NULL for SGD). K >= the ids of the batch (caller checked). No dense
- * gradient of a table is ever formed. */
+ * one optimizer step to that row with the arithmetic of emb_math.h: SGD
+ * w -= lr g; Adagrad s += g*g, w -= lr (g / (sqrt(s) + eps)); row-wise
+ * Adagrad s += (sum of g*g in emb_math.h's order) / D, w -= (lr /
+ * (sqrt(s) + eps)) g. A 16-bit table's w is widened, updated in fp32 and
+ * stochastically rounded back (half.h) with the bits of element d of the
+ * stream of (seed, step, gtable[t], grow0[t] + id). tables[t] (R_t, D) of
+ * dtype, state[t] (R_t, D) Adagrad / (R_t) row-wise (NULL for SGD).
+ * K >= the ids of the batch (caller checked). No dense gradient of a
+ * table is ever formed. */
 typedef struct {
     int T, D;
     int64_t n;                      /* rows of the batch */
-    float *const *tables;           /* (T) each (R_t, D) */
-    float *const *state;            /* (T) each (R_t, D); NULL for SGD */
+    void *const *tables;            /* (T) each (R_t, D) of dtype */
+    float *const *state;            /* (T) each (R_t, D) or (R_t); NULL for SGD */
     const int64_t *const *off;      /* (T) each (n + 1) */
     const int64_t *const *ids;      /* (T) */
     const float *demb;              /* (n, T, D) */
     rap_optimizer opt;
+    rap_emb_dtype dtype;            /* of the tables (0: fp32) */
     float lr, eps;
+    const int *gtable;              /* (T) global table of table t; NULL: t */
+    const int64_t *grow0;           /* (T) its first global row; NULL: 0 */
+    uint64_t seed, step;            /* the rounding stream's key (half.h) */
     rap_cpu_key *keys, *tmp;        /* (K) each */
     int64_t *seg;                   /* (T + 1) scratch: first key of each table */
 } rap_cpu_emb_update;

@@ -96,7 +96,10 @@ static size_t cpu_bytes(const rap_model_config *c)
 {
     size_t all, mlp;
     param_counts(c, &all, &mlp);
-    size_t b = sizeof(float) * all * (c->optimizer == RAP_ADAGRAD ? 2 : 1);
+    const size_t tab = all - mlp;
+    size_t b = rap_emb_dtype_size(c->emb_dtype) * tab + sizeof(float) * mlp; /* weights */
+    b += sizeof(float) * (size_t)rap_model_table_state_floats(c);            /* table state */
+    b += rap_model_mlp_adagrad(c) ? sizeof(float) * mlp : 0;                 /* MLP state */
     b += sizeof(float) * mlp;                                     /* grads */
     b += act_layout(c, NULL, NULL);                               /* activations */
     const size_t te = (size_t)rap_model_emb_tables(c);
@@ -114,6 +117,8 @@ static size_t cpu_bytes(const rap_model_config *c)
 
 typedef struct {
     float *p;       /* (n) */
+    uint16_t *h;    /* (n) instead of p: a 16-bit table of type dt */
+    rap_emb_dtype dt;
     size_t n;
     uint64_t seed;
     int t;          /* global table */
@@ -126,8 +131,12 @@ static void fill_table(void *c, int64_t i)
 {
     const fill_ctx *k = c;
     size_t lo = (size_t)i * FILL_ITEM, hi = lo + FILL_ITEM < k->n ? lo + FILL_ITEM : k->n;
-    for (size_t j = lo; j < hi; j++)
-        k->p[j] = rap_init_table_value(k->seed, k->t, k->j0 + j, k->rows);
+    if (k->h)
+        for (size_t j = lo; j < hi; j++)
+            k->h[j] = rap_init_table_value16(k->dt, k->seed, k->t, k->j0 + j, k->rows);
+    else
+        for (size_t j = lo; j < hi; j++)
+            k->p[j] = rap_init_table_value(k->seed, k->t, k->j0 + j, k->rows);
 }
 
 static void fill_const(void *c, int64_t i)
@@ -154,12 +163,21 @@ static rap_status cpu_create(rap_model *m, const float *mlp_init)
     st->sharded = c->shard != NULL;
     openblas_set_num_threads(1); /* GEMMs run in blocks on the pool */
     RAP_TRY(rap_pool_create(st->threads, &st->pool));
-    st->params = rap_aligned_alloc(sizeof(float) * m->n_params, "CPU model parameters");
-    if (!st->params)
+    const size_t es = rap_emb_dtype_size(c->emb_dtype);
+    const size_t n_tab = m->mlp_offset, n_tstate = (size_t)rap_model_table_state_floats(c);
+    st->tab = rap_aligned_alloc(es * (n_tab ? n_tab : 1), "CPU model tables");
+    st->mlp = rap_aligned_alloc(sizeof(float) * (m->n_mlp_params + 1), "CPU model MLP weights");
+    if (!st->tab || !st->mlp)
         return RAP_ERR_NOMEM;
-    if (c->optimizer == RAP_ADAGRAD) {
-        st->state = rap_aligned_alloc(sizeof(float) * m->n_params, "CPU model Adagrad state");
-        if (!st->state)
+    if (n_tstate) {
+        st->tab_state = rap_aligned_alloc(sizeof(float) * n_tstate, "CPU model table state");
+        if (!st->tab_state)
+            return RAP_ERR_NOMEM;
+    }
+    if (rap_model_mlp_adagrad(c)) {
+        st->mlp_state =
+            rap_aligned_alloc(sizeof(float) * (m->n_mlp_params + 1), "CPU model Adagrad state");
+        if (!st->mlp_state)
             return RAP_ERR_NOMEM;
     }
     st->grads = rap_aligned_alloc(sizeof(float) * (m->n_mlp_params + 1), "CPU model gradients");
@@ -182,15 +200,20 @@ static rap_status cpu_create(rap_model *m, const float *mlp_init)
 
     for (int i = 0; i < m->n_tensors; i++) {
         const rap_tensor *x = &m->tensors[i];
+        const size_t rel = x->offset - m->mlp_offset; /* MLP tensors */
         switch (x->kind) {
         case 0:
-            st->tables[x->layer] = st->params + x->offset;
-            st->tstate[x->layer] = st->state ? st->state + x->offset : NULL;
+            st->tables[x->layer] = (char *)st->tab + es * x->offset;
+            st->tstate[x->layer] = !st->tab_state ? NULL
+                                   : c->optimizer == RAP_ROWWISE_ADAGRAD
+                                       ? st->tab_state + x->offset / (size_t)c->emb_dim
+                                       : st->tab_state + x->offset;
+            rap_model_tensor_origin(m, i, &st->tglobal[x->layer], &st->trow0[x->layer]);
             break;
-        case 1: st->bw[x->layer] = x->offset; break;
-        case 2: st->bb[x->layer] = x->offset; break;
-        case 3: st->tw[x->layer] = x->offset; break;
-        case 4: st->tb[x->layer] = x->offset; break;
+        case 1: st->bw[x->layer] = rel; break;
+        case 2: st->bb[x->layer] = rel; break;
+        case 3: st->tw[x->layer] = rel; break;
+        case 4: st->tb[x->layer] = rel; break;
         }
     }
     /* Tables in place, in parallel: element j of table t from its own hash
@@ -200,7 +223,10 @@ static rap_status cpu_create(rap_model *m, const float *mlp_init)
         int t;
         int64_t row0;
         rap_model_tensor_origin(m, i, &t, &row0);
-        fill_ctx k = {.p = st->tables[i],
+        const bool h = c->emb_dtype != RAP_EMB_FP32;
+        fill_ctx k = {.p = h ? NULL : (float *)st->tables[i],
+                      .h = h ? (uint16_t *)st->tables[i] : NULL,
+                      .dt = c->emb_dtype,
                       .n = (size_t)rap_model_emb_rows(c, i) * (size_t)c->emb_dim,
                       .seed = c->seed,
                       .t = t,
@@ -208,9 +234,13 @@ static rap_status cpu_create(rap_model *m, const float *mlp_init)
                       .j0 = (uint64_t)row0 * (uint64_t)c->emb_dim};
         rap_pool_for(st->pool, fill_items(k.n), fill_table, &k);
     }
-    memcpy(st->params + m->mlp_offset, mlp_init, sizeof(float) * m->n_mlp_params);
-    if (st->state) {
-        fill_ctx k = {.p = st->state, .n = m->n_params, .v = c->adagrad_init};
+    memcpy(st->mlp, mlp_init, sizeof(float) * m->n_mlp_params);
+    if (st->tab_state) {
+        fill_ctx k = {.p = st->tab_state, .n = n_tstate, .v = c->adagrad_init};
+        rap_pool_for(st->pool, fill_items(k.n), fill_const, &k);
+    }
+    if (st->mlp_state) {
+        fill_ctx k = {.p = st->mlp_state, .n = m->n_mlp_params, .v = c->adagrad_init};
         rap_pool_for(st->pool, fill_items(k.n), fill_const, &k);
     }
     return RAP_OK;
@@ -222,8 +252,10 @@ static void cpu_free(rap_model *m)
     if (!st)
         return;
     rap_pool_free(st->pool);
-    rap_aligned_free(st->params);
-    rap_aligned_free(st->state);
+    rap_aligned_free(st->tab);
+    rap_aligned_free(st->tab_state);
+    rap_aligned_free(st->mlp);
+    rap_aligned_free(st->mlp_state);
     rap_aligned_free(st->grads);
     rap_aligned_free(st->block);
     rap_aligned_free(st->keys);
@@ -300,8 +332,9 @@ static rap_status cpu_emb_forward(rap_model *m, const rap_model_batch *b)
     int64_t bad = 0;
     float *out = st->sharded ? st->emb_out : st->emb; /* (rows, TE, D) */
     for (int t = 0; t < st->te; t++)
-        bad += rap_cpu_bag_forward(st->tables[t], rap_model_emb_rows(c, t), c->emb_dim,
-                                   b->off[t], b->ids[t], b->rows, st->te, t, out, st->pool);
+        bad += rap_cpu_bag_forward(st->tables[t], c->emb_dtype, rap_model_emb_rows(c, t),
+                                   c->emb_dim, b->off[t], b->ids[t], b->rows, st->te, t, out,
+                                   st->pool);
     if (bad)
         return report_bad_bag(m, b);
     if (st->sharded)
@@ -344,7 +377,7 @@ static void forward_mlps(rap_model *m, const rap_model_batch *b)
     const float *x = b->dense;
     int in = c->n_dense;
     for (int l = 0; l < c->n_bot; l++) {
-        rap_cpu_linear_forward(x, st->params + st->bw[l], st->params + st->bb[l], n, in, c->bot[l],
+        rap_cpu_linear_forward(x, st->mlp + st->bw[l], st->mlp + st->bb[l], n, in, c->bot[l],
                                true, st->bot_act[l], st->pool);
         x = st->bot_act[l];
         in = c->bot[l];
@@ -353,7 +386,7 @@ static void forward_mlps(rap_model *m, const rap_model_batch *b)
     x = st->inter;
     in = m->top_in;
     for (int l = 0; l < c->n_top; l++) {
-        rap_cpu_linear_forward(x, st->params + st->tw[l], st->params + st->tb[l], n, in, c->top[l],
+        rap_cpu_linear_forward(x, st->mlp + st->tw[l], st->mlp + st->tb[l], n, in, c->top[l],
                                l < c->n_top - 1, st->top_act[l], st->pool);
         x = st->top_act[l];
         in = c->top[l];
@@ -392,7 +425,7 @@ static rap_status cpu_mlp_backward(rap_model *m, const rap_model_batch *b)
     RAP_TRY(phase_check(st, b, 2, "mlp_backward", "mlp_forward"));
     openblas_set_num_threads(1); /* blocks on the pool instead */
     int64_t n = b->rows;
-    float *g = st->grads - m->mlp_offset; /* g + offset: gradient of that tensor */
+    float *g = st->grads; /* g + offset: gradient of that tensor */
     int nt = c->n_top;
     /* dy of the last top layer: d(mean loss)/d(logit). */
     float *dy = st->buf[0];
@@ -402,7 +435,7 @@ static rap_status cpu_mlp_backward(rap_model *m, const rap_model_batch *b)
         const float *x = l == 0 ? st->inter : st->top_act[l - 1];
         int in = l == 0 ? m->top_in : c->top[l - 1];
         float *dx = l == 0 ? st->dinter : st->buf[1 - cur];
-        rap_cpu_linear_backward(x, st->params + st->tw[l], st->top_act[l], st->buf[cur], n, in,
+        rap_cpu_linear_backward(x, st->mlp + st->tw[l], st->top_act[l], st->buf[cur], n, in,
                                 c->top[l], l < nt - 1, g + st->tw[l], g + st->tb[l], dx, st->pool);
         cur = 1 - cur;
     }
@@ -415,7 +448,7 @@ static rap_status cpu_mlp_backward(rap_model *m, const rap_model_batch *b)
         const float *x = l == 0 ? b->dense : st->bot_act[l - 1];
         int in = l == 0 ? c->n_dense : c->bot[l - 1];
         float *dx = l == 0 ? st->ddense : st->buf[1 - cur];
-        rap_cpu_linear_backward(x, st->params + st->bw[l], st->bot_act[l], st->buf[cur], n, in,
+        rap_cpu_linear_backward(x, st->mlp + st->bw[l], st->bot_act[l], st->buf[cur], n, in,
                                 c->bot[l], true, g + st->bw[l], g + st->bb[l], dx, st->pool);
         cur = 1 - cur;
     }
@@ -429,9 +462,10 @@ static rap_status cpu_dense_apply(rap_model *m)
 {
     const rap_model_config *c = &m->cfg;
     rap_cpu_state *st = st_of(m);
-    rap_cpu_optimizer_step(st->params + m->mlp_offset, st->grads,
-                           st->state ? st->state + m->mlp_offset : NULL, m->n_mlp_params,
-                           c->optimizer, c->lr, c->adagrad_eps, st->pool);
+    /* row-wise Adagrad: the MLPs take Adagrad (model.h) */
+    rap_cpu_optimizer_step(st->mlp, st->grads, st->mlp_state, m->n_mlp_params,
+                           c->optimizer == RAP_SGD ? RAP_SGD : RAP_ADAGRAD, c->lr,
+                           c->adagrad_eps, st->pool);
     return RAP_OK;
 }
 
@@ -461,18 +495,24 @@ static rap_status emb_backward_core(rap_model *m, const rap_model_batch *b, cons
         return rap_fail(RAP_ERR_ARG, "CPU model: emb_backward: batch has %lld ids, its "
                                      "emb_forward saw at most %lld",
                         (long long)nnz, (long long)st->key_cap);
+    st->emb_step++; /* this update's rounding key (model.h) */
     rap_cpu_emb_update u = {
         .T = st->te,
         .D = c->emb_dim,
         .n = b->rows,
         .tables = st->tables,
-        .state = st->state ? st->tstate : NULL,
+        .state = st->tab_state ? st->tstate : NULL,
         .off = b->off,
         .ids = b->ids,
         .demb = demb,
         .opt = c->optimizer,
+        .dtype = c->emb_dtype,
         .lr = c->lr,
         .eps = c->adagrad_eps,
+        .gtable = st->tglobal,
+        .grow0 = st->trow0,
+        .seed = c->seed,
+        .step = st->emb_step,
         .keys = st->keys,
         .tmp = st->tmp,
         .seg = st->seg,
@@ -518,21 +558,79 @@ static rap_status cpu_sync(rap_model *m)
     return RAP_OK;
 }
 
-static rap_status cpu_get(const rap_model *m, int i, float *host, bool state)
+/* Tensor i's storage (or its state), the element size and the elements
+ * per row: a table of emb_dtype, its row-wise state one float per row. */
+static char *tensor_base(const rap_model *m, int i, bool state, size_t *es, int64_t *cols)
 {
     rap_cpu_state *st = st_of(m);
     const rap_tensor *x = &m->tensors[i];
-    const float *src = (state ? st->state : st->params) + x->offset;
-    memcpy(host, src, sizeof(float) * (size_t)x->info.rows * (size_t)x->info.cols);
+    *cols = x->info.cols;
+    *es = sizeof(float);
+    if (x->kind != 0)
+        return (char *)((state ? st->mlp_state : st->mlp) + (x->offset - m->mlp_offset));
+    if (!state) {
+        *es = rap_emb_dtype_size(m->cfg.emb_dtype);
+        return (char *)st->tables[x->layer];
+    }
+    if (m->cfg.optimizer == RAP_ROWWISE_ADAGRAD)
+        *cols = 1;
+    return (char *)st->tstate[x->layer];
+}
+
+/* Raw rows in the storage type (model_internal.h read_rows / write_rows);
+ * model.c has checked the range. */
+static rap_status cpu_read_rows(const rap_model *m, int i, int64_t row0, int64_t n, void *host,
+                                bool state)
+{
+    size_t es;
+    int64_t cols;
+    const char *p = tensor_base(m, i, state, &es, &cols);
+    if (!p)
+        return rap_fail(RAP_ERR_INTERNAL, "CPU model: no storage for tensor %d", i);
+    if (n > 0)
+        memcpy(host, p + es * (size_t)(row0 * cols), es * (size_t)(n * cols));
     return RAP_OK;
+}
+
+static rap_status cpu_write_rows(rap_model *m, int i, int64_t row0, int64_t n,
+                                 const void *host, bool state)
+{
+    size_t es;
+    int64_t cols;
+    char *p = tensor_base(m, i, state, &es, &cols);
+    if (!p)
+        return rap_fail(RAP_ERR_INTERNAL, "CPU model: no storage for tensor %d", i);
+    if (n > 0)
+        memcpy(p + es * (size_t)(row0 * cols), host, es * (size_t)(n * cols));
+    return RAP_OK;
+}
+
+/* Whole tensors as floats: fp32 storage only (model.c converts a 16-bit
+ * table through the rows). */
+static rap_status cpu_get(const rap_model *m, int i, float *host, bool state)
+{
+    if (!state && rap_model_tensor_dtype(m, i) != RAP_EMB_FP32) /* model.c converts */
+        return rap_fail(RAP_ERR_INTERNAL, "CPU model: float get of a 16-bit table");
+    return cpu_read_rows(m, i, 0, m->tensors[i].info.rows, host, state);
 }
 
 static rap_status cpu_set(rap_model *m, int i, const float *host, bool state)
 {
-    rap_cpu_state *st = st_of(m);
-    const rap_tensor *x = &m->tensors[i];
-    float *dst = (state ? st->state : st->params) + x->offset;
-    memcpy(dst, host, sizeof(float) * (size_t)x->info.rows * (size_t)x->info.cols);
+    if (!state && rap_model_tensor_dtype(m, i) != RAP_EMB_FP32)
+        return rap_fail(RAP_ERR_INTERNAL, "CPU model: float set of a 16-bit table");
+    return cpu_write_rows(m, i, 0, m->tensors[i].info.rows, host, state);
+}
+
+/* The embedding update counter. Can't fail. */
+static rap_status cpu_get_emb_step(const rap_model *m, uint64_t *step)
+{
+    *step = st_of(m)->emb_step;
+    return RAP_OK;
+}
+
+static rap_status cpu_set_emb_step(rap_model *m, uint64_t step)
+{
+    st_of(m)->emb_step = step;
     return RAP_OK;
 }
 
@@ -578,6 +676,10 @@ static const rap_model_backend cpu_backend = {
     .sync = cpu_sync,
     .get = cpu_get,
     .set = cpu_set,
+    .read_rows = cpu_read_rows,
+    .write_rows = cpu_write_rows,
+    .get_emb_step = cpu_get_emb_step,
+    .set_emb_step = cpu_set_emb_step,
     .get_grad = cpu_get_grad,
     .dense_apply = cpu_dense_apply,
     .shard_buffers = cpu_shard_buffers,

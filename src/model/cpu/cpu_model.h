@@ -7,7 +7,7 @@
  * batch, ND dense width, T tables, D embedding dim, F = T + 1,
  * TI = D + F(F-1)/2 top MLP input width.
  *
- * Contract: create allocates everything for B rows (weights, Adagrad
+ * Contract: create allocates everything for B rows (weights, optimizer
  * state, MLP gradients, every activation and the sort keys of the
  * embedding backward for B*T ids, one per bag); the phases allocate
  * nothing, except that a batch holding more ids than any before (multi-hot
@@ -35,15 +35,21 @@ extern "C" {
 typedef struct {
     rap_pool *pool;
     int threads;                       /* pool and OpenBLAS threads */
-    float *params;                     /* (n_params) all tensors, model_internal.h layout */
-    float *state;                      /* (n_params) Adagrad accumulators; NULL for SGD */
+    void *tab;                         /* the tables, elements of emb_dtype (model_internal.h) */
+    float *tab_state;                  /* their state: Adagrad (elements), row-wise (rows); or NULL */
+    float *mlp;                        /* (n_mlp_params) the MLP tensors */
+    float *mlp_state;                  /* (n_mlp_params) their Adagrad accumulators; NULL for SGD */
     float *grads;                      /* (n_mlp_params) MLP gradients of the last backward */
-    float *tables[RAP_MAX_TABLES];     /* (TE) table k: params + offset, (rows, D) */
-    float *tstate[RAP_MAX_TABLES];     /* (TE) its accumulator, (rows, D); NULL for SGD */
+    void *tables[RAP_MAX_TABLES];      /* (TE) table k in tab, (rows, D) of emb_dtype */
+    float *tstate[RAP_MAX_TABLES];     /* (TE) its state: (rows, D) Adagrad, (rows) row-wise;
+                                        * NULL for SGD */
+    int tglobal[RAP_MAX_TABLES];       /* (TE) global table of table k (rounding keys) */
+    int64_t trow0[RAP_MAX_TABLES];     /* (TE) its first global row */
     int te;                            /* TE: tables held (T, or the shard's TL) */
     bool sharded;
-    size_t bw[RAP_MAX_LAYERS], bb[RAP_MAX_LAYERS]; /* bottom weight/bias offsets in params */
-    size_t tw[RAP_MAX_LAYERS], tb[RAP_MAX_LAYERS]; /* top weight/bias offsets in params */
+    uint64_t emb_step;                 /* emb_backward calls so far (rounding key) */
+    size_t bw[RAP_MAX_LAYERS], bb[RAP_MAX_LAYERS]; /* bottom weight/bias offsets in mlp */
+    size_t tw[RAP_MAX_LAYERS], tb[RAP_MAX_LAYERS]; /* top weight/bias offsets in mlp */
     void *block;                       /* the one block behind the activations below */
     float *bot_act[RAP_MAX_LAYERS];    /* (B, bot[l]) after ReLU */
     float *top_act[RAP_MAX_LAYERS];    /* (B, top[l]); the last is the logits (B, 1) */

@@ -27,6 +27,18 @@
  *      row: long runs (small, hot tables) cost ~len/32 loads, not len.
  * Deterministic: no atomics on floats.
  *
+ * Table types (rap_emb_dtype, a template parameter): fp32, or bf16 / fp16
+ * widened to fp32 on load (8-byte loads of 4 elements when D % 4 == 0).
+ * The row update is emb_math.h's arithmetic, the same as the CPU
+ * reference's; a 16-bit row is rounded back stochastically with the bits
+ * of (seed, step, global table, global row, element) (half.h); the step is
+ * a device counter that emb_count_kernel advances, so a CUDA graph replay
+ * draws new bits each step. Row-wise Adagrad needs the sum of squares of
+ * the whole row before its first element moves: a row of one block of
+ * 32 * VEC columns reduces it across the warp in place; wider rows take a
+ * first pass over the gradients for the sums (two passes, the gradient
+ * read twice).
+ *
  * Tables are the TE the model holds (all T, or a shard's local tables:
  * row_base / nrows / the pairs' values count them, not the interaction's
  * T). The forward takes a table subset [first, first+n) and an output
@@ -34,6 +46,7 @@
  * backward takes the gradient's (pointer, stride, slot).
  */
 #include "model/gpu/gpu_model.h"
+#include "model/emb_math.h"
 
 #include <string.h>
 
@@ -101,6 +114,59 @@ template <int VEC> static __device__ __forceinline__ void vstore(float *p, const
         *p = a.v[0];
 }
 
+/* A 16-bit table element widened (exactly) to fp32. */
+template <int DT> static __device__ __forceinline__ float widen(uint16_t h)
+{
+    return DT == RAP_EMB_FP16 ? rap_fp16_to_f32(h) : rap_bf16_to_f32(h);
+}
+
+/* VEC elements of a table of type DT from element e (read-only path for
+ * the lookups when LDG, plain loads for the update). VEC 4: e % 4 == 0, so
+ * 16-byte (fp32) or 8-byte (16-bit) aligned. */
+template <int VEC, int DT, bool LDG>
+static __device__ __forceinline__ vecf<VEC> wload(const void *W, int64_t e)
+{
+    if (DT == RAP_EMB_FP32)
+        return LDG ? vldg<VEC>((const float *)W + e) : vload<VEC>((const float *)W + e);
+    vecf<VEC> r;
+    const uint16_t *h = (const uint16_t *)W + e;
+    if (VEC == 4) {
+        const uint2 q = LDG ? __ldg((const uint2 *)h) : *(const uint2 *)h;
+        const uint16_t b[4] = {(uint16_t)(q.x & 0xffffu), (uint16_t)(q.x >> 16),
+                               (uint16_t)(q.y & 0xffffu), (uint16_t)(q.y >> 16)};
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            r.v[i] = widen<DT>(b[i]);
+    } else {
+        r.v[0] = widen<DT>(LDG ? __ldg((const unsigned short *)h) : *h);
+    }
+    return r;
+}
+
+/* Stores VEC updated elements from element e (column col of its row) in
+ * type DT: 16-bit stochastically rounded with bits (key, col + i). */
+template <int VEC, int DT>
+static __device__ __forceinline__ void wstore(void *W, int64_t e, const vecf<VEC> &x,
+                                              uint64_t key, int col)
+{
+    if (DT == RAP_EMB_FP32) {
+        vstore<VEC>((float *)W + e, x);
+        return;
+    }
+    uint16_t b[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < VEC; i++) {
+        const uint32_t r = rap_sr_bits(key, (uint32_t)(col + i));
+        b[i] = DT == RAP_EMB_FP16 ? rap_f32_to_fp16_sr(x.v[i], r) : rap_f32_to_bf16_sr(x.v[i], r);
+    }
+    uint16_t *h = (uint16_t *)W + e;
+    if (VEC == 4)
+        *(uint2 *)h = make_uint2((uint32_t)b[0] | ((uint32_t)b[1] << 16),
+                                 (uint32_t)b[2] | ((uint32_t)b[3] << 16));
+    else
+        *h = b[0];
+}
+
 template <int VEC> static __device__ __forceinline__ void vzero(vecf<VEC> &a)
 {
 #pragma unroll
@@ -124,10 +190,10 @@ static __device__ __forceinline__ void vadd(vecf<VEC> &a, const vecf<VEC> &b)
  * loads bag i's offsets and first id (one dependent chain per 32 bags,
  * coalesced), then groups of tpb lanes sum the bags (offsets and first row
  * through shuffles); ids past the first are read in the loop. */
-template <int CAP, int VEC>
+template <int CAP, int VEC, int DT>
 static __global__ void __launch_bounds__(EMB_THREADS)
     emb_fwd_kernel(emb_chunk<CAP> c, const int64_t *__restrict__ row_base,
-                   const int64_t *__restrict__ nrows, const float *__restrict__ W, int D,
+                   const int64_t *__restrict__ nrows, const void *__restrict__ W, int D,
                    int64_t rows, float *__restrict__ out, int64_t out_ld, int slot0, int tpb,
                    unsigned *err)
 {
@@ -187,7 +253,7 @@ static __global__ void __launch_bounds__(EMB_THREADS)
 #pragma unroll
                 for (int u = 0; u < 2; u++) {
                     if (live[u] && qr[u] >= 0)
-                        acc[u] = vldg<VEC>(W + qr[u] * D + (int64_t)cc * VEC);
+                        acc[u] = wload<VEC, DT, true>(W, qr[u] * D + (int64_t)cc * VEC);
                     else
                         vzero(acc[u]);
                 }
@@ -205,7 +271,7 @@ static __global__ void __launch_bounds__(EMB_THREADS)
                                 atomicOr(err, RAP_GPU_ERR_ID);
                             continue;
                         }
-                        vadd(acc[u], vldg<VEC>(W + (base + id) * D + (int64_t)cc * VEC));
+                        vadd(acc[u], wload<VEC, DT, true>(W, (base + id) * D + (int64_t)cc * VEC));
                     }
                 }
 #pragma unroll
@@ -237,22 +303,40 @@ static int threads_per_bag(int ncol)
     return t;
 }
 
+template <int CAP, int VEC, int DT>
+static void emb_forward_launch(rap_gpu *g, const emb_chunk<CAP> &c, int64_t rows, float *out,
+                               int64_t out_ld, int slot0, int tpb, unsigned blocks)
+{
+    emb_fwd_kernel<CAP, VEC, DT><<<blocks, EMB_THREADS, 0, g->stream>>>(
+        c, g->row_base, g->nrows, g->tab, g->D, rows, out, out_ld, slot0, tpb, g->err);
+}
+
+template <int CAP, int VEC>
+static void emb_forward_dt(rap_gpu *g, const emb_chunk<CAP> &c, int64_t rows, float *out,
+                           int64_t out_ld, int slot0, int tpb, unsigned blocks)
+{
+    if (g->dt == RAP_EMB_BF16)
+        emb_forward_launch<CAP, VEC, RAP_EMB_BF16>(g, c, rows, out, out_ld, slot0, tpb, blocks);
+    else if (g->dt == RAP_EMB_FP16)
+        emb_forward_launch<CAP, VEC, RAP_EMB_FP16>(g, c, rows, out, out_ld, slot0, tpb, blocks);
+    else
+        emb_forward_launch<CAP, VEC, RAP_EMB_FP32>(g, c, rows, out, out_ld, slot0, tpb, blocks);
+}
+
 template <int CAP>
 static rap_status emb_forward_chunk(rap_gpu *g, const rap_model_batch *b, int first, int n,
                                     float *out, int64_t out_ld, int slot0)
 {
     emb_chunk<CAP> c;
     fill_chunk(&c, b, first, n);
-    const bool v4 = g->D % 4 == 0;
+    const bool v4 = rap_emb_vec(g->D) == 4;
     const int tpb = threads_per_bag(v4 ? g->D / 4 : g->D);
     const int64_t bags = b->rows * n; /* a warp per 32 bags */
     const unsigned blocks = rap_gpu_blocks((bags + 31) / 32, EMB_THREADS / 32, g->sms * 16);
     if (v4)
-        emb_fwd_kernel<CAP, 4><<<blocks, EMB_THREADS, 0, g->stream>>>(
-            c, g->row_base, g->nrows, g->params, g->D, b->rows, out, out_ld, slot0, tpb, g->err);
+        emb_forward_dt<CAP, 4>(g, c, b->rows, out, out_ld, slot0, tpb, blocks);
     else
-        emb_fwd_kernel<CAP, 1><<<blocks, EMB_THREADS, 0, g->stream>>>(
-            c, g->row_base, g->nrows, g->params, g->D, b->rows, out, out_ld, slot0, tpb, g->err);
+        emb_forward_dt<CAP, 1>(g, c, b->rows, out, out_ld, slot0, tpb, blocks);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -285,12 +369,16 @@ rap_status rap_gpu_emb_forward(rap_gpu *g, const rap_model_batch *b, int first, 
 /* --------------------------------------------------------------- backward */
 
 /* start[first + i + 1] = start[first] + ids of tables first..first+i;
- * start[0] = 0. One block of CAP threads. */
+ * start[0] = 0; the first chunk's launch also counts the update in *step
+ * (the rounding key of this backward). One block of CAP threads. */
 template <int CAP>
-static __global__ void emb_count_kernel(emb_chunk<CAP> c, int64_t rows, int64_t *start)
+static __global__ void emb_count_kernel(emb_chunk<CAP> c, int64_t rows, int64_t *start,
+                                        uint64_t *step)
 {
     __shared__ int64_t cnt[CAP];
     const int i = threadIdx.x;
+    if (i == 0 && c.first == 0)
+        *step += 1;
     if (i < c.n)
         cnt[i] = c.off[i][rows] - c.off[i][0];
     __syncthreads();
@@ -351,28 +439,6 @@ static __global__ void __launch_bounds__(EMB_THREADS)
     }
 }
 
-/* The optimizer on one table row piece: w, s point at column col of it. */
-template <int VEC>
-static __device__ __forceinline__ void apply_row(float *w, float *s, const vecf<VEC> &g,
-                                                 int adagrad, float lr, float eps)
-{
-    vecf<VEC> x = vload<VEC>(w);
-    if (!adagrad) {
-#pragma unroll
-        for (int i = 0; i < VEC; i++)
-            x.v[i] -= lr * g.v[i];
-    } else {
-        vecf<VEC> st = vload<VEC>(s);
-#pragma unroll
-        for (int i = 0; i < VEC; i++) {
-            st.v[i] += g.v[i] * g.v[i];
-            x.v[i] -= lr * (g.v[i] / (sqrtf(st.v[i]) + eps));
-        }
-        vstore(s, st);
-    }
-    vstore(w, x);
-}
-
 typedef struct {
     const uint32_t *keys, *vals; /* (P) sorted */
     int64_t P;
@@ -380,9 +446,14 @@ typedef struct {
     const float *grad; /* pooled gradient: bag v at grad + (v/T)*ld + (slot0 + v%T)*D */
     int64_t grad_ld;
     int slot0, T, D;
-    float *W, *S;      /* table rows (global row r at W + r*D), Adagrad state or NULL */
-    int adagrad;
+    void *W;           /* table rows of the model's type: global row r at element r*D */
+    float *S;          /* state: Adagrad (rows, D), row-wise (rows), SGD NULL */
+    int opt;           /* rap_optimizer */
     float lr, eps;
+    uint64_t seed;     /* stochastic rounding (16-bit tables): model seed, */
+    const uint64_t *step;     /* (1) this update's step (emb_count_kernel's count), */
+    const int32_t *gtable;    /* (T) global table of table t, */
+    const int64_t *grow_off;  /* (T) global row = key + grow_off[t] */
     float *head, *tail; /* (C, D) */
     int64_t nchunks;
 } upd_args;
@@ -394,13 +465,87 @@ static __device__ __forceinline__ const float *grad_row(const upd_args &a, uint3
     return a.grad + row * a.grad_ld + (int64_t)(a.slot0 + t) * a.D;
 }
 
-/* Step 4: a warp per chunk of 32 sorted pairs (grid-stride over chunks). */
+/* The stream key of the row with sorted key kj, one of whose pairs has
+ * value v (v % T is its table). */
+static __device__ __forceinline__ uint64_t row_key(const upd_args &a, uint64_t step_key,
+                                                   uint32_t kj, uint32_t v)
+{
+    const int t = (int)(v % (uint32_t)a.T);
+    return rap_sr_row_key(step_key, (uint32_t)a.gtable[t], (uint64_t)((int64_t)kj + a.grow_off[t]));
+}
+
+/* One block of a row's summed gradient (this lane's VEC columns; active:
+ * inside the row): the sum of the squares over the block, every lane the
+ * same bits (emb_math.h's order). All 32 lanes call it. */
 template <int VEC>
+static __device__ __forceinline__ float block_sumsq(const vecf<VEC> &g, bool active)
+{
+    float p = 0.0f;
+    if (active) {
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            p = RAP_FADD(p, RAP_FMUL(g.v[i], g.v[i]));
+    }
+#pragma unroll
+    for (int o = 16; o >= 1; o /= 2)
+        p = RAP_FADD(p, __shfl_xor_sync(0xffffffffu, p, o));
+    return p;
+}
+
+/* Row-wise Adagrad: the row's new state from its sum of squares ss (lane 0
+ * reads and writes it; every lane computes the same) and the multiplier of
+ * its elements. All 32 lanes call it. */
+static __device__ __forceinline__ float row_mult(const upd_args &a, uint32_t kj, float ss,
+                                                 int lane)
+{
+    float s = lane == 0 ? a.S[kj] : 0.0f;
+    s = __shfl_sync(0xffffffffu, s, 0);
+    const float m = rap_emb_rowwise_mult(&s, ss, a.D, a.lr, a.eps);
+    if (lane == 0)
+        a.S[kj] = s;
+    return m;
+}
+
+/* The optimizer on one piece of the row with key kj: columns col .. col +
+ * VEC - 1 get gradient g (mult: the row-wise multiplier; key: the row's
+ * rounding stream). */
+template <int VEC, int DT>
+static __device__ __forceinline__ void apply_row(const upd_args &a, uint32_t kj, int col,
+                                                 const vecf<VEC> &g, float mult, uint64_t key)
+{
+    const int64_t e = (int64_t)kj * a.D + col;
+    vecf<VEC> x = wload<VEC, DT, false>(a.W, e);
+    if (a.opt == RAP_SGD) {
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            x.v[i] = rap_emb_sgd(x.v[i], g.v[i], a.lr);
+    } else if (a.opt == RAP_ADAGRAD) {
+        vecf<VEC> st = vload<VEC>(a.S + e);
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            x.v[i] = rap_emb_adagrad(x.v[i], g.v[i], &st.v[i], a.lr, a.eps);
+        vstore(a.S + e, st);
+    } else {
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            x.v[i] = rap_emb_rowwise(x.v[i], g.v[i], mult);
+    }
+    wstore<VEC, DT>(a.W, e, x, key, col);
+}
+
+/* Step 4: a warp per chunk of 32 sorted pairs (grid-stride over chunks).
+ * Row-wise Adagrad with rows of several blocks: pass 0 only sums the
+ * squares of every whole run (lane j keeps the run ending at pair j), pass
+ * 1 updates (lane j keeps the run's multiplier after its first block). */
+template <int VEC, int DT>
 static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_args a)
 {
     const int lane = threadIdx.x & 31;
     const int64_t warps = (int64_t)gridDim.x * (EMB_THREADS / 32);
     const int CB = 32 * VEC; /* columns per pass */
+    const bool rw = a.opt == RAP_ROWWISE_ADAGRAD;
+    const int passes = rw && a.D > CB ? 2 : 1;
+    const uint64_t skey = DT != RAP_EMB_FP32 ? rap_sr_step_key(a.seed, *a.step) : 0;
     for (int64_t c = (int64_t)blockIdx.x * (EMB_THREADS / 32) + threadIdx.x / 32;
          c < a.nchunks; c += warps) {
         const int64_t base = c * RAP_GPU_CHUNK;
@@ -421,39 +566,59 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
         const int n = __popc(__ballot_sync(0xffffffffu, valid)); /* valid keys are a prefix */
         if (n == 0)
             continue;
-        for (int cb = 0; cb < a.D; cb += CB) {
-            const int col = cb + lane * VEC;
-            const bool active = col < a.D;
-            vecf<VEC> acc;
-            vzero(acc);
-            int pf = 0; /* first j of the current piece */
-            for (int j0 = 0; j0 < n; j0 += 8) {
-                vecf<VEC> gr[8];
+        float ss_run = 0.0f, mult_run = 0.0f; /* two passes: lane j's run */
+        for (int pass = 0; pass < passes; pass++) {
+            const bool squares = pass + 1 < passes;
+            for (int cb = 0; cb < a.D; cb += CB) {
+                const int col = cb + lane * VEC;
+                const bool active = col < a.D;
+                vecf<VEC> acc;
+                vzero(acc);
+                int pf = 0; /* first j of the current piece */
+                for (int j0 = 0; j0 < n; j0 += 8) {
+                    vecf<VEC> gr[8];
 #pragma unroll
-                for (int u = 0; u < 8; u++) {
-                    const int j = j0 + u;
-                    const uint32_t vj = __shfl_sync(0xffffffffu, v, j & 31);
-                    if (active && j < n)
-                        gr[u] = vldg<VEC>(grad_row(a, vj) + col);
-                    else
-                        vzero(gr[u]);
-                }
+                    for (int u = 0; u < 8; u++) {
+                        const int j = j0 + u;
+                        const uint32_t vj = __shfl_sync(0xffffffffu, v, j & 31);
+                        if (active && j < n)
+                            gr[u] = vldg<VEC>(grad_row(a, vj) + col);
+                        else
+                            vzero(gr[u]);
+                    }
 #pragma unroll
-                for (int u = 0; u < 8; u++) {
-                    const int j = j0 + u;
-                    if (j >= n)
-                        break;
-                    vadd(acc, gr[u]);
-                    const bool ended = (end_mask >> j) & 1u;
-                    if (ended || j == n - 1) {
+                    for (int u = 0; u < 8; u++) {
+                        const int j = j0 + u;
+                        if (j >= n)
+                            break;
+                        vadd(acc, gr[u]);
+                        const bool ended = (end_mask >> j) & 1u;
+                        if (!ended && j != n - 1)
+                            continue;
+                        /* the piece [pf, j] ends here (warp-uniform) */
                         const bool started = (start_mask >> pf) & 1u;
                         const uint32_t kj = __shfl_sync(0xffffffffu, k, j);
-                        if (active) {
-                            if (started && ended)
-                                apply_row<VEC>(a.W + (int64_t)kj * a.D + col,
-                                               a.S ? a.S + (int64_t)kj * a.D + col : NULL, acc,
-                                               a.adagrad, a.lr, a.eps);
-                            else if (!started)
+                        if (started && ended && squares) {
+                            const float sq = block_sumsq<VEC>(acc, active);
+                            if (lane == j)
+                                ss_run = RAP_FADD(ss_run, sq);
+                        } else if (started && ended) {
+                            float mult = 0.0f;
+                            if (rw && passes == 1) {
+                                mult = row_mult(a, kj, block_sumsq<VEC>(acc, active), lane);
+                            } else if (rw && cb == 0) {
+                                mult = row_mult(a, kj, __shfl_sync(0xffffffffu, ss_run, j), lane);
+                                if (lane == j)
+                                    mult_run = mult;
+                            } else if (rw) {
+                                mult = __shfl_sync(0xffffffffu, mult_run, j);
+                            }
+                            const uint32_t vk = __shfl_sync(0xffffffffu, v, j);
+                            const uint64_t key = DT != RAP_EMB_FP32 ? row_key(a, skey, kj, vk) : 0;
+                            if (active)
+                                apply_row<VEC, DT>(a, kj, col, acc, mult, key);
+                        } else if (!squares && active) {
+                            if (!started)
                                 vstore(a.head + c * a.D + col, acc);
                             else
                                 vstore(a.tail + c * a.D + col, acc);
@@ -467,27 +632,52 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
     }
 }
 
+/* The summed gradient of a split run at columns col.. (active lanes): the
+ * tail of chunk c, then the heads of the m chunks after it, in order. */
+template <int VEC>
+static __device__ __forceinline__ vecf<VEC> run_sum(const upd_args &a, int64_t c, int64_t m,
+                                                    int col)
+{
+    vecf<VEC> acc = vload<VEC>(a.tail + c * a.D + col);
+    int64_t q = 1;
+    for (; q + 8 <= m + 1; q += 8) {
+        vecf<VEC> h[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            h[u] = vload<VEC>(a.head + (c + q + u) * a.D + col);
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            vadd(acc, h[u]);
+    }
+    for (; q <= m; q++)
+        vadd(acc, vload<VEC>(a.head + (c + q) * a.D + col));
+    return acc;
+}
+
 /* Step 5: the warp of chunk c finishes the run that starts in c and goes
  * on past its end. A warp takes UB_CHUNKS chunks: lanes test one each
  * (independent loads), then the warp finishes the marked ones in turn
  * (a few per warp: the finishing is a chain of dependent loads, so many
- * warps keep more of them in flight). */
+ * warps keep more of them in flight). Row-wise Adagrad: a first pass over
+ * the row's blocks sums the squares. */
 #define UB_CHUNKS 4
-template <int VEC>
+template <int VEC, int DT>
 static __global__ void __launch_bounds__(EMB_THREADS) emb_update_b_kernel(upd_args a)
 {
     const int lane = threadIdx.x & 31;
     const int64_t warps = (int64_t)gridDim.x * (EMB_THREADS / 32);
     const int CB = 32 * VEC;
+    const uint64_t skey = DT != RAP_EMB_FP32 ? rap_sr_step_key(a.seed, *a.step) : 0;
     for (int64_t c0 = ((int64_t)blockIdx.x * (EMB_THREADS / 32) + threadIdx.x / 32) * UB_CHUNKS;
          c0 < a.nchunks; c0 += warps * UB_CHUNKS) {
         const int64_t cl = c0 + lane;
         bool need = false;
-        uint32_t kmine = 0;
+        uint32_t kmine = 0, vmine = 0;
         if (lane < UB_CHUNKS && cl < a.nchunks) {
             const int64_t base = cl * RAP_GPU_CHUNK;
             if (base + 32 < a.P) {
                 kmine = a.keys[base + 31];
+                vmine = a.vals[base + 31];
                 if (kmine != a.sentinel && a.keys[base + 32] == kmine)
                     /* the run started inside this chunk (not in an earlier one) */
                     need = !(a.keys[base] == kmine && base > 0 && a.keys[base - 1] == kmine);
@@ -499,6 +689,7 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_b_kernel(upd_ar
             todo &= todo - 1;
             const int64_t c = c0 + src;
             const uint32_t kl = __shfl_sync(0xffffffffu, kmine, src);
+            const uint32_t vl = __shfl_sync(0xffffffffu, vmine, src);
             /* m = number of following chunks whose first key continues the run */
             int64_t m = 0;
             for (;;) {
@@ -510,26 +701,27 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_b_kernel(upd_ar
                 if (cnt < 32)
                     break;
             }
+            float mult = 0.0f;
+            if (a.opt == RAP_ROWWISE_ADAGRAD) {
+                float ss = 0.0f;
+                for (int cb = 0; cb < a.D; cb += CB) {
+                    const int col = cb + lane * VEC;
+                    const bool active = col < a.D;
+                    vecf<VEC> acc;
+                    if (active)
+                        acc = run_sum<VEC>(a, c, m, col);
+                    else
+                        vzero(acc);
+                    ss = RAP_FADD(ss, block_sumsq<VEC>(acc, active));
+                }
+                mult = row_mult(a, kl, ss, lane);
+            }
+            const uint64_t key = DT != RAP_EMB_FP32 ? row_key(a, skey, kl, vl) : 0;
             for (int cb = 0; cb < a.D; cb += CB) {
                 const int col = cb + lane * VEC;
                 if (col >= a.D)
                     continue;
-                vecf<VEC> acc = vload<VEC>(a.tail + c * a.D + col);
-                int64_t q = 1;
-                for (; q + 8 <= m + 1; q += 8) {
-                    vecf<VEC> h[8];
-#pragma unroll
-                    for (int u = 0; u < 8; u++)
-                        h[u] = vload<VEC>(a.head + (c + q + u) * a.D + col);
-#pragma unroll
-                    for (int u = 0; u < 8; u++)
-                        vadd(acc, h[u]);
-                }
-                for (; q <= m; q++)
-                    vadd(acc, vload<VEC>(a.head + (c + q) * a.D + col));
-                apply_row<VEC>(a.W + (int64_t)kl * a.D + col,
-                               a.S ? a.S + (int64_t)kl * a.D + col : NULL, acc, a.adagrad,
-                               a.lr, a.eps);
+                apply_row<VEC, DT>(a, kl, col, run_sum<VEC>(a, c, m, col), mult, key);
             }
         }
     }
@@ -553,7 +745,7 @@ static rap_status emb_pairs_chunk(rap_gpu *g, const rap_model_batch *b, int firs
 {
     emb_chunk<CAP> c;
     fill_chunk(&c, b, first, n);
-    emb_count_kernel<CAP><<<1, CAP, 0, g->stream>>>(c, b->rows, g->start);
+    emb_count_kernel<CAP><<<1, CAP, 0, g->stream>>>(c, b->rows, g->start, g->emb_step);
     RAP_CUDA_LAUNCHED();
     const int64_t work = b->rows * n > g->P ? b->rows * n : g->P;
     emb_pairs_kernel<CAP><<<rap_gpu_blocks(work, EMB_THREADS, g->sms * 16), EMB_THREADS, 0,
@@ -562,6 +754,26 @@ static rap_status emb_pairs_chunk(rap_gpu *g, const rap_model_batch *b, int firs
                                          last ? 1 : 0, g->err);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
+}
+
+template <int VEC, int DT>
+static rap_status update_launch(rap_gpu *g, const upd_args &a, unsigned blocks, unsigned blocks_b)
+{
+    emb_update_a_kernel<VEC, DT><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+    RAP_CUDA_LAUNCHED();
+    emb_update_b_kernel<VEC, DT><<<blocks_b, EMB_THREADS, 0, g->stream>>>(a);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
+template <int VEC>
+static rap_status update_dt(rap_gpu *g, const upd_args &a, unsigned blocks, unsigned blocks_b)
+{
+    if (g->dt == RAP_EMB_BF16)
+        return update_launch<VEC, RAP_EMB_BF16>(g, a, blocks, blocks_b);
+    if (g->dt == RAP_EMB_FP16)
+        return update_launch<VEC, RAP_EMB_FP16>(g, a, blocks, blocks_b);
+    return update_launch<VEC, RAP_EMB_FP32>(g, a, blocks, blocks_b);
 }
 
 rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const float *grad,
@@ -581,6 +793,7 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const floa
                                                  g->vals[0], g->vals[1], (int)g->P, 0,
                                                  g->key_bits, g->stream));
     upd_args a;
+    memset(&a, 0, sizeof a);
     a.keys = g->keys[1];
     a.vals = g->vals[1];
     a.P = g->P;
@@ -590,11 +803,15 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const floa
     a.slot0 = slot0;
     a.T = g->TE;
     a.D = g->D;
-    a.W = g->params;
-    a.S = cfg->optimizer == RAP_ADAGRAD ? g->state : NULL;
-    a.adagrad = cfg->optimizer == RAP_ADAGRAD;
+    a.W = g->tab;
+    a.S = cfg->optimizer == RAP_SGD ? NULL : g->tab_state;
+    a.opt = (int)cfg->optimizer;
     a.lr = cfg->lr;
     a.eps = cfg->adagrad_eps;
+    a.seed = cfg->seed;
+    a.step = g->emb_step;
+    a.gtable = g->gtable;
+    a.grow_off = g->grow_off;
     a.head = g->head;
     a.tail = g->tail;
     a.nchunks = g->nchunks;
@@ -602,17 +819,10 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const floa
     /* update_b: a warp per UB_CHUNKS chunks */
     const unsigned blocks_b = rap_gpu_blocks((g->nchunks + UB_CHUNKS - 1) / UB_CHUNKS,
                                              EMB_THREADS / 32, g->sms * 32);
-    if (g->D % 4 == 0) {
-        emb_update_a_kernel<4><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
-        RAP_CUDA_LAUNCHED();
-        emb_update_b_kernel<4><<<blocks_b, EMB_THREADS, 0, g->stream>>>(a);
-        RAP_CUDA_LAUNCHED();
-    } else {
-        emb_update_a_kernel<1><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
-        RAP_CUDA_LAUNCHED();
-        emb_update_b_kernel<1><<<blocks_b, EMB_THREADS, 0, g->stream>>>(a);
-        RAP_CUDA_LAUNCHED();
-    }
+    if (rap_emb_vec(g->D) == 4)
+        RAP_TRY(update_dt<4>(g, a, blocks, blocks_b));
+    else
+        RAP_TRY(update_dt<1>(g, a, blocks, blocks_b));
     return RAP_OK;
 }
 

@@ -57,6 +57,8 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
         g->direct = c->shard->table[k] == k && c->shard->row0[k] == 0 &&
                     c->shard->rows[k] == c->table_rows[k];
     g->D = c->emb_dim;
+    g->dt = c->emb_dtype;
+    g->tes = rap_emb_dtype_size(c->emb_dtype);
     g->F = c->n_tables + 1;
     g->ND = c->n_dense;
     g->top_in = (int)(g->D + (int64_t)g->F * (g->F - 1) / 2);
@@ -183,6 +185,9 @@ static size_t plan(rap_gpu *g, char *base)
     TAKE(g->wc, void *, g->es * (size_t)g->segs.n_pad);
     TAKE(g->row_base, int64_t *, sizeof(int64_t) * (size_t)g->TE);
     TAKE(g->nrows, int64_t *, sizeof(int64_t) * (size_t)g->TE);
+    TAKE(g->gtable, int32_t *, sizeof(int32_t) * (size_t)g->TE);
+    TAKE(g->grow_off, int64_t *, sizeof(int64_t) * (size_t)g->TE);
+    TAKE(g->emb_step, uint64_t *, sizeof(uint64_t));
     TAKE(g->z, float *, sizeof(float) * B * (size_t)g->F * (size_t)g->D);
     TAKE(g->de, float *, sizeof(float) * B * (size_t)g->T * (size_t)g->D);
     TAKE(g->xin, void *, g->es * B * (size_t)round_up(g->ND, 8));
@@ -225,6 +230,22 @@ static size_t plan(rap_gpu *g, char *base)
     return al256(off);
 }
 
+/* The two weight blocks: blk_params holds the tables (g->dt) then the MLP
+ * (fp32); blk_state the tables' state (Adagrad: per element, row-wise: per
+ * row) then the MLP's (Adagrad and row-wise). Byte offsets of the MLP
+ * parts in *mlp_at, *mstate_at; returns the two sizes. */
+static void weight_blocks(const rap_gpu *g, const rap_model_config *c, size_t *pbytes,
+                          size_t *sbytes, size_t *mlp_at, size_t *mstate_at)
+{
+    const size_t n_tab = g->n_params - g->n_mlp;
+    *mlp_at = al256(g->tes * n_tab);
+    *pbytes = *mlp_at + al256(sizeof(float) * g->n_mlp);
+    *mstate_at = al256(sizeof(float) * (size_t)rap_model_table_state_floats(c));
+    *sbytes = *mstate_at + (rap_model_mlp_adagrad(c) ? al256(sizeof(float) * g->n_mlp) : 0);
+    if (c->optimizer == RAP_SGD)
+        *sbytes = 0;
+}
+
 /* Points the layers at their buffers and tensors (after plan(base)). */
 static rap_status wire(rap_gpu *g, const rap_model *m)
 {
@@ -265,7 +286,7 @@ static rap_status wire(rap_gpu *g, const rap_model *m)
         void *cc = (char *)g->wc + g->es * (size_t)dst;
         seg++;
         if (bias) {
-            l->b = g->params + x->offset;
+            l->b = g->mlp + rel;
             l->db = g->grads + dst;
             l->bc = cc;
         } else {
@@ -273,7 +294,7 @@ static rap_status wire(rap_gpu *g, const rap_model *m)
                 return rap_fail(RAP_ERR_INTERNAL, "GPU model: %s is %lldx%lld, expected %dx%d",
                                 x->info.name, (long long)x->info.rows,
                                 (long long)x->info.cols, l->out, l->in);
-            l->w = g->params + x->offset;
+            l->w = g->mlp + rel;
             l->dw = g->grads + dst;
             l->wc = cc;
         }
@@ -308,9 +329,9 @@ static size_t gpu_bytes(const rap_model_config *c)
     size_t total = 0;
     if (shape(g, c) == RAP_OK) {
         g->sort_bytes = sort_bytes_or_estimate(g);
-        total = al256(sizeof(float) * g->n_params) + plan(g, NULL);
-        if (c->optimizer == RAP_ADAGRAD)
-            total += al256(sizeof(float) * g->n_params);
+        size_t pb, sb, ma, sa;
+        weight_blocks(g, c, &pb, &sb, &ma, &sa);
+        total = pb + sb + plan(g, NULL);
     } else {
         rap_clear_error();
     }
@@ -388,8 +409,8 @@ static rap_status create(rap_model *m, const float *mlp_init)
     g->smem_optin = (size_t)optin;
     RAP_TRY(rap_gpu_emb_sort_bytes(g->P, g->key_bits, &g->sort_bytes));
     g->arena_bytes = plan(g, NULL);
-    const size_t pbytes = al256(sizeof(float) * g->n_params);
-    const size_t sbytes = c->optimizer == RAP_ADAGRAD ? pbytes : 0;
+    size_t pbytes, sbytes, mlp_at, mstate_at;
+    weight_blocks(g, c, &pbytes, &sbytes, &mlp_at, &mstate_at);
     const size_t need = pbytes + sbytes + g->arena_bytes;
     size_t free_b = 0, total_b = 0;
     RAP_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
@@ -403,10 +424,15 @@ static rap_status create(rap_model *m, const float *mlp_init)
                         (long long)g->B, free_b, free_b / 1073741824.0, total_b);
     RAP_TRY(rap_cuda_malloc(&g->blk_params, pbytes, "GPU model weights"));
     if (sbytes)
-        RAP_TRY(rap_cuda_malloc(&g->blk_state, sbytes, "GPU model Adagrad state"));
+        RAP_TRY(rap_cuda_malloc(&g->blk_state, sbytes, "GPU model optimizer state"));
     RAP_TRY(rap_cuda_malloc(&g->blk_arena, g->arena_bytes, "GPU model activations"));
-    g->params = (float *)g->blk_params;
-    g->state = (float *)g->blk_state;
+    g->tab = g->blk_params;
+    g->mlp = (float *)((char *)g->blk_params + mlp_at);
+    if (sbytes) {
+        g->tab_state = rap_model_table_state_floats(c) ? (float *)g->blk_state : NULL;
+        g->mlp_state = rap_model_mlp_adagrad(c) ? (float *)((char *)g->blk_state + mstate_at)
+                                                : NULL;
+    }
     plan(g, (char *)g->blk_arena);
     RAP_TRY(wire(g, m));
 
@@ -428,23 +454,35 @@ static rap_status create(rap_model *m, const float *mlp_init)
     RAP_CUDA_TRY(cudaMemsetAsync(g->blk_arena, 0, g->arena_bytes, g->stream));
     rap_status s = RAP_OK;
     if (g->TE > 0) {
-        int64_t *rb =
-            (int64_t *)rap_malloc(sizeof(int64_t) * 2 * (size_t)g->TE, "GPU model rows");
+        /* rb: row_base, nrows, grow_off (TE each), then gtable (TE int32) */
+        int64_t *rb = (int64_t *)rap_malloc(sizeof(int64_t) * 4 * (size_t)g->TE, "GPU model rows");
         if (!rb)
             return RAP_ERR_NOMEM;
+        int32_t *gt = (int32_t *)(rb + 3 * g->TE);
         for (int i = 0; i < m->n_tensors; i++) {
             const rap_tensor *x = &m->tensors[i];
             if (x->kind != 0)
                 continue;
+            int t;
+            int64_t row0;
+            rap_model_tensor_origin(m, i, &t, &row0);
             rb[x->layer] = (int64_t)(x->offset / (size_t)g->D);
             rb[g->TE + x->layer] = x->info.rows;
+            rb[2 * g->TE + x->layer] = row0 - rb[x->layer];
+            gt[x->layer] = t;
         }
         /* all on g->stream (ordered after the memset; a pageable async copy
          * returns once rb is staged, so rb can be freed) */
-        cudaError_t e = cudaMemcpyAsync(g->row_base, rb, sizeof(int64_t) * (size_t)g->TE,
-                                        cudaMemcpyHostToDevice, g->stream);
+        const size_t tb = sizeof(int64_t) * (size_t)g->TE;
+        cudaError_t e =
+            cudaMemcpyAsync(g->row_base, rb, tb, cudaMemcpyHostToDevice, g->stream);
         if (e == cudaSuccess)
-            e = cudaMemcpyAsync(g->nrows, rb + g->TE, sizeof(int64_t) * (size_t)g->TE,
+            e = cudaMemcpyAsync(g->nrows, rb + g->TE, tb, cudaMemcpyHostToDevice, g->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(g->grow_off, rb + 2 * g->TE, tb, cudaMemcpyHostToDevice,
+                                g->stream);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(g->gtable, gt, sizeof(int32_t) * (size_t)g->TE,
                                 cudaMemcpyHostToDevice, g->stream);
         rap_free(rb);
         if (e != cudaSuccess)
@@ -460,16 +498,18 @@ static rap_status create(rap_model *m, const float *mlp_init)
         int t;
         int64_t row0;
         rap_model_tensor_origin(m, i, &t, &row0);
-        s = rap_gpu_init_table(g, g->params + x->offset, c->seed, t, c->table_rows[t], g->D,
-                               row0, x->info.rows);
+        s = rap_gpu_init_table(g, (char *)g->tab + g->tes * x->offset, c->seed, t,
+                               c->table_rows[t], g->D, row0, x->info.rows);
     }
     RAP_TRY(s);
     if (m->n_mlp_params)
-        RAP_CUDA_TRY(cudaMemcpyAsync(g->params + m->mlp_offset, mlp_init,
-                                     sizeof(float) * m->n_mlp_params, cudaMemcpyHostToDevice,
-                                     g->stream));
-    if (g->state)
-        RAP_TRY(rap_gpu_fill(g, g->state, g->n_params, c->adagrad_init));
+        RAP_CUDA_TRY(cudaMemcpyAsync(g->mlp, mlp_init, sizeof(float) * m->n_mlp_params,
+                                     cudaMemcpyHostToDevice, g->stream));
+    if (g->tab_state)
+        RAP_TRY(rap_gpu_fill(g, g->tab_state, (size_t)rap_model_table_state_floats(c),
+                             c->adagrad_init));
+    if (g->mlp_state)
+        RAP_TRY(rap_gpu_fill(g, g->mlp_state, g->n_mlp, c->adagrad_init));
     RAP_TRY(rap_gpu_refresh_copy(g, m));
     RAP_TRY(rap_gpu_interact_setup(g));
     RAP_TRY(rap_gpu_mlp_setup(g));
@@ -588,43 +628,138 @@ static rap_status gpu_sync(rap_model *m)
     return sync_check((rap_gpu *)m->gpu);
 }
 
-static rap_status tensor_ptr(const rap_model *m, int i, bool state, float **p, size_t *n)
+/* Tensor i's device storage (or its state), the bytes per element and
+ * the elements per row (a table's row-wise state: 1). */
+static rap_status tensor_span(const rap_model *m, int i, bool state, char **p, size_t *es,
+                              int64_t *cols)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
     if (i < 0 || i >= m->n_tensors)
         return rap_fail(RAP_ERR_ARG, "GPU model: tensor %d of %d", i, m->n_tensors);
-    if (state && !g->state)
-        return rap_fail(RAP_ERR_ARG, "GPU model: no optimizer state (SGD)");
     const rap_tensor *x = &m->tensors[i];
-    *p = (state ? g->state : g->params) + x->offset;
-    *n = (size_t)x->info.rows * (size_t)x->info.cols;
+    *cols = x->info.cols;
+    *es = sizeof(float);
+    if (x->kind != 0) {
+        float *b = state ? g->mlp_state : g->mlp;
+        if (!b)
+            return rap_fail(RAP_ERR_ARG, "GPU model: no optimizer state (SGD)");
+        *p = (char *)(b + (x->offset - m->mlp_offset));
+        return RAP_OK;
+    }
+    if (!state) {
+        *es = g->tes;
+        *p = (char *)g->tab + g->tes * x->offset;
+        return RAP_OK;
+    }
+    if (!g->tab_state)
+        return rap_fail(RAP_ERR_ARG, "GPU model: no optimizer state (SGD)");
+    const bool rw = m->cfg.optimizer == RAP_ROWWISE_ADAGRAD;
+    *cols = rw ? 1 : x->info.cols;
+    *p = (char *)(g->tab_state + (rw ? x->offset / (size_t)g->D : x->offset));
     return RAP_OK;
 }
 
-static rap_status gpu_get(const rap_model *m, int i, float *host, bool state)
+/* Raw rows in the storage type (model_internal.h read_rows / write_rows);
+ * model.c has checked the range. Synchronise. */
+static rap_status gpu_read_rows(const rap_model *m, int i, int64_t row0, int64_t n, void *host,
+                                bool state)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
-    float *p = NULL;
-    size_t n = 0;
-    RAP_TRY(tensor_ptr(m, i, state, &p, &n));
-    RAP_CUDA_TRY(
-        cudaMemcpyAsync(host, p, sizeof(float) * n, cudaMemcpyDeviceToHost, g->stream));
+    char *p = NULL;
+    size_t es = 0;
+    int64_t cols = 0;
+    RAP_TRY(tensor_span(m, i, state, &p, &es, &cols));
+    if (n <= 0)
+        return RAP_OK;
+    RAP_CUDA_TRY(cudaMemcpyAsync(host, p + es * (size_t)(row0 * cols), es * (size_t)(n * cols),
+                                 cudaMemcpyDeviceToHost, g->stream));
     RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
     return RAP_OK;
 }
 
-static rap_status gpu_set(rap_model *m, int i, const float *host, bool state)
+static rap_status gpu_write_rows(rap_model *m, int i, int64_t row0, int64_t n,
+                                 const void *host, bool state)
 {
     rap_gpu *g = (rap_gpu *)m->gpu;
-    float *p = NULL;
-    size_t n = 0;
-    RAP_TRY(tensor_ptr(m, i, state, &p, &n));
-    RAP_CUDA_TRY(
-        cudaMemcpyAsync(p, host, sizeof(float) * n, cudaMemcpyHostToDevice, g->stream));
+    char *p = NULL;
+    size_t es = 0;
+    int64_t cols = 0;
+    RAP_TRY(tensor_span(m, i, state, &p, &es, &cols));
+    if (n <= 0)
+        return RAP_OK;
+    RAP_CUDA_TRY(cudaMemcpyAsync(p + es * (size_t)(row0 * cols), host, es * (size_t)(n * cols),
+                                 cudaMemcpyHostToDevice, g->stream));
     if (!state && m->tensors[i].kind != 0)
         RAP_TRY(rap_gpu_refresh_copy(g, m));
     RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
     return RAP_OK;
+}
+
+/* Whole tensors as floats: fp32 storage only (model.c converts a 16-bit
+ * table through the rows). */
+static rap_status gpu_get(const rap_model *m, int i, float *host, bool state)
+{
+    if (!state && rap_model_tensor_dtype(m, i) != RAP_EMB_FP32) /* model.c converts */
+        return rap_fail(RAP_ERR_INTERNAL, "GPU model: float get of a 16-bit table");
+    return gpu_read_rows(m, i, 0, m->tensors[i].info.rows, host, state);
+}
+
+static rap_status gpu_set(rap_model *m, int i, const float *host, bool state)
+{
+    if (!state && rap_model_tensor_dtype(m, i) != RAP_EMB_FP32)
+        return rap_fail(RAP_ERR_INTERNAL, "GPU model: float set of a 16-bit table");
+    return gpu_write_rows(m, i, 0, m->tensors[i].info.rows, host, state);
+}
+
+/* The embedding update counter (device memory, so that a graph replay
+ * advances it). Synchronises. */
+static rap_status gpu_get_emb_step(const rap_model *m, uint64_t *step)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    RAP_CUDA_TRY(cudaMemcpyAsync(step, g->emb_step, sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                                 g->stream));
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    return RAP_OK;
+}
+
+static rap_status gpu_set_emb_step(rap_model *m, uint64_t step)
+{
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    RAP_CUDA_TRY(cudaMemcpyAsync(g->emb_step, &step, sizeof(uint64_t), cudaMemcpyHostToDevice,
+                                 g->stream));
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_model_pooled(const rap_model *m, int64_t rows, float *host)
+{
+    if (!m || m->device != RAP_GPU || !m->gpu)
+        return rap_fail(RAP_ERR_ARG, "rap_gpu_model_pooled: not a GPU model");
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    if (rows < 1 || rows > g->B || g->sharded)
+        return rap_fail(RAP_ERR_ARG, "rap_gpu_model_pooled: %lld rows of a%s model, expected "
+                                     "1..%lld of an unsharded one",
+                        (long long)rows, g->sharded ? " sharded" : "n unsharded",
+                        (long long)g->B);
+    /* z row r: [x (D), e_0 .. e_{T-1}]: the T*D floats after x */
+    const size_t td = sizeof(float) * (size_t)g->T * (size_t)g->D;
+    RAP_CUDA_TRY(cudaMemcpy2DAsync(host, td, g->z + g->D, sizeof(float) * (size_t)g->F * g->D,
+                                   td, (size_t)rows, cudaMemcpyDeviceToHost, g->stream));
+    RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_gpu_model_emb_backward_from(rap_model *m, const rap_model_batch *b,
+                                                      const float *demb)
+{
+    if (!m || m->device != RAP_GPU || !m->gpu)
+        return rap_fail(RAP_ERR_ARG, "rap_gpu_model_emb_backward_from: not a GPU model");
+    rap_gpu *g = (rap_gpu *)m->gpu;
+    if (g->sharded || !demb)
+        return rap_fail(RAP_ERR_ARG, "rap_gpu_model_emb_backward_from: unsharded models and a "
+                                     "gradient only");
+    RAP_TRY(check_batch(g, b, g->EB, false, "rap_gpu_model_emb_backward_from"));
+    return rap_gpu_emb_backward(g, b, demb, (int64_t)g->T * g->D, 0, &m->cfg);
 }
 
 extern "C" rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host)
@@ -689,6 +824,10 @@ static const rap_model_backend gpu_backend = {
     gpu_sync,          /* sync */
     gpu_get,           /* get */
     gpu_set,           /* set */
+    gpu_read_rows,     /* read_rows */
+    gpu_write_rows,    /* write_rows */
+    gpu_get_emb_step,  /* get_emb_step */
+    gpu_set_emb_step,  /* set_emb_step */
     NULL,              /* get_grad */
     gpu_dense_apply,   /* dense_apply */
     gpu_shard_buffers, /* shard_buffers */
@@ -714,6 +853,23 @@ rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host)
     (void)m;
     (void)i;
     (void)host;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_pooled(const rap_model *m, int64_t rows, float *host)
+{
+    (void)m;
+    (void)rows;
+    (void)host;
+    return no_gpu();
+}
+
+rap_status rap_gpu_model_emb_backward_from(rap_model *m, const rap_model_batch *b,
+                                           const float *demb)
+{
+    (void)m;
+    (void)b;
+    (void)demb;
     return no_gpu();
 }
 

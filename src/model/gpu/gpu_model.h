@@ -13,6 +13,8 @@
  *                   gradient, column sums, the logit layer
  *   interaction.cu  dot interaction forward and backward
  *   loss.cu         BCE loss, dense optimizer, init/fill/convert kernels
+ * and, shared with the CPU reference: half.h (16-bit table types,
+ * stochastic rounding) and emb_math.h (the row update's arithmetic).
  *
  * Letters: B batch rows (cfg.batch), T tables, D embedding dim, F = T + 1
  * interaction vectors, ND dense width, TE tables held and EB rows of the
@@ -42,7 +44,8 @@
  * A batch with a different row count must be run once outside the capture
  * first (the GEMM layouts are resized on the host).
  *
- * Test hook below: rap_gpu_model_get_grad.
+ * Test hooks below: rap_gpu_model_get_grad, rap_gpu_model_pooled,
+ * rap_gpu_model_emb_backward_from.
  */
 #ifndef RAP_GPU_MODEL_H
 #define RAP_GPU_MODEL_H
@@ -63,6 +66,15 @@ extern "C" {
  * mlp_backward to host (rows*cols floats). Synchronises. RAP_ERR_ARG for a
  * table, RAP_ERR_NO_GPU when built without CUDA. */
 rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host);
+
+/* Test hook: the pooled embeddings (rows, T, D) of the last emb_forward of
+ * an unsharded model (z slots 1..T) to host. Synchronises. */
+rap_status rap_gpu_model_pooled(const rap_model *m, int64_t rows, float *host);
+/* Test hook: the embedding backward of batch b (device pointers) with the
+ * gradient of the pooled embeddings demb (rows, T, D) on the device,
+ * instead of the one from mlp_backward (unsharded models). Asynchronous. */
+rap_status rap_gpu_model_emb_backward_from(rap_model *m, const rap_model_batch *b,
+                                           const float *demb);
 
 /* Test hook: how many tuning decisions models took from the process's
  * tune cache (mlp.cu) so far; 0 without CUDA. */
@@ -214,14 +226,22 @@ typedef struct rap_gpu {
     uint32_t sentinel;
     size_t n_params, n_mlp;
 
-    /* weights and optimizer */
-    float *params;  /* (n_params) */
-    float *state;   /* (n_params) Adagrad, else NULL */
+    /* weights and optimizer (blk_params: tables then mlp; blk_state: tab_state
+     * then mlp_state) */
+    rap_emb_dtype dt; /* storage of the tables */
+    size_t tes;       /* bytes per table element */
+    void *tab;        /* (total_rows, D) of dt: table k's row r is row row_base[k] + r */
+    float *tab_state; /* Adagrad (total_rows, D); row-wise (total_rows); SGD NULL */
+    float *mlp;       /* (n_mlp) MLP weights, flat MLP layout */
+    float *mlp_state; /* (n_mlp) their Adagrad accumulators (Adagrad, row-wise), else NULL */
     float *grads;   /* (segs.n_pad) MLP gradients, padded layout segs */
     void *wc;       /* (segs.n_pad) act copy of the MLP weights, layout segs */
     rap_gpu_segs segs;
     int64_t *row_base; /* (TE) first row of table k in the tables' row space */
     int64_t *nrows;    /* (TE) rows of table k */
+    int32_t *gtable;   /* (TE) global table of table k (stochastic rounding keys) */
+    int64_t *grow_off; /* (TE) global row of table k's row r is row_base[k] + r + grow_off[k] */
+    uint64_t *emb_step; /* (1) emb_backward calls so far; the count kernel adds one */
 
     /* activations */
     float *z, *de;
@@ -317,9 +337,10 @@ rap_status rap_gpu_loss(rap_gpu *g, const float *label, int64_t rows, int64_t di
 rap_status rap_gpu_dense_in(rap_gpu *g, const float *dense, int64_t rows);
 rap_status rap_gpu_dense_update(rap_gpu *g, const rap_model *m);
 rap_status rap_gpu_fill(rap_gpu *g, float *p, size_t n, float v);
-/* p (held, D) = rows [row0, row0 + held) of table t (rows R_t) as
- * rap_init_table_value makes them. */
-rap_status rap_gpu_init_table(rap_gpu *g, float *p, uint64_t seed, int t, int64_t rows, int D,
+/* p (held, D) of type g->dt = rows [row0, row0 + held) of table t (rows
+ * R_t) as rap_init_table_value makes them (rounded to nearest into 16
+ * bits). */
+rap_status rap_gpu_init_table(rap_gpu *g, void *p, uint64_t seed, int t, int64_t rows, int D,
                               int64_t row0, int64_t held);
 /* wc = act(MLP params), all tensors (after create and set). */
 rap_status rap_gpu_refresh_copy(rap_gpu *g, const rap_model *m);

@@ -159,9 +159,9 @@ static rap_status dense_launch(rap_gpu *g, const rap_model *m, bool update)
     const int64_t n = (int64_t)m->n_mlp_params;
     if (n == 0)
         return RAP_OK;
-    const bool ada = c->optimizer == RAP_ADAGRAD;
-    float *w = g->params + m->mlp_offset;
-    float *st = ada ? g->state + m->mlp_offset : NULL;
+    const bool ada = rap_model_mlp_adagrad(c); /* row-wise Adagrad: Adagrad for the MLPs */
+    float *w = g->mlp;
+    float *st = ada ? g->mlp_state : NULL;
     const float *gr = update ? g->grads : NULL;
     const unsigned blocks = rap_gpu_blocks(n, ELT_THREADS, g->sms * 8);
     if (g->bf16)
@@ -201,23 +201,30 @@ rap_status rap_gpu_fill(rap_gpu *g, float *p, size_t n, float v)
     return RAP_OK;
 }
 
-/* p[j] = rap_init_table_value(seed, t, j0 + j, rows), j < n. */
-static __global__ void init_table_kernel(float *p, uint64_t n, uint64_t seed, int t,
-                                         int64_t rows, uint64_t j0)
+/* p[j] = rap_init_table_value(seed, t, j0 + j, rows), j < n (h instead of
+ * p: rounded to nearest into the 16-bit type dt). */
+static __global__ void init_table_kernel(float *p, uint16_t *h, rap_emb_dtype dt, uint64_t n,
+                                         uint64_t seed, int t, int64_t rows, uint64_t j0)
 {
     for (uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n;
-         j += (uint64_t)gridDim.x * blockDim.x)
-        p[j] = rap_init_table_value(seed, t, j0 + j, rows);
+         j += (uint64_t)gridDim.x * blockDim.x) {
+        if (h)
+            h[j] = rap_init_table_value16(dt, seed, t, j0 + j, rows);
+        else
+            p[j] = rap_init_table_value(seed, t, j0 + j, rows);
+    }
 }
 
-rap_status rap_gpu_init_table(rap_gpu *g, float *p, uint64_t seed, int t, int64_t rows, int D,
+rap_status rap_gpu_init_table(rap_gpu *g, void *p, uint64_t seed, int t, int64_t rows, int D,
                               int64_t row0, int64_t held)
 {
     const uint64_t n = (uint64_t)held * (uint64_t)D;
     if (n == 0)
         return RAP_OK;
+    const bool half = g->dt != RAP_EMB_FP32;
     init_table_kernel<<<rap_gpu_blocks((int64_t)n, ELT_THREADS, g->sms * 16), ELT_THREADS, 0,
-                        g->stream>>>(p, n, seed, t, rows, (uint64_t)row0 * (uint64_t)D);
+                        g->stream>>>(half ? NULL : (float *)p, half ? (uint16_t *)p : NULL, g->dt,
+                                     n, seed, t, rows, (uint64_t)row0 * (uint64_t)D);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
