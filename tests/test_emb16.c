@@ -248,8 +248,8 @@ RAP_TEST(emb16_stochastic_unbiased)
             double u = step_at(x, fp);
             double m = mean_rounded(x, fp, true, (uint64_t)k + 1);
             CHECK_MSG(fabs(m - (double)x) <= 6.0 * u / 512.0,
-                      "%s: x %.9g: mean of 65536 roundings %.9g, off by %.4f steps", fp ? "fp16" : "bf16",
-                      (double)x, m, fabs(m - (double)x) / u);
+                      "%s: x %.9g: mean of 65536 roundings %.9g, off by %.4f steps",
+                      fp ? "fp16" : "bf16", (double)x, m, fabs(m - (double)x) / u);
             tested++;
         }
         /* 0.3 of a step above a 16-bit value: stochastic within the bound,
@@ -427,8 +427,9 @@ RAP_TEST(emb16_update_unbiased)
         CHECK_MSG(lo + hi == (int)n, "%s: values other than the two neighbours",
                   rap_emb_dtype_name((rap_emb_dtype)dt));
         CHECK_MSG(fabs(sum / (double)n - (double)want) <= 6.0 * u / 512.0,
-                  "%s: mean %.9g, fp32 update %.9g, bound %.3g", rap_emb_dtype_name((rap_emb_dtype)dt),
-                  sum / (double)n, (double)want, 6.0 * u / 512.0);
+                  "%s: mean %.9g, fp32 update %.9g, bound %.3g",
+                  rap_emb_dtype_name((rap_emb_dtype)dt), sum / (double)n, (double)want,
+                  6.0 * u / 512.0);
         free(w);
         free(g);
         eb_free(&e);
@@ -782,9 +783,11 @@ RAP_TEST(emb16_plan1_bytes)
     c.optimizer = RAP_ROWWISE_ADAGRAD;
     c.emb_dtype = RAP_EMB_BF16;
     double small = (double)rap_model_bytes(&c, RAP_CPU) / gib;
+    double gpu = (double)rap_model_bytes(&c, RAP_GPU) / gib; /* 0 without CUDA */
     fprintf(stderr, "  plan 1: %d tables, %lld rows; dim 128: fp32 + Adagrad %.2f GiB, bf16 + "
-                    "row-wise Adagrad %.2f GiB (batch 4096, CPU estimate)\n",
-            c.n_tables, (long long)rows, full, small);
+                    "row-wise Adagrad %.2f GiB (batch 4096, CPU estimate; GPU %.2f GiB)\n",
+            c.n_tables, (long long)rows, full, small, gpu);
+    CHECK(gpu == 0 || (gpu > 40 && gpu < 46));
     CHECK(c.n_tables == 27 && rows > 170000000 && rows < 190000000);
     CHECK(full > 160 && full < 180);
     CHECK(small > 40 && small < 46);
@@ -865,4 +868,35 @@ RAP_TEST(emb16_learns_like_fp32)
     CHECK(a.eval.auc > 0.75); /* it learned */
     CHECK_MSG(fabs(a.eval.auc - b.eval.auc) <= 0.003, "AUC fp32 Adagrad %.4f, bf16 row-wise %.4f",
               a.eval.auc, b.eval.auc);
+}
+
+/* ------------------------------------------------------------ the binary */
+
+/* `rap train --emb-dtype bf16 --optimizer rowwise-adagrad`: the settings
+ * and the model line say so, it trains; a checkpoint of it is refused
+ * (checkpoints do not hold 16-bit tables or row-wise state yet). */
+RAP_TEST(emb16_cli_train)
+{
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
+    static char out[1 << 16];
+    char args[2048], ck[512];
+    snprintf(ck, sizeof ck, "%s/emb16_cli.safetensors", rap_test_tmpdir());
+    snprintf(args, sizeof args,
+             "train --device cpu --gen-rows 4000 --gen-eval-rows 1000 --steps 3 --batch 512 "
+             "--emb-dtype bf16 --optimizer rowwise-adagrad --threads 2");
+    CHECK_MSG(rap_test_run_rap(args, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(strstr(out, "emb-dtype") && strstr(out, "bf16 tables") &&
+                  strstr(out, "rowwise-adagrad lr") && strstr(out, "AUC"),
+              "%s", out);
+    snprintf(args, sizeof args,
+             "train --device cpu --gen-rows 4000 --gen-eval-rows 1000 --steps 3 --batch 512 "
+             "--emb-dtype fp16 --save %s --threads 2", ck);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
+    CHECK_MSG(strstr(out, "--save with --emb-dtype fp16") && strstr(out, "not hold"), "%s", out);
+    CHECK(access(ck, F_OK) != 0);
+    CHECK(rap_test_run_rap("train --emb-dtype int8", out, sizeof out) == 2);
+    CHECK_MSG(strstr(out, "fp32|bf16|fp16"), "%s", out);
+    CHECK(rap_test_run_rap("train --help", out, sizeof out) == 0);
+    CHECK(strstr(out, "--emb-dtype") && strstr(out, "rowwise-adagrad"));
 }

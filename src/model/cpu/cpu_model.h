@@ -36,7 +36,8 @@ typedef struct {
     rap_pool *pool;
     int threads;                       /* pool and OpenBLAS threads */
     void *tab;                         /* the tables, elements of emb_dtype (model_internal.h) */
-    float *tab_state;                  /* their state: Adagrad (elements), row-wise (rows); or NULL */
+    float *tab_state;                  /* their state: Adagrad per element, row-wise per row;
+                                        * NULL for SGD */
     float *mlp;                        /* (n_mlp_params) the MLP tensors */
     float *mlp_state;                  /* (n_mlp_params) their Adagrad accumulators; NULL for SGD */
     float *grads;                      /* (n_mlp_params) MLP gradients of the last backward */

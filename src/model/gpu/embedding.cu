@@ -271,7 +271,8 @@ static __global__ void __launch_bounds__(EMB_THREADS)
                                 atomicOr(err, RAP_GPU_ERR_ID);
                             continue;
                         }
-                        vadd(acc[u], wload<VEC, DT, true>(W, (base + id) * D + (int64_t)cc * VEC));
+                        vadd(acc[u],
+                             wload<VEC, DT, true>(W, (base + id) * D + (int64_t)cc * VEC));
                     }
                 }
 #pragma unroll

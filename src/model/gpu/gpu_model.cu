@@ -455,7 +455,8 @@ static rap_status create(rap_model *m, const float *mlp_init)
     rap_status s = RAP_OK;
     if (g->TE > 0) {
         /* rb: row_base, nrows, grow_off (TE each), then gtable (TE int32) */
-        int64_t *rb = (int64_t *)rap_malloc(sizeof(int64_t) * 4 * (size_t)g->TE, "GPU model rows");
+        int64_t *rb =
+            (int64_t *)rap_malloc(sizeof(int64_t) * 4 * (size_t)g->TE, "GPU model rows");
         if (!rb)
             return RAP_ERR_NOMEM;
         int32_t *gt = (int32_t *)(rb + 3 * g->TE);
