@@ -3,6 +3,7 @@
 #include "test.h"
 
 #include "dist/comm.h"
+#include "model/half.h"
 #include "run/checkpoint.h"
 
 #include <math.h>
@@ -185,6 +186,15 @@ int rap_test_read_losses(const char *path, double *loss, int max)
     return n;
 }
 
+/* Element e of a tensor of type dt at p, as a double. */
+static double st_value(const void *p, rap_st_dtype dt, size_t e)
+{
+    if (dt == RAP_ST_F32)
+        return ((const float *)p)[e];
+    uint16_t h = ((const uint16_t *)p)[e];
+    return dt == RAP_ST_BF16 ? rap_bf16_to_f32(h) : rap_fp16_to_f32(h);
+}
+
 bool rap_test_close_weights(const char *a, const char *b, bool state, double tol, double *worst,
                             char *why, size_t wn)
 {
@@ -206,20 +216,23 @@ bool rap_test_close_weights(const char *a, const char *b, bool state, double tol
     for (int i = 0; ok && i < y->n; i++) {
         int j = rap_ckpt_find(x, y->t[i].name);
         size_t bytes = (size_t)(y->t[i].end - y->t[i].begin);
-        if (j < 0 || (size_t)(x->t[j].end - x->t[j].begin) != bytes) {
-            snprintf(why, wn, "tensor %s missing or of another size in %s", y->t[i].name, a);
+        if (j < 0 || (size_t)(x->t[j].end - x->t[j].begin) != bytes ||
+            x->t[j].dtype != y->t[i].dtype) {
+            snprintf(why, wn, "tensor %s missing or of another size or type in %s", y->t[i].name,
+                     a);
             ok = false;
             break;
         }
-        float *p = malloc(bytes + 4), *q = malloc(bytes + 4);
+        void *p = malloc(bytes + 4), *q = malloc(bytes + 4);
         ok = p && q && rap_ckpt_read(x, j, p) == RAP_OK && rap_ckpt_read(y, i, q) == RAP_OK;
-        for (size_t e = 0; ok && e < bytes / 4; e++) {
-            double d = fabs((double)p[e] - (double)q[e]);
+        const rap_st_dtype dt = y->t[i].dtype;
+        for (size_t e = 0; ok && e < bytes / rap_st_dtype_size(dt); e++) {
+            double u = st_value(p, dt, e), v = st_value(q, dt, e);
+            double d = fabs(u - v);
             if (d > *worst)
                 *worst = d;
-            if (d > tol * (1 + fabs((double)q[e]))) {
-                snprintf(why, wn, "%s[%zu]: %.9g in %s, %.9g in %s", y->t[i].name, e, p[e], a,
-                         q[e], b);
+            if (d > tol * (1 + fabs(v))) {
+                snprintf(why, wn, "%s[%zu]: %.9g in %s, %.9g in %s", y->t[i].name, e, u, a, v, b);
                 ok = false;
             }
         }

@@ -3,14 +3,19 @@
  * (safetensors.h, docs/CHECKPOINT.md) and how a model is saved to and
  * loaded from one.
  *
- * rap writes F32 tensors only, named as the dlrm reference's modules
- * (emb_l.t.weight, bot_l.2i.weight, ...; rap_model_tensor), followed by the
- * optimizer state "optimizer.NAME.sum" (Adagrad's accumulator, PyTorch's
- * name for it) when there is one. Metadata always starts with "format"
- * (RAP_CKPT_FORMAT) and "format_version" and ends with "data_crc32"; the
- * trainer adds the model config, plan and data position
- * (checkpoint_meta.h). Every file is written atomically and a tensor
- * holding NaN or inf is refused before the rename (rap_safetensors_write).
+ * rap writes the tensors named as the dlrm reference's modules
+ * (emb_l.t.weight, bot_l.2i.weight, ...; rap_model_tensor), the tables in
+ * their storage type (F32, BF16, F16), the MLPs in F32, followed by the
+ * optimizer state "optimizer.NAME.sum" (F32: Adagrad's accumulator,
+ * PyTorch's name for it; a table's row-wise Adagrad state (rows, 1)) when
+ * there is one. Metadata always starts with "format" (RAP_CKPT_FORMAT)
+ * and "format_version" and ends with "data_crc32"; a file holding tables
+ * records "emb_step" (rap_model_get_emb_step); the trainer adds the model
+ * config, plan and data position (checkpoint_meta.h). Every file is
+ * written atomically and a tensor holding NaN or inf is refused before
+ * the rename (rap_safetensors_write). Loading converts a table of another
+ * type and Adagrad's state into row-wise Adagrad's (docs/CHECKPOINT.md
+ * "Types and conversion").
  *
  * Files, one job each:
  *   checkpoint.c         format and version, tensor names, plain save and
@@ -35,8 +40,8 @@ extern "C" {
 #define RAP_CKPT_VERSION 1
 
 /* Writes the model's tensors (and, when state is true, its optimizer state)
- * with meta (plus format, format_version, data_crc32) to path, atomically.
- * On failure path is untouched and no temporary file is left. */
+ * with meta (plus format, format_version, emb_step, data_crc32) to path,
+ * atomically. On failure path is untouched and no temporary file is left. */
 rap_status rap_ckpt_save(const char *path, const rap_model *m, bool state, const rap_meta *meta);
 
 /* rap_safetensors_open, then checks that the file is a rap checkpoint
@@ -46,8 +51,11 @@ rap_status rap_ckpt_open(const char *path, rap_ckpt **out);
 
 /* Loads every tensor of m (and its optimizer state when state is true)
  * from c, after checking that each exists with the model's shape (errors
- * name the tensor and both shapes) and that the data matches its CRC. On a
- * CRC mismatch the model holds the corrupt values: do not use it.
+ * name the tensor and both shapes) and that the data matches its CRC, and
+ * the update counter when c records one. A table of another type is
+ * converted, Adagrad's per-element state into row-wise state by its row
+ * means; row-wise state into per-element state is refused. On a CRC
+ * mismatch the model holds the corrupt values: do not use it.
  * c may be a sharded checkpoint's manifest and m a sharded model (any
  * number of ranks): each local table's rows are read from the files that
  * hold them; a missing, corrupt or inconsistent shard file is named. */
@@ -90,9 +98,10 @@ rap_status rap_ckpt_save_manifest(const char *path, int ranks, const char *shard
 /* True when the open checkpoint is a sharded checkpoint's manifest. */
 bool rap_ckpt_is_manifest(const rap_ckpt *c);
 /* Writes checkpoint `in` (plain or a manifest) as one plain checkpoint
- * `out` (every table whole, in table order, then the MLP tensors, then the
- * optimizer state when state is true and present), metadata of `in` minus
- * the shard keys. Every source's CRC is checked. */
+ * `out` (every table whole, in table order and its type, then the MLP
+ * tensors, then the optimizer state and emb_step when state is true and
+ * present), metadata of `in` minus the shard keys. Every source's CRC is
+ * checked. */
 rap_status rap_ckpt_gather(const char *in, const char *out, bool state);
 
 /* Writes the weights of checkpoint `in` (every tensor not named

@@ -11,13 +11,15 @@ typedef struct {
     int *src; /* (n) source tensor of each output tensor */
 } export_src;
 
-static rap_status fill_export(void *ctx, int i, float *buf)
+static rap_status fill_export(void *ctx, int i, void *buf)
 {
     export_src *e = ctx;
     return rap_ckpt_read(e->c, e->src[i], buf);
 }
 
-/* A plain checkpoint's weights: its tensors but "optimizer.*", in order. */
+/* A plain checkpoint's weights: its tensors but "optimizer.*", in order and
+ * in their types; the metadata without drop and the update counter (it
+ * belongs with the optimizer state). */
 static rap_status export_plain(rap_ckpt *c, const char *in, const char *out,
                                const char *const *drop)
 {
@@ -34,8 +36,9 @@ static rap_status export_plain(rap_ckpt *c, const char *in, const char *out,
         t[n] = c->t[i];
         src[n++] = i;
     }
+    static const char *const step_key[] = {RAP_CKPT_EMB_STEP, NULL};
     if (st == RAP_OK)
-        st = rap_meta_copy(&meta, &c->meta, drop, NULL);
+        st = rap_meta_copy(&meta, &c->meta, drop, step_key);
     if (st == RAP_OK)
         st = rap_meta_set(&meta, "contents", "weights");
     if (st == RAP_OK && n == 0)

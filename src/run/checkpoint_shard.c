@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The metadata keys of sharding, dropped when the files become one. */
-static const char *const shard_keys[] = {"shard_rank", "shard_ranks", "shard_id",
-                                         "shard_tables", "shard_files", "sharding", NULL};
+/* The metadata keys of sharding, dropped when the files become one, and
+ * the update counter (gather sets it anew). */
+static const char *const shard_step_keys[] = {"shard_rank", "shard_ranks", "shard_id",
+                                              "shard_tables", "shard_files", "sharding",
+                                              RAP_CKPT_EMB_STEP, NULL};
 
 /* ------------------------------------------------------------- saving */
 
@@ -41,11 +43,10 @@ typedef struct {
     bool *state;  /* (n) its optimizer state instead of its weights */
 } shard_src;
 
-static rap_status fill_shard(void *ctx, int i, float *buf)
+static rap_status fill_shard(void *ctx, int i, void *buf)
 {
     shard_src *s = ctx;
-    return s->state[i] ? rap_model_get_state(s->m, s->idx[i], buf)
-                       : rap_model_get(s->m, s->idx[i], buf);
+    return rap_ckpt_fill_tensor(s->m, s->idx[i], s->state[i], buf);
 }
 
 /* The tensors of rank's shard file into t, idx, st_of (*n of them): the
@@ -62,7 +63,7 @@ static rap_status shard_tensors(const char *path, int rank, const rap_model *m, 
             rap_model_tensor_origin(m, i, &table, &row0);
             if (table < 0 && rank != 0)
                 continue; /* the MLPs are the same on every rank: rank 0 writes them */
-            rap_ckpt_model_tensor(rap_model_tensor(m, i), pass == 1, &t[*n]);
+            rap_ckpt_model_tensor(m, i, pass == 1, &t[*n]);
             for (int j = 0; j < *n; j++)
                 if (!strcmp(t[j].name, t[*n].name))
                     return rap_fail(RAP_ERR_INTERNAL, "%s: rank %d holds tensor %s twice (two row "
@@ -90,7 +91,7 @@ rap_status rap_ckpt_save_shard(const char *path, int rank, int ranks, const char
     if (st == RAP_OK)
         st = shard_tensors(path, rank, m, state, t, idx, st_of, &n);
     if (st == RAP_OK)
-        st = rap_meta_copy(&mm, meta, NULL, NULL);
+        st = rap_ckpt_meta_with_step(meta, m, &mm);
     if (st == RAP_OK)
         st = rap_meta_set(&mm, "shard_rank", "%d", rank);
     if (st == RAP_OK)
@@ -323,18 +324,50 @@ static rap_status set_open(rap_ckpt *c, ck_set *set)
     return RAP_OK;
 }
 
-/* Reads (buf non-NULL) or checks (buf NULL) rows [row0, row0 + rows) of
- * global table `table`, `cols` wide, from the sources that hold them
- * (state: the optimizer accumulator instead of the weights). */
-static rap_status set_table_rows(ck_set *set, int table, int64_t row0, int64_t rows, int64_t cols,
-                                 bool state, float *buf)
+/* The name of global table `table`'s tensor (state: its optimizer state). */
+static void table_tensor_name(int table, bool state, char *out, size_t n)
 {
-    char wname[64], name[160];
+    char wname[64];
     snprintf(wname, sizeof wname, "emb_l.%d.weight", table);
     if (state)
-        rap_ckpt_state_name(wname, name, sizeof name);
+        rap_ckpt_state_name(wname, out, n);
     else
-        snprintf(name, sizeof name, "%s", wname);
+        snprintf(out, n, "%s", wname);
+}
+
+/* The dtype and columns of global table `table`'s tensor (state: its
+ * optimizer state) in the first source holding rows of it; *found false
+ * when no source lists the table or that source lacks the tensor (the
+ * caller's read then says which rows are missing). */
+static void set_table_form(const ck_set *set, int table, bool state, rap_st_dtype *dt,
+                           int64_t *cols, bool *found)
+{
+    char name[160];
+    table_tensor_name(table, state, name, sizeof name);
+    *found = false;
+    for (int s = 0; s < set->n && !*found; s++)
+        for (int k = 0; k < set->s[s].n && !*found; k++) {
+            if (set->s[s].table[k] != table)
+                continue;
+            int ti = rap_ckpt_find(set->s[s].c, name);
+            if (ti < 0 || set->s[s].c->t[ti].ndim != 2)
+                return;
+            *dt = set->s[s].c->t[ti].dtype;
+            *cols = set->s[s].c->t[ti].shape[1];
+            *found = true;
+        }
+}
+
+/* Reads (buf non-NULL) or checks (buf NULL) rows [row0, row0 + rows) of
+ * global table `table`, `cols` wide in type dt (every piece must be), from
+ * the sources that hold them (state: the optimizer accumulator instead of
+ * the weights), as stored. */
+static rap_status set_table_rows(ck_set *set, int table, int64_t row0, int64_t rows, int64_t cols,
+                                 rap_st_dtype dt, bool state, void *buf)
+{
+    char name[160];
+    table_tensor_name(table, state, name, sizeof name);
+    const size_t es = rap_st_dtype_size(dt);
     int64_t covered = 0;
     for (int s = 0; s < set->n; s++) {
         ck_src *src = &set->s[s];
@@ -353,12 +386,16 @@ static rap_status set_table_rows(ck_set *set, int table, int64_t row0, int64_t r
             const rap_ckpt_tensor *t = &src->c->t[ti];
             if (t->ndim != 2 || t->shape[1] != cols || t->shape[0] != src->rows[k])
                 return rap_fail(RAP_ERR_DATA, "%s: tensor %s has shape [%lld, %lld] in the "
-                                "checkpoint, this model's rows are %lld wide", src->c->path, name,
-                                (long long)t->shape[0], (long long)(t->ndim == 2 ? t->shape[1] : 1),
-                                (long long)cols);
+                                "checkpoint, the other files' rows of it are %lld wide",
+                                src->c->path, name, (long long)t->shape[0],
+                                (long long)(t->ndim == 2 ? t->shape[1] : 1), (long long)cols);
+            if (t->dtype != dt)
+                return rap_fail(RAP_ERR_DATA, "%s: tensor %s is %s, the other files' rows of it "
+                                "%s", src->c->path, name, rap_st_dtype_name(t->dtype),
+                                rap_st_dtype_name(dt));
             if (buf)
                 RAP_TRY(rap_ckpt_read_rows(src->c, ti, a - src->row0[k], b - a,
-                                           buf + (a - row0) * cols));
+                                           (char *)buf + es * (size_t)((a - row0) * cols)));
             covered += b - a;
         }
     }
@@ -368,6 +405,29 @@ static rap_status set_table_rows(ck_set *set, int table, int64_t row0, int64_t r
                         (long long)(row0 + rows), table, name, (long long)covered,
                         covered < rows ? " (the checkpoint's table is smaller, or a shard is "
                                          "missing)" : " (overlapping shards)");
+    return RAP_OK;
+}
+
+/* The update counter the sources record (*has: any does). RAP_ERR_DATA
+ * when two files record different ones. */
+static rap_status set_emb_step(const ck_set *set, bool *has, uint64_t *step)
+{
+    *has = false;
+    *step = 0;
+    for (int s = 0; s < set->n; s++) {
+        bool h;
+        uint64_t v;
+        RAP_TRY(rap_ckpt_emb_step_of(set->s[s].c->path, &set->s[s].c->meta, &h, &v));
+        if (h && *has && v != *step)
+            return rap_fail(RAP_ERR_DATA, "%s: the checkpoint's files record %s %llu and %llu "
+                            "(%s): written by different saves", set->path, RAP_CKPT_EMB_STEP,
+                            (unsigned long long)*step, (unsigned long long)v,
+                            set->s[s].c->path);
+        if (h) {
+            *has = true;
+            *step = v;
+        }
+    }
     return RAP_OK;
 }
 
@@ -386,57 +446,83 @@ static ck_src *set_find(ck_set *set, const char *name, int *ti)
 
 /* ------------------------------------------------------------- loading */
 
-/* Reads (buf non-NULL) or checks (buf NULL) MLP tensor want of the
- * model from whichever source holds it. */
-static rap_status set_mlp_tensor(ck_set *set, const rap_ckpt_tensor *want, float *buf)
+/* Reads (buf non-NULL) or checks (buf NULL) MLP tensor i of m (its state
+ * when state) from whichever source holds it, into the model. */
+static rap_status set_mlp_tensor(ck_set *set, rap_model *m, int i, bool state, void *buf)
 {
+    rap_ckpt_tensor want;
+    rap_ckpt_model_tensor(m, i, state, &want);
     int k;
-    ck_src *src = set_find(set, want->name, &k);
+    ck_src *src = set_find(set, want.name, &k);
     if (!src)
         return rap_fail(RAP_ERR_DATA, "%s: no tensor %s in the checkpoint%s", set->path,
-                        want->name, set->n > 1 ? " (rank 0's shard file holds the MLPs)" : "");
-    RAP_TRY(rap_ckpt_check_shape(src->c->path, &src->c->t[k], want));
-    return buf ? rap_ckpt_read(src->c, k, buf) : RAP_OK;
+                        want.name, set->n > 1 ? " (rank 0's shard file holds the MLPs)" : "");
+    const rap_ckpt_tensor *t = &src->c->t[k];
+    RAP_TRY(rap_ckpt_check_loadable(src->c->path, t, m, i, state));
+    if (!buf)
+        return RAP_OK;
+    const rap_tensor_info *ti = rap_model_tensor(m, i);
+    RAP_TRY(rap_ckpt_read(src->c, k, buf));
+    return rap_ckpt_put_rows(src->c->path, m, i, state, 0, ti->rows, t->dtype,
+                             rap_ckpt_tensor_elems(t) / ti->rows, buf);
 }
 
-/* Loads m from the sources: every local table's rows wherever they are.
- * Pass 0 checks everything, pass 1 reads. */
+/* Reads (buf non-NULL) or checks (buf NULL) local table i of m (its state
+ * when state) from the rows of its global table wherever they are, into
+ * the model; *floats: the buffer it needs. */
+static rap_status set_table_tensor(ck_set *set, rap_model *m, int i, bool state, void *buf,
+                                   int64_t *floats)
+{
+    const rap_tensor_info *ti = rap_model_tensor(m, i);
+    int table;
+    int64_t row0;
+    rap_model_tensor_origin(m, i, &table, &row0);
+    rap_ckpt_tensor ft; /* the file's form of these rows */
+    rap_ckpt_model_tensor(m, i, state, &ft);
+    bool found;
+    set_table_form(set, table, state, &ft.dtype, &ft.shape[1], &found);
+    *floats = ti->rows * (ft.shape[1] > ti->cols ? ft.shape[1] : ti->cols);
+    if (found) /* else the read below names the missing rows */
+        RAP_TRY(rap_ckpt_check_loadable(set->path, &ft, m, i, state));
+    RAP_TRY(set_table_rows(set, table, row0, ti->rows, ft.shape[1], ft.dtype, state, buf));
+    if (!buf)
+        return RAP_OK;
+    return rap_ckpt_put_rows(set->path, m, i, state, 0, ti->rows, ft.dtype, ft.shape[1], buf);
+}
+
+/* Loads m from the sources: every local table's rows wherever they are,
+ * then the update counter. Pass 0 checks everything, pass 1 reads. */
 static rap_status load_from_set(ck_set *set, rap_model *m, bool state)
 {
     int nm = rap_model_n_tensors(m);
     int n = state ? 2 * nm : nm;
-    int64_t max_elems = 1;
+    int64_t most = 1; /* floats of the largest tensor, as read or as converted */
+    bool has = false;
+    uint64_t step = 0;
+    RAP_TRY(set_emb_step(set, &has, &step));
     for (int pass = 0; pass < 2; pass++) {
         float *buf = NULL;
         if (pass) {
-            buf = rap_malloc(sizeof(float) * (size_t)max_elems, "checkpoint tensor buffer");
+            buf = rap_malloc(sizeof(float) * (size_t)most, "checkpoint tensor buffer");
             if (!buf)
                 return RAP_ERR_NOMEM;
         }
         rap_status st = RAP_OK;
         for (int i = 0; i < n && st == RAP_OK; i++) {
             const rap_tensor_info *ti = rap_model_tensor(m, i % nm);
-            bool is_state = i >= nm;
             int table;
-            int64_t row0;
-            rap_model_tensor_origin(m, i % nm, &table, &row0);
+            rap_model_tensor_origin(m, i % nm, &table, NULL);
             int64_t e = ti->rows * ti->cols;
-            if (e > max_elems)
-                max_elems = e;
-            if (table >= 0) {
-                st = set_table_rows(set, table, row0, ti->rows, ti->cols, is_state, buf);
-            } else {
-                rap_ckpt_tensor want;
-                rap_ckpt_model_tensor(ti, is_state, &want);
-                st = set_mlp_tensor(set, &want, buf);
-            }
-            if (st == RAP_OK && buf)
-                st = is_state ? rap_model_set_state(m, i - nm, buf) : rap_model_set(m, i, buf);
+            if (table >= 0)
+                st = set_table_tensor(set, m, i % nm, i >= nm, buf, &e);
+            else
+                st = set_mlp_tensor(set, m, i % nm, i >= nm, buf);
+            most = e > most ? e : most;
         }
         rap_free(buf);
         RAP_TRY(st);
     }
-    return RAP_OK;
+    return has ? rap_model_set_emb_step(m, step) : RAP_OK;
 }
 
 rap_status rap_ckpt_load_rows(rap_ckpt *c, rap_model *m, bool state)
@@ -483,39 +569,32 @@ static int64_t table_rows_of(const ck_set *set, int tb)
     return rows;
 }
 
-static rap_status fill_gather(void *ctx, int i, float *buf)
+static rap_status fill_gather(void *ctx, int i, void *buf)
 {
     gather_src *g = ctx;
     if (g->table[i] < 0)
         return rap_ckpt_read(g->set->s[0].c, g->src_ti[i], buf);
     return set_table_rows(g->set, g->table[i], 0, table_rows_of(g->set, g->table[i]), g->cols[i],
-                          g->state[i], buf);
+                          g->t[i].dtype, g->state[i], buf);
 }
 
-/* Adds every table 0..tmax whole (the state's when state), each checked
- * to be covered exactly by the sources. */
+/* Adds every table 0..tmax whole (the state's when state: per element or
+ * one value a row, as the files have it), each checked to be covered
+ * exactly by the sources, in one type. */
 static rap_status gather_tables(gather_src *g, const char *path, int tmax, bool state)
 {
     ck_set *set = g->set;
     for (int tb = 0; tb <= tmax; tb++) {
-        char wn[64];
-        snprintf(wn, sizeof wn, "emb_l.%d.weight", tb);
         int64_t rows = table_rows_of(set, tb), cols = 0;
-        for (int s = 0; s < set->n; s++)
-            for (int k = 0; k < set->s[s].n; k++)
-                if (set->s[s].table[k] == tb) {
-                    int ti = rap_ckpt_find(set->s[s].c, wn);
-                    if (ti >= 0)
-                        cols = set->s[s].c->t[ti].shape[1];
-                }
+        rap_st_dtype dt = RAP_ST_F32;
+        bool found;
+        set_table_form(set, tb, state, &dt, &cols, &found);
         if (rows == 0)
             return rap_fail(RAP_ERR_DATA, "%s: table %d is in none of the checkpoint's files "
                             "(tables 0 to %d are)", path, tb, tmax);
         rap_ckpt_tensor *t = &g->t[g->n];
-        if (state)
-            rap_ckpt_state_name(wn, t->name, sizeof t->name);
-        else
-            snprintf(t->name, sizeof t->name, "%s", wn);
+        table_tensor_name(tb, state, t->name, sizeof t->name);
+        t->dtype = dt;
         t->ndim = 2;
         t->shape[0] = rows;
         t->shape[1] = cols;
@@ -523,7 +602,7 @@ static rap_status gather_tables(gather_src *g, const char *path, int tmax, bool 
         g->state[g->n] = state;
         g->cols[g->n] = cols;
         g->n++;
-        RAP_TRY(set_table_rows(set, tb, 0, rows, cols, state, NULL));
+        RAP_TRY(set_table_rows(set, tb, 0, rows, cols, dt, state, NULL));
     }
     return RAP_OK;
 }
@@ -590,7 +669,13 @@ rap_status rap_ckpt_gather_write(rap_ckpt *c, const char *out, bool state,
     st = gather_plan(c, &set, state, &g);
     rap_meta meta = {0};
     if (st == RAP_OK)
-        st = rap_meta_copy(&meta, &c->meta, drop, shard_keys);
+        st = rap_meta_copy(&meta, &c->meta, drop, shard_step_keys);
+    bool has = false; /* the update counter: the sources', with the state only */
+    uint64_t step = 0;
+    if (st == RAP_OK && state)
+        st = set_emb_step(&set, &has, &step);
+    if (st == RAP_OK && has)
+        st = rap_meta_set(&meta, RAP_CKPT_EMB_STEP, "%llu", (unsigned long long)step);
     if (st == RAP_OK && contents)
         st = rap_meta_set(&meta, "contents", "%s", contents);
     if (st == RAP_OK && g.n == 0)

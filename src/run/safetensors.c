@@ -97,12 +97,50 @@ void rap_meta_free(rap_meta *m)
     memset(m, 0, sizeof *m);
 }
 
+/* ------------------------------------------------------------- tensors */
+
+const char *rap_st_dtype_name(rap_st_dtype t)
+{
+    switch (t) {
+    case RAP_ST_F32: return "F32";
+    case RAP_ST_BF16: return "BF16";
+    case RAP_ST_F16: return "F16";
+    }
+    return "?";
+}
+
+size_t rap_st_dtype_size(rap_st_dtype t)
+{
+    switch (t) {
+    case RAP_ST_F32: return 4;
+    case RAP_ST_BF16:
+    case RAP_ST_F16: return 2;
+    }
+    return 0;
+}
+
+/* The dtype called name; false for one rap does not read. */
+static bool dtype_parse(const char *name, rap_st_dtype *out)
+{
+    for (int k = RAP_ST_F32; k <= RAP_ST_F16; k++)
+        if (!strcmp(name, rap_st_dtype_name((rap_st_dtype)k))) {
+            *out = (rap_st_dtype)k;
+            return true;
+        }
+    return false;
+}
+
 int64_t rap_ckpt_tensor_elems(const rap_ckpt_tensor *t)
 {
     int64_t e = 1;
     for (int d = 0; d < t->ndim; d++)
         e *= t->shape[d];
     return e;
+}
+
+uint64_t rap_ckpt_tensor_bytes(const rap_ckpt_tensor *t)
+{
+    return (uint64_t)rap_ckpt_tensor_elems(t) * rap_st_dtype_size(t->dtype);
 }
 
 /* ------------------------------------------------------- the header text */
@@ -152,11 +190,12 @@ static void sb_fmt(sbuf *b, const char *fmt, ...)
 
 static void sb_json(sbuf *b, const char *s) { rap_json_escape(s, sb_put, b); }
 
-/* The header JSON of meta and the n tensors t (offsets set), padded to a
- * multiple of 8 bytes; *crc_at is the offset in it of the 8 placeholder
- * digits of data_crc32. RAP_ERR_NOMEM leaves h empty. */
-static rap_status build_header(sbuf *h, const rap_meta *meta, const rap_ckpt_tensor *t, int n,
-                               size_t *crc_at)
+/* The header JSON of meta and the n tensors t (offsets set), listed in
+ * the order ord (n indices into t), padded to a multiple of 8 bytes;
+ * *crc_at is the offset in it of the 8 placeholder digits of data_crc32.
+ * RAP_ERR_NOMEM leaves h empty. */
+static rap_status build_header(sbuf *h, const rap_meta *meta, const rap_ckpt_tensor *t,
+                               const int *ord, int n, size_t *crc_at)
 {
     sb_str(h, "{\"__metadata__\":{");
     for (int i = 0; meta && i < meta->n; i++) {
@@ -170,14 +209,15 @@ static rap_status build_header(sbuf *h, const rap_meta *meta, const rap_ckpt_ten
     sb_str(h, "\"data_crc32\":\"");
     *crc_at = h->n; /* patched after the data */
     sb_str(h, "00000000\"}");
-    for (int i = 0; i < n; i++) {
+    for (int k = 0; k < n; k++) {
+        const rap_ckpt_tensor *x = &t[ord[k]];
         sb_str(h, ",");
-        sb_json(h, t[i].name);
-        sb_str(h, ":{\"dtype\":\"F32\",\"shape\":[");
-        for (int d = 0; d < t[i].ndim; d++)
-            sb_fmt(h, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
-        sb_fmt(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)t[i].begin,
-               (unsigned long long)t[i].end);
+        sb_json(h, x->name);
+        sb_fmt(h, ":{\"dtype\":\"%s\",\"shape\":[", rap_st_dtype_name(x->dtype));
+        for (int d = 0; d < x->ndim; d++)
+            sb_fmt(h, "%s%lld", d ? "," : "", (long long)x->shape[d]);
+        sb_fmt(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)x->begin,
+               (unsigned long long)x->end);
     }
     sb_str(h, "}");
     while (h->n % 8)
@@ -202,12 +242,12 @@ static void fsync_dir_of(const char *path)
     close(fd);
 }
 
-/* Adds 4 * e bytes at p to the running CRC (zlib takes a uInt length: in
+/* Adds the bytes at buf to the running CRC (zlib takes a uInt length: in
  * pieces below 4 GiB). */
-static uLong crc_add(uLong crc, const float *buf, size_t e)
+static uLong crc_add(uLong crc, const void *buf, size_t bytes)
 {
     const uint8_t *p = (const uint8_t *)buf;
-    for (size_t left = 4 * e; left > 0;) {
+    for (size_t left = bytes; left > 0;) {
         uInt k = left > (1u << 30) ? (1u << 30) : (uInt)left;
         crc = crc32(crc, p, k);
         p += k;
@@ -216,25 +256,53 @@ static uLong crc_add(uLong crc, const float *buf, size_t e)
     return crc;
 }
 
-/* Writes the data section to f (tmp names it): every tensor from fill
- * through buf (the largest tensor's floats), checked finite when asked
- * (path names the file being replaced in that message); *crc its CRC. */
+/* The first element of the e elements of type dt at buf that is NaN or
+ * inf (*nan says which), or e when all are finite. */
+static size_t first_nonfinite(const void *buf, rap_st_dtype dt, size_t e, bool *nan)
+{
+    if (dt == RAP_ST_F32) {
+        const float *x = buf;
+        for (size_t j = 0; j < e; j++)
+            if (!isfinite(x[j])) {
+                *nan = isnan(x[j]);
+                return j;
+            }
+        return e;
+    }
+    /* 16 bits: the exponent all ones is inf (mantissa 0) or NaN */
+    const uint16_t *x = buf;
+    const uint16_t exp = dt == RAP_ST_BF16 ? 0x7f80 : 0x7c00;
+    for (size_t j = 0; j < e; j++)
+        if ((x[j] & exp) == exp) {
+            *nan = (x[j] & (uint16_t)~(exp | 0x8000)) != 0;
+            return j;
+        }
+    return e;
+}
+
+/* Writes the data section to f (tmp names it): every tensor in the order
+ * ord from fill through buf (the largest tensor's bytes), checked finite
+ * when asked (path names the file being replaced in that message); *crc
+ * its CRC. */
 static rap_status write_data(FILE *f, const char *tmp, const char *path, const rap_ckpt_tensor *t,
-                             int n, rap_safetensors_fill fill, void *ctx, bool check_finite,
-                             float *buf, uLong *crc)
+                             const int *ord, int n, rap_safetensors_fill fill, void *ctx,
+                             bool check_finite, void *buf, uLong *crc)
 {
     *crc = crc32(0L, Z_NULL, 0);
-    for (int i = 0; i < n; i++) {
-        size_t e = (size_t)rap_ckpt_tensor_elems(&t[i]);
+    for (int k = 0; k < n; k++) {
+        const int i = ord[k];
+        const size_t e = (size_t)rap_ckpt_tensor_elems(&t[i]);
+        const size_t bytes = (size_t)rap_ckpt_tensor_bytes(&t[i]);
         RAP_TRY(fill(ctx, i, buf));
-        for (size_t j = 0; check_finite && j < e; j++)
-            if (!isfinite(buf[j]))
-                return rap_fail(RAP_ERR_DATA,
-                                "%s: tensor %s holds %s at element %zu: not writing a "
-                                "poisoned checkpoint (%s left as it was)",
-                                path, t[i].name, isnan(buf[j]) ? "NaN" : "inf", j, path);
-        *crc = crc_add(*crc, buf, e);
-        if (fwrite(buf, 4, e, f) != e)
+        bool nan = false;
+        size_t j = check_finite ? first_nonfinite(buf, t[i].dtype, e, &nan) : e;
+        if (j < e)
+            return rap_fail(RAP_ERR_DATA,
+                            "%s: tensor %s holds %s at element %zu: not writing a "
+                            "poisoned checkpoint (%s left as it was)",
+                            path, t[i].name, nan ? "NaN" : "inf", j, path);
+        *crc = crc_add(*crc, buf, bytes);
+        if (fwrite(buf, 1, bytes, f) != bytes)
             return rap_fail(RAP_ERR_IO, "%s: write failed (%s; disk full?)", tmp, strerror(errno));
     }
     return RAP_OK;
@@ -243,8 +311,8 @@ static rap_status write_data(FILE *f, const char *tmp, const char *path, const r
 /* Writes the whole file to f (tmp names it): length, header h, data, then
  * the CRC digits at crc_at; flushed and fsync'd. */
 static rap_status write_all(FILE *f, const char *tmp, const char *path, const sbuf *h,
-                            size_t crc_at, const rap_ckpt_tensor *t, int n,
-                            rap_safetensors_fill fill, void *ctx, bool check_finite, float *buf)
+                            size_t crc_at, const rap_ckpt_tensor *t, const int *ord, int n,
+                            rap_safetensors_fill fill, void *ctx, bool check_finite, void *buf)
 {
     uint8_t len8[8];
     for (int k = 0; k < 8; k++)
@@ -252,7 +320,7 @@ static rap_status write_all(FILE *f, const char *tmp, const char *path, const sb
     if (fwrite(len8, 1, 8, f) != 8 || fwrite(h->p, 1, h->n, f) != h->n)
         return rap_fail(RAP_ERR_IO, "%s: write failed (%s)", tmp, strerror(errno));
     uLong crc;
-    RAP_TRY(write_data(f, tmp, path, t, n, fill, ctx, check_finite, buf, &crc));
+    RAP_TRY(write_data(f, tmp, path, t, ord, n, fill, ctx, check_finite, buf, &crc));
     char hex[9];
     snprintf(hex, sizeof hex, "%08lx", (unsigned long)crc);
     if (fseek(f, (long)(8 + crc_at), SEEK_SET) != 0 || fwrite(hex, 1, 8, f) != 8)
@@ -262,34 +330,59 @@ static rap_status write_all(FILE *f, const char *tmp, const char *path, const sb
     return RAP_OK;
 }
 
+/* The layout order of the n tensors t into ord: widest element first,
+ * the order given within one width (every tensor then starts at a
+ * multiple of its element size: the data section starts at a multiple of
+ * 8). Sets every tensor's begin and end; returns the largest tensor's
+ * bytes. */
+static uint64_t layout(rap_ckpt_tensor *t, int n, int *ord)
+{
+    static const size_t widths[] = {4, 2};
+    uint64_t at = 0, most = 0;
+    int k = 0;
+    for (int w = 0; w < 2; w++)
+        for (int i = 0; i < n; i++) {
+            if (rap_st_dtype_size(t[i].dtype) != widths[w])
+                continue;
+            ord[k++] = i;
+            t[i].begin = at;
+            at += rap_ckpt_tensor_bytes(&t[i]);
+            t[i].end = at;
+            if (t[i].end - t[i].begin > most)
+                most = t[i].end - t[i].begin;
+        }
+    return most;
+}
+
 rap_status rap_safetensors_write(const char *path, const rap_meta *meta, rap_ckpt_tensor *t,
                                  int n, rap_safetensors_fill fill, void *ctx, bool check_finite)
 {
-    uint64_t at = 0;
-    int64_t max_elems = 1;
-    for (int i = 0; i < n; i++) {
-        int64_t e = rap_ckpt_tensor_elems(&t[i]);
-        t[i].begin = at;
-        at += 4 * (uint64_t)e;
-        t[i].end = at;
-        if (e > max_elems)
-            max_elems = e;
-    }
+    for (int i = 0; i < n; i++)
+        if (!rap_st_dtype_size(t[i].dtype))
+            return rap_fail(RAP_ERR_INTERNAL, "%s: tensor %s has dtype %d", path, t[i].name,
+                            (int)t[i].dtype);
+    int *ord = rap_malloc(sizeof(int) * (size_t)(n ? n : 1), "checkpoint layout");
+    if (!ord)
+        return RAP_ERR_NOMEM;
+    const uint64_t most = layout(t, n, ord);
     sbuf h = {0};
     size_t crc_at = 0;
-    RAP_TRY(build_header(&h, meta, t, n, &crc_at));
+    rap_status st = build_header(&h, meta, t, ord, n, &crc_at);
+    if (st != RAP_OK) {
+        rap_free(ord);
+        return st;
+    }
 
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    float *buf = rap_malloc(sizeof(float) * (size_t)max_elems, "checkpoint tensor buffer");
+    void *buf = rap_malloc((size_t)(most ? most : 4), "checkpoint tensor buffer");
     FILE *f = buf ? fopen(tmp, "wb") : NULL;
-    rap_status st = RAP_OK;
     if (!buf)
         st = RAP_ERR_NOMEM;
     else if (!f)
         st = rap_fail(RAP_ERR_IO, "%s: cannot create (%s)", tmp, strerror(errno));
     if (st == RAP_OK)
-        st = write_all(f, tmp, path, &h, crc_at, t, n, fill, ctx, check_finite, buf);
+        st = write_all(f, tmp, path, &h, crc_at, t, ord, n, fill, ctx, check_finite, buf);
     if (f && fclose(f) != 0 && st == RAP_OK)
         st = rap_fail(RAP_ERR_IO, "%s: close failed (%s)", tmp, strerror(errno));
     if (st == RAP_OK && rename(tmp, path) != 0)
@@ -300,6 +393,7 @@ rap_status rap_safetensors_write(const char *path, const rap_meta *meta, rap_ckp
         remove(tmp);
     rap_free(buf);
     rap_free(h.p);
+    rap_free(ord);
     return st;
 }
 
@@ -371,8 +465,8 @@ static rap_status parse_offsets(rap_json_reader *j, rap_ckpt_tensor *t)
     return RAP_OK;
 }
 
-/* One tensor's object: dtype (F32 only), shape, data_offsets; other keys
- * are skipped. */
+/* One tensor's object: dtype (F32, BF16, F16), shape, data_offsets; other
+ * keys are skipped. */
 static rap_status parse_tensor(rap_json_reader *j, rap_ckpt_tensor *t)
 {
     if (!rap_json_peek(j, '{'))
@@ -388,9 +482,9 @@ static rap_status parse_tensor(rap_json_reader *j, rap_ckpt_tensor *t)
         if (!strcmp(key, "dtype")) {
             char dt[32];
             RAP_TRY(rap_json_string(j, dt, sizeof dt, NULL));
-            if (strcmp(dt, "F32"))
-                return rap_fail(RAP_ERR_DATA, "%s: tensor %s has dtype %s; rap reads F32 only",
-                                j->file, t->name, dt);
+            if (!dtype_parse(dt, &t->dtype))
+                return rap_fail(RAP_ERR_DATA, "%s: tensor %s has dtype %s; rap reads F32, BF16 "
+                                "and F16", j->file, t->name, dt);
             has_dtype = true;
         } else if (!strcmp(key, "shape")) {
             RAP_TRY(parse_shape(j, t));
@@ -475,8 +569,8 @@ static int cmp_begin(const void *a, const void *b)
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : 0;
 }
 
-/* The tensors' offsets: each as long as its shape needs, contiguous in
- * offset order, covering the data section exactly. */
+/* The tensors' offsets: each as long as its shape and dtype need,
+ * contiguous in offset order, covering the data section exactly. */
 static rap_status check_layout(rap_ckpt *c)
 {
     rap_ckpt_tensor **s = rap_malloc(sizeof *s * (size_t)(c->n ? c->n : 1), "checkpoint check");
@@ -489,14 +583,20 @@ static rap_status check_layout(rap_ckpt *c)
     uint64_t at = 0;
     for (int i = 0; i < c->n && st == RAP_OK; i++) {
         const rap_ckpt_tensor *t = s[i];
-        uint64_t want = 4 * (uint64_t)rap_ckpt_tensor_elems(t);
-        if (t->end < t->begin || t->end - t->begin != want)
+        uint64_t want = rap_st_dtype_size(t->dtype);
+        bool big = false; /* the shape's bytes beyond 2^64: no file holds them */
+        for (int d = 0; d < t->ndim; d++)
+            big |= __builtin_mul_overflow(want, (uint64_t)t->shape[d], &want);
+        if (big)
+            st = rap_fail(RAP_ERR_DATA, "%s: tensor %s: its shape needs more than 2^64 bytes",
+                          c->path, t->name);
+        else if (t->end < t->begin || t->end - t->begin != want)
             st = rap_fail(RAP_ERR_DATA,
                           "%s: tensor %s: data_offsets [%llu, %llu] hold %llu bytes, its shape "
-                          "needs %llu",
+                          "needs %llu (%s)",
                           c->path, t->name, (unsigned long long)t->begin,
                           (unsigned long long)t->end, (unsigned long long)(t->end - t->begin),
-                          (unsigned long long)want);
+                          (unsigned long long)want, rap_st_dtype_name(t->dtype));
         else if (t->begin != at)
             st = rap_fail(RAP_ERR_DATA,
                           "%s: tensor %s starts at byte %llu of the data, expected %llu (tensors "
@@ -574,29 +674,30 @@ rap_status rap_safetensors_open(const char *path, rap_ckpt **out)
     return RAP_OK;
 }
 
-rap_status rap_ckpt_read(rap_ckpt *c, int i, float *host)
+rap_status rap_ckpt_read(rap_ckpt *c, int i, void *host)
 {
     const rap_ckpt_tensor *t = &c->t[i];
-    size_t e = (size_t)rap_ckpt_tensor_elems(t);
+    size_t bytes = (size_t)rap_ckpt_tensor_bytes(t);
     if (fseeko(c->f, (off_t)(8 + c->header_len + t->begin), SEEK_SET) != 0 ||
-        fread(host, 4, e, c->f) != e)
+        fread(host, 1, bytes, c->f) != bytes)
         return rap_fail(RAP_ERR_IO, "%s: cannot read tensor %s (%s)", c->path, t->name,
                         strerror(errno));
     return RAP_OK;
 }
 
-rap_status rap_ckpt_read_rows(rap_ckpt *c, int i, int64_t row0, int64_t rows, float *host)
+rap_status rap_ckpt_read_rows(rap_ckpt *c, int i, int64_t row0, int64_t rows, void *host)
 {
     const rap_ckpt_tensor *t = &c->t[i];
     int64_t cols = t->ndim == 2 ? t->shape[1] : 1;
+    const uint64_t es = rap_st_dtype_size(t->dtype);
     if (t->ndim < 1 || row0 < 0 || rows < 0 || row0 + rows > t->shape[0])
         return rap_fail(RAP_ERR_INTERNAL, "%s: rows [%lld, %lld) of tensor %s: out of its %lld "
                         "rows", c->path, (long long)row0, (long long)(row0 + rows), t->name,
                         (long long)t->shape[0]);
-    size_t e = (size_t)(rows * cols);
-    if (fseeko(c->f, (off_t)(8 + c->header_len + t->begin + 4 * (uint64_t)(row0 * cols)),
+    size_t bytes = (size_t)(es * (uint64_t)(rows * cols));
+    if (fseeko(c->f, (off_t)(8 + c->header_len + t->begin + es * (uint64_t)(row0 * cols)),
                SEEK_SET) != 0 ||
-        fread(host, 4, e, c->f) != e)
+        fread(host, 1, bytes, c->f) != bytes)
         return rap_fail(RAP_ERR_IO, "%s: cannot read rows of tensor %s (%s)", c->path, t->name,
                         strerror(errno));
     return RAP_OK;

@@ -1,6 +1,7 @@
 /*
- * safetensors.h -- the safetensors container: files of F32 tensors with
- * string metadata, written and read (docs/CHECKPOINT.md "Layout").
+ * safetensors.h -- the safetensors container: files of F32, BF16 and F16
+ * tensors with string metadata, written and read (docs/CHECKPOINT.md
+ * "Layout").
  *
  * File layout (https://github.com/huggingface/safetensors):
  *   u64 little-endian N, then N bytes of JSON (padded with spaces so that
@@ -9,10 +10,13 @@
  *   JSON: {"__metadata__": {string: string}, "NAME": {"dtype": "F32",
  *   "shape": [..], "data_offsets": [begin, end]}, ...}, offsets relative to
  *   the start of the data section.
- * The writer puts the metadata in the order given and adds "data_crc32"
- * last (CRC-32 of the data section, 8 hex digits); the reader checks the
- * structure, rap_ckpt_verify the data against that CRC. What rap keeps in
- * such files (checkpoint.h) is not this module's business.
+ * The writer lays the tensors out widest type first (stable: the order
+ * given within a type), as safetensors' own writer does, so that every
+ * tensor starts at a multiple of its element size; it puts the metadata
+ * in the order given and adds "data_crc32" last (CRC-32 of the data
+ * section, 8 hex digits); the reader checks the structure, rap_ckpt_verify
+ * the data against that CRC. What rap keeps in such files (checkpoint.h)
+ * is not this module's business.
  *
  * Every safetensors file rap reads or writes is a checkpoint file (a
  * checkpoint, a shard file, a manifest or an export), hence the names of
@@ -58,15 +62,26 @@ rap_status rap_meta_copy(rap_meta *out, const rap_meta *in, const char *const *s
 /* Frees the pairs; m is empty ({0}) after. */
 void rap_meta_free(rap_meta *m);
 
+/* Element types (safetensors' names "F32", "BF16", "F16"): IEEE float32,
+ * bfloat16 (the top half of a float32) and IEEE float16, little-endian. */
+typedef enum { RAP_ST_F32 = 0, RAP_ST_BF16 = 1, RAP_ST_F16 = 2 } rap_st_dtype;
+
+/* "F32", "BF16", "F16"; "?" for another value. */
+const char *rap_st_dtype_name(rap_st_dtype t);
+/* Bytes of one element: 4, 2, 2; 0 for another value. */
+size_t rap_st_dtype_size(rap_st_dtype t);
+
 typedef struct {
     char name[128];
+    rap_st_dtype dtype;    /* 0 (a zeroed tensor): F32 */
     int ndim;
     int64_t shape[4];
     uint64_t begin, end;   /* in the data section */
 } rap_ckpt_tensor;
 
-/* Elements of a tensor (the product of its shape). */
+/* Elements of a tensor (the product of its shape), and its bytes. */
 int64_t rap_ckpt_tensor_elems(const rap_ckpt_tensor *t);
+uint64_t rap_ckpt_tensor_bytes(const rap_ckpt_tensor *t);
 
 /* An open, structurally checked safetensors file. */
 typedef struct {
@@ -79,34 +94,37 @@ typedef struct {
     rap_meta meta;
 } rap_ckpt;
 
-/* Fills buf (tensor i's rap_ckpt_tensor_elems floats) with tensor i. */
-typedef rap_status (*rap_safetensors_fill)(void *ctx, int i, float *buf);
+/* Fills buf with tensor i: rap_ckpt_tensor_bytes of it, elements of its
+ * dtype. */
+typedef rap_status (*rap_safetensors_fill)(void *ctx, int i, void *buf);
 
-/* Writes a safetensors file of the n tensors t (names and shapes; begin
- * and end are set here), their data from fill, and meta (in its order, a
- * "data_crc32" in it left out) then "data_crc32", atomically: PATH.tmp is
- * written, fsync'd and renamed over path (then the directory is fsync'd),
- * so path is always either the old file or the whole new one. With
- * check_finite a tensor holding NaN or inf is refused (RAP_ERR_DATA) before
- * the rename. On failure path is untouched and no temporary file is left. */
+/* Writes a safetensors file of the n tensors t (names, dtypes and shapes;
+ * begin and end are set here, in the layout order of the header comment),
+ * their data from fill, and meta (in its order, a "data_crc32" in it left
+ * out) then "data_crc32", atomically: PATH.tmp is written, fsync'd and
+ * renamed over path (then the directory is fsync'd), so path is always
+ * either the old file or the whole new one. With check_finite a tensor
+ * holding NaN or inf (in any of the types) is refused (RAP_ERR_DATA)
+ * before the rename. On failure path is untouched and no temporary file
+ * is left. */
 rap_status rap_safetensors_write(const char *path, const rap_meta *meta, rap_ckpt_tensor *t,
                                  int n, rap_safetensors_fill fill, void *ctx, bool check_finite);
 
 /* Opens path and checks everything but the data bytes: the header length
  * against the file size, the JSON (core/json.h), every tensor's dtype
- * (F32), shape and offsets (contiguous, covering the data section
- * exactly). Errors say what is wrong and where: RAP_ERR_IO (cannot open),
+ * (F32, BF16 or F16), shape and offsets (as long as shape and dtype need,
+ * contiguous, covering the data section exactly). Errors say what is wrong and where: RAP_ERR_IO (cannot open),
  * RAP_ERR_DATA (truncated or corrupt). *out is NULL on failure. */
 rap_status rap_safetensors_open(const char *path, rap_ckpt **out);
 /* Closes c (NULL is fine). */
 void rap_ckpt_close(rap_ckpt *c);
 /* Index of the tensor called name, or -1. */
 int rap_ckpt_find(const rap_ckpt *c, const char *name);
-/* Reads tensor i's floats into host (rap_ckpt_tensor_elems floats). */
-rap_status rap_ckpt_read(rap_ckpt *c, int i, float *host);
-/* Reads rows [row0, row0+rows) of tensor i (1-D or 2-D) into host
- * (rows * cols floats). */
-rap_status rap_ckpt_read_rows(rap_ckpt *c, int i, int64_t row0, int64_t rows, float *host);
+/* Reads tensor i into host as stored (rap_ckpt_tensor_bytes of it). */
+rap_status rap_ckpt_read(rap_ckpt *c, int i, void *host);
+/* Reads rows [row0, row0+rows) of tensor i (1-D or 2-D) into host as
+ * stored (rows * cols elements of its dtype). */
+rap_status rap_ckpt_read_rows(rap_ckpt *c, int i, int64_t row0, int64_t rows, void *host);
 /* Reads the whole data section and checks it against data_crc32. */
 rap_status rap_ckpt_verify(rap_ckpt *c);
 
