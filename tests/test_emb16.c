@@ -15,6 +15,7 @@
 #include "core/core.h"
 #include "model/cpu/cpu_model.h"
 #include "model/half.h"
+#include "run/checkpoint.h"
 #include "run/input.h"
 #include "run/train.h"
 
@@ -873,15 +874,18 @@ RAP_TEST(emb16_learns_like_fp32)
 /* ------------------------------------------------------------ the binary */
 
 /* `rap train --emb-dtype bf16 --optimizer rowwise-adagrad`: the settings
- * and the model line say so, it trains; a checkpoint of it is refused
- * (checkpoints do not hold 16-bit tables or row-wise state yet). */
+ * and the model line say so, it trains; an fp16 checkpoint resumed with
+ * --emb-dtype bf16 says it converts, naming both types; rap export of the
+ * result holds BF16 tables. */
 RAP_TEST(emb16_cli_train)
 {
     if (access(rap_test_bin(), X_OK) != 0)
         SKIP("%s not built", rap_test_bin());
     static char out[1 << 16];
-    char args[2048], ck[512];
+    char args[2048], ck[512], ck2[512], ex[512];
     snprintf(ck, sizeof ck, "%s/emb16_cli.safetensors", rap_test_tmpdir());
+    snprintf(ck2, sizeof ck2, "%s/emb16_cli2.safetensors", rap_test_tmpdir());
+    snprintf(ex, sizeof ex, "%s/emb16_cli_export.safetensors", rap_test_tmpdir());
     snprintf(args, sizeof args,
              "train --device cpu --gen-rows 4000 --gen-eval-rows 1000 --steps 3 --batch 512 "
              "--emb-dtype bf16 --optimizer rowwise-adagrad --threads 2");
@@ -891,10 +895,27 @@ RAP_TEST(emb16_cli_train)
               "%s", out);
     snprintf(args, sizeof args,
              "train --device cpu --gen-rows 4000 --gen-eval-rows 1000 --steps 3 --batch 512 "
-             "--emb-dtype fp16 --save %s --threads 2", ck);
-    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
-    CHECK_MSG(strstr(out, "--save with --emb-dtype fp16") && strstr(out, "not hold"), "%s", out);
-    CHECK(access(ck, F_OK) != 0);
+             "--emb-dtype fp16 --optimizer rowwise-adagrad --save %s --threads 2", ck);
+    CHECK_MSG(rap_test_run_rap(args, out, sizeof out) == 0, "%s", out);
+    CHECK(access(ck, F_OK) == 0);
+    snprintf(args, sizeof args,
+             "train --device cpu --gen-rows 4000 --gen-eval-rows 1000 --steps 5 --batch 512 "
+             "--emb-dtype bf16 --optimizer rowwise-adagrad --resume %s --save %s --threads 2",
+             ck, ck2);
+    CHECK_MSG(rap_test_run_rap(args, out, sizeof out) == 0, "%s", out);
+    CHECK_MSG(strstr(out, "tables are fp16, this run's --emb-dtype is bf16") &&
+                  strstr(out, "converted"),
+              "%s", out);
+    snprintf(args, sizeof args, "export --checkpoint %s --out %s", ck2, ex);
+    CHECK_MSG(rap_test_run_rap(args, out, sizeof out) == 0, "%s", out);
+    rap_ckpt *c = NULL;
+    CHECK_OK(rap_ckpt_open(ex, &c));
+    if (c) {
+        int k = rap_ckpt_find(c, "emb_l.0.weight");
+        CHECK(k >= 0 && c->t[k].dtype == RAP_ST_BF16);
+        CHECK(rap_ckpt_find(c, "optimizer.emb_l.0.weight.sum") < 0);
+    }
+    rap_ckpt_close(c);
     CHECK(rap_test_run_rap("train --emb-dtype int8", out, sizeof out) == 2);
     CHECK_MSG(strstr(out, "fp32|bf16|fp16"), "%s", out);
     CHECK(rap_test_run_rap("train --help", out, sizeof out) == 0);

@@ -181,14 +181,19 @@ RAP_TEST(train_input_shape_refuses_unbounded)
 
 /* Training 2N steps == training N, saving, resuming, training N: bit for bit,
  * across an epoch boundary, with held-out rows skipped. */
-static void resume_identity(rap_test_ctx *t, rap_device dev)
+/* Train 2N steps == train N, save, resume N more, bit for bit: every
+ * table (in its storage type), MLP tensor and optimizer state, and the
+ * position; with 16-bit tables the rounding stream goes on where it
+ * stopped (the checkpoint's emb_step). */
+static void resume_identity(rap_test_ctx *t, rap_device dev, rap_emb_dtype dt, rap_optimizer opt)
 {
     char data[512], a[512], b[512], c2[512];
     REQUIRE_OK(gen_rows("resume.tsv", 3000, 5, data, sizeof data, NULL));
     rap_plan *plan = NULL;
     REQUIRE_OK(parse_plan(k_small_plan, "small.plan", &plan));
-    const char *sfx = dev == RAP_GPU ? "gpu" : "cpu";
-    char na[64], nb[64], nc[64];
+    char sfx[64], na[96], nb[96], nc[96];
+    snprintf(sfx, sizeof sfx, "%s_%s_%s", dev == RAP_GPU ? "gpu" : "cpu", rap_emb_dtype_name(dt),
+             rap_optimizer_name(opt));
     snprintf(na, sizeof na, "full_%s.safetensors", sfx);
     snprintf(nb, sizeof nb, "half_%s.safetensors", sfx);
     snprintf(nc, sizeof nc, "resumed_%s.safetensors", sfx);
@@ -198,28 +203,20 @@ static void resume_identity(rap_test_ctx *t, rap_device dev)
     rap_train_config c;
     rap_train_result r;
     /* about 42 steps per epoch: 2N = 60 crosses it */
-    small_config(&c, plan, data);
-    c.device = dev;
-    c.model.strict_fp32 = true;
-    c.steps = 60;
-    c.save = a;
-    REQUIRE_OK(rap_train_run(&c, &r));
-    CHECK(r.step == 60 && r.steps_run == 60);
-    small_config(&c, plan, data);
-    c.device = dev;
-    c.model.strict_fp32 = true;
-    c.steps = 30;
-    c.save = b;
-    REQUIRE_OK(rap_train_run(&c, &r));
-    CHECK(r.step == 30);
-    small_config(&c, plan, data);
-    c.device = dev;
-    c.model.strict_fp32 = true;
-    c.steps = 60;
-    c.resume = b;
-    c.save = c2;
-    REQUIRE_OK(rap_train_run(&c, &r));
-    CHECK(r.step == 60 && r.steps_run == 30);
+    const int64_t steps[3] = {60, 30, 60};
+    const char *save[3] = {a, b, c2};
+    for (int k = 0; k < 3; k++) {
+        small_config(&c, plan, data);
+        c.device = dev;
+        c.model.strict_fp32 = true;
+        c.model.emb_dtype = dt;
+        c.model.optimizer = opt;
+        c.steps = steps[k];
+        c.save = save[k];
+        c.resume = k == 2 ? b : NULL;
+        REQUIRE_OK(rap_train_run(&c, &r));
+        CHECK(r.step == steps[k] && r.steps_run == (k == 2 ? 30 : steps[k]));
+    }
     int n = 0;
     CHECK(rap_test_same_checkpoints(a, c2, &n));
     CHECK(n == 2 * (4 + 4 + 4)); /* 4 tables, 2 bottom and 2 top layers (w+b), each with state */
@@ -228,24 +225,47 @@ static void resume_identity(rap_test_ctx *t, rap_device dev)
     rap_ckpt *x = NULL, *y = NULL;
     REQUIRE_OK(rap_ckpt_open(a, &x));
     REQUIRE_OK(rap_ckpt_open(c2, &y));
-    const char *keys[] = {"step", "epoch", "rows_in_epoch", "samples_trained", "plan_hash"};
-    for (int k = 0; k < 5; k++)
-        CHECK(rap_meta_get(&x->meta, keys[k]) && rap_meta_get(&y->meta, keys[k]) &&
-              !strcmp(rap_meta_get(&x->meta, keys[k]), rap_meta_get(&y->meta, keys[k])));
+    const char *keys[] = {"step", "epoch", "rows_in_epoch", "samples_trained", "plan_hash",
+                          "emb_step", "emb_dtype", "optimizer"};
+    for (int k = 0; k < 8; k++)
+        CHECK_MSG(rap_meta_get(&x->meta, keys[k]) && rap_meta_get(&y->meta, keys[k]) &&
+                      !strcmp(rap_meta_get(&x->meta, keys[k]), rap_meta_get(&y->meta, keys[k])),
+                  "key %s", keys[k]);
     CHECK(!strcmp(rap_meta_get(&x->meta, "epoch"), "1"));
+    CHECK(!strcmp(rap_meta_get(&x->meta, "emb_step"), "60"));
+    CHECK(!strcmp(rap_meta_get(&x->meta, "emb_dtype"), rap_emb_dtype_name(dt)));
+    /* the tables in their own type, the row-wise state one value a row */
+    int k0 = rap_ckpt_find(x, "emb_l.0.weight"), s0 = rap_ckpt_find(x, "optimizer.emb_l.0.weight.sum");
+    REQUIRE(k0 >= 0 && s0 >= 0);
+    CHECK(x->t[k0].dtype == (dt == RAP_EMB_BF16 ? RAP_ST_BF16 : dt == RAP_EMB_FP16 ? RAP_ST_F16
+                                                                                   : RAP_ST_F32));
+    CHECK(x->t[s0].dtype == RAP_ST_F32 && x->t[s0].ndim == 2 &&
+          x->t[s0].shape[1] == (opt == RAP_ROWWISE_ADAGRAD ? 1 : 4));
     rap_ckpt_close(x);
     rap_ckpt_close(y);
     rap_plan_free(plan);
 }
 
-RAP_TEST(train_resume_bit_identical_cpu) { resume_identity(t, RAP_CPU); }
+RAP_TEST(train_resume_bit_identical_cpu) { resume_identity(t, RAP_CPU, RAP_EMB_FP32, RAP_ADAGRAD); }
+
+RAP_TEST(train_resume_bit_identical_cpu_bf16_rowwise)
+{
+    resume_identity(t, RAP_CPU, RAP_EMB_BF16, RAP_ROWWISE_ADAGRAD);
+}
+
+RAP_TEST(train_resume_bit_identical_cpu_fp16_rowwise)
+{
+    resume_identity(t, RAP_CPU, RAP_EMB_FP16, RAP_ROWWISE_ADAGRAD);
+}
 
 RAP_TEST(train_resume_bit_identical_gpu)
 {
     REQUIRE_GPU();
     rap_test_env te;
     rap_test_tune_off(&te); /* three models compared bit for bit */
-    resume_identity(t, RAP_GPU);
+    resume_identity(t, RAP_GPU, RAP_EMB_FP32, RAP_ADAGRAD);
+    resume_identity(t, RAP_GPU, RAP_EMB_BF16, RAP_ROWWISE_ADAGRAD);
+    resume_identity(t, RAP_GPU, RAP_EMB_FP16, RAP_ROWWISE_ADAGRAD);
     rap_test_tune_restore(&te);
 }
 
@@ -336,6 +356,51 @@ RAP_TEST(train_resume_refuses_mismatch)
     CHECK(strstr(rap_last_error(), "optimizer"));
     rap_plan_free(plan);
     rap_plan_free(other);
+}
+
+/* Resume into another table type and from Adagrad into row-wise Adagrad:
+ * converted (the checkpoint written after holds the run's types); from
+ * row-wise Adagrad into Adagrad: refused, saying why. */
+RAP_TEST(train_resume_converts)
+{
+    char data[512], ck[512], ck2[512];
+    REQUIRE_OK(gen_rows("convert.tsv", 2000, 6, data, sizeof data, NULL));
+    rap_test_path(ck, sizeof ck, "convert.safetensors");
+    rap_test_path(ck2, sizeof ck2, "convert2.safetensors");
+    rap_plan *plan = NULL;
+    REQUIRE_OK(parse_plan(k_small_plan, "small.plan", &plan));
+    rap_train_config c;
+    rap_train_result r;
+    small_config(&c, plan, data); /* fp32 tables, Adagrad */
+    c.steps = 3;
+    c.save = ck;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    small_config(&c, plan, data);
+    c.steps = 5;
+    c.resume = ck;
+    c.save = ck2;
+    c.model.emb_dtype = RAP_EMB_BF16;
+    c.model.optimizer = RAP_ROWWISE_ADAGRAD;
+    CHECK_OK(rap_train_run(&c, &r));
+    CHECK(r.step == 5 && r.steps_run == 2);
+    rap_ckpt *x = NULL;
+    REQUIRE_OK(rap_ckpt_open(ck2, &x));
+    int k = rap_ckpt_find(x, "emb_l.0.weight"), s0 = rap_ckpt_find(x, "optimizer.emb_l.0.weight.sum");
+    CHECK(k >= 0 && x->t[k].dtype == RAP_ST_BF16);
+    CHECK(s0 >= 0 && x->t[s0].shape[1] == 1);
+    CHECK(rap_meta_get(&x->meta, "optimizer") &&
+          !strcmp(rap_meta_get(&x->meta, "optimizer"), "rowwise-adagrad"));
+    rap_ckpt_close(x);
+    /* row-wise back into Adagrad */
+    small_config(&c, plan, data);
+    c.steps = 7;
+    c.resume = ck2;
+    CHECK(rap_train_run(&c, &r) == RAP_ERR_ARG);
+    CHECK_MSG(strstr(rap_last_error(), "optimizer") &&
+                  strstr(rap_last_error(), "cannot be recovered") &&
+                  strstr(rap_last_error(), "--emb-dtype bf16"),
+              "%s", rap_last_error());
+    rap_plan_free(plan);
 }
 
 RAP_TEST(train_nan_loss_stops)

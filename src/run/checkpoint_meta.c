@@ -12,13 +12,12 @@ const char *const rap_ckpt_position_keys[] = {"step", "epoch", "rows_in_epoch", 
                                               "eval_fraction", "rng_state", "samples_trained",
                                               NULL};
 
-/* Keys that must match on resume, besides the plan (compared by hash). */
+/* Keys that must match on resume, besides the plan (compared by hash) and
+ * the optimizer (its own rule: check_optimizer). */
 static const char *const shape_keys[] = {"n_dense", "n_tables", "table_rows", "emb_dim",
-                                         "mlp_bot", "mlp_top", "optimizer", NULL};
+                                         "mlp_bot", "mlp_top", NULL};
 
 /* ------------------------------------------------------------- writing */
-
-const char *rap_ckpt_meta_optimizer(rap_optimizer o) { return rap_optimizer_name(o); }
 
 void rap_ckpt_meta_widths(const int *w, int n, char *out, size_t cap)
 {
@@ -56,7 +55,8 @@ rap_status rap_ckpt_meta_model(rap_meta *m, const rap_model_config *mc, const ra
     RAP_TRY(rap_meta_set(m, "mlp_bot", "%s", buf));
     rap_ckpt_meta_widths(mc->top, mc->n_top, buf, sizeof buf);
     RAP_TRY(rap_meta_set(m, "mlp_top", "%s", buf));
-    RAP_TRY(rap_meta_set(m, "optimizer", "%s", rap_ckpt_meta_optimizer(mc->optimizer)));
+    RAP_TRY(rap_meta_set(m, "optimizer", "%s", rap_optimizer_name(mc->optimizer)));
+    RAP_TRY(rap_meta_set(m, "emb_dtype", "%s", rap_emb_dtype_name(mc->emb_dtype)));
     RAP_TRY(rap_meta_set(m, "lr", "%.9g", (double)mc->lr));
     RAP_TRY(rap_meta_set(m, "adagrad_eps", "%.9g", (double)mc->adagrad_eps));
     RAP_TRY(rap_meta_set(m, "adagrad_init", "%.9g", (double)mc->adagrad_init));
@@ -151,6 +151,34 @@ static void diff_columns(const char *a, const char *b, char *msg, size_t cap)
     snprintf(msg + at, cap - at, "; ");
 }
 
+/* The checkpoint's value of key, or dflt when it has none (a file written
+ * before the key existed). */
+static const char *ck_value(const rap_ckpt *ck, const char *key, const char *dflt)
+{
+    const char *v = rap_meta_get(&ck->meta, key);
+    return v ? v : dflt;
+}
+
+/* Appends the optimizer's difference to msg: the same optimizer, or
+ * Adagrad's per-element state into row-wise Adagrad (its row means:
+ * rap_ckpt_meta_notices) resume; row-wise into Adagrad cannot. */
+static void check_optimizer(const rap_ckpt *ck, const rap_meta *run, char *msg, size_t cap)
+{
+    const char *a = ck_value(ck, "optimizer", "(missing)");
+    const char *b = rap_meta_get(run, "optimizer");
+    if (!b)
+        b = "";
+    if (!strcmp(a, b) || (!strcmp(a, "adagrad") && !strcmp(b, "rowwise-adagrad")))
+        return;
+    size_t at = strlen(msg);
+    if (!strcmp(a, "rowwise-adagrad") && !strcmp(b, "adagrad"))
+        snprintf(msg + at, cap - at, "optimizer: the checkpoint has rowwise-adagrad, this run "
+                 "adagrad: row-wise Adagrad keeps one value a table row (the mean of the row's "
+                 "squared gradients), from which Adagrad's per-element sums cannot be recovered; ");
+    else
+        snprintf(msg + at, cap - at, "optimizer: the checkpoint has %s, this run %s; ", a, b);
+}
+
 rap_status rap_ckpt_meta_check_model(const rap_ckpt *ck, const rap_meta *run)
 {
     char msg[1600] = "";
@@ -164,6 +192,7 @@ rap_status rap_ckpt_meta_check_model(const rap_ckpt *ck, const rap_meta *run)
         if (strcmp(a, b))
             diff_list(shape_keys[k], a, b, msg, sizeof msg);
     }
+    check_optimizer(ck, run, msg, sizeof msg);
     const char *ph = rap_meta_get(&ck->meta, "plan_hash");
     const char *rh = rap_meta_get(run, "plan_hash");
     if (!ph || !rh || strcmp(ph, rh)) {
@@ -181,9 +210,42 @@ rap_status rap_ckpt_meta_check_model(const rap_ckpt *ck, const rap_meta *run)
     const char *mt = rap_meta_get(&ck->meta, "mlp_top"), *op = rap_meta_get(&ck->meta, "optimizer");
     return rap_fail(RAP_ERR_ARG,
                     "--resume %s: the checkpoint does not match this run: %s (it was trained "
-                    "with --plan %s --emb-dim %s --mlp-bot %s --mlp-top %s --optimizer %s)",
+                    "with --plan %s --emb-dim %s --mlp-bot %s --mlp-top %s --optimizer %s "
+                    "--emb-dtype %s)",
                     ck->path, msg, pn && pn[0] ? pn : "?", eb ? eb : "?", mb ? mb : "?",
-                    mt ? mt : "?", op ? op : "?");
+                    mt ? mt : "?", op ? op : "?", ck_value(ck, "emb_dtype", "fp32"));
+}
+
+/* "16 -> 32 widens exactly" and so on: how tables stored as a are loaded
+ * as b (a != b). */
+static const char *conversion_of(const char *a, const char *b)
+{
+    if (!strcmp(b, "fp32"))
+        return "widened exactly";
+    if (!strcmp(a, "fp32"))
+        return "rounded to nearest even";
+    return "widened to fp32, then rounded to nearest even";
+}
+
+void rap_ckpt_meta_notices(const rap_ckpt *ck, const rap_meta *run, rap_ckpt_notices *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *a = ck_value(ck, "emb_dtype", "fp32");
+    const char *b = rap_meta_get(run, "emb_dtype");
+    if (b && strcmp(a, b))
+        snprintf(out->dtype, sizeof out->dtype, "the checkpoint's tables are %s, this run's "
+                 "--emb-dtype is %s: every table is converted (%s)", a, b, conversion_of(a, b));
+    const char *oa = ck_value(ck, "optimizer", "");
+    const char *ob = rap_meta_get(run, "optimizer");
+    if (ob && !strcmp(oa, "adagrad") && !strcmp(ob, "rowwise-adagrad"))
+        snprintf(out->state, sizeof out->state, "the checkpoint was trained with adagrad, this "
+                 "run with rowwise-adagrad: each table row's state starts as the mean of its "
+                 "per-element sums (the MLPs' Adagrad state carries over as it is)");
+    const char *sa = rap_meta_get(&ck->meta, "seed"), *sb = rap_meta_get(run, "seed");
+    if (sa && sb && strcmp(sa, sb) && b && strcmp(b, "fp32"))
+        snprintf(out->seed, sizeof out->seed, "the checkpoint was trained with --seed %s, this "
+                 "run has --seed %s: the seed keys the %s tables' stochastic rounding, so the "
+                 "run rounds otherwise than the uninterrupted one would", sa, sb, b);
 }
 
 rap_status rap_ckpt_meta_read_position(const rap_ckpt *ck, rap_ckpt_position *p)

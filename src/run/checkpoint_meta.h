@@ -5,11 +5,16 @@
  *
  * Three groups of keys, all strings:
  *   model and plan  contents, n_dense, n_tables, table_rows, emb_dim,
- *                   mlp_bot, mlp_top, optimizer, lr, adagrad_eps,
- *                   adagrad_init, batch, precision, seed, plan_name,
- *                   plan_source, plan_hash, plan_columns
+ *                   mlp_bot, mlp_top, optimizer, emb_dtype, lr,
+ *                   adagrad_eps, adagrad_init, batch, precision, seed,
+ *                   plan_name, plan_source, plan_hash, plan_columns
  *                   (rap_ckpt_meta_model; must match on resume, but for
- *                   rap_ckpt_soft_keys, which may differ and are said aloud)
+ *                   rap_ckpt_soft_keys, which may differ and are said
+ *                   aloud, emb_dtype, which converts the tables, and the
+ *                   optimizer adagrad resumed as rowwise-adagrad, which
+ *                   converts the tables' state: rap_ckpt_meta_notices).
+ *                   A file without emb_dtype (written before it existed)
+ *                   holds fp32 tables.
  *   position        step, epoch, rows_in_epoch, data, eval_fraction,
  *                   samples_trained, rng_state (rap_ckpt_meta_position;
  *                   rap export drops them: rap_ckpt_position_keys)
@@ -35,9 +40,9 @@ typedef struct {
 } rap_ckpt_plan;
 
 /* The metadata's form of MLP widths, "512-256-128" (cap bytes into out,
- * cut if longer), and of the optimizer, "sgd" or "adagrad". */
+ * cut if longer). The optimizer and emb_dtype are written by their option
+ * names (rap_optimizer_name, rap_emb_dtype_name). */
 void rap_ckpt_meta_widths(const int *w, int n, char *out, size_t cap);
-const char *rap_ckpt_meta_optimizer(rap_optimizer o);
 
 /* Sets "contents" = "checkpoint" and the model and plan keys of mc and
  * plan, in the order of the header comment. */
@@ -46,9 +51,22 @@ rap_status rap_ckpt_meta_model(rap_meta *m, const rap_model_config *mc, const ra
 /* RAP_ERR_ARG when the model and plan keys of checkpoint ck differ from
  * the run's (run: rap_ckpt_meta_model of this run), naming every key that
  * differs (the first differing element of a list, the plan's columns by
- * name) and the options the checkpoint was trained with. The soft keys
- * are not compared. */
+ * name; for rowwise-adagrad resumed as adagrad, why that cannot be) and
+ * the options the checkpoint was trained with. The soft keys and
+ * emb_dtype are not compared. */
 rap_status rap_ckpt_meta_check_model(const rap_ckpt *ck, const rap_meta *run);
+
+/* What a resume that rap_ckpt_meta_check_model allowed converts or
+ * changes, as sentences for the log ("" when nothing): dtype, the tables'
+ * storage type (naming both); state, Adagrad's state into row-wise
+ * Adagrad's; seed, another seed with 16-bit tables (it keys their
+ * rounding: the resumed run is no longer the uninterrupted one). */
+typedef struct {
+    char dtype[256];
+    char state[256];
+    char seed[256];
+} rap_ckpt_notices;
+void rap_ckpt_meta_notices(const rap_ckpt *ck, const rap_meta *run, rap_ckpt_notices *out);
 
 /* Model keys that may differ between a checkpoint and the run resuming it
  * (the trainer says so). NULL-terminated. */

@@ -371,8 +371,8 @@ static rap_status save_sharded(trainer *t, const rap_meta *m)
     if (st == RAP_OK)
         st = rap_model_sync(t->model);
     if (st == RAP_OK)
-        st = rap_ckpt_save_shard(path, t->rank, t->R, id, t->model,
-                                 t->mc.optimizer == RAP_ADAGRAD, m);
+        st = rap_ckpt_save_shard(path, t->rank, t->R, id, t->model, t->mc.optimizer != RAP_SGD,
+                                 m);
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", rap_last_error());
     int64_t failed = st != RAP_OK;
@@ -425,7 +425,7 @@ static rap_status save(trainer *t)
     if (st == RAP_OK && t->dist && t->R > 1)
         st = save_sharded(t, &m);
     else if (st == RAP_OK)
-        st = rap_ckpt_save(t->c->save, t->model, t->mc.optimizer == RAP_ADAGRAD, &m);
+        st = rap_ckpt_save(t->c->save, t->model, t->mc.optimizer != RAP_SGD, &m);
     rap_meta_free(&m);
     if (st == RAP_OK) {
         t->res->saved = true;
@@ -449,6 +449,14 @@ static rap_status check_resume(trainer *t, rap_ckpt *ck)
         if (a && strcmp(a, b))
             T_INFO(t, "resume: %s was %s, continuing with %s", rap_ckpt_soft_keys[k], a, b);
     }
+    rap_ckpt_notices nt;
+    rap_ckpt_meta_notices(ck, &run, &nt);
+    if (st == RAP_OK && nt.dtype[0])
+        T_INFO(t, "resume: %s", nt.dtype);
+    if (st == RAP_OK && nt.state[0])
+        T_INFO(t, "resume: %s", nt.state);
+    if (st == RAP_OK && nt.seed[0])
+        T_WARN(t, "resume: %s", nt.seed);
     rap_meta_free(&run);
     RAP_TRY(st);
     rap_ckpt_position pos;
@@ -590,15 +598,6 @@ static rap_status setup(trainer *t)
                         "computes in float32)");
     if (c->device != RAP_GPU && c->cuda_graph)
         return rap_fail(RAP_ERR_ARG, "--cuda-graph needs --device gpu");
-    /* a checkpoint holds fp32 tables and per-element state: refuse what it
-     * would lose (the row-wise state, the rounding step) */
-    if ((t->mc.emb_dtype != RAP_EMB_FP32 || t->mc.optimizer == RAP_ROWWISE_ADAGRAD) &&
-        ((c->save && c->save[0]) || (c->resume && c->resume[0])))
-        return rap_fail(RAP_ERR_ARG, "--%s with --emb-dtype %s --optimizer %s: checkpoints do not "
-                        "hold 16-bit tables or row-wise Adagrad state yet (use --emb-dtype fp32 "
-                        "and sgd or adagrad to save and resume)",
-                        c->save && c->save[0] ? "save" : "resume",
-                        rap_emb_dtype_name(t->mc.emb_dtype), rap_optimizer_name(t->mc.optimizer));
     if (t->dist && t->R > 1 && !strcmp(c->data, "-"))
         return rap_fail(RAP_ERR_ARG, "--data -: with %d ranks every rank reads the input itself, "
                         "and stdin reaches one of them: give a file", t->R);
@@ -704,7 +703,7 @@ static rap_status setup(trainer *t)
                          c->plan->source, t->mc.n_tables, (long long)tab, t->mc.emb_dim);
     }
     if (st == RAP_OK && ck) {
-        st = rap_ckpt_load_model(ck, t->model, t->mc.optimizer == RAP_ADAGRAD);
+        st = rap_ckpt_load_model(ck, t->model, t->mc.optimizer != RAP_SGD);
         if (st != RAP_OK)
             rap_fail_context(st, "--resume");
     }
