@@ -93,7 +93,7 @@ int main(int argc, char **argv)
         rap_ilp_result r, rh;
         rap_schedule *s1 = NULL, *s2 = NULL, *s3 = NULL;
         rap_search_result x1, x2, x3;
-        rap_model_shape sh = {26, 128, {128}, 1, {1}, 1, cfg.batch, 0};
+        rap_model_shape sh = {26, 128, {128}, 1, {1}, 1, cfg.batch, 0, 0, 0};
         rap_capacity cap;
         rap_capacity_assumed(&sh, "bench", &cap);
         if (rap_plan_load(plans[i], rap_schema_criteo(), &p) != RAP_OK ||

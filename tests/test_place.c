@@ -18,7 +18,7 @@
 
 static rap_model_shape paper_shape(const rap_plan *p, int64_t B)
 {
-    rap_model_shape sh = {0, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, B, 0};
+    rap_model_shape sh = {0, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, B, 0, 0, 0};
     for (int c = 0; c < p->n_cols; c++)
         sh.tables += p->nodes[p->cols[c].node].kind == RAP_SPARSE;
     return sh;

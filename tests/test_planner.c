@@ -7,6 +7,7 @@
  */
 #include "test.h"
 
+#include "model/model.h"
 #include "plan/search.h"
 #include "prep/exec_internal.h"
 #include "sched/fusion_file.h"
@@ -255,7 +256,7 @@ RAP_TEST(planner_plan3_under_10s)
     rap_fusion f, g;
     rap_ilp_result r;
     REQUIRE_OK(rap_fuse_ilp(p, &cfg, &f, &r));
-    rap_model_shape sh = {26, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0};
+    rap_model_shape sh = {26, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0, 0, 0};
     rap_capacity cap;
     rap_capacity_assumed(&sh, "test", &cap);
     rap_search_config sc = {NULL, &cap, 4096, 1, false, RAP_CHOICE_SLOWDOWN};
@@ -353,7 +354,7 @@ RAP_TEST(planner_split_exact_and_windows_within_capacity)
         computed |= p->nodes[f.kernels[k].nodes[0]].off == RAP_OFF_COMPUTED;
     CHECK(computed);
     /* windows smaller than most whole kernels: splits by descs and rows */
-    rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, B, 0};
+    rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, B, 0, 0, 0};
     rap_capacity cap;
     rap_capacity_assumed(&sh, "test", &cap);
     /* each window holds 3/4 of the largest kernel (a computed one: 3
@@ -430,7 +431,7 @@ RAP_TEST(planner_split_exact_and_windows_within_capacity)
 
 RAP_TEST(planner_capacity_roundtrip_and_mismatch)
 {
-    rap_model_shape sh = {26, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0};
+    rap_model_shape sh = {26, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0, 0, 0};
     rap_capacity c, d;
     rap_capacity_assumed(&sh, "NVIDIA H200", &c);
     c.assumed = false;
@@ -476,6 +477,77 @@ RAP_TEST(planner_capacity_roundtrip_and_mismatch)
     REQUIRE_OK(rap_capacity_write(&c, fp));
     fclose(fp);
     CHECK(rap_capacity_load(path, &d) == RAP_ERR_DATA);
+}
+
+/* emb_dtype and optimizer on the model line: written, read back, checked
+ * against the run; a file without them (every shipped one) holds fp32
+ * tables and matches sgd and adagrad, not rowwise-adagrad, naming both. */
+RAP_TEST(planner_capacity_dtype_and_optimizer)
+{
+    rap_model_shape sh = {27, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0,
+                          RAP_EMB_BF16, RAP_ROWWISE_ADAGRAD};
+    rap_capacity c, d;
+    rap_capacity_assumed(&sh, "NVIDIA H200", &c);
+    c.assumed = false;
+    char path[512];
+    snprintf(path, sizeof path, "%s/cap16.txt", rap_test_tmpdir());
+    REQUIRE_OK(rap_capacity_save(&c, path));
+    FILE *fp = fopen(path, "r");
+    REQUIRE(fp);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    text[n] = 0;
+    fclose(fp);
+    CHECK_MSG(strstr(text, "precision=fp32 emb_dtype=bf16 optimizer=rowwise-adagrad\n"), "%s", text);
+    REQUIRE_OK(rap_capacity_load(path, &d));
+    CHECK(!memcmp(&d.shape, &c.shape, sizeof d.shape));
+    CHECK_OK(rap_capacity_check(&d, "", &sh));
+    rap_model_shape o = sh;
+    o.emb_dtype = RAP_EMB_FP32;
+    CHECK(rap_capacity_check(&d, "", &o) == RAP_ERR_ARG);
+    CHECK_MSG(strstr(rap_last_error(), "made for bf16 embedding tables, not fp32"), "%s",
+              rap_last_error());
+    o = sh;
+    o.optimizer = RAP_ADAGRAD;
+    CHECK(rap_capacity_check(&d, "", &o) == RAP_ERR_ARG);
+    CHECK_MSG(strstr(rap_last_error(), "optimizer rowwise-adagrad, not adagrad"), "%s",
+              rap_last_error());
+    /* a bad value or an unknown key on the model line is refused */
+    const char *bad[] = {"emb_dtype=int8", "optimizer=adam", "colour=blue",
+                         "emb_dtype=bf16 emb_dtype=fp16"};
+    for (int k = 0; k < 4; k++) {
+        fp = fopen(path, "w");
+        REQUIRE(fp);
+        fprintf(fp, "rap-capacity 1\ngpu NVIDIA H200\nmodel tables=27 emb_dim=128 bot=512-256-128 "
+                "top=1024-1024-512-256-1 batch=4096 precision=fp32 %s\n", bad[k]);
+        for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+            fprintf(fp, "window %s standalone_ms=1 capacity_ms=0.1\n",
+                    rap_window_name((rap_window)w));
+        fclose(fp);
+        CHECK_MSG(rap_capacity_load(path, &d) == RAP_ERR_DATA, "%s", bad[k]);
+    }
+    /* the shipped files: fp32, the optimizer unrecorded */
+    char buf[256];
+    const char *shipped = rap_test_plan_path("h200/capacity/plan1_4096.capacity", buf, sizeof buf);
+    if (!shipped)
+        SKIP("plans/h200/capacity/plan1_4096.capacity not found from here");
+    REQUIRE_OK(rap_capacity_load(shipped, &d));
+    CHECK(d.shape.emb_dtype == RAP_EMB_FP32 && d.shape.optimizer == RAP_CAP_OPT_UNRECORDED);
+    o = d.shape;
+    o.optimizer = RAP_SGD;
+    CHECK_OK(rap_capacity_check(&d, "NVIDIA H200", &o));
+    o.optimizer = RAP_ADAGRAD;
+    CHECK_OK(rap_capacity_check(&d, "NVIDIA H200", &o));
+    o.optimizer = RAP_ROWWISE_ADAGRAD;
+    CHECK(rap_capacity_check(&d, "NVIDIA H200", &o) == RAP_ERR_ARG);
+    CHECK_MSG(strstr(rap_last_error(), "records no optimizer") &&
+                  strstr(rap_last_error(), "rowwise-adagrad"),
+              "%s", rap_last_error());
+    o.optimizer = RAP_ADAGRAD;
+    o.emb_dtype = RAP_EMB_BF16;
+    CHECK(rap_capacity_check(&d, "NVIDIA H200", &o) == RAP_ERR_ARG);
+    CHECK_MSG(strstr(rap_last_error(), "made for fp32 embedding tables, not bf16"), "%s",
+              rap_last_error());
 }
 
 /* Synthetic measurements from a known formula with 2 % noise. */
@@ -571,7 +643,7 @@ RAP_TEST(planner_report_json)
     REQUIRE_OK(rap_plan_parse(g_split_plan, "split", (rap_schema){2, 4, 4}, &p));
     rap_fusion f;
     REQUIRE_OK(rap_fuse_levels(p, &f));
-    rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, 1000, 0};
+    rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, 1000, 0, 0, 0};
     rap_capacity cap;
     rap_capacity_assumed(&sh, "test", &cap);
     rap_search_config c = {NULL, &cap, 1000, 1, false, RAP_CHOICE_SLOWDOWN};
@@ -633,7 +705,9 @@ RAP_TEST(planner_cli_plan_and_refusals)
     snprintf(cap_shape, sizeof cap_shape, "%s/cap_shape.txt", dir);
     snprintf(sched, sizeof sched, "%s/plan0.sched", dir);
     snprintf(report, sizeof report, "%s/plan0.json", dir);
-    rap_model_shape sh = {tables, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0};
+    /* fp32 tables, Adagrad: rap plan's defaults */
+    rap_model_shape sh = {tables, 128, {512, 256, 128}, 3, {1024, 1024, 512, 256, 1}, 5, 4096, 0, 0,
+                          RAP_ADAGRAD};
     rap_capacity c;
     rap_capacity_assumed(&sh, "NVIDIA H200", &c);
     c.capacity_ms[0] = 0.02; /* small: some kernels move on or split */
@@ -680,6 +754,15 @@ RAP_TEST(planner_cli_plan_and_refusals)
     snprintf(args, sizeof args, "plan --plan %s --capacity %s --batch 8192 --out %s", path, cap_ok, sched);
     CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
     CHECK_MSG(strstr(out, "batch 4096, not 8192"), "%s", out);
+    /* the tables' type and the optimizer are model keys too */
+    snprintf(args, sizeof args, "plan --plan %s --capacity %s --emb-dtype bf16 --out %s", path,
+             cap_ok, sched);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
+    CHECK_MSG(strstr(out, "made for fp32 embedding tables, not bf16"), "%s", out);
+    snprintf(args, sizeof args, "plan --plan %s --capacity %s --optimizer rowwise-adagrad --out %s",
+             path, cap_ok, sched);
+    CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
+    CHECK_MSG(strstr(out, "made for optimizer adagrad, not rowwise-adagrad"), "%s", out);
     /* a predictor for another GPU than the capacity's */
     char csv[512], pred[512];
     snprintf(csv, sizeof csv, "%s/a100.csv", dir);
@@ -750,7 +833,7 @@ RAP_TEST(planner_capacity_aware_variant)
     CHECK_OK(rap_fusion_check(p, &f));
     CHECK(r.exposed_ms >= 0 && r.objective >= r.exposed_ms);
     CHECK(r.bound <= r.objective + 1e-12);
-    rap_model_shape sh = {27, 128, {128}, 1, {1}, 1, 4096, 0};
+    rap_model_shape sh = {27, 128, {128}, 1, {1}, 1, 4096, 0, 0, 0};
     rap_capacity cap;
     rap_capacity_assumed(&sh, "t", &cap);
     for (int w = 0; w < RAP_CAP_WINDOWS; w++)
@@ -959,7 +1042,7 @@ RAP_TEST(planner_row_fusion_file_schedule_split)
         double ms = rap_slice_ms(p, &f, NULL, k, 0, f.kernels[k].n, 0, B, B);
         largest = ms > largest ? ms : largest;
     }
-    rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, B, 0};
+    rap_model_shape sh = {4, 16, {16}, 1, {1}, 1, B, 0, 0, 0};
     rap_capacity cap;
     rap_capacity_assumed(&sh, "test", &cap);
     for (int w = 0; w < RAP_CAP_WINDOWS; w++)

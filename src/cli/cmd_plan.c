@@ -43,6 +43,8 @@ typedef struct {
     char mlp_bot[RAP_OPT_STR];
     char mlp_top[RAP_OPT_STR];
     int precision;
+    int emb_dtype;           /* rap_emb_dtype */
+    int optimizer;           /* rap_optimizer */
     int64_t gpus;
     int placement;           /* rap_placement, 3 = all */
     int64_t row_shares;
@@ -86,6 +88,8 @@ static const rap_opt g_opts[] = {
     {"mlp-bot", RAP_OPT_STRING, P, OFF(mlp_bot), "512-256-128", 0, 0, NULL, "W-W-..", "bottom MLP widths"},
     {"mlp-top", RAP_OPT_STRING, P, OFF(mlp_top), "1024-1024-512-256-1", 0, 0, NULL, "W-..-1", "top MLP widths"},
     {"precision", RAP_OPT_ENUM, P, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "training precision the capacity was measured with"},
+    {"emb-dtype", RAP_OPT_ENUM, P, OFF(emb_dtype), "fp32", 0, 0, "fp32|bf16|fp16", NULL, "storage of the embedding tables the capacity was measured with (a capacity file without it: fp32)"},
+    {"optimizer", RAP_OPT_ENUM, P, OFF(optimizer), "adagrad", 0, 0, "sgd|adagrad|rowwise-adagrad", NULL, "optimizer the capacity was measured with (a capacity file without it matches sgd and adagrad)"},
     {"gpus", RAP_OPT_INT, P, OFF(gpus), "1", 1, RAP_PLACE_MAX_RANKS, NULL, "R", "ranks (one GPU each) to place preprocessing over; 1: the one-GPU planner"},
     {"placement", RAP_OPT_ENUM, P, OFF(placement), "search", 0, 0, "owner|batch|search|all", NULL, "with --gpus > 1: sparse features on their table's owner, every feature on every rank's rows, the search from owner, or all three compared (files: search's)"},
     {"row-shares", RAP_OPT_INT, P, OFF(row_shares), "1", 1, 64, NULL, "G", "row shares per rank's rows the search may move (granularity; ranks x G <= 64)"},
@@ -123,6 +127,8 @@ static rap_status shape_of(const plan_settings *s, const rap_plan *p, rap_model_
     RAP_TRY(cli_parse_widths("mlp-top", s->mlp_top, sh->top, RAP_SHAPE_MAX_LAYERS, &sh->n_top));
     sh->batch = s->batch;
     sh->precision = s->precision;
+    sh->emb_dtype = s->emb_dtype;
+    sh->optimizer = s->optimizer;
     return RAP_OK;
 }
 

@@ -24,7 +24,7 @@ typedef struct {
     int64_t reps, rounds, target, batch, emb_dim, seed;
     double ilp_time, tolerance;
     bool flush, cuda_graph;
-    int model, precision;
+    int model, precision, emb_dtype, optimizer;
     char mlp_bot[RAP_OPT_STR], mlp_top[RAP_OPT_STR];
     bool quiet, verbose, help;
 } prof_settings;
@@ -46,6 +46,8 @@ static const rap_opt g_opts[] = {
     {"mlp-bot", RAP_OPT_STRING, C, OFF(mlp_bot), "512-256-128", 0, 0, NULL, "W-W-..", "bottom MLP widths"},
     {"mlp-top", RAP_OPT_STRING, C, OFF(mlp_top), "1024-1024-512-256-1", 0, 0, NULL, "W-..-1", "top MLP widths"},
     {"precision", RAP_OPT_ENUM, C, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "training precision"},
+    {"emb-dtype", RAP_OPT_ENUM, C, OFF(emb_dtype), "fp32", 0, 0, "fp32|bf16|fp16", NULL, "storage of the embedding tables (docs/MODEL.md)"},
+    {"optimizer", RAP_OPT_ENUM, C, OFF(optimizer), "adagrad", 0, 0, "sgd|adagrad|rowwise-adagrad", NULL, "optimizer of the training steps (rap train's default: adagrad)"},
     {"tolerance", RAP_OPT_DOUBLE, C, OFF(tolerance), "0.02", 0.001, 0.5, NULL, "F", "allowed slowdown of a phase by co-running work"},
     {"reps", RAP_OPT_INT, C, OFF(reps), "15", 3, 1000, NULL, "N", "training steps per measured point (median)"},
     {"rounds", RAP_OPT_INT, C, OFF(rounds), "5", 1, RAP_PROF_MAX_ROUNDS, NULL, "N", "searches per phase; the capacity is their median"},
@@ -149,6 +151,9 @@ static int profile_capacity(int argc, char **argv)
     m->emb_dim = (int)s.emb_dim;
     m->batch = s.batch;
     m->precision = (rap_precision)s.precision;
+    m->emb_dtype = (rap_emb_dtype)s.emb_dtype;
+    m->optimizer = (rap_optimizer)s.optimizer;
+    m->lr = 0.02f; /* the paper preset's (the timing does not depend on it) */
     m->seed = (uint64_t)s.seed;
     if (st == RAP_OK)
         st = rap_input_shape(plan, &m->n_dense, &m->n_tables, m->table_rows);

@@ -3,12 +3,17 @@
  *
  *   rap-capacity 1
  *   gpu NVIDIA H200
- *   model tables=26 emb_dim=128 bot=512-256-128 top=1024-1024-512-256-1 batch=4096 precision=fp32
+ *   model tables=26 emb_dim=128 bot=512-256-128 top=1024-1024-512-256-1 batch=4096 precision=fp32 emb_dtype=bf16 optimizer=rowwise-adagrad
  *   tolerance 0.05
  *   window emb_forward standalone_ms=1.9 capacity_ms=1.2
  *   ... one line per window emb_forward, mlp_forward, mlp_backward, emb_backward, grad_comm
+ *
+ * emb_dtype and optimizer came later: a file without them holds fp32
+ * tables and RAP_CAP_OPT_UNRECORDED (capacity.h).
  */
 #include "plan/capacity.h"
+
+#include "model/model.h"
 
 #include <errno.h>
 #include <math.h>
@@ -45,9 +50,11 @@ rap_status rap_capacity_validate(const rap_capacity *c)
     if (!c->gpu[0])
         return rap_fail(RAP_ERR_DATA, "capacity %s: no GPU name", c->source);
     if (s->tables < 1 || s->emb_dim < 1 || s->n_bot < 1 || s->n_top < 1 || s->batch < 1 ||
-        (s->precision != 0 && s->precision != 1))
+        (s->precision != 0 && s->precision != 1) || s->emb_dtype < 0 || s->emb_dtype > 2 ||
+        s->optimizer < RAP_CAP_OPT_UNRECORDED || s->optimizer > 2)
         return rap_fail(RAP_ERR_DATA, "capacity %s: model shape incomplete (tables, emb_dim, bot, "
-                        "top, batch >= 1, precision fp32|bf16 expected)", c->source);
+                        "top, batch >= 1, precision fp32|bf16, emb_dtype fp32|bf16|fp16, "
+                        "optimizer sgd|adagrad|rowwise-adagrad expected)", c->source);
     if (!(c->tolerance >= 0 && c->tolerance < 1))
         return rap_fail(RAP_ERR_DATA, "capacity %s: tolerance %g not in [0, 1)", c->source, c->tolerance);
     for (int w = 0; w < RAP_CAP_WINDOWS; w++)
@@ -67,9 +74,13 @@ rap_status rap_capacity_write(const rap_capacity *c, FILE *f)
     if (!strncmp(c->source, "measured", 8)) /* how (a comment: loading skips it) */
         fprintf(f, "# %s\n", c->source);
     fprintf(f, "gpu %s\n", c->gpu);
-    fprintf(f, "model tables=%d emb_dim=%d bot=%s top=%s batch=%lld precision=%s\n", c->shape.tables,
-            c->shape.emb_dim, bot, top, (long long)c->shape.batch,
-            c->shape.precision ? "bf16" : "fp32");
+    fprintf(f, "model tables=%d emb_dim=%d bot=%s top=%s batch=%lld precision=%s emb_dtype=%s",
+            c->shape.tables, c->shape.emb_dim, bot, top, (long long)c->shape.batch,
+            c->shape.precision ? "bf16" : "fp32",
+            rap_emb_dtype_name((rap_emb_dtype)c->shape.emb_dtype));
+    if (c->shape.optimizer != RAP_CAP_OPT_UNRECORDED)
+        fprintf(f, " optimizer=%s", rap_optimizer_name((rap_optimizer)c->shape.optimizer));
+    fputc('\n', f);
     fprintf(f, "tolerance %.17g\n", c->tolerance);
     for (int w = 0; w < RAP_CAP_WINDOWS; w++)
         fprintf(f, "window %s standalone_ms=%.17g capacity_ms=%.17g\n",
@@ -87,6 +98,43 @@ rap_status rap_capacity_save(const rap_capacity *c, const char *path)
     if (fclose(f) != 0 && st == RAP_OK)
         st = rap_fail(RAP_ERR_IO, "%s: write failed", path);
     return st;
+}
+
+/* The keys after precision= on a model line (at p): emb_dtype=fp32|bf16|fp16
+ * and optimizer=sgd|adagrad|rowwise-adagrad, each at most once, in any
+ * order. RAP_ERR_DATA for anything else. */
+static rap_status parse_model_keys(const char *p, rap_model_shape *sh)
+{
+    bool seen_dt = false, seen_opt = false;
+    for (;;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p)
+            return RAP_OK;
+        char tok[64];
+        size_t l = strcspn(p, " \t");
+        if (l >= sizeof tok)
+            return RAP_ERR_DATA;
+        memcpy(tok, p, l);
+        tok[l] = 0;
+        p += l;
+        bool ok = false;
+        for (int k = 0; k < 3 && !ok; k++) {
+            char want[64];
+            snprintf(want, sizeof want, "emb_dtype=%s", rap_emb_dtype_name((rap_emb_dtype)k));
+            if (!seen_dt && !strcmp(tok, want)) {
+                sh->emb_dtype = k;
+                ok = seen_dt = true;
+            }
+            snprintf(want, sizeof want, "optimizer=%s", rap_optimizer_name((rap_optimizer)k));
+            if (!ok && !seen_opt && !strcmp(tok, want)) {
+                sh->optimizer = k;
+                ok = seen_opt = true;
+            }
+        }
+        if (!ok)
+            return RAP_ERR_DATA;
+    }
 }
 
 static rap_status parse_widths(const char *s, int *w, int *n)
@@ -139,13 +187,18 @@ rap_status rap_capacity_load(const char *path, rap_capacity *c)
         } else if (!strncmp(p, "model ", 6)) {
             char bot[256], top[256], prec[16];
             long long batch;
-            if (sscanf(p, "model tables=%d emb_dim=%d bot=%255s top=%255s batch=%lld precision=%15s",
-                       &c->shape.tables, &c->shape.emb_dim, bot, top, &batch, prec) != 6 ||
+            int used = 0;
+            c->shape.emb_dtype = 0; /* absent: fp32, and the optimizer unrecorded */
+            c->shape.optimizer = RAP_CAP_OPT_UNRECORDED;
+            if (sscanf(p, "model tables=%d emb_dim=%d bot=%255s top=%255s batch=%lld precision=%15s%n",
+                       &c->shape.tables, &c->shape.emb_dim, bot, top, &batch, prec, &used) != 6 ||
                 parse_widths(bot, c->shape.bot, &c->shape.n_bot) != RAP_OK ||
                 parse_widths(top, c->shape.top, &c->shape.n_top) != RAP_OK ||
-                (strcmp(prec, "fp32") && strcmp(prec, "bf16")))
+                (strcmp(prec, "fp32") && strcmp(prec, "bf16")) ||
+                parse_model_keys(p + used, &c->shape) != RAP_OK)
                 st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"model tables=T emb_dim=D bot=W-W.. "
-                              "top=W-..-1 batch=B precision=fp32|bf16\"", path, lineno);
+                              "top=W-..-1 batch=B precision=fp32|bf16 [emb_dtype=fp32|bf16|fp16] "
+                              "[optimizer=sgd|adagrad|rowwise-adagrad]\"", path, lineno);
             c->shape.batch = batch;
             c->shape.precision = strcmp(prec, "bf16") == 0;
             model = true;
@@ -216,5 +269,20 @@ rap_status rap_capacity_check(const rap_capacity *c, const char *gpu, const rap_
     if (s->precision != want->precision)
         return rap_fail(RAP_ERR_ARG, "capacity %s was made for precision %s, not %s", c->source,
                         s->precision ? "bf16" : "fp32", want->precision ? "bf16" : "fp32");
+    if (s->emb_dtype != want->emb_dtype)
+        return rap_fail(RAP_ERR_ARG, "capacity %s was made for %s embedding tables, not %s "
+                        "(rap profile capacity --emb-dtype %s measures them)", c->source,
+                        rap_emb_dtype_name((rap_emb_dtype)s->emb_dtype),
+                        rap_emb_dtype_name((rap_emb_dtype)want->emb_dtype),
+                        rap_emb_dtype_name((rap_emb_dtype)want->emb_dtype));
+    const char *wo = rap_optimizer_name((rap_optimizer)want->optimizer);
+    if (s->optimizer == RAP_CAP_OPT_UNRECORDED && want->optimizer == RAP_ROWWISE_ADAGRAD)
+        return rap_fail(RAP_ERR_ARG, "capacity %s records no optimizer (it was made for sgd or "
+                        "adagrad), not for %s (rap profile capacity --optimizer %s measures it)",
+                        c->source, wo, wo);
+    if (s->optimizer != RAP_CAP_OPT_UNRECORDED && s->optimizer != want->optimizer)
+        return rap_fail(RAP_ERR_ARG, "capacity %s was made for optimizer %s, not %s (rap profile "
+                        "capacity --optimizer %s measures it)", c->source,
+                        rap_optimizer_name((rap_optimizer)s->optimizer), wo, wo);
     return RAP_OK;
 }

@@ -2,7 +2,8 @@
  * capacity.h -- leftover capacity of each training window, in ms of
  * standalone work (docs/PLANNER.md, "Capacity file"). A capacity file is
  * made for one GPU, one model shape (tables, embedding dim, MLP widths),
- * one batch size and one precision; the planner refuses another.
+ * one batch size, one precision, one storage type of the tables and one
+ * optimizer; the planner refuses another.
  */
 #ifndef RAP_PLAN_CAPACITY_H
 #define RAP_PLAN_CAPACITY_H
@@ -29,7 +30,16 @@ typedef struct {
     int n_top;
     int64_t batch;                   /* rows per GPU */
     int precision;                   /* rap_precision: 0 fp32, 1 bf16 */
+    int emb_dtype;                   /* rap_emb_dtype: 0 fp32, 1 bf16, 2 fp16 (a file
+                                      * without the key: fp32) */
+    int optimizer;                   /* rap_optimizer: 0 sgd, 1 adagrad, 2 rowwise-adagrad;
+                                      * RAP_CAP_OPT_UNRECORDED from a file without the key */
 } rap_model_shape;
+
+/* The optimizer of a capacity file made before files recorded it: it was
+ * measured with SGD (and used for Adagrad runs too), so it matches sgd and
+ * adagrad, as every file did then, but not rowwise-adagrad. */
+#define RAP_CAP_OPT_UNRECORDED (-1)
 
 /* Windows emb_forward .. grad_comm (RAP_WIN_EXPOSED has no capacity). */
 #define RAP_CAP_WINDOWS RAP_WIN_EXPOSED
@@ -54,7 +64,9 @@ rap_status rap_capacity_load(const char *path, rap_capacity *c);
 rap_status rap_capacity_save(const rap_capacity *c, const char *path);
 rap_status rap_capacity_write(const rap_capacity *c, FILE *f);
 /* RAP_ERR_ARG naming the first difference ("made for GPU X, not Y",
- * "made for 26 tables, not 27", ...). gpu "" matches any. */
+ * "made for 26 tables, not 27", "made for fp32 embedding tables, not
+ * bf16", ...). gpu "" matches any. want's optimizer is the run's; c's may
+ * be RAP_CAP_OPT_UNRECORDED (matches sgd and adagrad). */
 rap_status rap_capacity_check(const rap_capacity *c, const char *gpu, const rap_model_shape *want);
 /* "512-256-128" */
 void rap_shape_widths(const int *w, int n, char *buf, size_t len);

@@ -556,6 +556,8 @@ rap_status rap_profile_capacity(const rap_prof_capacity_config *c, rap_capacity 
         memcpy(sh->top, mc.top, sizeof(int) * (size_t)mc.n_top);
         sh->batch = B;
         sh->precision = (int)mc.precision;
+        sh->emb_dtype = (int)mc.emb_dtype;
+        sh->optimizer = (int)mc.optimizer;
         cap->tolerance = c->tolerance;
         snprintf(cap->source, sizeof cap->source, "measured by rap profile capacity%s",
                  c->cuda_graph ? " --cuda-graph" : "");

@@ -58,7 +58,8 @@ rap_status rap_profile_kernels(const rap_prof_kernels_config *c, FILE *csv, int6
 
 typedef struct {
     const rap_plan *plan;      /* plan the model trains (tables, ids) */
-    rap_model_config model;    /* shape, batch, precision (tables from the plan) */
+    rap_model_config model;    /* shape, batch, precision, emb_dtype, optimizer (tables
+                                * from the plan) */
     double tolerance;          /* allowed phase slowdown, e.g. 0.02 */
     int reps;                  /* training steps per measured point (median) */
     int rounds;                /* searches per phase, capacity from the median
