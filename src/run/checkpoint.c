@@ -192,6 +192,15 @@ rap_status rap_ckpt_put_rows(const char *path, rap_model *m, int i, bool state, 
     return rap_model_set_state_rows(m, i, row0, n, buf);
 }
 
+size_t rap_ckpt_put_bytes(const rap_model *m, int i, bool state, int64_t n, rap_st_dtype dt,
+                          int64_t fcols)
+{
+    const int64_t cols = rap_model_tensor(m, i)->cols;
+    if (!state && dt == rap_ckpt_dtype_of(rap_model_tensor_dtype(m, i)))
+        return rap_st_dtype_size(dt) * (size_t)(n * fcols);
+    return sizeof(float) * (size_t)(n * (fcols > cols ? fcols : cols));
+}
+
 /* ------------------------------------------------------------- the update counter */
 
 rap_status rap_ckpt_meta_with_step(const rap_meta *meta, const rap_model *m, rap_meta *out)
@@ -293,7 +302,7 @@ static rap_status load_plain(rap_ckpt *c, rap_model *m, bool state)
     int nm = rap_model_n_tensors(m);
     int n = state ? 2 * nm : nm;
     /* check every name, shape and type before touching the model */
-    int64_t most = 1; /* floats of the largest tensor, as read or as converted */
+    size_t most = 4; /* bytes of the largest tensor, as read or as converted */
     for (int i = 0; i < n; i++) {
         rap_ckpt_tensor want;
         rap_ckpt_model_tensor(m, i % nm, i >= nm, &want);
@@ -303,12 +312,12 @@ static rap_status load_plain(rap_ckpt *c, rap_model *m, bool state)
                             "checkpoint %d)", c->path, want.name, nm,
                             state ? " plus optimizer state" : "", c->n);
         RAP_TRY(rap_ckpt_check_loadable(c->path, &c->t[k], m, i % nm, i >= nm));
-        const rap_tensor_info *ti = rap_model_tensor(m, i % nm);
-        int64_t e = rap_ckpt_tensor_elems(&c->t[k]);
+        const int64_t rows = rap_model_tensor(m, i % nm)->rows;
+        size_t e = rap_ckpt_put_bytes(m, i % nm, i >= nm, rows, c->t[k].dtype,
+                                      file_cols(&c->t[k], rows));
         most = e > most ? e : most;
-        most = ti->rows * ti->cols > most ? ti->rows * ti->cols : most;
     }
-    float *buf = rap_malloc(sizeof(float) * (size_t)most, "checkpoint tensor buffer");
+    void *buf = rap_malloc(most, "checkpoint tensor buffer");
     if (!buf)
         return RAP_ERR_NOMEM;
     rap_status st = RAP_OK;

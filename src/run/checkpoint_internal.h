@@ -59,6 +59,10 @@ rap_status rap_ckpt_check_loadable(const char *path, const rap_ckpt_tensor *t, c
  * for a value beyond the range of the model's 16-bit type. */
 rap_status rap_ckpt_put_rows(const char *path, rap_model *m, int i, bool state, int64_t row0,
                              int64_t n, rap_st_dtype dt, int64_t fcols, void *buf);
+/* The bytes buf needs for rap_ckpt_put_rows of n rows: as stored when
+ * nothing converts, else n * max(fcols, cols) floats. */
+size_t rap_ckpt_put_bytes(const rap_model *m, int i, bool state, int64_t n, rap_st_dtype dt,
+                          int64_t fcols);
 
 /* meta plus RAP_CKPT_EMB_STEP = m's counter, into out ({0} before; the
  * caller frees it). */

@@ -447,8 +447,10 @@ static ck_src *set_find(ck_set *set, const char *name, int *ti)
 /* ------------------------------------------------------------- loading */
 
 /* Reads (buf non-NULL) or checks (buf NULL) MLP tensor i of m (its state
- * when state) from whichever source holds it, into the model. */
-static rap_status set_mlp_tensor(ck_set *set, rap_model *m, int i, bool state, void *buf)
+ * when state) from whichever source holds it, into the model; *bytes: the
+ * buffer it needs. */
+static rap_status set_mlp_tensor(ck_set *set, rap_model *m, int i, bool state, void *buf,
+                                 size_t *bytes)
 {
     rap_ckpt_tensor want;
     rap_ckpt_model_tensor(m, i, state, &want);
@@ -459,19 +461,20 @@ static rap_status set_mlp_tensor(ck_set *set, rap_model *m, int i, bool state, v
                         want.name, set->n > 1 ? " (rank 0's shard file holds the MLPs)" : "");
     const rap_ckpt_tensor *t = &src->c->t[k];
     RAP_TRY(rap_ckpt_check_loadable(src->c->path, t, m, i, state));
+    const rap_tensor_info *ti = rap_model_tensor(m, i);
+    const int64_t fcols = rap_ckpt_tensor_elems(t) / ti->rows;
+    *bytes = rap_ckpt_put_bytes(m, i, state, ti->rows, t->dtype, fcols);
     if (!buf)
         return RAP_OK;
-    const rap_tensor_info *ti = rap_model_tensor(m, i);
     RAP_TRY(rap_ckpt_read(src->c, k, buf));
-    return rap_ckpt_put_rows(src->c->path, m, i, state, 0, ti->rows, t->dtype,
-                             rap_ckpt_tensor_elems(t) / ti->rows, buf);
+    return rap_ckpt_put_rows(src->c->path, m, i, state, 0, ti->rows, t->dtype, fcols, buf);
 }
 
 /* Reads (buf non-NULL) or checks (buf NULL) local table i of m (its state
  * when state) from the rows of its global table wherever they are, into
- * the model; *floats: the buffer it needs. */
+ * the model; *bytes: the buffer it needs. */
 static rap_status set_table_tensor(ck_set *set, rap_model *m, int i, bool state, void *buf,
-                                   int64_t *floats)
+                                   size_t *bytes)
 {
     const rap_tensor_info *ti = rap_model_tensor(m, i);
     int table;
@@ -481,7 +484,7 @@ static rap_status set_table_tensor(ck_set *set, rap_model *m, int i, bool state,
     rap_ckpt_model_tensor(m, i, state, &ft);
     bool found;
     set_table_form(set, table, state, &ft.dtype, &ft.shape[1], &found);
-    *floats = ti->rows * (ft.shape[1] > ti->cols ? ft.shape[1] : ti->cols);
+    *bytes = rap_ckpt_put_bytes(m, i, state, ti->rows, ft.dtype, ft.shape[1]);
     if (found) /* else the read below names the missing rows */
         RAP_TRY(rap_ckpt_check_loadable(set->path, &ft, m, i, state));
     RAP_TRY(set_table_rows(set, table, row0, ti->rows, ft.shape[1], ft.dtype, state, buf));
@@ -496,27 +499,26 @@ static rap_status load_from_set(ck_set *set, rap_model *m, bool state)
 {
     int nm = rap_model_n_tensors(m);
     int n = state ? 2 * nm : nm;
-    int64_t most = 1; /* floats of the largest tensor, as read or as converted */
+    size_t most = 4; /* bytes of the largest tensor, as read or as converted */
     bool has = false;
     uint64_t step = 0;
     RAP_TRY(set_emb_step(set, &has, &step));
     for (int pass = 0; pass < 2; pass++) {
-        float *buf = NULL;
+        void *buf = NULL;
         if (pass) {
-            buf = rap_malloc(sizeof(float) * (size_t)most, "checkpoint tensor buffer");
+            buf = rap_malloc(most, "checkpoint tensor buffer");
             if (!buf)
                 return RAP_ERR_NOMEM;
         }
         rap_status st = RAP_OK;
         for (int i = 0; i < n && st == RAP_OK; i++) {
-            const rap_tensor_info *ti = rap_model_tensor(m, i % nm);
             int table;
             rap_model_tensor_origin(m, i % nm, &table, NULL);
-            int64_t e = ti->rows * ti->cols;
+            size_t e = 0;
             if (table >= 0)
                 st = set_table_tensor(set, m, i % nm, i >= nm, buf, &e);
             else
-                st = set_mlp_tensor(set, m, i % nm, i >= nm, buf);
+                st = set_mlp_tensor(set, m, i % nm, i >= nm, buf, &e);
             most = e > most ? e : most;
         }
         rap_free(buf);
