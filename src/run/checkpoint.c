@@ -130,35 +130,38 @@ rap_status rap_ckpt_check_loadable(const char *path, const rap_ckpt_tensor *t, c
 
 /* The n 16-bit values of type dt at buf widened to floats in place
  * (exact), from the last: float j covers halves 2j and 2j + 1, read
- * before. */
+ * before. Bytes move by memcpy: the one buffer is read as one type and
+ * written as another. */
 static void widen_in_place(void *buf, rap_st_dtype dt, int64_t n)
 {
-    const uint16_t *h = buf;
-    float *f = buf;
+    char *p = buf;
     for (int64_t j = n - 1; j >= 0; j--) {
-        const uint16_t v = h[j];
-        f[j] = dt == RAP_ST_F16 ? rap_fp16_to_f32(v) : rap_bf16_to_f32(v);
+        uint16_t v;
+        memcpy(&v, p + 2 * j, sizeof v);
+        const float x = dt == RAP_ST_F16 ? rap_fp16_to_f32(v) : rap_bf16_to_f32(v);
+        memcpy(p + 4 * j, &x, sizeof x);
     }
 }
 
 /* The n floats at buf rounded to nearest even into type dt (16 bits) in
  * place, from the first: half j lands on bytes of float j / 2, read
- * before. RAP_ERR_DATA naming element e0 + j of tensor name (of the file
- * at path) when a finite value rounds to inf: beyond the type's range. */
+ * before (memcpy, as above). RAP_ERR_DATA naming element e0 + j of tensor
+ * name (of the file at path) when a finite value rounds to inf: beyond the
+ * type's range. */
 static rap_status narrow_in_place(const char *path, const char *name, int64_t e0, void *buf,
                                   rap_st_dtype dt, int64_t n)
 {
-    const float *f = buf;
-    uint16_t *h = buf;
+    char *p = buf;
     const uint16_t exp = dt == RAP_ST_F16 ? 0x7c00 : 0x7f80;
     for (int64_t j = 0; j < n; j++) {
-        const float x = f[j];
+        float x;
+        memcpy(&x, p + 4 * j, sizeof x);
         const uint16_t v = dt == RAP_ST_F16 ? rap_f32_to_fp16_rn(x) : rap_f32_to_bf16_rn(x);
         if ((v & exp) == exp && isfinite(x))
             return rap_fail(RAP_ERR_DATA, "%s: tensor %s element %lld is %g, beyond the range "
                             "of %s (the model's --emb-dtype)", path, name, (long long)(e0 + j),
                             (double)x, rap_st_dtype_name(dt));
-        h[j] = v;
+        memcpy(p + 2 * j, &v, sizeof v);
     }
     return RAP_OK;
 }
