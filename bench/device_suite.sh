@@ -13,7 +13,9 @@
 #   continuous bench/device_continuous.sh (when present)
 #   house     bench/device_house.sh (rap bench of plans 0 and 1 at 4096 and
 #             8192, every mode, the shipped schedules)
-# Each script gets BUDGET=SECONDS and runs under timeout SECONDS+15.
+# Each script gets BUDGET=SECONDS and runs under timeout SECONDS+15; the
+# batch sizes of each are its own knob here (ROOF_BATCHES, MEM_BATCHES), so
+# that one script's setting never reaches another.
 # BIN_DIR (default .carry/dev) holds rap, rap_tests, bench_train,
 # bench_parse_gpu, libraptrace.so and lib/ (bash bench/exp/carry_dev.sh).
 set -u -o pipefail
@@ -55,13 +57,15 @@ for item in $SUITE; do
       head -30 "$d/failures.txt";;
     roofline)
       OUT=$d BUDGET=$secs VARIANTS=${VARIANTS:-new r1} TESTS=${ROOF_TESTS:-} PARTS=${ROOF_PARTS:-bench,trace} \
+        BATCHES=${ROOF_BATCHES:-4096,8192,65536} \
         timeout $((secs + 15)) bash bench/device_roofline_ab.sh "$B" > "$d/log.txt" 2>&1; rc=$?
       echo "roofline: exit $rc"; tail -25 "$d/log.txt";;
     parse)
       OUT=$d timeout $((secs + 15)) bash bench/device_parse.sh "$B" > "$d/log.txt" 2>&1; rc=$?
       echo "parse: exit $rc"; tail -20 "$d/log.txt";;
     memory)
-      OUT=$d BUDGET=$secs timeout $((secs + 15)) bash bench/device_memory.sh "$B" > "$d/log.txt" 2>&1; rc=$?
+      OUT=$d BUDGET=$secs BATCHES=${MEM_BATCHES:-4096 8192} timeout $((secs + 15)) \
+        bash bench/device_memory.sh "$B" > "$d/log.txt" 2>&1; rc=$?
       echo "memory: exit $rc"; tail -30 "$d/log.txt";;
     rawlogs|continuous)
       if [ -f "bench/device_$name.sh" ]; then
