@@ -23,7 +23,8 @@
 # BATCHES (4096 8192: capacity, plan, bench), STEPS (rap bench timed
 # steps, 100), REPEAT (rap bench --repeat, 1), MODES (rap bench --modes,
 # default every mode), EMB_OPT (bench_train's optimizer, rowwise-adagrad),
-# EMB_STEPS (bench_train timed steps, 60), GRAPH (rap bench's --cuda-graph;
+# EMB_STEPS (bench_train timed steps, 60), EMB_TYPES (the emb step's table
+# types, "fp32 bf16"; TYPE:v4 adds the A/B of the 16-bit lookups' loads), GRAPH (rap bench's --cuda-graph;
 # GRAPH="" runs without).
 # BIN_DIR (default .carry/dev) holds rap, bench_train and lib/; `bash
 # bench/exp/carry_dev.sh` prepares it (docs/PERF.md). Run from the
@@ -66,13 +67,17 @@ note "== $(cat "$B/COMMIT" 2>/dev/null || echo 'commit unknown') on $(nvidia-smi
 
 # first the short one: the table types side by side
 if has emb; then
-  for dt in fp32 bf16; do
-    t=$(lim "emb $dt" 60 25)
+  # EMB_TYPES: fp32, bf16, fp16, or TYPE:v4 (RAP_GPU_EMB_FWD=v4: the
+  # 16-bit lookups with 8-byte loads, the A/B of the 16-byte ones)
+  for item in ${EMB_TYPES:-fp32 bf16}; do
+    dt=${item%%:*}; env=""; name=$dt
+    case $item in *:v4) env="RAP_GPU_EMB_FWD=v4"; name=${dt}_v4;; esac
+    t=$(lim "emb $name" 60 25)
     [ -z "$t" ] && continue
-    timeout "$t" "$B/bench_train" --batches 4096,8192,65536 --precision bf16 --k 4 \
+    env $env timeout "$t" "$B/bench_train" --batches 4096,8192,65536 --precision bf16 --k 4 \
       --optimizer "$EMB_OPT" --emb-dtype "$dt" --steps "$EMB_STEPS" --warmup 10 --no-graph \
-      --json "$OUT/train_$dt.json" > "$OUT/train_$dt.log" 2> "$OUT/train_$dt.err"
-    note "bench_train $dt ($EMB_OPT): exit $?"
+      --json "$OUT/train_$name.json" > "$OUT/train_$name.log" 2> "$OUT/train_$name.err"
+    note "bench_train $name ($EMB_OPT): exit $?"
   done
 fi
 

@@ -285,13 +285,18 @@ RAP_TEST(emb16_random_stream)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     z ^= z >> 31; /* row key of table 5, row 1234 */
-    uint64_t e = z + 10 * 0x9e3779b97f4a7c15ULL; /* element 9 */
+    uint64_t e = z + 3 * 0x9e3779b97f4a7c15ULL; /* element 9: draw 2, piece 1 */
     e = (e ^ (e >> 30)) * 0xbf58476d1ce4e5b9ULL;
     e = (e ^ (e >> 27)) * 0x94d049bb133111ebULL;
     e ^= e >> 31;
-    CHECK(rap_sr_bits(rap_sr_row_key(rap_sr_step_key(7, 3), 5, 1234), 9) == (uint32_t)(e >> 32));
-    /* over many rows and elements: each bit about half the time, the
-     * mean about 2^31 (sigma of a bit's count over 2^16 draws: 128) */
+    CHECK(rap_sr_bits(rap_sr_row_key(rap_sr_step_key(7, 3), 5, 1234), 9) ==
+          (uint32_t)((e >> 16) & 0xffffu) << 16);
+    CHECK(rap_sr_draw(rap_sr_row_key(rap_sr_step_key(7, 3), 5, 1234), 2) == e);
+    for (int i = 0; i < 4; i++)
+        CHECK(rap_sr_bits(z, 8 + (uint32_t)i) == rap_sr_piece(e, i));
+    /* over many rows and elements: each of the upper 16 bits about half
+     * the time (sigma of a bit's count over 2^16 draws: 128), the lower 16
+     * never (the stream fills the upper half of r) */
     int ones[32] = {0};
     for (uint32_t row = 0; row < 4096; row++)
         for (uint32_t el = 0; el < 16; el++) {
@@ -300,7 +305,8 @@ RAP_TEST(emb16_random_stream)
                 ones[i] += (b >> i) & 1;
         }
     for (int i = 0; i < 32; i++)
-        CHECK_MSG(abs(ones[i] - 32768) < 6 * 128, "bit %d set %d times of 65536", i, ones[i]);
+        CHECK_MSG(i < 16 ? ones[i] == 0 : abs(ones[i] - 32768) < 6 * 128,
+                  "bit %d set %d times of 65536", i, ones[i]);
 }
 
 /* ------------------------------------------------------------ models */

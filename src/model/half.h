@@ -17,7 +17,9 @@
  *   to fp32: exact (every bf16 and fp16 value is an fp32 value).
  *   *_rn:  round to nearest, ties to even; overflow to inf; NaN stays NaN
  *          (quiet, sign and top payload bits kept).
- *   *_sr:  stochastic rounding with 32 random bits r: a finite x between
+ *   *_sr:  stochastic rounding with random bits r (32 bits wide; the
+ *          stream below fills the upper 16, which is all bf16 and fp16's
+ *          normal range use): a finite x between
  *          the neighbours lo < x < hi of the 16-bit type (lo = x truncated
  *          toward zero) becomes hi with probability (x - lo) / (hi - lo)
  *          and lo otherwise, so E[result] = x (unbiased):
@@ -29,16 +31,22 @@
  *                re-biased (exact);
  *          fp16, |x| < 2^-14 (subnormal steps of 2^-24): x = (q + f) 2^-24
  *                with integer q and fraction f; rounds up iff r < floor(f
- *                2^32): exact for |x| >= 2^-33, below that the probability
- *                is floored to a multiple of 2^-32 (bias under 2^-56);
+ *                2^32): with the stream's r (a multiple of 2^16) exact for
+ *                |x| >= 2^-17, below that the probability is rounded up
+ *                to a multiple of 2^-16 (bias under 2^-16 of a step,
+ *                2^-40 absolute);
  *          overflow: magnitudes at or above 65536 (fp16) are inf; a value
  *                between the largest finite and the next step up rounds to
  *                inf with the probability of that step; inf stays inf; NaN
  *                as for _rn.
  *
- * Random stream: rap_sr_bits(row_key, e) = the upper 32 bits of
- * fmix64(row_key + (e + 1) * 0x9e3779b97f4a7c15) -- the e-th output of a
- * splitmix64 generator started at the row's key -- where
+ * Random stream: 16 bits an element, four elements a draw:
+ *   draw(g) = fmix64(row_key + (g + 1) * 0x9e3779b97f4a7c15) -- the g-th
+ *           output of a splitmix64 generator started at the row's key --
+ *   rap_sr_bits(row_key, e) = bits 16(e%4) .. 16(e%4)+15 of draw(e/4),
+ *           as the upper 16 bits of r,
+ * (one 64-bit mix for four elements: the GPU's update draws once for the
+ * four elements a lane writes), where
  *   row_key = rap_sr_row_key(step_key, table, row)
  *           = fmix64(step_key ^ (table << 40 | row)),
  *   step_key = rap_sr_step_key(seed, step)
@@ -210,10 +218,23 @@ static inline RAP_HALF_HD uint64_t rap_sr_row_key(uint64_t step_key, uint32_t ta
     return rap_sr_fmix64(step_key ^ (((uint64_t)table << 40) | row));
 }
 
-/* 32 random bits for element e of the row. */
+/* Draw g of the row's stream: the 64 random bits of elements 4g .. 4g+3. */
+static inline RAP_HALF_HD uint64_t rap_sr_draw(uint64_t row_key, uint32_t g)
+{
+    return rap_sr_fmix64(row_key + ((uint64_t)g + 1u) * 0x9e3779b97f4a7c15ULL);
+}
+
+/* Element i (0..3) of a draw: its 16 bits as the upper half of r (the
+ * rounding functions compare r's 32 bits; the lower 16 are 0). */
+static inline RAP_HALF_HD uint32_t rap_sr_piece(uint64_t draw, int i)
+{
+    return (uint32_t)((draw >> (16 * i)) & 0xffffu) << 16;
+}
+
+/* The random bits of element e of the row (16 significant, the upper). */
 static inline RAP_HALF_HD uint32_t rap_sr_bits(uint64_t row_key, uint32_t e)
 {
-    return (uint32_t)(rap_sr_fmix64(row_key + ((uint64_t)e + 1u) * 0x9e3779b97f4a7c15ULL) >> 32);
+    return rap_sr_piece(rap_sr_draw(row_key, e / 4u), (int)(e % 4u));
 }
 
 #ifdef __cplusplus

@@ -48,6 +48,7 @@
 #include "model/gpu/gpu_model.h"
 #include "model/emb_math.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
@@ -67,12 +68,8 @@ template <int CAP> struct emb_chunk {
 
 /* ---------------------------------------------------------------- vectors */
 
-template <int VEC> struct vecf;
-template <> struct vecf<4> {
-    float v[4];
-};
-template <> struct vecf<1> {
-    float v[1];
+template <int VEC> struct vecf {
+    float v[VEC]; /* VEC 1, 4 or 8 (8: 16-bit tables' lookups only) */
 };
 
 template <int VEC> static __device__ __forceinline__ vecf<VEC> vload(const float *p)
@@ -107,11 +104,17 @@ template <int VEC> static __device__ __forceinline__ vecf<VEC> vldg(const float 
 
 template <int VEC> static __device__ __forceinline__ void vstore(float *p, const vecf<VEC> &a)
 {
-    if (VEC == 4)
+    if (VEC == 8) {
         *(float4 *)p = make_float4(a.v[0], a.v[VEC > 1 ? 1 : 0], a.v[VEC > 2 ? 2 : 0],
                                    a.v[VEC > 3 ? 3 : 0]);
-    else
+        *(float4 *)(p + 4) = make_float4(a.v[VEC > 4 ? 4 : 0], a.v[VEC > 5 ? 5 : 0],
+                                         a.v[VEC > 6 ? 6 : 0], a.v[VEC > 7 ? 7 : 0]);
+    } else if (VEC == 4) {
+        *(float4 *)p = make_float4(a.v[0], a.v[VEC > 1 ? 1 : 0], a.v[VEC > 2 ? 2 : 0],
+                                   a.v[VEC > 3 ? 3 : 0]);
+    } else {
         *p = a.v[0];
+    }
 }
 
 /* A 16-bit table element widened (exactly) to fp32. */
@@ -130,7 +133,15 @@ static __device__ __forceinline__ vecf<VEC> wload(const void *W, int64_t e)
         return LDG ? vldg<VEC>((const float *)W + e) : vload<VEC>((const float *)W + e);
     vecf<VEC> r;
     const uint16_t *h = (const uint16_t *)W + e;
-    if (VEC == 4) {
+    if (VEC == 8) { /* 16 bytes: e % 8 == 0 */
+        const uint4 q = LDG ? __ldg((const uint4 *)h) : *(const uint4 *)h;
+        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            r.v[(2 * i) % VEC] = widen<DT>((uint16_t)(w[i] & 0xffffu));
+            r.v[(2 * i + 1) % VEC] = widen<DT>((uint16_t)(w[i] >> 16));
+        }
+    } else if (VEC == 4) {
         const uint2 q = LDG ? __ldg((const uint2 *)h) : *(const uint2 *)h;
         const uint16_t b[4] = {(uint16_t)(q.x & 0xffffu), (uint16_t)(q.x >> 16),
                                (uint16_t)(q.y & 0xffffu), (uint16_t)(q.y >> 16)};
@@ -154,9 +165,11 @@ static __device__ __forceinline__ void wstore(void *W, int64_t e, const vecf<VEC
         return;
     }
     uint16_t b[4] = {0, 0, 0, 0};
+    /* VEC 4: col % 4 == 0, so the 4 elements share one draw of the stream */
+    const uint64_t h4 = VEC == 4 ? rap_sr_draw(key, (uint32_t)col / 4u) : 0;
 #pragma unroll
     for (int i = 0; i < VEC; i++) {
-        const uint32_t r = rap_sr_bits(key, (uint32_t)(col + i));
+        const uint32_t r = VEC == 4 ? rap_sr_piece(h4, i) : rap_sr_bits(key, (uint32_t)(col + i));
         b[i] = DT == RAP_EMB_FP16 ? rap_f32_to_fp16_sr(x.v[i], r) : rap_f32_to_bf16_sr(x.v[i], r);
     }
     uint16_t *h = (uint16_t *)W + e;
@@ -324,17 +337,36 @@ static void emb_forward_dt(rap_gpu *g, const emb_chunk<CAP> &c, int64_t rows, fl
         emb_forward_launch<CAP, VEC, RAP_EMB_FP32>(g, c, rows, out, out_ld, slot0, tpb, blocks);
 }
 
+/* RAP_GPU_EMB_FWD=v4: 16-bit tables' lookups with 8-byte loads of 4
+ * elements, as fp32's (the A/B of the 16-byte loads). */
+static bool emb_fwd_v4(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("RAP_GPU_EMB_FWD");
+        v = e && strcmp(e, "v4") == 0;
+    }
+    return v == 1;
+}
+
 template <int CAP>
 static rap_status emb_forward_chunk(rap_gpu *g, const rap_model_batch *b, int first, int n,
                                     float *out, int64_t out_ld, int slot0)
 {
     emb_chunk<CAP> c;
     fill_chunk(&c, b, first, n);
+    /* 16-byte loads: 4 fp32 or 8 16-bit elements a lane (fewer lanes a bag,
+     * more bags in flight) */
+    const bool v8 = g->dt != RAP_EMB_FP32 && g->D % 8 == 0 && !emb_fwd_v4();
     const bool v4 = rap_emb_vec(g->D) == 4;
-    const int tpb = threads_per_bag(v4 ? g->D / 4 : g->D);
+    const int tpb = threads_per_bag(v8 ? g->D / 8 : v4 ? g->D / 4 : g->D);
     const int64_t bags = b->rows * n; /* a warp per 32 bags */
     const unsigned blocks = rap_gpu_blocks((bags + 31) / 32, EMB_THREADS / 32, g->sms * 16);
-    if (v4)
+    if (v8 && g->dt == RAP_EMB_BF16)
+        emb_forward_launch<CAP, 8, RAP_EMB_BF16>(g, c, b->rows, out, out_ld, slot0, tpb, blocks);
+    else if (v8)
+        emb_forward_launch<CAP, 8, RAP_EMB_FP16>(g, c, b->rows, out, out_ld, slot0, tpb, blocks);
+    else if (v4)
         emb_forward_dt<CAP, 4>(g, c, b->rows, out, out_ld, slot0, tpb, blocks);
     else
         emb_forward_dt<CAP, 1>(g, c, b->rows, out, out_ld, slot0, tpb, blocks);
@@ -507,6 +539,18 @@ static __device__ __forceinline__ float row_mult(const upd_args &a, uint32_t kj,
     return m;
 }
 
+/* row_mult with the state already loaded: lane j holds s_pre = S[kj]
+ * (loaded at the chunk's start, no load in the chain of the update). */
+static __device__ __forceinline__ float row_mult_pre(const upd_args &a, uint32_t kj, float ss,
+                                                     float s_pre, int j, int lane)
+{
+    float s = __shfl_sync(0xffffffffu, s_pre, j);
+    const float m = rap_emb_rowwise_mult(&s, ss, a.D, a.lr, a.eps);
+    if (lane == 0)
+        a.S[kj] = s;
+    return m;
+}
+
 /* The optimizer on one piece of the row with key kj: columns col .. col +
  * VEC - 1 get gradient g (mult: the row-wise multiplier; key: the row's
  * rounding stream). */
@@ -567,6 +611,17 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
         const int n = __popc(__ballot_sync(0xffffffffu, valid)); /* valid keys are a prefix */
         if (n == 0)
             continue;
+        /* Row-wise Adagrad: lane j loads the state of the run that ends at
+         * pair j when the run also starts in this chunk (only this warp
+         * updates that row), so the update's chain has no load of it. */
+        int rs = lane; /* the first pair of lane's run within the chunk */
+        {
+            const unsigned below = start_mask & (lane == 31 ? 0xffffffffu : ((2u << lane) - 1u));
+            rs = below ? 31 - __clz(below) : -1;
+        }
+        const bool whole = valid && ((end_mask >> lane) & 1u) && rs >= 0 &&
+                           ((start_mask >> rs) & 1u);
+        const float s_pre = rw && whole ? a.S[k] : 0.0f;
         float ss_run = 0.0f, mult_run = 0.0f; /* two passes: lane j's run */
         for (int pass = 0; pass < passes; pass++) {
             const bool squares = pass + 1 < passes;
@@ -606,9 +661,11 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                         } else if (started && ended) {
                             float mult = 0.0f;
                             if (rw && passes == 1) {
-                                mult = row_mult(a, kj, block_sumsq<VEC>(acc, active), lane);
+                                mult = row_mult_pre(a, kj, block_sumsq<VEC>(acc, active), s_pre,
+                                                    j, lane);
                             } else if (rw && cb == 0) {
-                                mult = row_mult(a, kj, __shfl_sync(0xffffffffu, ss_run, j), lane);
+                                mult = row_mult_pre(a, kj, __shfl_sync(0xffffffffu, ss_run, j),
+                                                    s_pre, j, lane);
                                 if (lane == j)
                                     mult_run = mult;
                             } else if (rw) {
