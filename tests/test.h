@@ -36,6 +36,9 @@ const char *rap_test_bin(void);
 int rap_test_run_rap(const char *args, char *out, size_t n);
 /* out = tmpdir/name. */
 void rap_test_path(char *out, size_t n, const char *name);
+/* Temporaries of the file path left in its directory: entries named
+ * ".NAME.tmp.*" (core/out.h's) or "NAME.tmp"; their count. */
+int rap_test_temporaries(const char *path);
 /* Both checkpoints open, hold the same (non-zero) set of tensors, equal bit
  * for bit. n_tensors (may be NULL) gets the first one's tensor count. */
 bool rap_test_same_checkpoints(const char *a, const char *b, int *n_tensors);

@@ -165,7 +165,7 @@ RAP_TEST(ckpt16_resume_bit_exact)
         REQUIRE_OK(train_some(whole, 5));
         char path[512];
         tmp_path(path, sizeof path, "rt16.safetensors");
-        REQUIRE_OK(rap_ckpt_save(path, a, true, NULL));
+        REQUIRE_OK(rap_ckpt_save(path, a, true, NULL, NULL));
 
         uint64_t len = 0;
         char *hdr = read_header(path, &len);
@@ -245,7 +245,7 @@ RAP_TEST(ckpt16_converts_table_types)
         REQUIRE_OK(train_some(src, 3));
         char path[512];
         tmp_path(path, sizeof path, "conv.safetensors");
-        REQUIRE_OK(rap_ckpt_save(path, src, true, NULL));
+        REQUIRE_OK(rap_ckpt_save(path, src, true, NULL, NULL));
         for (int d = 0; d < 3; d++) {
             rap_model *dst = NULL;
             REQUIRE_OK(model_of(all[d], RAP_ROWWISE_ADAGRAD, 7, &dst));
@@ -293,7 +293,7 @@ RAP_TEST(ckpt16_refuses_out_of_range)
     REQUIRE_OK(rap_model_set_rows(src, 1, 3, 1, RAP_EMB_FP32, row));
     char path[512];
     tmp_path(path, sizeof path, "range.safetensors");
-    REQUIRE_OK(rap_ckpt_save(path, src, false, NULL));
+    REQUIRE_OK(rap_ckpt_save(path, src, false, NULL, NULL));
     rap_ckpt *c = NULL;
     REQUIRE_OK(rap_ckpt_open(path, &c));
     CHECK(rap_ckpt_load_model(c, dst, false) == RAP_ERR_DATA);
@@ -317,7 +317,7 @@ RAP_TEST(ckpt16_state_conversion)
     char path[512], path2[512];
     tmp_path(path, sizeof path, "ada.safetensors");
     tmp_path(path2, sizeof path2, "rw.safetensors");
-    REQUIRE_OK(rap_ckpt_save(path, ada, true, NULL));
+    REQUIRE_OK(rap_ckpt_save(path, ada, true, NULL, NULL));
     rap_ckpt *c = NULL;
     REQUIRE_OK(rap_ckpt_open(path, &c));
     REQUIRE_OK(rap_ckpt_load_model(c, rw, true));
@@ -350,7 +350,7 @@ RAP_TEST(ckpt16_state_conversion)
     CHECK_MSG(bad == 0, "%d state rows or tensors differ", bad);
     CHECK(nonzero > 10); /* trained rows: the sums are not all 0 */
     /* row-wise state into Adagrad: refused, saying why */
-    REQUIRE_OK(rap_ckpt_save(path2, rw, true, NULL));
+    REQUIRE_OK(rap_ckpt_save(path2, rw, true, NULL, NULL));
     REQUIRE_OK(model_of(RAP_EMB_BF16, RAP_ADAGRAD, 7, &back));
     REQUIRE_OK(rap_ckpt_open(path2, &c));
     CHECK(rap_ckpt_load_model(c, back, true) == RAP_ERR_DATA);
@@ -407,7 +407,7 @@ RAP_TEST(ckpt16_sharded_gather_and_reshard)
     rap_model *whole = NULL, *back = NULL, *r2[2] = {NULL, NULL}, *r3[3] = {NULL, NULL, NULL};
     REQUIRE_OK(rap_model_create(&g, RAP_CPU, &whole));
     REQUIRE_OK(mark(whole, 7));
-    REQUIRE_OK(rap_ckpt_save(plain, whole, true, NULL));
+    REQUIRE_OK(rap_ckpt_save(plain, whole, true, NULL, NULL));
     char *tables[2] = {NULL, NULL};
     for (int r = 0; r < 2; r++) {
         rap_model_shard sh;
@@ -419,7 +419,7 @@ RAP_TEST(ckpt16_sharded_gather_and_reshard)
         tables[r] = rap_ckpt_table_list(r2[r]);
         REQUIRE(tables[r]);
     }
-    REQUIRE_OK(rap_ckpt_save_manifest(path, 2, "t16", (const char *const *)tables, NULL));
+    REQUIRE_OK(rap_ckpt_save_manifest(path, 2, "t16", (const char *const *)tables, NULL, NULL));
     CHECK_OK(rap_ckpt_gather(path, gathered, true));
     int n = 0;
     CHECK(rap_test_same_checkpoints(plain, gathered, &n));
@@ -665,7 +665,7 @@ RAP_TEST(ckpt16_export_read_independently)
     rap_meta meta = {0};
     REQUIRE_OK(rap_meta_set(&meta, "step", "2"));
     REQUIRE_OK(rap_meta_set(&meta, "emb_dtype", "bf16"));
-    REQUIRE_OK(rap_ckpt_save(path, m, true, &meta));
+    REQUIRE_OK(rap_ckpt_save(path, m, true, &meta, NULL));
     rap_meta_free(&meta);
     const char *drop[] = {"step", NULL};
     REQUIRE_OK(rap_ckpt_export(path, out, drop));

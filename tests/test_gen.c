@@ -35,12 +35,6 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-static bool file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
 static rap_gen_config config(const char *out, int64_t rows, uint64_t seed, const char *card,
                              int threads)
 {
@@ -342,9 +336,7 @@ RAP_TEST(gen_determinism)
     CHECK(ra.positives == rb.positives && ra.teacher_auc == rb.teacher_auc);
     CHECK(ra.bytes == (int64_t)la && rc.bytes == (int64_t)lc);
     /* no temporary file left behind */
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp", a);
-    CHECK(!file_exists(tmp));
+    CHECK(rap_test_temporaries(a) == 0);
     /* the first block of a longer file is the same rows */
     rap_gen_config cd = config(c, RAP_GEN_BLOCK_ROWS + 10, 7, "kaggle", 2);
     REQUIRE_OK(rap_gen_write(&cd, &rc));
@@ -605,21 +597,22 @@ RAP_TEST(gen_errors)
     cfg.card[4] = 0;
     CHECK(rap_gen_write(&cfg, &res) == RAP_ERR_ARG);
     CHECK(strstr(rap_last_error(), "cat_4") != NULL);
-    /* a full disk: writes fail, the error names the path, no file remains */
+    /* a full disk: writes fail, the error names the path, no file remains
+     * (the path is a link to /dev/full: the generator writes through it) */
     if (access("/dev/full", W_OK) == 0) {
-        char dir[512], link_path[600], tmp_path[600];
-        path_in_tmp(dir, sizeof dir, "full.tsv");
-        snprintf(tmp_path, sizeof tmp_path, "%s.tmp", dir);
-        snprintf(link_path, sizeof link_path, "%s", dir);
-        /* the generator writes path.tmp: make it a link to /dev/full */
-        remove(tmp_path);
-        if (symlink("/dev/full", tmp_path) == 0) {
+        char link_path[600];
+        path_in_tmp(link_path, sizeof link_path, "full.tsv");
+        remove(link_path);
+        if (symlink("/dev/full", link_path) == 0) {
             cfg = config(link_path, 20000, 1, "kaggle", 2);
             CHECK(rap_gen_write(&cfg, &res) == RAP_ERR_IO);
             CHECK_MSG(strstr(rap_last_error(), link_path) != NULL, "message: %s",
                       rap_last_error());
-            CHECK(!file_exists(link_path));
-            remove(tmp_path);
+            struct stat sb;
+            CHECK(lstat(link_path, &sb) == 0 && S_ISLNK(sb.st_mode)); /* still the link */
+            CHECK(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode));
+            CHECK(rap_test_temporaries(link_path) == 0);
+            remove(link_path);
         }
     }
 }

@@ -6,6 +6,7 @@
 #include "model/half.h"
 #include "run/checkpoint.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 
@@ -45,6 +46,27 @@ int rap_test_run_rap(const char *args, char *out, size_t n)
 void rap_test_path(char *out, size_t n, const char *name)
 {
     snprintf(out, n, "%s/%s", rap_test_tmpdir(), name);
+}
+
+int rap_test_temporaries(const char *path)
+{
+    char dir[1024], pre[600], old[600];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *s = strrchr(dir, '/');
+    const char *base = s ? s + 1 : path;
+    snprintf(pre, sizeof pre, ".%s.tmp.", base);
+    snprintf(old, sizeof old, "%s.tmp", base);
+    if (s)
+        *s = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    DIR *d = opendir(s && !dir[0] ? "/" : dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += !strncmp(e->d_name, pre, strlen(pre)) || !strcmp(e->d_name, old);
+    if (d)
+        closedir(d);
+    return n;
 }
 
 bool rap_test_same_checkpoints(const char *a, const char *b, int *n_tensors)

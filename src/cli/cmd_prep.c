@@ -2,11 +2,13 @@
  * write the result as TSV (header, label first, then every column after the
  * plan) or as rap's binary shard. */
 #include "cli/cli.h"
+#include "core/out.h"
 #include "data/shard.h"
 
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 static rap_reader *volatile g_reader;
@@ -23,10 +25,10 @@ static void on_sigint(int sig)
 /* ---------------------------------------------------------------- output */
 
 typedef struct {
-    FILE *f;
-    gzFile gz;
-    char path[RAP_OPT_STR], tmp[RAP_OPT_STR + 8];
-    bool rename_after; /* tmp is path.tmp, renamed when complete */
+    rap_out *o; /* core/out.h: a temporary renamed when complete */
+    FILE *f;    /* rap_out_file(o), unless gz */
+    gzFile gz;  /* on a dup of o's fd */
+    char path[RAP_OPT_STR];
     char *buf; /* line buffer */
     size_t cap, len;
 } tsv_out;
@@ -38,7 +40,7 @@ static rap_status out_flush(tsv_out *o)
     size_t n = o->len;
     o->len = 0;
     if (o->gz ? gzwrite(o->gz, o->buf, (unsigned)n) != (int)n : fwrite(o->buf, 1, n, o->f) != n)
-        return rap_fail(RAP_ERR_IO, "%s: write failed (disk full?)", o->tmp);
+        return rap_fail(RAP_ERR_IO, "%s: write failed (disk full?)", o->path);
     return RAP_OK;
 }
 
@@ -77,51 +79,46 @@ static void put_f32(tsv_out *o, float v)
     put(o, t, (size_t)n);
 }
 
-static rap_status out_open(tsv_out *o, const char *path)
-{
-    memset(o, 0, sizeof o[0]);
-    snprintf(o->path, sizeof o->path, "%s", path);
-    bool is_stdout = !strcmp(path, "-");
-    if (is_stdout)
-        snprintf(o->tmp, sizeof o->tmp, "<stdout>");
-    else
-        o->rename_after = rap_write_via_tmp(path, o->tmp, sizeof o->tmp);
-    size_t pl = strlen(path);
-    if (is_stdout)
-        o->f = stdout;
-    else if (pl > 3 && !strcmp(path + pl - 3, ".gz"))
-        o->gz = gzopen(o->tmp, "wb6");
-    else
-        o->f = fopen(o->tmp, "wb");
-    if (!o->f && !o->gz)
-        return rap_fail(RAP_ERR_IO, "%s: cannot create", o->tmp);
-    o->cap = 1 << 20;
-    o->buf = rap_malloc(o->cap, "output buffer");
-    return o->buf ? RAP_OK : RAP_ERR_NOMEM;
-}
-
 /* Finishes the file (rename into place) when ok, else removes it. */
 static rap_status out_close(tsv_out *o, bool ok)
 {
     rap_status s = ok ? out_flush(o) : RAP_OK;
-    if (o->gz) {
-        if (gzclose(o->gz) != Z_OK && s == RAP_OK)
-            s = rap_fail(RAP_ERR_IO, "%s: write failed", o->tmp);
-    } else if (o->f && o->f != stdout) {
-        if (fclose(o->f) != 0 && s == RAP_OK)
-            s = rap_fail(RAP_ERR_IO, "%s: write failed", o->tmp);
-    } else if (o->f) {
-        fflush(o->f);
-    }
-    bool file = o->f != stdout && o->rename_after;
-    if (file) {
-        if (ok && s == RAP_OK && rename(o->tmp, o->path) != 0)
-            s = rap_fail(RAP_ERR_IO, "%s: cannot rename to %s", o->tmp, o->path);
-        if (!ok || s != RAP_OK)
-            remove(o->tmp);
-    }
+    if (o->gz && gzclose(o->gz) != Z_OK && s == RAP_OK)
+        s = rap_fail(RAP_ERR_IO, "%s: write failed", o->path);
+    o->gz = NULL;
+    s = rap_out_close(o->o, ok ? s : RAP_ERR_IO);
+    o->o = NULL;
     rap_free(o->buf);
+    o->buf = NULL;
     return s;
+}
+
+/* Starts the output (out_close finishes or drops it); on failure nothing
+ * is left open. */
+static rap_status out_open(tsv_out *o, const char *path)
+{
+    memset(o, 0, sizeof o[0]);
+    snprintf(o->path, sizeof o->path, "%s", path);
+    rap_out_opts oo = {.dash_is_stdout = true};
+    RAP_TRY(rap_out_open(path, &oo, &o->o));
+    size_t pl = strlen(path);
+    rap_status st = RAP_OK;
+    if (strcmp(path, "-") != 0 && pl > 3 && !strcmp(path + pl - 3, ".gz")) {
+        int fd = dup(rap_out_fd(o->o));
+        if (fd < 0 || !(o->gz = gzdopen(fd, "wb6"))) {
+            if (fd >= 0)
+                close(fd);
+            st = rap_fail(RAP_ERR_IO, "%s: cannot start gzip", path);
+        }
+    } else {
+        o->f = rap_out_file(o->o);
+    }
+    o->cap = 1 << 20;
+    if (st == RAP_OK && !(o->buf = rap_malloc(o->cap, "output buffer")))
+        st = RAP_ERR_NOMEM;
+    if (st != RAP_OK)
+        out_close(o, false);
+    return st;
 }
 
 static rap_status write_tsv_rows(tsv_out *o, const rap_plan *plan, const float *label,
@@ -248,6 +245,8 @@ static rap_status run(cli_settings *s, prep_job *j)
         return RAP_ERR_NOMEM;
 
     RAP_TRY(cli_default_input(s, j->tmp_input, sizeof j->tmp_input));
+    const char *in = s->input;
+    RAP_TRY(rap_out_check_inputs(s->output, &in, 1));
     rap_reader_config rc = rap_reader_defaults();
     rc.input = s->input;
     cli_reader_options(s, &rc);

@@ -55,13 +55,6 @@ void rap_aligned_free(void *p);
 void *rap_host_alloc(size_t n, bool want_pinned, bool *pinned, const char *what);
 void rap_host_free(void *p, bool pinned);
 
-/* Writers finish a file as path.tmp and rename it into place, so a file
- * is whole or absent. For a path that exists and is not a regular file
- * (/dev/null, a fifo) that rename would replace it: then the writer must
- * write to path itself. Puts the name to write to in tmp (n bytes) and
- * returns true when a rename to path is needed afterwards. */
-bool rap_write_via_tmp(const char *path, char *tmp, size_t n);
-
 /* Monotonic seconds. */
 double rap_now(void);
 /* Number of online cores (>= 1). */

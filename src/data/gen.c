@@ -21,6 +21,7 @@
 #include "data/gen.h"
 
 #include "core/core.h"
+#include "core/out.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -867,43 +868,13 @@ rap_status rap_gen_write(const rap_gen_config *cfg, rap_gen_result *res)
         return st;
     }
     const char *path = cfg->out;
-    bool to_stdout = strcmp(path, "-") == 0;
-    bool gz = !to_stdout && ends_with(path, ".gz");
-    char *tmp = NULL;
-    FILE *f = stdout;
-    bool rename_after = false;
-    if (!to_stdout) {
-        size_t n = strlen(path) + 5;
-        tmp = rap_malloc(n, "temporary file name");
-        if (!tmp) {
-            world_free(w);
-            rap_free(w);
-            return RAP_ERR_NOMEM;
-        }
-        rename_after = rap_write_via_tmp(path, tmp, n);
-        f = fopen(tmp, "wb");
-        if (!f) {
-            st = rap_fail(RAP_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-            world_free(w);
-            rap_free(w);
-            rap_free(tmp);
-            return st;
-        }
-    }
-    st = gen_run(cfg, w, f, path, gz, res);
+    bool gz = strcmp(path, "-") != 0 && ends_with(path, ".gz");
+    rap_out_opts oo = {.dash_is_stdout = true};
+    rap_out *o = NULL;
+    st = rap_out_open(path, &oo, &o);
+    if (st == RAP_OK)
+        st = gen_run(cfg, w, rap_out_file(o), path, gz, res);
     world_free(w);
     rap_free(w);
-    if (to_stdout) {
-        if (fflush(stdout) != 0 && st == RAP_OK)
-            st = rap_fail(RAP_ERR_IO, "-: write to stdout failed: %s", strerror(errno));
-        return st;
-    }
-    if (fclose(f) != 0 && st == RAP_OK)
-        st = rap_fail(RAP_ERR_IO, "%s: write failed (%s): %s", path, tmp, strerror(errno));
-    if (st == RAP_OK && rename_after && rename(tmp, path) != 0)
-        st = rap_fail(RAP_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-    if (st != RAP_OK && rename_after)
-        remove(tmp);
-    rap_free(tmp);
-    return st;
+    return o ? rap_out_close(o, st) : st;
 }

@@ -1,6 +1,7 @@
 /* shard.c -- the binary columnar shard (format in shard.h). */
 #include "data/shard.h"
 #include "core/core.h"
+#include "core/out.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -19,9 +20,9 @@ typedef struct {
 } disk_col; /* 96 bytes */
 
 struct rap_shard_writer {
-    FILE *f;
-    char path[1024], tmp[1040];
-    bool rename_after; /* tmp is path.tmp (see rap_write_via_tmp) */
+    rap_out *o;        /* core/out.h: a temporary renamed at close */
+    FILE *f;           /* rap_out_file(o) */
+    char path[1024];
     int n_cols;
     rap_shard_col *cols;
     int64_t batches, rows;
@@ -40,7 +41,7 @@ struct rap_shard_reader {
 static rap_status wr(rap_shard_writer *w, const void *p, size_t n)
 {
     if (n && fwrite(p, 1, n, w->f) != n)
-        return rap_fail(RAP_ERR_IO, "%s: write failed: %s", w->tmp, strerror(errno));
+        return rap_fail(RAP_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
     return RAP_OK;
 }
 
@@ -52,7 +53,6 @@ rap_status rap_shard_create(const char *path, const rap_shard_col *cols, int n_c
     if (!w)
         return RAP_ERR_NOMEM;
     snprintf(w->path, sizeof w->path, "%s", path);
-    w->rename_after = rap_write_via_tmp(path, w->tmp, sizeof w->tmp);
     w->n_cols = n_cols;
     w->cols = rap_malloc(sizeof *cols * (size_t)(n_cols ? n_cols : 1), "shard columns");
     if (!w->cols) {
@@ -60,13 +60,13 @@ rap_status rap_shard_create(const char *path, const rap_shard_col *cols, int n_c
         return RAP_ERR_NOMEM;
     }
     memcpy(w->cols, cols, sizeof *cols * (size_t)n_cols);
-    w->f = fopen(w->tmp, "wb");
-    if (!w->f) {
-        rap_status s = rap_fail(RAP_ERR_IO, "%s: cannot create: %s", w->tmp, strerror(errno));
+    rap_status os = rap_out_open(path, NULL, &w->o);
+    if (os != RAP_OK) {
         rap_free(w->cols);
         rap_free(w);
-        return s;
+        return os;
     }
+    w->f = rap_out_file(w->o);
     uint32_t v = RAP_SHARD_VERSION, nc = (uint32_t)n_cols;
     rap_status s = wr(w, MAGIC, 8);
     if (s == RAP_OK) s = wr(w, &v, 4);
@@ -146,17 +146,7 @@ rap_status rap_shard_close(rap_shard_writer *w)
     rap_status s = wr(w, FOOT, 8);
     if (s == RAP_OK) s = wr(w, &w->batches, 8);
     if (s == RAP_OK) s = wr(w, &w->rows, 8);
-    if (s == RAP_OK && fflush(w->f) != 0)
-        s = rap_fail(RAP_ERR_IO, "%s: write failed: %s", w->tmp, strerror(errno));
-    if (s == RAP_OK && w->rename_after && fsync(fileno(w->f)) != 0)
-        s = rap_fail(RAP_ERR_IO, "%s: fsync failed: %s", w->tmp, strerror(errno));
-    if (fclose(w->f) != 0 && s == RAP_OK)
-        s = rap_fail(RAP_ERR_IO, "%s: close failed: %s", w->tmp, strerror(errno));
-    w->f = NULL;
-    if (s == RAP_OK && w->rename_after && rename(w->tmp, w->path) != 0)
-        s = rap_fail(RAP_ERR_IO, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
-    if (s != RAP_OK && w->rename_after)
-        remove(w->tmp);
+    s = rap_out_close(w->o, s);
     rap_free(w->cols);
     rap_free(w);
     return s;
@@ -166,10 +156,7 @@ void rap_shard_abort(rap_shard_writer *w)
 {
     if (!w)
         return;
-    if (w->f)
-        fclose(w->f);
-    if (w->rename_after)
-        remove(w->tmp);
+    rap_out_abort(w->o);
     rap_free(w->cols);
     rap_free(w);
 }

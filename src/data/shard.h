@@ -37,6 +37,9 @@ typedef struct {
 typedef struct rap_shard_writer rap_shard_writer;
 typedef struct rap_shard_reader rap_shard_reader;
 
+/* Starts a shard at path through core/out.h (a temporary beside it,
+ * locked: a second writer of path fails at once; a device is written
+ * through). */
 rap_status rap_shard_create(const char *path, const rap_shard_col *cols, int n_cols,
                             rap_shard_writer **out);
 /* Appends one batch: label (rows) and n_cols host columns (rap_prep_fetch). */
@@ -44,7 +47,7 @@ rap_status rap_shard_write(rap_shard_writer *w, const float *label, int64_t rows
                            const rap_host_column *cols);
 /* Writes the footer, syncs and renames into place. Frees w in all cases. */
 rap_status rap_shard_close(rap_shard_writer *w);
-/* Drops the partial file. Accepts NULL. */
+/* Drops the partial file (path stays as it was). Accepts NULL. */
 void rap_shard_abort(rap_shard_writer *w);
 
 /* Opens and checks header and footer. */

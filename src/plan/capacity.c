@@ -13,6 +13,7 @@
  */
 #include "plan/capacity.h"
 
+#include "core/out.h"
 #include "model/model.h"
 
 #include <errno.h>
@@ -91,13 +92,9 @@ rap_status rap_capacity_write(const rap_capacity *c, FILE *f)
 rap_status rap_capacity_save(const rap_capacity *c, const char *path)
 {
     RAP_TRY(rap_capacity_validate(c));
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return rap_fail(RAP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    rap_status st = rap_capacity_write(c, f);
-    if (fclose(f) != 0 && st == RAP_OK)
-        st = rap_fail(RAP_ERR_IO, "%s: write failed", path);
-    return st;
+    rap_out *o;
+    RAP_TRY(rap_out_open(path, NULL, &o));
+    return rap_out_close(o, rap_capacity_write(c, rap_out_file(o)));
 }
 
 /* The keys after precision= on a model line (at p): emb_dtype=fp32|bf16|fp16

@@ -4,6 +4,7 @@
 #include "plan/place.h"
 
 #include "core/json.h"
+#include "core/out.h"
 #include "prep/subplan.h"
 #include "sched/fusion_file.h"
 
@@ -857,9 +858,9 @@ rap_status rap_place_save_rank(const rap_plan *p, const rap_place_result *r, int
         RAP_TRY(rap_fusion_save(pt->sub, &pt->fusion, path));
     }
     snprintf(path, sizeof path, "%s.rank%d", prefix, rank);
-    FILE *fp = fopen(path, "w");
-    if (!fp)
-        return rap_fail(RAP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    rap_out *o;
+    RAP_TRY(rap_out_open(path, NULL, &o));
+    FILE *fp = rap_out_file(o);
     const char *base = strrchr(prefix, '/');
     base = base ? base + 1 : prefix;
     fprintf(fp, "rap-placement 1\nplan %s %016llx\n", p->source,
@@ -892,9 +893,7 @@ rap_status rap_place_save_rank(const rap_plan *p, const rap_place_result *r, int
                 if (d == rank)
                     fprintf(fp, "recv %s share %d from %d\n", p->cols[c].name, k, s);
             }
-    if (fclose(fp) != 0)
-        return rap_fail(RAP_ERR_IO, "%s: write failed", path);
-    return RAP_OK;
+    return rap_out_commit(o);
 }
 
 rap_status rap_place_report_json(FILE *fp, const rap_plan *p, const rap_place_result *r)

@@ -7,6 +7,8 @@
  */
 #include "plan/predictor.h"
 
+#include "core/out.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -326,20 +328,40 @@ static void model_file(const char *dir, const char *type, char *buf, size_t n)
     snprintf(buf, n, "%s/xgb_%s.json", dir, type);
 }
 
-static rap_status save_bundle(const rap_predictor *p, const char *dir)
+/* One xgboost model file (JSON) through core/out.h. */
+static rap_status save_booster(BoosterHandle b, const char *path, const char *csv)
+{
+    RAP_TRY(rap_out_check_inputs(path, &csv, 1));
+    bst_ulong len = 0;
+    const char *bytes = NULL;
+    if (XGBoosterSaveModelToBuffer(b, "{\"format\": \"json\"}", &len, &bytes))
+        return rap_fail(RAP_ERR_IO, "%s: xgboost cannot save: %s", path, XGBGetLastError());
+    rap_out *o;
+    RAP_TRY(rap_out_open(path, NULL, &o));
+    if (fwrite(bytes, 1, (size_t)len, rap_out_file(o)) != (size_t)len) {
+        rap_status st = rap_fail(RAP_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        rap_out_abort(o);
+        return st;
+    }
+    return rap_out_commit(o);
+}
+
+/* Writes the bundle into dir (created if needed); csv: the training file,
+ * never overwritten. */
+static rap_status save_bundle(const rap_predictor *p, const char *dir, const char *csv)
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return rap_fail(RAP_ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
     char path[1024];
     for (int i = 0; i < p->n; i++) {
         model_file(dir, p->m[i].q.type, path, sizeof path);
-        if (XGBoosterSaveModel(p->m[i].booster, path))
-            return rap_fail(RAP_ERR_IO, "%s: xgboost cannot save: %s", path, XGBGetLastError());
+        RAP_TRY(save_booster(p->m[i].booster, path, csv));
     }
     snprintf(path, sizeof path, "%s/predictor.txt", dir);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return rap_fail(RAP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    RAP_TRY(rap_out_check_inputs(path, &csv, 1));
+    rap_out *o;
+    RAP_TRY(rap_out_open(path, NULL, &o));
+    FILE *f = rap_out_file(o);
     fprintf(f, "rap-predictor %d\n", RAP_PREDICTOR_VERSION);
     fprintf(f, "gpu %s\n", p->gpu);
     fprintf(f, "analytic launch_ms=%.17g gbytes_per_s=%.17g\n", p->an.launch_ms, p->an.gbytes_per_s);
@@ -351,10 +373,7 @@ static rap_status save_bundle(const rap_predictor *p, const char *dir)
                 p->m[i].variant, q->n_train, q->n_test,
                 q->within10, q->median, q->p95, q->p99);
     }
-    bool bad = ferror(f) != 0;
-    if (fclose(f) != 0 || bad)
-        return rap_fail(RAP_ERR_IO, "%s: write failed", path);
-    return RAP_OK;
+    return rap_out_commit(o);
 }
 
 rap_status rap_predictor_train(const char *csv_path, const char *dir, rap_pred_quality *q,
@@ -403,7 +422,7 @@ rap_status rap_predictor_train(const char *csv_path, const char *dir, rap_pred_q
         if (q && n_q && *n_q < max_q)
             q[(*n_q)++] = pm->q;
     }
-    st = save_bundle(p, dir);
+    st = save_bundle(p, dir, csv_path);
 out:
     rap_predictor_free(p);
     rap_free(rows);

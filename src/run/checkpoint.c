@@ -13,7 +13,8 @@
 /* ------------------------------------------------------------- shared */
 
 rap_status rap_ckpt_write(const char *path, const rap_meta *meta, rap_ckpt_tensor *t, int n,
-                          rap_safetensors_fill fill, void *ctx, bool check_finite)
+                          rap_safetensors_fill fill, void *ctx, bool check_finite,
+                          rap_out_lock *held)
 {
     static const char *const own[] = {"format", "format_version", "data_crc32", NULL};
     rap_meta m = {0};
@@ -23,7 +24,7 @@ rap_status rap_ckpt_write(const char *path, const rap_meta *meta, rap_ckpt_tenso
     if (st == RAP_OK)
         st = rap_meta_copy(&m, meta, own, NULL);
     if (st == RAP_OK)
-        st = rap_safetensors_write(path, &m, t, n, fill, ctx, check_finite);
+        st = rap_safetensors_write(path, &m, t, n, fill, ctx, check_finite, held);
     rap_meta_free(&m);
     return st;
 }
@@ -245,7 +246,8 @@ static rap_status fill_model(void *ctx, int i, void *buf)
     return rap_ckpt_fill_tensor(s->m, i % s->n_model, i >= s->n_model, buf);
 }
 
-rap_status rap_ckpt_save(const char *path, const rap_model *m, bool state, const rap_meta *meta)
+rap_status rap_ckpt_save(const char *path, const rap_model *m, bool state, const rap_meta *meta,
+                         rap_out_lock *held)
 {
     int nm = rap_model_n_tensors(m);
     int n = state ? 2 * nm : nm;
@@ -258,7 +260,7 @@ rap_status rap_ckpt_save(const char *path, const rap_model *m, bool state, const
     rap_meta mm = {0};
     rap_status st = rap_ckpt_meta_with_step(meta, m, &mm);
     if (st == RAP_OK)
-        st = rap_ckpt_write(path, &mm, t, n, fill_model, &src, true);
+        st = rap_ckpt_write(path, &mm, t, n, fill_model, &src, true, held);
     rap_meta_free(&mm);
     rap_free(t);
     return st;

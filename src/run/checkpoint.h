@@ -41,8 +41,11 @@ extern "C" {
 
 /* Writes the model's tensors (and, when state is true, its optimizer state)
  * with meta (plus format, format_version, emb_step, data_crc32) to path,
- * atomically. On failure path is untouched and no temporary file is left. */
-rap_status rap_ckpt_save(const char *path, const rap_model *m, bool state, const rap_meta *meta);
+ * atomically (core/out.h; held: the caller's lock on path, or NULL: one is
+ * taken for the write). On failure path is untouched and no temporary file
+ * is left. */
+rap_status rap_ckpt_save(const char *path, const rap_model *m, bool state, const rap_meta *meta,
+                         rap_out_lock *held);
 
 /* rap_safetensors_open, then checks that the file is a rap checkpoint
  * ("format" RAP_CKPT_FORMAT) of a version this rap reads. RAP_ERR_IO
@@ -92,9 +95,10 @@ char *rap_ckpt_table_list(const rap_model *m);
 rap_status rap_ckpt_save_shard(const char *path, int rank, int ranks, const char *shard_id,
                                const rap_model *m, bool state, const rap_meta *meta);
 /* Writes the manifest PATH (after every PATH.rank<r> is complete).
- * tables[r] is rank r's rap_ckpt_table_list. */
+ * tables[r] is rank r's rap_ckpt_table_list; held as rap_ckpt_save. */
 rap_status rap_ckpt_save_manifest(const char *path, int ranks, const char *shard_id,
-                                  const char *const *tables, const rap_meta *meta);
+                                  const char *const *tables, const rap_meta *meta,
+                                  rap_out_lock *held);
 /* True when the open checkpoint is a sharded checkpoint's manifest. */
 bool rap_ckpt_is_manifest(const rap_ckpt *c);
 /* Writes checkpoint `in` (plain or a manifest) as one plain checkpoint

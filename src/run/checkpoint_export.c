@@ -3,6 +3,7 @@
 #include "run/checkpoint_internal.h"
 
 #include "core/core.h"
+#include "core/out.h"
 
 #include <string.h>
 
@@ -23,7 +24,9 @@ static rap_status fill_export(void *ctx, int i, void *buf)
 static rap_status export_plain(rap_ckpt *c, const char *in, const char *out,
                                const char *const *drop)
 {
-    rap_status st = rap_ckpt_verify(c);
+    rap_status st = rap_out_check_inputs(out, &in, 1);
+    if (st == RAP_OK)
+        st = rap_ckpt_verify(c);
     rap_ckpt_tensor *t = rap_calloc(sizeof *t * (size_t)(c->n ? c->n : 1), "export tensors");
     int *src = rap_calloc(sizeof(int) * (size_t)(c->n ? c->n : 1), "export tensors");
     rap_meta meta = {0};
@@ -45,7 +48,7 @@ static rap_status export_plain(rap_ckpt *c, const char *in, const char *out,
         st = rap_fail(RAP_ERR_DATA, "%s: no model tensors to export", in);
     export_src e = {c, src};
     if (st == RAP_OK)
-        st = rap_ckpt_write(out, &meta, t, n, fill_export, &e, false);
+        st = rap_ckpt_write(out, &meta, t, n, fill_export, &e, false, NULL);
     rap_meta_free(&meta);
     rap_free(t);
     rap_free(src);

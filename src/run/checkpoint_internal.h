@@ -12,9 +12,11 @@ extern "C" {
 #endif
 
 /* rap_safetensors_write of a rap checkpoint file: "format" and
- * "format_version" first, then meta (its own format keys left out). */
+ * "format_version" first, then meta (its own format keys left out). held:
+ * the caller's lock on path, or NULL. */
 rap_status rap_ckpt_write(const char *path, const rap_meta *meta, rap_ckpt_tensor *t, int n,
-                          rap_safetensors_fill fill, void *ctx, bool check_finite);
+                          rap_safetensors_fill fill, void *ctx, bool check_finite,
+                          rap_out_lock *held);
 
 /* The metadata key of the model's embedding update counter
  * (rap_model_get_emb_step): every file that holds tables has it. */

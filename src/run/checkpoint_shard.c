@@ -4,6 +4,7 @@
 #include "run/checkpoint_internal.h"
 
 #include "core/core.h"
+#include "core/out.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +105,7 @@ rap_status rap_ckpt_save_shard(const char *path, int rank, int ranks, const char
     snprintf(file, sizeof file, "%s.rank%d", path, rank);
     shard_src src = {m, idx, st_of};
     if (st == RAP_OK)
-        st = rap_ckpt_write(file, &mm, t, n, fill_shard, &src, true);
+        st = rap_ckpt_write(file, &mm, t, n, fill_shard, &src, true, NULL);
     rap_meta_free(&mm);
     rap_free(tables);
     rap_free(st_of);
@@ -120,7 +121,8 @@ static const char *base_of(const char *path)
 }
 
 rap_status rap_ckpt_save_manifest(const char *path, int ranks, const char *shard_id,
-                                  const char *const *tables, const rap_meta *meta)
+                                  const char *const *tables, const rap_meta *meta,
+                                  rap_out_lock *held)
 {
     rap_meta mm = {0};
     rap_status st = rap_meta_copy(&mm, meta, NULL, NULL);
@@ -146,7 +148,7 @@ rap_status rap_ckpt_save_manifest(const char *path, int ranks, const char *shard
     if (st == RAP_OK)
         st = rap_meta_set(&mm, "sharding", "%s", sharding);
     if (st == RAP_OK)
-        st = rap_ckpt_write(path, &mm, NULL, 0, NULL, NULL, false);
+        st = rap_ckpt_write(path, &mm, NULL, 0, NULL, NULL, false, held);
     rap_free(files);
     rap_free(sharding);
     rap_meta_free(&mm);
@@ -658,11 +660,25 @@ static rap_status gather_plan(rap_ckpt *c, ck_set *set, bool state, gather_src *
     return RAP_OK;
 }
 
+/* RAP_ERR_ARG when out is c itself or one of the files of set. */
+static rap_status out_not_input(const char *out, const rap_ckpt *c, const ck_set *set)
+{
+    const char *whole = c->path;
+    RAP_TRY(rap_out_check_inputs(out, &whole, 1));
+    for (int i = 0; i < set->n; i++) {
+        const char *f = set->s[i].c ? set->s[i].c->path : NULL;
+        RAP_TRY(rap_out_check_inputs(out, &f, 1));
+    }
+    return RAP_OK;
+}
+
 rap_status rap_ckpt_gather_write(rap_ckpt *c, const char *out, bool state,
                                  const char *const *drop, const char *contents)
 {
     ck_set set;
     rap_status st = set_open(c, &set);
+    if (st == RAP_OK)
+        st = out_not_input(out, c, &set);
     if (st != RAP_OK) { /* set.s[0].c may be NULL (rank 0's file did not open) */
         set_free(&set);
         return st;
@@ -683,7 +699,7 @@ rap_status rap_ckpt_gather_write(rap_ckpt *c, const char *out, bool state,
     if (st == RAP_OK && g.n == 0)
         st = rap_fail(RAP_ERR_DATA, "%s: no model tensors", c->path);
     if (st == RAP_OK)
-        st = rap_ckpt_write(out, &meta, g.t, g.n, fill_gather, &g, false);
+        st = rap_ckpt_write(out, &meta, g.t, g.n, fill_gather, &g, false, NULL);
     rap_meta_free(&meta);
     gather_free(&g);
     set_free(&set);

@@ -2,11 +2,13 @@
 #include "run/metrics.h"
 
 #include "core/core.h"
+#include "core/out.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
+#include <unistd.h>
 
 rap_status rap_eval_add(rap_eval_acc *a, const float *logit, const float *label, int64_t n)
 {
@@ -68,32 +70,60 @@ rap_status rap_metrics_open(rap_metrics_file *m, const char *path)
     if (!path || !path[0])
         return RAP_OK;
     snprintf(m->path, sizeof m->path, "%s", path);
-    m->f = fopen(path, "w");
-    if (!m->f)
-        return rap_fail(RAP_ERR_IO, "--metrics %s: cannot create (%s)", path, strerror(errno));
+    rap_out_opts oo = {.stream = true};
+    rap_status st = rap_out_open(path, &oo, &m->o);
+    if (st != RAP_OK)
+        return rap_fail_context(st, "--metrics");
+    return RAP_OK;
+}
+
+/* Writes the n bytes at p with write(2), short writes continued: a line is
+ * one call, so a process that dies leaves whole lines. */
+static rap_status write_all(rap_metrics_file *m, const char *p, size_t n)
+{
+    int fd = rap_out_fd(m->o);
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return rap_fail(RAP_ERR_IO, "%s: write failed (%s)", m->path,
+                            k < 0 ? strerror(errno) : "nothing written");
+        p += k;
+        n -= (size_t)k;
+    }
     return RAP_OK;
 }
 
 rap_status rap_metrics_line(rap_metrics_file *m, const char *fmt, ...)
 {
-    if (!m->f)
+    if (!m->o)
         return RAP_OK;
+    char small[8192], *line = small;
     va_list ap;
     va_start(ap, fmt);
-    fputc('{', m->f);
-    vfprintf(m->f, fmt, ap);
+    int len = vsnprintf(small + 1, sizeof small - 3, fmt, ap);
     va_end(ap);
-    fputs("}\n", m->f);
-    if (fflush(m->f) != 0 || ferror(m->f))
-        return rap_fail(RAP_ERR_IO, "%s: write failed (%s)", m->path, strerror(errno));
-    return RAP_OK;
+    if (len < 0)
+        return rap_fail(RAP_ERR_INTERNAL, "%s: bad metrics format", m->path);
+    if ((size_t)len > sizeof small - 4) { /* a long final line: the loop is over */
+        if (!(line = rap_malloc((size_t)len + 4, "metrics line")))
+            return RAP_ERR_NOMEM;
+        va_start(ap, fmt);
+        vsnprintf(line + 1, (size_t)len + 1, fmt, ap);
+        va_end(ap);
+    }
+    line[0] = '{';
+    memcpy(line + 1 + len, "}\n", 2);
+    rap_status st = write_all(m, line, (size_t)len + 3);
+    if (line != small)
+        rap_free(line);
+    return st;
 }
 
 rap_status rap_metrics_close(rap_metrics_file *m)
 {
-    rap_status st = RAP_OK;
-    if (m->f && fclose(m->f) != 0)
-        st = rap_fail(RAP_ERR_IO, "%s: close failed (%s)", m->path, strerror(errno));
-    m->f = NULL;
+    rap_status st = m->o ? rap_out_commit(m->o) : RAP_OK;
+    m->o = NULL;
     return st;
 }

@@ -10,6 +10,7 @@
 #ifndef RAP_RUN_METRICS_H
 #define RAP_RUN_METRICS_H
 
+#include "core/out.h"
 #include "rap.h"
 
 #ifdef __cplusplus
@@ -39,13 +40,16 @@ void rap_eval_free(rap_eval_acc *a);
 /* Mean BCE-with-logits of one row (the model's loss, in double). */
 double rap_bce_logit(double logit, double label);
 
-/* The metrics file: one JSON object per line, flushed after each line. */
+/* The metrics file: one JSON object per line, each line one write(2) to
+ * the file (core/out.h's stream: locked for as long as it is open, no
+ * temporary), so a reader sees it grow and a crash leaves whole lines. */
 typedef struct {
-    FILE *f;
+    rap_out *o;
     char path[512];
 } rap_metrics_file;
 
-/* path "" : no file (every write is a no-op). Truncates an existing file. */
+/* path "" : no file (every write is a no-op). Takes the file's lock (a
+ * second writer fails at once), then truncates an existing file. */
 rap_status rap_metrics_open(rap_metrics_file *m, const char *path);
 /* Writes one line: a JSON object whose members are given as a
  * printf-format of members with no braces, e.g. "\"event\":\"step\",\"step\":%lld". */

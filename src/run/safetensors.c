@@ -3,10 +3,9 @@
 
 #include "core/core.h"
 #include "core/json.h"
+#include "core/out.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -231,17 +230,6 @@ static rap_status build_header(sbuf *h, const rap_meta *meta, const rap_ckpt_ten
 
 /* ------------------------------------------------------------- writing */
 
-static void fsync_dir_of(const char *path)
-{
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    int fd = open(dirname(tmp), O_RDONLY);
-    if (fd < 0)
-        return; /* best effort: some file systems refuse */
-    fsync(fd);
-    close(fd);
-}
-
 /* Adds the bytes at buf to the running CRC (zlib takes a uInt length: in
  * pieces below 4 GiB). */
 static uLong crc_add(uLong crc, const void *buf, size_t bytes)
@@ -280,13 +268,13 @@ static size_t first_nonfinite(const void *buf, rap_st_dtype dt, size_t e, bool *
     return e;
 }
 
-/* Writes the data section to f (tmp names it): every tensor in the order
- * ord from fill through buf (the largest tensor's bytes), checked finite
- * when asked (path names the file being replaced in that message); *crc
+/* Passes over the data section: every tensor in the order ord from fill
+ * through buf (the largest tensor's bytes), checked finite when asked,
+ * written to f unless f is NULL (a pass that only computes the CRC); *crc
  * its CRC. */
-static rap_status write_data(FILE *f, const char *tmp, const char *path, const rap_ckpt_tensor *t,
-                             const int *ord, int n, rap_safetensors_fill fill, void *ctx,
-                             bool check_finite, void *buf, uLong *crc)
+static rap_status write_data(FILE *f, const char *path, const rap_ckpt_tensor *t, const int *ord,
+                             int n, rap_safetensors_fill fill, void *ctx, bool check_finite,
+                             void *buf, uLong *crc)
 {
     *crc = crc32(0L, Z_NULL, 0);
     for (int k = 0; k < n; k++) {
@@ -302,31 +290,49 @@ static rap_status write_data(FILE *f, const char *tmp, const char *path, const r
                             "poisoned checkpoint (%s left as it was)",
                             path, t[i].name, nan ? "NaN" : "inf", j, path);
         *crc = crc_add(*crc, buf, bytes);
-        if (fwrite(buf, 1, bytes, f) != bytes)
-            return rap_fail(RAP_ERR_IO, "%s: write failed (%s; disk full?)", tmp, strerror(errno));
+        if (f && fwrite(buf, 1, bytes, f) != bytes)
+            return rap_fail(RAP_ERR_IO, "%s: write failed (%s; disk full?)", path, strerror(errno));
     }
     return RAP_OK;
 }
 
-/* Writes the whole file to f (tmp names it): length, header h, data, then
- * the CRC digits at crc_at; flushed and fsync'd. */
-static rap_status write_all(FILE *f, const char *tmp, const char *path, const sbuf *h,
-                            size_t crc_at, const rap_ckpt_tensor *t, const int *ord, int n,
+static void put_crc(uint8_t *at, uLong crc)
+{
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08lx", (unsigned long)crc);
+    memcpy(at, hex, 8);
+}
+
+/* Writes the whole file to o: length, header h, data (in the order ord),
+ * the CRC digits at crc_at. A regular file gets the data in one pass and
+ * the digits patched after it; a file that cannot seek back (a fifo, a
+ * device) gets the data twice from fill: once for the CRC, once written
+ * (the CRCs must agree). */
+static rap_status write_all(rap_out *o, const char *path, sbuf *h, size_t crc_at,
+                            const rap_ckpt_tensor *t, const int *ord, int n,
                             rap_safetensors_fill fill, void *ctx, bool check_finite, void *buf)
 {
+    FILE *f = rap_out_file(o);
+    bool seek = rap_out_seekable(o);
+    uLong crc = 0, crc2;
+    if (!seek) {
+        RAP_TRY(write_data(NULL, path, t, ord, n, fill, ctx, check_finite, buf, &crc));
+        put_crc((uint8_t *)h->p + crc_at, crc);
+    }
     uint8_t len8[8];
     for (int k = 0; k < 8; k++)
         len8[k] = (uint8_t)((uint64_t)h->n >> (8 * k));
     if (fwrite(len8, 1, 8, f) != 8 || fwrite(h->p, 1, h->n, f) != h->n)
-        return rap_fail(RAP_ERR_IO, "%s: write failed (%s)", tmp, strerror(errno));
-    uLong crc;
-    RAP_TRY(write_data(f, tmp, path, t, ord, n, fill, ctx, check_finite, buf, &crc));
-    char hex[9];
-    snprintf(hex, sizeof hex, "%08lx", (unsigned long)crc);
-    if (fseek(f, (long)(8 + crc_at), SEEK_SET) != 0 || fwrite(hex, 1, 8, f) != 8)
-        return rap_fail(RAP_ERR_IO, "%s: write failed (%s)", tmp, strerror(errno));
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0)
-        return rap_fail(RAP_ERR_IO, "%s: flush failed (%s; disk full?)", tmp, strerror(errno));
+        return rap_fail(RAP_ERR_IO, "%s: write failed (%s)", path, strerror(errno));
+    RAP_TRY(write_data(f, path, t, ord, n, fill, ctx, check_finite && seek, buf, &crc2));
+    if (!seek && crc2 != crc)
+        return rap_fail(RAP_ERR_INTERNAL, "%s: the tensors changed while they were written", path);
+    if (seek) {
+        uint8_t hex[8];
+        put_crc(hex, crc2);
+        if (fseek(f, (long)(8 + crc_at), SEEK_SET) != 0 || fwrite(hex, 1, 8, f) != 8)
+            return rap_fail(RAP_ERR_IO, "%s: write failed (%s)", path, strerror(errno));
+    }
     return RAP_OK;
 }
 
@@ -355,7 +361,8 @@ static uint64_t layout(rap_ckpt_tensor *t, int n, int *ord)
 }
 
 rap_status rap_safetensors_write(const char *path, const rap_meta *meta, rap_ckpt_tensor *t,
-                                 int n, rap_safetensors_fill fill, void *ctx, bool check_finite)
+                                 int n, rap_safetensors_fill fill, void *ctx, bool check_finite,
+                                 rap_out_lock *held)
 {
     for (int i = 0; i < n; i++)
         if (!rap_st_dtype_size(t[i].dtype))
@@ -372,25 +379,16 @@ rap_status rap_safetensors_write(const char *path, const rap_meta *meta, rap_ckp
         rap_free(ord);
         return st;
     }
-
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     void *buf = rap_malloc((size_t)(most ? most : 4), "checkpoint tensor buffer");
-    FILE *f = buf ? fopen(tmp, "wb") : NULL;
-    if (!buf)
-        st = RAP_ERR_NOMEM;
-    else if (!f)
-        st = rap_fail(RAP_ERR_IO, "%s: cannot create (%s)", tmp, strerror(errno));
+    rap_out_opts oo = {.held = held};
+    rap_out *o = NULL;
+    st = buf ? rap_out_open(path, &oo, &o) : RAP_ERR_NOMEM;
     if (st == RAP_OK)
-        st = write_all(f, tmp, path, &h, crc_at, t, ord, n, fill, ctx, check_finite, buf);
-    if (f && fclose(f) != 0 && st == RAP_OK)
-        st = rap_fail(RAP_ERR_IO, "%s: close failed (%s)", tmp, strerror(errno));
-    if (st == RAP_OK && rename(tmp, path) != 0)
-        st = rap_fail(RAP_ERR_IO, "%s: cannot rename to %s (%s)", tmp, path, strerror(errno));
+        st = write_all(o, path, &h, crc_at, t, ord, n, fill, ctx, check_finite, buf);
     if (st == RAP_OK)
-        fsync_dir_of(path);
-    else if (f)
-        remove(tmp);
+        st = rap_out_commit(o);
+    else
+        rap_out_abort(o);
     rap_free(buf);
     rap_free(h.p);
     rap_free(ord);

@@ -32,6 +32,7 @@
 #ifndef RAP_RUN_SAFETENSORS_H
 #define RAP_RUN_SAFETENSORS_H
 
+#include "core/out.h"
 #include "rap.h"
 
 #ifdef __cplusplus
@@ -101,14 +102,18 @@ typedef rap_status (*rap_safetensors_fill)(void *ctx, int i, void *buf);
 /* Writes a safetensors file of the n tensors t (names, dtypes and shapes;
  * begin and end are set here, in the layout order of the header comment),
  * their data from fill, and meta (in its order, a "data_crc32" in it left
- * out) then "data_crc32", atomically: PATH.tmp is written, fsync'd and
- * renamed over path (then the directory is fsync'd), so path is always
- * either the old file or the whole new one. With check_finite a tensor
- * holding NaN or inf (in any of the types) is refused (RAP_ERR_DATA)
- * before the rename. On failure path is untouched and no temporary file
- * is left. */
+ * out) then "data_crc32", through core/out.h: a temporary beside path,
+ * fsync'd and renamed over it, so path is always either the old file or
+ * the whole new one; a second writer of path fails at once. held: the
+ * caller's lock on path (rap_out_lock_take) or NULL. With check_finite a
+ * tensor holding NaN or inf (in any of the types) is refused
+ * (RAP_ERR_DATA) before the rename. On failure path is untouched and no
+ * temporary file is left. A non-regular path (a fifo, a device) is written
+ * through, fill then runs twice per tensor (the CRC comes before the
+ * data). */
 rap_status rap_safetensors_write(const char *path, const rap_meta *meta, rap_ckpt_tensor *t,
-                                 int n, rap_safetensors_fill fill, void *ctx, bool check_finite);
+                                 int n, rap_safetensors_fill fill, void *ctx, bool check_finite,
+                                 rap_out_lock *held);
 
 /* Opens path and checks everything but the data bytes: the header length
  * against the file size, the JSON (core/json.h), every tensor's dtype

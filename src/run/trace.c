@@ -9,6 +9,7 @@
 #include "run/trace.h"
 
 #include "core/json.h"
+#include "core/out.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -426,13 +427,12 @@ rap_status rap_trace_write(rap_trace *t, const char *path)
 {
     if (!t)
         return RAP_OK;
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return rap_fail(RAP_ERR_IO, "trace: cannot create %s", path);
-    rap_status st = rap_trace_write_file(t, f);
-    if (fclose(f) != 0 && st == RAP_OK)
-        st = rap_fail(RAP_ERR_IO, "trace: %s: write failed", path);
+    rap_out *o;
+    rap_status st = rap_out_open(path, NULL, &o);
     if (st != RAP_OK)
-        return rap_fail_context(st, "%s", path);
-    return RAP_OK;
+        return rap_fail_context(st, "trace");
+    st = rap_trace_write_file(t, rap_out_file(o));
+    if (st != RAP_OK)
+        rap_fail_context(st, "%s", path);
+    return rap_out_close(o, st);
 }

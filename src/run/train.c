@@ -3,6 +3,7 @@
 
 #include "core/core.h"
 #include "core/json.h"
+#include "core/out.h"
 #include "dist/comm.h"
 #include "dist/hybrid.h"
 #include "dist/ids.h"
@@ -63,6 +64,7 @@ typedef struct {
     rap_batch tb;            /* (B) rows of one step or of one evaluation batch */
     float *logits;           /* (B) host */
     rap_metrics_file mf;
+    rap_out_lock *save_lock; /* rank 0: --save's, held for the whole run */
     rap_progress pg;
     rap_eval_acc acc;
     double holdout;          /* F when evaluating on held-out rows, else 0 */
@@ -390,7 +392,8 @@ static rap_status save_sharded(trainer *t, const rap_meta *m)
             if (!(tables[r] = rank_tables(&t->map.shard[r])))
                 st = RAP_ERR_NOMEM;
         if (st == RAP_OK)
-            st = rap_ckpt_save_manifest(path, t->R, id, (const char *const *)tables, m);
+            st = rap_ckpt_save_manifest(path, t->R, id, (const char *const *)tables, m,
+                                    t->save_lock);
         for (int r = 0; tables && r < t->R; r++)
             rap_free(tables[r]);
         rap_free(tables);
@@ -425,7 +428,8 @@ static rap_status save(trainer *t)
     if (st == RAP_OK && t->dist && t->R > 1)
         st = save_sharded(t, &m);
     else if (st == RAP_OK)
-        st = rap_ckpt_save(t->c->save, t->model, t->mc.optimizer != RAP_SGD, &m);
+        st = rap_ckpt_save(t->c->save, t->model, t->mc.optimizer != RAP_SGD, &m,
+                           t->save_lock);
     rap_meta_free(&m);
     if (st == RAP_OK) {
         t->res->saved = true;
@@ -433,6 +437,22 @@ static rap_status save(trainer *t)
         T_INFO(t, "saved checkpoint %s at step %lld", t->c->save, (long long)t->step);
     }
     return st;
+}
+
+/* Refuses a --save or --metrics that is one of the inputs (--save equal to
+ * --resume is how a run continues: the checkpoint is read whole and closed
+ * in setup, long before a save replaces it by a rename), then takes the
+ * lock of --save for the whole run on rank 0 (which writes SAVE): a second
+ * run with the same --save fails now, not after its training. */
+static rap_status claim_outputs(trainer *t)
+{
+    const rap_train_config *c = t->c;
+    const char *in[] = {c->data, c->eval_data, c->resume};
+    RAP_TRY(rap_out_check_inputs(c->save, in, 2));
+    RAP_TRY(rap_out_check_inputs(c->metrics, in, 3));
+    if (t->rank == 0 && c->save && c->save[0])
+        RAP_TRY(rap_out_lock_take(c->save, &t->save_lock));
+    return RAP_OK;
 }
 
 /* Checks the checkpoint against this run; fills step and position. */
@@ -608,6 +628,7 @@ static rap_status setup(trainer *t)
     if (t->dist && c->cuda_graph)
         return rap_fail(RAP_ERR_ARG, "--cuda-graph: the hybrid-parallel step (ranks, --gpus) "
                         "exchanges data between ranks in every step and is not captured");
+    RAP_TRY(claim_outputs(t));
     t->data_id = c->data_id && c->data_id[0] ? c->data_id : c->data;
     t->holdout = c->eval_data && c->eval_data[0] ? 0 : c->eval_fraction;
     t->plan_hash = rap_plan_columns_hash(c->plan, &t->plan_cols);
@@ -1337,6 +1358,8 @@ static void teardown(trainer *t)
 {
     close_pipeline(t);
     rap_metrics_close(&t->mf);
+    rap_out_lock_release(t->save_lock);
+    t->save_lock = NULL;
     rap_eval_free(&t->acc);
     rap_free(t->logits);
     rap_batch_free(&t->tb);

@@ -5,6 +5,7 @@
  */
 #include "sched/fusion_file.h"
 
+#include "core/out.h"
 #include "sched/hash.h"
 
 #include <errno.h>
@@ -73,11 +74,13 @@ rap_status rap_fusion_save(const rap_plan *p, const rap_fusion *f, const char *p
         return RAP_ERR_NOMEM;
     for (int i = 0, n = 0; i < p->n_nodes; i++)
         id[i] = live_op(p, i) ? n++ : -1;
-    FILE *fp = fopen(path, "w");
-    if (!fp) {
+    rap_out *o;
+    rap_status st = rap_out_open(path, NULL, &o);
+    if (st != RAP_OK) {
         rap_free(id);
-        return rap_fail(RAP_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        return st;
     }
+    FILE *fp = rap_out_file(o);
     char name[128];
     const char *b = strrchr(p->source, '/');
     snprintf(name, sizeof name, "%s", b ? b + 1 : p->source);
@@ -99,10 +102,7 @@ rap_status rap_fusion_save(const rap_plan *p, const rap_fusion *f, const char *p
         fputc('\n', fp);
     }
     rap_free(id);
-    bool bad = ferror(fp) != 0;
-    if (fclose(fp) != 0 || bad)
-        return rap_fail(RAP_ERR_IO, "%s: write failed", path);
-    return RAP_OK;
+    return rap_out_commit(o);
 }
 
 rap_status rap_fusion_load(const rap_plan *p, const char *path, rap_fusion *f)

@@ -4,6 +4,7 @@
  */
 #include "sched/schedule.h"
 
+#include "core/out.h"
 #include "dist/hybrid.h"
 
 #include <ctype.h>
@@ -177,15 +178,12 @@ rap_status rap_schedule_write(const rap_schedule *s, FILE *f)
 
 rap_status rap_schedule_save(const rap_schedule *s, const char *path)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return rap_fail(RAP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    rap_status st = rap_schedule_write(s, f);
-    if (fclose(f) != 0 && st == RAP_OK)
-        st = rap_fail(RAP_ERR_IO, "%s: write failed", path);
+    rap_out *o;
+    RAP_TRY(rap_out_open(path, NULL, &o));
+    rap_status st = rap_schedule_write(s, rap_out_file(o));
     if (st != RAP_OK)
-        return rap_fail_context(st, "%s", path);
-    return RAP_OK;
+        rap_fail_context(st, "%s", path);
+    return rap_out_close(o, st);
 }
 
 /* ------------------------------------------------------------ parser */
