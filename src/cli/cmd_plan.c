@@ -13,6 +13,7 @@
  */
 #include "cli/cli.h"
 #include "core/json.h"
+#include "core/out.h"
 #include "dist/shard.h"
 #include "plan/place.h"
 #include "plan/search.h"
@@ -140,6 +141,32 @@ static const char *base_name(const char *path)
 
 static int cmd_plan_gpus(const plan_settings *s);
 
+/* Refuses an output of rap plan (the schedule, its fusion, the report,
+ * with --gpus the rank manifests) that is one of its inputs (the plan
+ * file, the capacity files, the predictor bundle's files). */
+static rap_status outputs_not_inputs(const plan_settings *s)
+{
+    char caps[RAP_OPT_STR], fusion[RAP_OPT_STR + 16], rank[RAP_OPT_STR + 16];
+    const char *in[2 + RAP_PLACE_MAX_RANKS];
+    int n = 0;
+    in[n++] = strcmp(s->plan, "default") ? s->plan : NULL; /* the built-in one */
+    in[n++] = s->predictor;
+    snprintf(caps, sizeof caps, "%s", s->capacity);
+    for (char *save = NULL, *f = strtok_r(caps, ",", &save); f && n < (int)(sizeof in / sizeof in[0]);
+         f = strtok_r(NULL, ",", &save))
+        in[n++] = f;
+    snprintf(fusion, sizeof fusion, "%s%s", s->fusion_out[0] ? s->fusion_out : s->out,
+             s->fusion_out[0] ? "" : ".fusion");
+    RAP_TRY(rap_out_check_inputs(s->out, in, n));
+    RAP_TRY(rap_out_check_inputs(fusion, in, n));
+    RAP_TRY(rap_out_check_inputs(s->report, in, n));
+    for (int r = 0; s->gpus > 1 && r < s->gpus; r++) {
+        snprintf(rank, sizeof rank, "%s.rank%d", s->out, r);
+        RAP_TRY(rap_out_check_inputs(rank, in, n));
+    }
+    return RAP_OK;
+}
+
 /* Row fusion (--rows N, --row-fusion) on top of *f, in place; N == 0,
  * never, or auto with more than RAP_ROW_AUTO_KERNELS kernels: f as it is. */
 static rap_status fuse_rows(const rap_plan *plan, const plan_settings *s, rap_fusion *f)
@@ -161,6 +188,9 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "rap plan: --out SCHEDULE is required\n");
         return 2;
     }
+    rap_status cs = outputs_not_inputs(&s);
+    if (cs != RAP_OK)
+        return cli_fail("plan", cs);
     if (s.gpus > 1)
         return cmd_plan_gpus(&s);
     if (s.placement != RAP_PLACE_SEARCH && rap_opts_given(g_opts, g_n_opts, "placement"))
@@ -278,14 +308,11 @@ int cmd_plan(int argc, char **argv)
                                 method, use_ilp ? &ilp : NULL,
                                 rap_fusion_predicted_ms(plan, &fus, pred, s.batch), greedy.n,
                                 rap_fusion_predicted_ms(plan, &greedy, pred, s.batch), s.batch};
-        FILE *fp = fopen(s.report, "w");
-        if (!fp) {
-            st = rap_fail(RAP_ERR_IO, "%s: cannot write: %s", s.report, strerror(errno));
-        } else {
-            st = rap_plan_report_json(fp, plan, &fus, sched, &sr, &info);
-            if (fclose(fp) != 0 && st == RAP_OK)
-                st = rap_fail(RAP_ERR_IO, "%s: write failed", s.report);
-        }
+        rap_out *ro;
+        st = rap_out_open(s.report, NULL, &ro);
+        if (st == RAP_OK)
+            st = rap_out_close(ro, rap_plan_report_json(rap_out_file(ro), plan, &fus, sched, &sr,
+                                                        &info));
     }
     if (st == RAP_OK && !s.quiet) {
         fprintf(stderr, "rap plan: %s, %d ops, batch %lld, gpu %s\n", s.plan, rap_plan_n_ops(plan),
@@ -485,10 +512,10 @@ static int cmd_plan_gpus(const plan_settings *s)
     for (int r = 0; r < R && st == RAP_OK; r++)
         st = rap_place_save_rank(plan, chosen, r, s->out);
     if (st == RAP_OK && s->report[0]) {
-        FILE *fp = fopen(s->report, "w");
-        if (!fp) {
-            st = rap_fail(RAP_ERR_IO, "%s: cannot write: %s", s->report, strerror(errno));
-        } else {
+        rap_out *ro;
+        st = rap_out_open(s->report, NULL, &ro);
+        if (st == RAP_OK) {
+            FILE *fp = rap_out_file(ro);
             fputs("{\n  \"plan\": ", fp);
             rap_json_put_str(fp, base_name(s->plan));
             fprintf(fp, ",\n  \"plan_hash\": \"%016llx\",\n  \"gpus\": %d,\n"
@@ -516,8 +543,7 @@ static int cmd_plan_gpus(const plan_settings *s)
                 st = rap_place_report_json(fp, plan, &res[k]);
             }
             fprintf(fp, "\n  ]\n}\n");
-            if (fclose(fp) != 0 && st == RAP_OK)
-                st = rap_fail(RAP_ERR_IO, "%s: write failed", s->report);
+            st = rap_out_close(ro, st);
         }
     }
     if (st == RAP_OK && !s->quiet) {

@@ -4,6 +4,7 @@
  * table below (the rap_opt machinery of settings.c).
  */
 #include "cli/cli.h"
+#include "core/out.h"
 #include "plan/profile.h"
 #include "run/input.h"
 
@@ -89,6 +90,24 @@ static int split_list(char *s, char **items, int max)
     return n;
 }
 
+/* The end of a measurement file o (NULL: none): committed when st is
+ * RAP_OK or when something was measured (a later failure keeps those
+ * lines), else dropped (the old file stays). Returns st (its message
+ * kept), or the commit's failure when st was RAP_OK. */
+static rap_status keep_measured(rap_out *o, rap_status st, bool wrote)
+{
+    if (!o || st == RAP_OK)
+        return o ? rap_out_commit(o) : st;
+    if (!wrote) {
+        rap_out_abort(o);
+        return st;
+    }
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", rap_last_error());
+    rap_out_commit(o);
+    return rap_fail(st, "%s", msg);
+}
+
 static int profile_kernels(int argc, char **argv)
 {
     prof_settings s;
@@ -109,21 +128,18 @@ static int profile_kernels(int argc, char **argv)
     }
     for (int i = 0; i < np && st == RAP_OK; i++)
         st = cli_load_plan(names[i], &plans[i]);
-    FILE *out = stdout;
-    if (st == RAP_OK && s.out[0] && !(out = fopen(s.out, "w")))
-        st = rap_fail(RAP_ERR_IO, "cannot write %s: %s", s.out, strerror(errno));
+    rap_out *o = NULL;
+    if (st == RAP_OK)
+        st = rap_out_check_inputs(s.out, (const char *const *)names, np);
+    if (st == RAP_OK && s.out[0])
+        st = rap_out_open(s.out, NULL, &o);
     int64_t n = 0;
     if (st == RAP_OK) {
         rap_prof_kernels_config c = {(const rap_plan *const *)plans, np, s.ilp_time, batches, nb,
                                      (int)s.reps, s.target, (uint64_t)s.seed, s.flush};
-        st = rap_profile_kernels(&c, out, &n);
+        st = rap_profile_kernels(&c, o ? rap_out_file(o) : stdout, &n);
     }
-    const bool own = out && out != stdout;
-    if (own && fclose(out) != 0 && st == RAP_OK)
-        st = rap_fail(RAP_ERR_IO, "writing %s failed", s.out);
-    if (own && st != RAP_OK && n == 0) /* nothing measured: no file (a later failure keeps
-                                        * the lines measured) */
-        remove(s.out);
+    st = keep_measured(o, st, n > 0);
     for (int i = 0; i < np; i++)
         rap_plan_free(plans[i]);
     if (st != RAP_OK)
@@ -166,9 +182,14 @@ static int profile_capacity(int argc, char **argv)
         }
         st = rap_model_config_check(m);
     }
-    FILE *cur = NULL;
-    if (st == RAP_OK && s.currency[0] && !(cur = fopen(s.currency, "w")))
-        st = rap_fail(RAP_ERR_IO, "cannot write %s: %s", s.currency, strerror(errno));
+    rap_out *cur = NULL;
+    const char *in = s.plan;
+    if (st == RAP_OK)
+        st = rap_out_check_inputs(s.out, &in, 1);
+    if (st == RAP_OK)
+        st = rap_out_check_inputs(s.currency, &in, 1);
+    if (st == RAP_OK && s.currency[0])
+        st = rap_out_open(s.currency, NULL, &cur);
     rap_capacity cap;
     if (st == RAP_OK) {
         c.plan = plan;
@@ -176,13 +197,12 @@ static int profile_capacity(int argc, char **argv)
         c.reps = (int)s.reps;
         c.rounds = (int)s.rounds;
         c.seed = (uint64_t)s.seed;
-        c.currency_csv = cur;
+        c.currency_csv = cur ? rap_out_file(cur) : NULL;
         c.currency_phase = s.currency_phase;
         c.cuda_graph = s.cuda_graph;
         st = rap_profile_capacity(&c, &cap);
     }
-    if (cur && fclose(cur) != 0 && st == RAP_OK)
-        st = rap_fail(RAP_ERR_IO, "writing %s failed", s.currency);
+    st = keep_measured(cur, st, cur && ftell(rap_out_file(cur)) > 0);
     if (st == RAP_OK)
         st = s.out[0] ? rap_capacity_save(&cap, s.out) : rap_capacity_write(&cap, stdout);
     rap_plan_free(plan);
