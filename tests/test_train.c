@@ -677,6 +677,82 @@ RAP_TEST(cli_train_interrupt)
     remove(fifo);
 }
 
+/* Two runs with one --save: the first (reading a generator that cannot
+ * end) holds the checkpoint's lock from its start; the second fails at
+ * once naming it, before training; the first, interrupted, saves a whole
+ * checkpoint of its own (CRC verified, its step). (Before: both trained
+ * and saved through one PATH.tmp, and the file could hold the other's
+ * bytes under a success message.) Polls as cli_train_interrupt does. */
+RAP_TEST(cli_train_same_save_refused)
+{
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
+    const char *d = rap_test_tmpdir();
+    char plan[512], ck[512], log[512], log2[512], fifo[512], res[512], cmd[8192];
+    snprintf(plan, sizeof plan, "%s/same_save.plan", d);
+    snprintf(ck, sizeof ck, "%s/same_save.safetensors", d);
+    snprintf(log, sizeof log, "%s/same_save.log", d);
+    snprintf(log2, sizeof log2, "%s/same_save2.log", d);
+    snprintf(fifo, sizeof fifo, "%s/same_save.fifo", d);
+    snprintf(res, sizeof res, "%s/same_save.status", d);
+    FILE *f = fopen(plan, "w");
+    REQUIRE(f);
+    fputs(k_small_plan, f);
+    for (int j = 0; j < RAP_CRITEO_DENSE; j++)
+        if (j != 0 && j != 1 && j != 2 && j != 4)
+            fprintf(f, "del df[\"int_%d\"]\n", j);
+    for (int j = 0; j < RAP_CRITEO_SPARSE; j++)
+        if (j != 0 && j != 1 && j != 2 && j != 8)
+            fprintf(f, "del df[\"cat_%d\"]\n", j);
+    fclose(f);
+    remove(ck);
+    remove(fifo);
+    REQUIRE(mkfifo(fifo, 0600) == 0);
+    snprintf(cmd, sizeof cmd,
+             "alive() { [ -r /proc/$1/status ] && ! grep -q '^State:[[:space:]]*Z' "
+             "/proc/$1/status; }; "
+             "%s gen --rows 100000000 --out - >%s 2>/dev/null & g=$!; "
+             "%s train --device cpu --plan %s --data - --eval-fraction 0 --batch 64 --threads 1 "
+             "--log-every 10 --save %s <%s >%s 2>&1 & p=$!; "
+             "i=0; while [ $i -lt 1800 ] && alive $p && "
+             "! grep -q 'rap train: step' %s 2>/dev/null; do sleep 0.1; i=$((i+1)); done; "
+             "%s train --device cpu --plan %s --gen-rows 300 --eval-fraction 0 --batch 64 "
+             "--threads 1 --save %s >%s 2>&1; s2=$?; "
+             "kill -INT $p 2>/dev/null; "
+             "i=0; while [ $i -lt 1200 ] && alive $p; do sleep 0.1; i=$((i+1)); done; "
+             "alive $p && kill -KILL $p; wait $p; s=$?; "
+             "kill $g 2>/dev/null; wait $g; echo \"$s $s2 $p\" >%s",
+             rap_test_bin(), fifo, rap_test_bin(), plan, ck, fifo, log, log, rap_test_bin(),
+             plan, ck, log2, res);
+    CHECK(system(cmd) == 0);
+    int s1 = -1, s2 = -1;
+    long p1 = -1;
+    f = fopen(res, "r");
+    REQUIRE(f);
+    CHECK(fscanf(f, "%d %d %ld", &s1, &s2, &p1) == 3);
+    fclose(f);
+    static char out[1 << 16];
+    f = fopen(log2, "rb");
+    REQUIRE(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    fclose(f);
+    char want[128];
+    snprintf(want, sizeof want, "another writer holds it (pid %ld)", p1);
+    CHECK_MSG(s2 == 1 && strstr(out, want) && !strstr(out, "saved checkpoint"), "exit %d: %s",
+              s2, out);
+    CHECK_MSG(s1 == 130, "first run: exit status %d", s1);
+    rap_ckpt *c = NULL;
+    CHECK_OK(rap_ckpt_open(ck, &c));
+    if (c) {
+        CHECK_OK(rap_ckpt_verify(c));
+        CHECK(atoll(rap_meta_get(&c->meta, "step")) >= 10); /* the first run's */
+    }
+    rap_ckpt_close(c);
+    CHECK(rap_test_temporaries(ck) == 0);
+    remove(fifo);
+}
+
 /* Packing in place (rap_input_bind): row kernels that compute every dense
  * column write the packed input as they run, and the result is byte for
  * byte what the packing kernel makes from a level-fused executor. A plan
