@@ -13,7 +13,8 @@
  *            payload_bytes is checked against what rows and offsets imply.
  *   footer   "RAPFOOT!" i64 batches i64 rows
  * A file with no footer (cut short) is rejected with the batch where it ends.
- * Written to "path.tmp", fsync'd and renamed, so a shard is whole or absent.
+ * Written through core/out.h (a temporary, fsync'd and renamed), so a shard
+ * is whole or absent.
  */
 #ifndef RAP_SHARD_H
 #define RAP_SHARD_H
