@@ -37,6 +37,7 @@
 
 #include "core/core.h"
 #include "core/options.h"
+#include "core/out.h"
 #include "data/inflate.h"
 #include "data/lines.h"
 #include "data/source.h"
@@ -312,11 +313,12 @@ static unsigned char *slurp(const char *path, size_t *n)
 static void write_json(const settings *s, int64_t bytes, size_t gz_n, const result *res, int n,
                        double ratio)
 {
-    FILE *f = fopen(s->json, "w");
-    if (!f) {
-        perror(s->json);
+    rap_out *o;
+    if (rap_out_open(s->json, NULL, &o) != RAP_OK) {
+        fprintf(stderr, "%s\n", rap_last_error());
         return;
     }
+    FILE *f = rap_out_file(o);
     fprintf(f, "{\n  \"bench\": \"inflate\",\n  \"rows\": %lld,\n  \"bytes\": %lld,\n"
                "  \"gz_bytes\": %zu,\n  \"cores\": %d,\n  \"repeat\": %lld,\n"
                "  \"isal_built_in\": %s,\n  \"results\": [\n",
@@ -330,7 +332,10 @@ static void write_json(const settings *s, int64_t bytes, size_t gz_n, const resu
                 res[i].name, res[i].what, res[i].mb_s, res[i].mb_s_core, res[i].rows_s,
                 res[i].rows_s_core, res[i].cores, i + 1 < n ? "," : "");
     fprintf(f, "  ],\n  \"isal_over_zlib_rows_per_core\": %.2f\n}\n", ratio);
-    fclose(f);
+    if (rap_out_commit(o) != RAP_OK) {
+        fprintf(stderr, "%s\n", rap_last_error());
+        return;
+    }
     printf("results written to %s\n", s->json);
 }
 

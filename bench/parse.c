@@ -26,6 +26,7 @@
 
 #include "core/core.h"
 #include "core/options.h"
+#include "core/out.h"
 #include "data/parse.h"
 
 typedef struct {
@@ -305,11 +306,12 @@ int main(int argc, char **argv)
     double rss_mb = (double)ru.ru_maxrss / 1024.0;
     printf("peak RSS %.1f MB (input %.1f MB)\n", rss_mb, (double)bytes / 1e6);
     if (set.json[0]) {
-        FILE *f = fopen(set.json, "w");
-        if (!f) {
-            perror(set.json);
+        rap_out *o;
+        if (rap_out_open(set.json, NULL, &o) != RAP_OK) {
+            fprintf(stderr, "%s\n", rap_last_error());
             return 1;
         }
+        FILE *f = rap_out_file(o);
         fprintf(f, "{\n  \"bench\": \"parse\",\n  \"rows\": %lld,\n  \"bytes\": %lld,\n"
                    "  \"cores\": %d,\n  \"batch\": %lld,\n  \"peak_rss_mb\": %.1f,\n"
                    "  \"parser_alone\": {\"rows_per_cpu_s\": %.0f, \"mb_per_cpu_s\": %.2f},\n"
@@ -325,7 +327,10 @@ int main(int argc, char **argv)
                     res[i].mb_per_s, res[i].cores_busy, res[i].mb_per_s_core,
                     i + 1 < nres ? "," : "");
         fprintf(f, "  ]\n}\n");
-        fclose(f);
+        if (rap_out_commit(o) != RAP_OK) {
+            fprintf(stderr, "%s\n", rap_last_error());
+            return 1;
+        }
         printf("results written to %s\n", set.json);
     }
     if (!set.keep) {

@@ -26,6 +26,7 @@
 #include "rap.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "core/out.h"
 #include "prep/exec_internal.h"
 
 #ifdef RAP_HAVE_CUDA
@@ -392,11 +393,12 @@ static result *new_result(const char *plan)
 
 static void write_json(const char *path, double cpu_rows_per_s, int64_t cpu_rows, int cpu_threads)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "bench_prep: cannot write %s\n", path);
+    rap_out *o;
+    if (rap_out_open(path, NULL, &o) != RAP_OK) {
+        fprintf(stderr, "bench_prep: %s\n", rap_last_error());
         return;
     }
+    FILE *f = rap_out_file(o);
     fprintf(f, "{\n  \"peak_gbps\": %.1f,\n  \"results\": [\n", PEAK_GBPS);
     for (int i = 0; i < g_nres; i++) {
         const result *r = &g_res[i];
@@ -418,7 +420,10 @@ static void write_json(const char *path, double cpu_rows_per_s, int64_t cpu_rows
     }
     fprintf(f, "  ],\n  \"cpu_plan0\": {\"rows\": %lld, \"threads\": %d, \"rows_per_s\": %.1f}\n}\n",
             (long long)cpu_rows, cpu_threads, cpu_rows_per_s);
-    fclose(f);
+    if (rap_out_commit(o) != RAP_OK) {
+        fprintf(stderr, "bench_prep: %s\n", rap_last_error());
+        return;
+    }
     printf("wrote %s\n", path);
 }
 

@@ -53,6 +53,7 @@
 #include "rap.h"
 #include "core/core.h"
 #include "core/json.h"
+#include "core/out.h"
 #include "model/model.h"
 
 #ifdef RAP_HAVE_CUDA
@@ -388,9 +389,9 @@ static rap_status host_data_write(const host_data *h, const int64_t *rows, uint6
     words[8] = (int64_t)seed;
     for (int t = 0; t < N_TABLES; t++)
         words[16 + t] = rows[t];
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return rap_fail(RAP_ERR_IO, "bench_train: cannot write %s: %s", path, strerror(errno));
+    rap_out *o;
+    RAP_TRY(rap_out_open(path, NULL, &o));
+    FILE *f = rap_out_file(o);
     char pad[64] = {0};
     bool ok = fwrite(words, sizeof words, 1, f) == 1 &&
               (header_bytes == sizeof words ||
@@ -401,10 +402,13 @@ static rap_status host_data_write(const host_data *h, const int64_t *rows, uint6
              fwrite(h->dense + k * B * N_DENSE, sizeof(float) * (size_t)(B * N_DENSE), 1, f) == 1 &&
              fwrite(h->ids + k * B * N_TABLES, sizeof(int64_t) * (size_t)(B * N_TABLES), 1, f) == 1;
     }
-    if (fclose(f) != 0)
-        ok = false;
-    if (!ok)
-        return rap_fail(RAP_ERR_IO, "bench_train: writing %s failed: %s", path, strerror(errno));
+    if (!ok) {
+        rap_status st = rap_fail(RAP_ERR_IO, "bench_train: writing %s failed: %s", path,
+                                 strerror(errno));
+        rap_out_abort(o);
+        return st;
+    }
+    RAP_TRY(rap_out_commit(o));
     printf("wrote %s (%d batches of %lld rows, %.1f MB)\n", path, h->k, (long long)B,
            (double)(header_bytes + record_bytes(B) * (size_t)h->k) / 1e6);
     return RAP_OK;
@@ -546,13 +550,12 @@ static double best_ms(const result *r)
 
 static void write_json(const options *o, const char *path)
 {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "bench_train: cannot write %s: %s\n", tmp, strerror(errno));
+    rap_out *out;
+    if (rap_out_open(path, NULL, &out) != RAP_OK) {
+        fprintf(stderr, "bench_train: %s\n", rap_last_error());
         return;
     }
+    FILE *f = rap_out_file(out);
     fprintf(f, "{\n  \"bench\": \"rap\",\n  \"device\": \"%s\",\n  \"gpu\": ", g_device);
     rap_json_put_str(f, g_gpu_name);
     fprintf(f, ",\n  \"model\": {\"n_dense\": %d, \"n_tables\": %d, \"emb_dim\": %d, "
@@ -589,8 +592,8 @@ static void write_json(const options *o, const char *path)
         fprintf(f, "}%s\n", i + 1 < g_nres ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        fprintf(stderr, "bench_train: writing %s failed: %s\n", path, strerror(errno));
+    if (rap_out_commit(out) != RAP_OK)
+        fprintf(stderr, "bench_train: %s\n", rap_last_error());
 }
 
 static void print_header(void)
