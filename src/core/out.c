@@ -92,6 +92,9 @@ static rap_status resolve(const char *path, char *out)
     }
 }
 
+/* 64 random bits for a temporary's name: getrandom, else the clock, the
+ * pid and a counter mixed (a name need only be unlikely to be taken:
+ * O_EXCL decides). */
 static uint64_t random64(void)
 {
     uint64_t r = 0;
