@@ -31,6 +31,7 @@
 
 #include "core/core.h"
 #include "core/options.h"
+#include "core/out.h"
 #include "data/parse.h"
 #include "data/parse_gpu.h"
 #include "data/parse_ref.h"
@@ -475,11 +476,12 @@ int main(int argc, char **argv)
         printf("CPU, one core, %lld rows: reference %.2f M rows/s, CPU parser %.2f M rows/s\n",
                (long long)m, ref_rs / 1e6, cpu_rs / 1e6);
     if (set.json[0]) {
-        FILE *f = fopen(set.json, "w");
-        if (!f) {
-            perror(set.json);
+        rap_out *o;
+        if (rap_out_open(set.json, NULL, &o) != RAP_OK) {
+            fprintf(stderr, "%s\n", rap_last_error());
             return 1;
         }
+        FILE *f = rap_out_file(o);
         fprintf(f, "{\n  \"bench\": \"parse_gpu\",\n  \"rows\": %lld,\n  \"bytes\": %lld,\n"
                    "  \"rejected\": %lld,\n  \"batch\": %lld,\n  \"reps\": %lld,\n"
                    "  \"gpu\": \"%s\",\n  \"copy_gbs\": %.1f,\n"
@@ -495,7 +497,10 @@ int main(int argc, char **argv)
         fprintf(f, "  ],\n  \"cpu_rows\": %lld,\n  \"cpu_ref_rows_per_s\": %.0f,\n"
                    "  \"cpu_parser_rows_per_s\": %.0f\n}\n",
                 (long long)m, ref_rs, cpu_rs);
-        fclose(f);
+        if (rap_out_commit(o) != RAP_OK) {
+            fprintf(stderr, "%s\n", rap_last_error());
+            return 1;
+        }
         printf("results written to %s\n", set.json);
     }
     free(text);
