@@ -277,20 +277,28 @@ static int make_files(const settings *s, const char *gzp, int64_t *bytes)
     }
     *bytes = gr.bytes;
     FILE *f = fopen(s->out, "rb");
-    gzFile z = gzopen(gzp, "wb6");
-    if (!f || !z) {
-        perror(gzp);
-        return 1;
+    rap_out *o = NULL;
+    rap_status st = f ? rap_out_open(gzp, NULL, &o)
+                      : rap_fail(RAP_ERR_IO, "%s: cannot read it back", s->out);
+    int fd = st == RAP_OK ? dup(rap_out_fd(o)) : -1;
+    gzFile z = fd >= 0 ? gzdopen(fd, "wb6") : NULL;
+    if (st == RAP_OK && !z) {
+        if (fd >= 0)
+            close(fd);
+        st = rap_fail(RAP_ERR_IO, "%s: cannot start gzip", gzp);
     }
     static char buf[1 << 20];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        if (gzwrite(z, buf, (unsigned)n) != (int)n) {
-            fprintf(stderr, "%s: write failed\n", gzp);
-            return 1;
-        }
-    fclose(f);
-    return gzclose(z) != Z_OK;
+    while (st == RAP_OK && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        if (gzwrite(z, buf, (unsigned)n) != (int)n)
+            st = rap_fail(RAP_ERR_IO, "%s: write failed", gzp);
+    if (f)
+        fclose(f);
+    if (z && gzclose(z) != Z_OK && st == RAP_OK)
+        st = rap_fail(RAP_ERR_IO, "%s: gzip write failed", gzp);
+    if ((st = rap_out_close(o, st)) != RAP_OK)
+        fprintf(stderr, "%s\n", rap_last_error());
+    return st != RAP_OK;
 }
 
 static unsigned char *slurp(const char *path, size_t *n)

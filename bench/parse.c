@@ -114,35 +114,53 @@ static char *put_row(char *p, int64_t i)
     return p;
 }
 
-/* Writes rows to path (and a gzip copy when gz_path). *bytes: text bytes. */
+/* Opens a gzip stream (level 1) on o's file: a dup, closed by gzclose
+ * before o's commit or abort. NULL on failure (the message is printed). */
+static gzFile gz_on(rap_out *o, const char *path)
+{
+    int fd = dup(rap_out_fd(o));
+    gzFile g = fd >= 0 ? gzdopen(fd, "wb1") : NULL;
+    if (!g) {
+        if (fd >= 0)
+            close(fd);
+        fprintf(stderr, "%s: cannot start gzip\n", path);
+    }
+    return g;
+}
+
+/* Writes rows to path (and a gzip copy when gz_path), both through
+ * core/out (a temporary renamed at the end). *bytes: text bytes. */
 static int write_data(const char *path, const char *gz_path, int64_t rows, int64_t *bytes)
 {
-    FILE *f = fopen(path, "wb");
-    gzFile g = gz_path ? gzopen(gz_path, "wb1") : NULL;
-    if (!f || (gz_path && !g)) {
-        perror(path);
-        return 1;
-    }
+    rap_out *o = NULL, *og = NULL;
+    gzFile g = NULL;
     size_t cap = 4 << 20;
     char *buf = malloc(cap + 4096);
+    rap_status st = buf ? rap_out_open(path, NULL, &o) : RAP_ERR_NOMEM;
+    if (st == RAP_OK && gz_path && (st = rap_out_open(gz_path, NULL, &og)) == RAP_OK &&
+        !(g = gz_on(og, gz_path)))
+        st = RAP_ERR_IO;
     *bytes = 0;
     int64_t i = 0;
-    while (i < rows) {
+    while (st == RAP_OK && i < rows) {
         char *p = buf;
         while (i < rows && (size_t)(p - buf) < cap)
             p = put_row(p, i++);
         size_t n = (size_t)(p - buf);
-        if (fwrite(buf, 1, n, f) != n || (g && gzwrite(g, buf, (unsigned)n) != (int)n)) {
-            fprintf(stderr, "write failed: %s\n", path);
-            return 1;
-        }
+        if (fwrite(buf, 1, n, rap_out_file(o)) != n ||
+            (g && gzwrite(g, buf, (unsigned)n) != (int)n))
+            st = rap_fail(RAP_ERR_IO, "%s: write failed", path);
         *bytes += (int64_t)n;
     }
     free(buf);
-    fclose(f);
-    if (g)
-        gzclose(g);
-    return 0;
+    if (g && gzclose(g) != Z_OK && st == RAP_OK)
+        st = rap_fail(RAP_ERR_IO, "%s: gzip write failed", gz_path);
+    st = rap_out_close(o, st);
+    if (og)
+        st = rap_out_close(og, st);
+    if (st != RAP_OK)
+        fprintf(stderr, "%s\n", rap_last_error());
+    return st != RAP_OK;
 }
 
 static double cpu_seconds(void)
