@@ -1,7 +1,8 @@
 /*
  * cli.h -- the rap command: settings of every subcommand (one struct, filled
- * from one option table in settings.c) and the subcommand entry points.
- * Only this folder calls exit(); the library returns statuses.
+ * from one option table in settings.c: rap plan, predictor and profile
+ * included) and the subcommand entry points. Only this folder calls
+ * exit(); the library returns statuses.
  */
 #ifndef RAP_CLI_H
 #define RAP_CLI_H
@@ -9,12 +10,17 @@
 #include "core/options.h"
 #include "rap.h"
 
-/* Subcommand bits of rap_opt.cmds. */
+/* Subcommand bits of rap_opt.cmds: one bit per command line that parses
+ * options (rap profile's two and rap predictor train each have theirs). */
 enum {
     CMD_GEN = 1u << 0,
     CMD_PREP = 1u << 1,
     CMD_TRAIN = 1u << 2,
     CMD_EXPORT = 1u << 3,
+    CMD_PLAN = 1u << 4,
+    CMD_PREDICTOR = 1u << 5,     /* rap predictor train */
+    CMD_PROF_KERNELS = 1u << 6,  /* rap profile kernels */
+    CMD_PROF_CAPACITY = 1u << 7, /* rap profile capacity */
     CMD_BENCH = 1u << 8,
     CMD_ALL = 0xffffffffu
 };
@@ -94,27 +100,53 @@ typedef struct {
     bool mps_start;
     /* ranks */
     int64_t gpus;            /* --gpus N: N ranks as threads */
-    int placement;           /* rap_placement (sched/placement.h): the choices' order */
+    int placement;           /* rap_placement (sched/placement.h): the choices' order;
+                              * rap plan: 3 = all */
     double comm_timeout;     /* seconds; 0 = the default */
     /* export */
     char checkpoint[RAP_OPT_STR];
+    /* plan (and predictor train): the planner's inputs and outputs */
+    char capacity[RAP_OPT_STR];
+    char predictor[RAP_OPT_STR];
+    char report[RAP_OPT_STR];
+    char fusion_out[RAP_OPT_STR];
+    char in[RAP_OPT_STR];    /* predictor train: the measurements CSV */
+    char gpu_name[RAP_OPT_STR]; /* --gpu NAME */
+    int plan_fusion;         /* 0 ilp, 1 levels, 2 ilp-capacity, 3 none */
+    bool split;
+    int window_choice;       /* rap_window_choice: slowdown, earliest, room */
+    int row_fusion;          /* 0 auto, 1 always, 2 never */
+    int64_t row_descs;       /* row fusion: ops per row kernel */
+    int64_t row_group;       /* --rows: row fusion stages per group, 0 off */
+    double time_limit;
+    int64_t extra_stages;
+    int64_t row_shares;
+    double link_gbps, link_latency_us;
+    double grad_comm_ms;     /* assumed grad_comm capacity with --gpus > 1 */
+    double cap_fraction;     /* < 0: off */
+    char owners[RAP_OPT_STR];
+    int64_t max_moves;
+    /* profile kernels / capacity */
+    char plans[RAP_OPT_STR];
+    char batches[RAP_OPT_STR];
+    int64_t reps, rounds, target;
+    double ilp_time, tolerance;
+    bool flush;
+    char currency[RAP_OPT_STR];
+    char currency_phase[RAP_OPT_STR];
 } cli_settings;
 
 extern const rap_opt cli_options[];
 extern const int cli_n_options;
 
-/* Parses options for one subcommand; prints the error or the usage and
- * exits on failure or --help. Prints the resolved settings unless quiet. */
+/* Parses options for one subcommand (cmd: its CMD_ bit); prints the error
+ * and the usage line and exits 2 on a bad option, prints the usage and
+ * exits 0 on --help. Applies the model preset (--model) of train, bench,
+ * plan and profile capacity. Prints the resolved settings unless quiet
+ * (not for plan, predictor train and profile, which never did). */
 void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_settings *s);
-/* A subcommand with an option table of its own (rap plan, predictor,
- * profile): fills s from the table's defaults and argv; prints the error
- * and exits 2 on a bad option, prints the usage and exits 0 when the
- * bool at help_off in s is set. */
-void cli_parse_own(const char *name, const rap_opt *opts, int n, unsigned cmd, int argc,
-                   char **argv, void *s, size_t help_off);
-/* The `small` model preset for a table with emb-dim, mlp-bot and mlp-top
- * options: the ones not given on the command line get 16, 64-16, 64-32-1. */
-void cli_small_model(const rap_opt *opts, int n, int64_t *emb_dim, char *mlp_bot, char *mlp_top);
+/* True when option --name was given to the last cli_parse. */
+bool cli_given(const char *name);
 /* Prints "rap CMD: message" from rap_last_error() and returns exit code 1. */
 int cli_fail(const char *cmd_name, rap_status st);
 

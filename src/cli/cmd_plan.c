@@ -3,9 +3,8 @@
  * schedule and a report) and `rap predictor train` (XGBoost latency models
  * from measured kernels). docs/PLANNER.md.
  *
- * Their options live in a table of their own below (same rap_opt machinery
- * as settings.c), so that the planner's options do not touch the shared
- * cli_settings.
+ * Their options are rows of the one option table (settings.c, CMD_PLAN and
+ * CMD_PREDICTOR).
  *
  * `rap plan --gpus R` (R > 1) places preprocessing over R ranks
  * (src/plan/place.c, docs/PLANNER.md "Placement") and writes one manifest
@@ -20,105 +19,11 @@
 #include "sched/fusion_file.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { PCMD_PLAN = 1u << 0, PCMD_TRAIN = 1u << 1 };
-
-typedef struct {
-    char plan[RAP_OPT_STR];
-    char capacity[RAP_OPT_STR];
-    char predictor[RAP_OPT_STR];
-    char out[RAP_OPT_STR];
-    char report[RAP_OPT_STR];
-    char fusion_out[RAP_OPT_STR];
-    char in[RAP_OPT_STR];
-    char gpu[RAP_OPT_STR];
-    int64_t batch;
-    int fusion;              /* 0 ilp, 1 levels, 2 ilp-capacity */
-    double time_limit;
-    int64_t extra_stages;
-    int model;               /* cli_model */
-    int64_t emb_dim;
-    char mlp_bot[RAP_OPT_STR];
-    char mlp_top[RAP_OPT_STR];
-    int precision;
-    int emb_dtype;           /* rap_emb_dtype */
-    int optimizer;           /* rap_optimizer */
-    int64_t gpus;
-    int placement;           /* rap_placement, 3 = all */
-    int64_t row_shares;
-    double link_gbps, link_latency_us;
-    double grad_comm_ms;     /* assumed grad_comm capacity with R > 1 */
-    double cap_fraction;     /* < 0: off */
-    int64_t max_moves;
-    char owners[RAP_OPT_STR];
-    bool split;
-    int64_t rows;            /* row fusion: stages per group, 0 off */
-    int64_t row_descs;       /* row fusion: ops per row kernel */
-    int row_fusion;          /* 0 auto, 1 always, 2 never */
-    int window_choice;       /* rap_window_choice: slowdown, earliest, room */
-    bool quiet, verbose, help;
-} plan_settings;
-
-#define OFF(f) offsetof(plan_settings, f)
-#define P PCMD_PLAN
-#define T PCMD_TRAIN
-static const rap_opt g_opts[] = {
-    {"plan", RAP_OPT_STRING, P, OFF(plan), "default", 0, 0, NULL, "FILE", "preprocessing plan (default: the built-in plans/default.plan)"},
-    {"capacity", RAP_OPT_STRING, P, OFF(capacity), "", 0, 0, NULL, "FILE[,FILE..]", "capacity file of the training windows, or one per rank with --gpus (default: an assumed capacity, labelled so)"},
-    {"predictor", RAP_OPT_STRING, P, OFF(predictor), "", 0, 0, NULL, "DIR", "latency predictor bundle (rap predictor train; default: the analytic fallback)"},
-    {"batch", RAP_OPT_INT, P, OFF(batch), "4096", 1, 1 << 26, NULL, "B", "rows per batch (per GPU)"},
-    {"out", RAP_OPT_STRING, P, OFF(out), "", 0, 0, NULL, "SCHEDULE", "write the schedule here (docs/SCHEDULE.md)"},
-    {"out", RAP_OPT_STRING, T, OFF(out), "", 0, 0, NULL, "DIR", "write the predictor bundle here"},
-    {"in", RAP_OPT_STRING, T, OFF(in), "", 0, 0, NULL, "CSV", "measured kernels (docs/PLANNER.md, \"Measurements CSV\")"},
-    {"report", RAP_OPT_STRING, P, OFF(report), "", 0, 0, NULL, "FILE.json", "write the planning report (JSON)"},
-    {"fusion-out", RAP_OPT_STRING, P, OFF(fusion_out), "", 0, 0, NULL, "FILE", "write the fusion the schedule runs (default: SCHEDULE.fusion; the runtime must load it)"},
-    {"fusion", RAP_OPT_ENUM, P, OFF(fusion), "ilp", 0, 0, "ilp|levels|ilp-capacity|none", NULL, "fusion: the integer program, greedy by levels, the better (less exposed) of the ILP and its capacity-aware variant, or none (one kernel per op: the ablation)"},
-    {"split", RAP_OPT_BOOL, P, OFF(split), "true", 0, 0, NULL, NULL, "split kernels that do not fit a window (--no-split: whole kernels only, the ablation)"},
-    {"window-choice", RAP_OPT_ENUM, P, OFF(window_choice), "slowdown", 0, 0, "slowdown|earliest|room", NULL, "a kernel that fits whole goes to the window it slows least (standalone / capacity of the capacity file), to the earliest it fits (the ablation), or to the one with the most capacity left (plans 0 and 1: docs/PLANNER.md)"},
-    {"row-fusion", RAP_OPT_ENUM, P, OFF(row_fusion), "auto", 0, 0, "auto|always|never", NULL, "row fusion after the fusion: auto = when the fusion has at most 8 kernels (small plans gain, larger ones lose: bench/RESULTS.md)"},
-    {"row-descs", RAP_OPT_INT, P, OFF(row_descs), "128", 1, 1000000, NULL, "N", "row fusion: at most N ops a row kernel (at least --rows); more groups make more row kernels"},
-    {"rows", RAP_OPT_INT, P, OFF(rows), "8", 0, 64, NULL, "N", "row fusion after the fusion: chains of row-local ops of any types in one kernel, up to N ops a group (0: off, the ablation)"},
-    {"time-limit", RAP_OPT_DOUBLE, P, OFF(time_limit), "5", 0.1, 3600, NULL, "SEC", "fusion ILP time limit (the best solution so far is used after it)"},
-    {"extra-stages", RAP_OPT_INT, P, OFF(extra_stages), "2", -1, 1000, NULL, "N", "ILP stages beyond the longest op chain (-1: one per op, exact but slow)"},
-    {"gpu", RAP_OPT_STRING, P, OFF(gpu), "", 0, 0, NULL, "NAME", "GPU the plan is for (default: the capacity file's); files for another GPU are refused"},
-    {"model", RAP_OPT_ENUM, P, OFF(model), "paper", 0, 0, "small|paper", NULL, "model shape preset the capacity must match (tables: the plan's sparse columns)"},
-    {"emb-dim", RAP_OPT_INT, P, OFF(emb_dim), "128", 1, 4096, NULL, "D", "embedding dimension"},
-    {"mlp-bot", RAP_OPT_STRING, P, OFF(mlp_bot), "512-256-128", 0, 0, NULL, "W-W-..", "bottom MLP widths"},
-    {"mlp-top", RAP_OPT_STRING, P, OFF(mlp_top), "1024-1024-512-256-1", 0, 0, NULL, "W-..-1", "top MLP widths"},
-    {"precision", RAP_OPT_ENUM, P, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "training precision the capacity was measured with"},
-    {"emb-dtype", RAP_OPT_ENUM, P, OFF(emb_dtype), "fp32", 0, 0, "fp32|bf16|fp16", NULL, "storage of the embedding tables the capacity was measured with (a capacity file without it: fp32)"},
-    {"optimizer", RAP_OPT_ENUM, P, OFF(optimizer), "adagrad", 0, 0, "sgd|adagrad|rowwise-adagrad", NULL, "optimizer the capacity was measured with (a capacity file without it matches sgd and adagrad)"},
-    {"gpus", RAP_OPT_INT, P, OFF(gpus), "1", 1, RAP_PLACE_MAX_RANKS, NULL, "R", "ranks (one GPU each) to place preprocessing over; 1: the one-GPU planner"},
-    {"placement", RAP_OPT_ENUM, P, OFF(placement), "search", 0, 0, "owner|batch|search|all", NULL, "with --gpus > 1: sparse features on their table's owner, every feature on every rank's rows, the search from owner, or all three compared (files: search's)"},
-    {"row-shares", RAP_OPT_INT, P, OFF(row_shares), "1", 1, 64, NULL, "G", "row shares per rank's rows the search may move (granularity; ranks x G <= 64)"},
-    {"link-gbps", RAP_OPT_DOUBLE, P, OFF(link_gbps), "300", 0.001, 1e6, NULL, "GB/s", "interconnect bandwidth per direction per GPU, effective all-to-all (NVLink on H200)"},
-    {"link-latency-us", RAP_OPT_DOUBLE, P, OFF(link_latency_us), "10", 0, 1e6, NULL, "US", "latency of one all-to-all"},
-    {"grad-comm-capacity", RAP_OPT_DOUBLE, P, OFF(grad_comm_ms), "0.05", 0, 1e6, NULL, "MS", "with --gpus > 1 and no capacity file: the assumed grad_comm window capacity"},
-    {"capacity-fraction", RAP_OPT_DOUBLE, P, OFF(cap_fraction), "-1", -1, 1e6, NULL, "F", "no capacity file: every window hides F x the whole plan's one-GPU predicted ms (for comparisons; -1: off)"},
-    {"owners", RAP_OPT_STRING, P, OFF(owners), "", 0, 0, NULL, "R,R,..", "with --gpus: the rank owning each table (the plan's sparse columns in order; default: the trainer's sharding, src/dist/shard.c)"},
-    {"max-moves", RAP_OPT_INT, P, OFF(max_moves), "1000", 1, 1000000, NULL, "N", "placement search: moves at most"},
-    {"quiet", RAP_OPT_BOOL, P | T, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
-    {"verbose", RAP_OPT_BOOL, P | T, OFF(verbose), "false", 0, 0, NULL, NULL, "print solver messages"},
-    {"help", RAP_OPT_BOOL, P | T, OFF(help), "false", 0, 0, NULL, NULL, "show this help"},
-};
-#undef P
-#undef T
-static const int g_n_opts = (int)(sizeof g_opts / sizeof g_opts[0]);
-
-static void parse(const char *name, unsigned cmd, int argc, char **argv, plan_settings *s)
-{
-    memset(s, 0, sizeof *s);
-    cli_parse_own(name, g_opts, g_n_opts, cmd, argc, argv, s, offsetof(plan_settings, help));
-    if (cmd == PCMD_PLAN && s->model == MODEL_SMALL)
-        cli_small_model(g_opts, g_n_opts, &s->emb_dim, s->mlp_bot, s->mlp_top);
-    rap_log_set_level(s->quiet ? 1 : s->verbose ? 3 : 2);
-}
-
 /* The model shape the plan trains: tables = the plan's sparse columns. */
-static rap_status shape_of(const plan_settings *s, const rap_plan *p, rap_model_shape *sh)
+static rap_status shape_of(const cli_settings *s, const rap_plan *p, rap_model_shape *sh)
 {
     memset(sh, 0, sizeof *sh);
     for (int c = 0; c < p->n_cols; c++)
@@ -139,12 +44,12 @@ static const char *base_name(const char *path)
     return b ? b + 1 : path;
 }
 
-static int cmd_plan_gpus(const plan_settings *s);
+static int cmd_plan_gpus(const cli_settings *s);
 
 /* Refuses an output of rap plan (the schedule, its fusion, the report,
  * with --gpus the rank manifests) that is one of its inputs (the plan
  * file, the capacity files, the predictor bundle's files). */
-static rap_status outputs_not_inputs(const plan_settings *s)
+static rap_status outputs_not_inputs(const cli_settings *s)
 {
     char caps[RAP_OPT_STR], fusion[RAP_OPT_STR + 16], rank[RAP_OPT_STR + 16];
     const char *in[2 + RAP_PLACE_MAX_RANKS];
@@ -169,12 +74,12 @@ static rap_status outputs_not_inputs(const plan_settings *s)
 
 /* Row fusion (--rows N, --row-fusion) on top of *f, in place; N == 0,
  * never, or auto with more than RAP_ROW_AUTO_KERNELS kernels: f as it is. */
-static rap_status fuse_rows(const rap_plan *plan, const plan_settings *s, rap_fusion *f)
+static rap_status fuse_rows(const rap_plan *plan, const cli_settings *s, rap_fusion *f)
 {
-    if (s->rows <= 0 || s->row_fusion == 2 || (s->row_fusion == 0 && !rap_fuse_rows_pays(f)))
+    if (s->row_group <= 0 || s->row_fusion == 2 || (s->row_fusion == 0 && !rap_fuse_rows_pays(f)))
         return RAP_OK;
     rap_fusion r;
-    RAP_TRY(rap_fuse_rows(plan, f, (int)s->rows, (int)s->row_descs, &r));
+    RAP_TRY(rap_fuse_rows(plan, f, (int)s->row_group, (int)s->row_descs, &r));
     rap_fusion_free(f);
     *f = r;
     return RAP_OK;
@@ -182,8 +87,8 @@ static rap_status fuse_rows(const rap_plan *plan, const plan_settings *s, rap_fu
 
 int cmd_plan(int argc, char **argv)
 {
-    plan_settings s;
-    parse("plan", PCMD_PLAN, argc, argv, &s);
+    cli_settings s;
+    cli_parse("plan", CMD_PLAN, argc, argv, &s);
     if (!s.out[0]) {
         fprintf(stderr, "rap plan: --out SCHEDULE is required\n");
         return 2;
@@ -193,7 +98,7 @@ int cmd_plan(int argc, char **argv)
         return cli_fail("plan", cs);
     if (s.gpus > 1)
         return cmd_plan_gpus(&s);
-    if (s.placement != RAP_PLACE_SEARCH && rap_opts_given(g_opts, g_n_opts, "placement"))
+    if (s.placement != RAP_PLACE_SEARCH && cli_given("placement"))
         fprintf(stderr, "rap plan: --placement has no effect with one GPU\n");
     rap_plan *plan = NULL;
     rap_predictor *pred = NULL;
@@ -213,30 +118,30 @@ int cmd_plan(int argc, char **argv)
         if (s.capacity[0]) {
             st = rap_capacity_load(s.capacity, &cap);
             if (st == RAP_OK)
-                st = rap_capacity_check(&cap, s.gpu, &shape);
+                st = rap_capacity_check(&cap, s.gpu_name, &shape);
         } else if (s.cap_fraction >= 0) {
             st = rap_place_capacity_fraction(plan, pred, s.batch, s.cap_fraction, &shape,
-                                             s.gpu[0] ? s.gpu : rap_predictor_gpu(pred), &cap);
+                                             s.gpu_name[0] ? s.gpu_name : rap_predictor_gpu(pred), &cap);
         } else {
-            rap_capacity_assumed(&shape, s.gpu[0] ? s.gpu : rap_predictor_gpu(pred), &cap);
+            rap_capacity_assumed(&shape, s.gpu_name[0] ? s.gpu_name : rap_predictor_gpu(pred), &cap);
         }
     }
-    const char *gpu = s.gpu[0] ? s.gpu : cap.gpu;
-    if (st == RAP_OK && pred && (s.gpu[0] || !cap.assumed))
+    const char *gpu = s.gpu_name[0] ? s.gpu_name : cap.gpu;
+    if (st == RAP_OK && pred && (s.gpu_name[0] || !cap.assumed))
         st = rap_predictor_check(pred, gpu);
     double t0 = rap_now();
     if (st == RAP_OK)
         st = rap_fuse_levels(plan, &greedy);
     rap_search_config sc = {pred, &cap, s.batch, 1, !s.split,
                             (rap_window_choice)s.window_choice};
-    const bool use_ilp = s.fusion == 0 || s.fusion == 2;
-    const char *method = s.fusion == 1 ? "levels" : s.fusion == 3 ? "none" : "ilp";
+    const bool use_ilp = s.plan_fusion == 0 || s.plan_fusion == 2;
+    const char *method = s.plan_fusion == 1 ? "levels" : s.plan_fusion == 3 ? "none" : "ilp";
     if (st == RAP_OK) {
         if (use_ilp) {
             rap_ilp_config ic = rap_ilp_defaults();
             ic.pred = pred;
             ic.batch = s.batch;
-            ic.time_limit_s = s.fusion == 2 ? s.time_limit / 2 : s.time_limit;
+            ic.time_limit_s = s.plan_fusion == 2 ? s.time_limit / 2 : s.time_limit;
             ic.extra_stages = (int)s.extra_stages;
             ic.verbose = s.verbose;
             st = rap_fuse_ilp(plan, &ic, &fus, &ilp);
@@ -244,7 +149,7 @@ int cmd_plan(int argc, char **argv)
                 st = fuse_rows(plan, &s, &fus);
             if (st == RAP_OK)
                 st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
-            if (st == RAP_OK && s.fusion == 2) {
+            if (st == RAP_OK && s.plan_fusion == 2) {
                 /* the capacity-aware variant; kept when its schedule is
                  * predicted to expose less */
                 double caps[RAP_WIN_COUNT] = {0};
@@ -278,8 +183,8 @@ int cmd_plan(int argc, char **argv)
                 }
             }
         } else {
-            st = s.fusion == 3 ? rap_fuse_none(plan, &fus) : rap_fuse_levels(plan, &fus);
-            if (st == RAP_OK && s.fusion != 3)
+            st = s.plan_fusion == 3 ? rap_fuse_none(plan, &fus) : rap_fuse_levels(plan, &fus);
+            if (st == RAP_OK && s.plan_fusion != 3)
                 st = fuse_rows(plan, &s, &fus);
             if (st == RAP_OK)
                 st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
@@ -341,11 +246,11 @@ int cmd_plan(int argc, char **argv)
 /* Capacities of R ranks: FILE (every rank) or FILE0,..,FILE(R-1); else
  * assumed (with the grad_comm capacity of the settings), or the fraction
  * profile. *src describes them for the report. */
-static rap_status load_capacities(const plan_settings *s, const rap_plan *plan,
+static rap_status load_capacities(const cli_settings *s, const rap_plan *plan,
                                   const rap_predictor *pred, const rap_model_shape *shape, int R,
                                   rap_capacity *cap, char *src, size_t n)
 {
-    const char *gpu = s->gpu[0] ? s->gpu : rap_predictor_gpu(pred);
+    const char *gpu = s->gpu_name[0] ? s->gpu_name : rap_predictor_gpu(pred);
     if (!s->capacity[0]) {
         for (int r = 0; r < R; r++) {
             if (s->cap_fraction >= 0) {
@@ -370,7 +275,7 @@ static rap_status load_capacities(const plan_settings *s, const rap_plan *plan,
         if (k >= R)
             return rap_fail(RAP_ERR_ARG, "--capacity: more files than the %d ranks", R);
         RAP_TRY(rap_capacity_load(f, &cap[k]));
-        RAP_TRY(rap_capacity_check(&cap[k], s->gpu, shape));
+        RAP_TRY(rap_capacity_check(&cap[k], s->gpu_name, shape));
         k++;
     }
     if (k != 1 && k != R)
@@ -432,15 +337,15 @@ static rap_status owners_as_trainer(const rap_plan *plan, int emb_dim, int R, in
     return RAP_OK;
 }
 
-static int cmd_plan_gpus(const plan_settings *s)
+static int cmd_plan_gpus(const cli_settings *s)
 {
     const int R = (int)s->gpus;
-    if (rap_opts_given(g_opts, g_n_opts, "fusion") && s->fusion != 1) {
+    if (cli_given("fusion") && s->plan_fusion != 1) {
         fprintf(stderr, "rap plan: --gpus %d fuses each rank's parts by levels; --fusion ilp and "
                 "ilp-capacity are one-GPU only for now\n", R);
         return 2;
     }
-    if (rap_opts_given(g_opts, g_n_opts, "fusion-out"))
+    if (cli_given("fusion-out"))
         fprintf(stderr, "rap plan: --fusion-out is ignored with --gpus: each part's fusion is "
                 "written beside its schedule\n");
     if (R * s->row_shares > 64) {
@@ -465,8 +370,8 @@ static int cmd_plan_gpus(const plan_settings *s)
         st = shape_of(s, plan, &shape);
     if (st == RAP_OK)
         st = load_capacities(s, plan, pred, &shape, R, cap, capsrc, sizeof capsrc);
-    const char *gpu = st == RAP_OK ? (s->gpu[0] ? s->gpu : cap[0].gpu) : "";
-    if (st == RAP_OK && pred && (s->gpu[0] || !cap[0].assumed))
+    const char *gpu = st == RAP_OK ? (s->gpu_name[0] ? s->gpu_name : cap[0].gpu) : "";
+    if (st == RAP_OK && pred && (s->gpu_name[0] || !cap[0].assumed))
         st = rap_predictor_check(pred, gpu);
     if (st == RAP_OK)
         st = owners_as_trainer(plan, (int)s->emb_dim, R, owner, holders, 1024, &T);
@@ -579,8 +484,8 @@ int cmd_predictor(int argc, char **argv)
         fprintf(stderr, "usage: rap predictor train --in kernels.csv --out DIR\n");
         return 2;
     }
-    plan_settings s;
-    parse("predictor train", PCMD_TRAIN, argc - 1, argv + 1, &s);
+    cli_settings s;
+    cli_parse("predictor train", CMD_PREDICTOR, argc - 1, argv + 1, &s);
     if (!s.in[0] || !s.out[0]) {
         fprintf(stderr, "rap predictor train: --in CSV and --out DIR are required\n");
         return 2;

@@ -1,7 +1,7 @@
 /*
  * cmd_profile.c -- `rap profile kernels` and `rap profile capacity`: the GPU
- * measurements the planner runs on (docs/PROFILE.md). Options come from the
- * table below (the rap_opt machinery of settings.c).
+ * measurements the planner runs on (docs/PROFILE.md). Options: rows of the
+ * one option table (settings.c, CMD_PROF_KERNELS and CMD_PROF_CAPACITY).
  */
 #include "cli/cli.h"
 #include "core/out.h"
@@ -9,71 +9,8 @@
 #include "run/input.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { PR_KERNELS = 1u << 0, PR_CAPACITY = 1u << 1 };
-
-typedef struct {
-    char plans[RAP_OPT_STR];
-    char plan[RAP_OPT_STR];
-    char batches[RAP_OPT_STR];
-    char out[RAP_OPT_STR];
-    char currency[RAP_OPT_STR];
-    char currency_phase[RAP_OPT_STR];
-    int64_t reps, rounds, target, batch, emb_dim, seed;
-    double ilp_time, tolerance;
-    bool flush, cuda_graph;
-    int model, precision, emb_dtype, optimizer;
-    char mlp_bot[RAP_OPT_STR], mlp_top[RAP_OPT_STR];
-    bool quiet, verbose, help;
-} prof_settings;
-
-#define OFF(f) offsetof(prof_settings, f)
-#define K PR_KERNELS
-#define C PR_CAPACITY
-static const rap_opt g_opts[] = {
-    {"plans", RAP_OPT_STRING, K, OFF(plans), "plans/plan0.plan,plans/plan1.plan,plans/plan2.plan,plans/plan3.plan", 0, 0, NULL, "P,P,..", "plans whose kernels are measured (\"default\" = the built-in plan)"},
-    {"batches", RAP_OPT_STRING, K, OFF(batches), "256,512,1024,2048,4096,8192,16384,32768,65536", 0, 0, NULL, "N,N,..", "batch rows to load"},
-    {"reps", RAP_OPT_INT, K, OFF(reps), "5", 1, 1000, NULL, "N", "timed repeats per slice (median)"},
-    {"target", RAP_OPT_INT, K, OFF(target), "0", 0, 1 << 30, NULL, "N", "stop after N measurements (0: the whole grid)"},
-    {"ilp-time", RAP_OPT_DOUBLE, K, OFF(ilp_time), "1", 0, 600, NULL, "SEC", "also measure the ILP fusion's kernels, solved this long (0: skip)"},
-    {"flush", RAP_OPT_BOOL, K, OFF(flush), "true", 0, 0, NULL, NULL, "overwrite the L2 cache before each timed slice (--no-flush: warm)"},
-    {"plan", RAP_OPT_STRING, C, OFF(plan), "default", 0, 0, NULL, "FILE", "plan the model trains (its sparse columns are the tables)"},
-    {"batch", RAP_OPT_INT, C, OFF(batch), "4096", 2, 1 << 24, NULL, "B", "rows per batch (per GPU)"},
-    {"model", RAP_OPT_ENUM, C, OFF(model), "paper", 0, 0, "small|paper", NULL, "model shape preset"},
-    {"emb-dim", RAP_OPT_INT, C, OFF(emb_dim), "128", 1, 4096, NULL, "D", "embedding dimension"},
-    {"mlp-bot", RAP_OPT_STRING, C, OFF(mlp_bot), "512-256-128", 0, 0, NULL, "W-W-..", "bottom MLP widths"},
-    {"mlp-top", RAP_OPT_STRING, C, OFF(mlp_top), "1024-1024-512-256-1", 0, 0, NULL, "W-..-1", "top MLP widths"},
-    {"precision", RAP_OPT_ENUM, C, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "training precision"},
-    {"emb-dtype", RAP_OPT_ENUM, C, OFF(emb_dtype), "fp32", 0, 0, "fp32|bf16|fp16", NULL, "storage of the embedding tables (docs/MODEL.md)"},
-    {"optimizer", RAP_OPT_ENUM, C, OFF(optimizer), "adagrad", 0, 0, "sgd|adagrad|rowwise-adagrad", NULL, "optimizer of the training steps (rap train's default: adagrad)"},
-    {"tolerance", RAP_OPT_DOUBLE, C, OFF(tolerance), "0.02", 0.001, 0.5, NULL, "F", "allowed slowdown of a phase by co-running work"},
-    {"reps", RAP_OPT_INT, C, OFF(reps), "15", 3, 1000, NULL, "N", "training steps per measured point (median)"},
-    {"rounds", RAP_OPT_INT, C, OFF(rounds), "5", 1, RAP_PROF_MAX_ROUNDS, NULL, "N", "searches per phase; the capacity is their median"},
-    {"cuda-graph", RAP_OPT_BOOL, C, OFF(cuda_graph), "false", 0, 0, NULL, NULL, "run each training phase as a CUDA graph, as rap train and rap bench --cuda-graph do (capacities for runs with graphs)"},
-    {"currency", RAP_OPT_STRING, C, OFF(currency), "", 0, 0, NULL, "FILE.csv", "also run the currency check: real kernels beside a phase, capacity consumed vs standalone latency vs thread blocks"},
-    {"currency-phase", RAP_OPT_STRING, C, OFF(currency_phase), "mlp_backward", 0, 0, NULL, "PHASE", "phase the currency check co-runs beside"},
-    {"out", RAP_OPT_STRING, K, OFF(out), "", 0, 0, NULL, "FILE.csv", "write the measurements here (default: stdout)"},
-    {"out", RAP_OPT_STRING, C, OFF(out), "", 0, 0, NULL, "FILE", "write the capacity file here (default: stdout)"},
-    {"seed", RAP_OPT_INT, K | C, OFF(seed), "1", 0, INT64_MAX, NULL, "N", "seed of the generated rows"},
-    {"quiet", RAP_OPT_BOOL, K | C, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
-    {"verbose", RAP_OPT_BOOL, K | C, OFF(verbose), "false", 0, 0, NULL, NULL, "print every measured point"},
-    {"help", RAP_OPT_BOOL, K | C, OFF(help), "false", 0, 0, NULL, NULL, "show this help"},
-};
-#undef K
-#undef C
-static const int g_n_opts = (int)(sizeof g_opts / sizeof g_opts[0]);
-
-static void parse(const char *name, unsigned cmd, int argc, char **argv, prof_settings *s)
-{
-    memset(s, 0, sizeof *s);
-    cli_parse_own(name, g_opts, g_n_opts, cmd, argc, argv, s, offsetof(prof_settings, help));
-    if (cmd == PR_CAPACITY && s->model == MODEL_SMALL)
-        cli_small_model(g_opts, g_n_opts, &s->emb_dim, s->mlp_bot, s->mlp_top);
-    rap_log_set_level(s->quiet ? 1 : s->verbose ? 3 : 2);
-}
 
 #define MAX_LIST 64
 
@@ -110,8 +47,8 @@ static rap_status keep_measured(rap_out *o, rap_status st, bool wrote)
 
 static int profile_kernels(int argc, char **argv)
 {
-    prof_settings s;
-    parse("profile kernels", PR_KERNELS, argc, argv, &s);
+    cli_settings s;
+    cli_parse("profile kernels", CMD_PROF_KERNELS, argc, argv, &s);
     char *names[MAX_LIST], *bs[MAX_LIST];
     int np = split_list(s.plans, names, MAX_LIST), nb = split_list(s.batches, bs, MAX_LIST);
     rap_plan *plans[MAX_LIST] = {0};
@@ -152,8 +89,8 @@ static int profile_kernels(int argc, char **argv)
 
 static int profile_capacity(int argc, char **argv)
 {
-    prof_settings s;
-    parse("profile capacity", PR_CAPACITY, argc, argv, &s);
+    cli_settings s;
+    cli_parse("profile capacity", CMD_PROF_CAPACITY, argc, argv, &s);
     rap_plan *plan = NULL;
     rap_status st = cli_load_plan(s.plan, &plan);
     rap_prof_capacity_config c;

@@ -1,8 +1,15 @@
-/* settings.c -- THE option table of the rap command. Usage text, parsing,
- * bounds and the printout of resolved settings all come from it. */
+/* settings.c -- THE option table of the rap command, every subcommand's
+ * options in it (train, bench, gen, prep, export; plan, predictor train,
+ * profile kernels and capacity). Usage text, parsing, bounds and the
+ * printout of resolved settings all come from it. An option several
+ * commands take with other defaults, bounds or help has one row per such
+ * variant, each with its commands' bits; a command's usage lists its rows
+ * in table order. */
 #include "cli/cli.h"
 #include "dist/comm.h"
 #include "model/model.h"
+#include "plan/place.h"
+#include "plan/profile.h"
 #include "run/runtime.h"
 
 #include <stddef.h>
@@ -34,9 +41,20 @@ static const struct {
     [MODEL_PAPER] = {128, "512-256-128", "1024-1024-512-256-1", 4096, 0.02, RAP_ADAGRAD},
 };
 
+/* The bench's --modes default: every mode of runtime.h's one list, in its
+ * order, mps last (bench_modes_fill). A buffer, so that the table's
+ * default and its usage text come from that list, not from a copy. */
+static char g_bench_modes[128];
+
 #define TR CMD_TRAIN
 #define BE CMD_BENCH
 #define TB (CMD_TRAIN | CMD_BENCH)
+#define PL CMD_PLAN
+#define PT CMD_PREDICTOR
+#define PK CMD_PROF_KERNELS
+#define PC CMD_PROF_CAPACITY
+/* the commands of the first block (they print their settings at start) */
+#define CORE (CMD_GEN | CMD_PREP | CMD_TRAIN | CMD_EXPORT | CMD_BENCH)
 const rap_opt cli_options[] = {
     /* name           type            commands         field           default    min  max  choices  metavar  help */
     {"rows", RAP_OPT_INT, CMD_GEN, OFF(rows), "1000000", 1, BIG, NULL, "N", "rows to generate"},
@@ -56,7 +74,6 @@ const rap_opt cli_options[] = {
     {"output", RAP_OPT_STRING, CMD_PREP, OFF(output), "", 0, 0, NULL, "OUT", "write preprocessed rows here (default: summary only)"},
     {"format", RAP_OPT_ENUM, CMD_PREP, OFF(format), "tsv", 0, 0, "tsv|bin", NULL, "output format: TSV with a header, or rap's binary shard"},
     {"device", RAP_OPT_ENUM, CMD_PREP | TB, OFF(device), "auto", 0, 0, "auto|cpu|gpu", NULL, "where to preprocess (and train) (auto: the GPU if there is one)"},
-    /* the train entry first: rap_opts_given finds the first of a name */
     {"batch", RAP_OPT_INT, TB, OFF(batch), SMALL_BATCH, 1, 1 << 24, NULL, "B", "rows per training step (with ranks: the global batch, split over the ranks)"},
     {"batch", RAP_OPT_INT, CMD_PREP, OFF(batch), "65536", 1, 1 << 26, NULL, "B", "rows per batch"},
     {"fusion", RAP_OPT_ENUM, CMD_PREP | TB, OFF(fusion), "auto", 0, 0, "levels|none|rows|auto", NULL, "fusion without a schedule: same-type ops of a level in one kernel, one kernel per op, levels then rows (chains of row-local ops of any types in one kernel, docs/EXECUTOR.md), or auto: rows for plans of at most 8 level kernels, else levels"},
@@ -80,7 +97,7 @@ const rap_opt cli_options[] = {
     {"log-every", RAP_OPT_INT, TR, OFF(log_every), "0", 0, BIG, NULL, "N", "progress and metrics line every N steps (0: every 5 seconds)"},
     /* runtime (docs/RUNTIME.md) */
     {"mode", RAP_OPT_ENUM, TB, OFF(mode), "auto", 0, 0, "auto|" RAP_MODE_NAMES("|"), NULL, "how preprocessing runs beside training (auto: rap on the GPU, sequential on the CPU)"},
-    {"modes", RAP_OPT_STRING, BE, OFF(modes), "ideal,cpu,sequential,stream,rap,mps", 0, 0, NULL, "M,M,..", "modes to compare, run one after the other on the same data and model (mps last: the mode after it measured faster than itself elsewhere)"},
+    {"modes", RAP_OPT_STRING, BE, OFF(modes), g_bench_modes, 0, 0, NULL, "M,M,..", "modes to compare, run one after the other on the same data and model (mps last: the mode after it measured faster than itself elsewhere)"},
     {"steps", RAP_OPT_INT, BE, OFF(steps), "0", 0, BIG, NULL, "N", "measured steps per mode (after --warmup); 0: 300 on the GPU (fewer let one host hiccup move a ratio by percents), 50 on the CPU"},
     {"warmup", RAP_OPT_INT, BE, OFF(warmup), "5", 0, BIG, NULL, "N", "steps run before measuring, per mode"},
     {"repeat", RAP_OPT_INT, BE, OFF(repeat), "1", 1, 100, NULL, "R", "run the mode list R times (interleaved: every mode once, then again); each reported number is the median over the R runs, vs ideal the median of the per-run ratios"},
@@ -104,15 +121,84 @@ const rap_opt cli_options[] = {
     {"max-rows", RAP_OPT_INT, CMD_PREP | TR, OFF(max_rows), "0", 0, BIG, NULL, "N", "stop after reading N rows (0: all; train: per pass over --data)"},
     {"inflate-threads", RAP_OPT_INT, CMD_PREP | TB, OFF(inflate_threads), "1", 1, 256, NULL, "N", "files of an input directory read and inflated at once, each by its own thread, within --threads (docs/INPUT.md); with --follow one at a time"},
     {"interleave", RAP_OPT_ENUM, CMD_PREP | TB, OFF(interleave), "file", 0, 0, "file|batch", NULL, "order of rows with --inflate-threads N: file after file as with one thread, or batch: batch i (--batch rows) from file i mod N while the files last (docs/INPUT.md)"},
-    {"threads", RAP_OPT_INT, CMD_ALL, OFF(threads), "0", 0, 4096, NULL, "N", "CPU threads (0: all cores); the reader's lanes and parsers share them (docs/INPUT.md)"},
+    /* rap plan and rap predictor train (docs/PLANNER.md) */
+    {"plan", RAP_OPT_STRING, PL, OFF(plan), "default", 0, 0, NULL, "FILE", "preprocessing plan (default: the built-in plans/default.plan)"},
+    {"capacity", RAP_OPT_STRING, PL, OFF(capacity), "", 0, 0, NULL, "FILE[,FILE..]", "capacity file of the training windows, or one per rank with --gpus (default: an assumed capacity, labelled so)"},
+    {"predictor", RAP_OPT_STRING, PL, OFF(predictor), "", 0, 0, NULL, "DIR", "latency predictor bundle (rap predictor train; default: the analytic fallback)"},
+    {"batch", RAP_OPT_INT, PL, OFF(batch), "4096", 1, 1 << 26, NULL, "B", "rows per batch (per GPU)"},
+    {"out", RAP_OPT_STRING, PL, OFF(out), "", 0, 0, NULL, "SCHEDULE", "write the schedule here (docs/SCHEDULE.md)"},
+    {"out", RAP_OPT_STRING, PT, OFF(out), "", 0, 0, NULL, "DIR", "write the predictor bundle here"},
+    {"in", RAP_OPT_STRING, PT, OFF(in), "", 0, 0, NULL, "CSV", "measured kernels (docs/PLANNER.md, \"Measurements CSV\")"},
+    {"report", RAP_OPT_STRING, PL, OFF(report), "", 0, 0, NULL, "FILE.json", "write the planning report (JSON)"},
+    {"fusion-out", RAP_OPT_STRING, PL, OFF(fusion_out), "", 0, 0, NULL, "FILE", "write the fusion the schedule runs (default: SCHEDULE.fusion; the runtime must load it)"},
+    {"fusion", RAP_OPT_ENUM, PL, OFF(plan_fusion), "ilp", 0, 0, "ilp|levels|ilp-capacity|none", NULL, "fusion: the integer program, greedy by levels, the better (less exposed) of the ILP and its capacity-aware variant, or none (one kernel per op: the ablation)"},
+    {"split", RAP_OPT_BOOL, PL, OFF(split), "true", 0, 0, NULL, NULL, "split kernels that do not fit a window (--no-split: whole kernels only, the ablation)"},
+    {"window-choice", RAP_OPT_ENUM, PL, OFF(window_choice), "slowdown", 0, 0, "slowdown|earliest|room", NULL, "a kernel that fits whole goes to the window it slows least (standalone / capacity of the capacity file), to the earliest it fits (the ablation), or to the one with the most capacity left (plans 0 and 1: docs/PLANNER.md)"},
+    {"row-fusion", RAP_OPT_ENUM, PL, OFF(row_fusion), "auto", 0, 0, "auto|always|never", NULL, "row fusion after the fusion: auto = when the fusion has at most 8 kernels (small plans gain, larger ones lose: bench/RESULTS.md)"},
+    {"row-descs", RAP_OPT_INT, PL, OFF(row_descs), "128", 1, 1000000, NULL, "N", "row fusion: at most N ops a row kernel (at least --rows); more groups make more row kernels"},
+    {"rows", RAP_OPT_INT, PL, OFF(row_group), "8", 0, 64, NULL, "N", "row fusion after the fusion: chains of row-local ops of any types in one kernel, up to N ops a group (0: off, the ablation)"},
+    {"time-limit", RAP_OPT_DOUBLE, PL, OFF(time_limit), "5", 0.1, 3600, NULL, "SEC", "fusion ILP time limit (the best solution so far is used after it)"},
+    {"extra-stages", RAP_OPT_INT, PL, OFF(extra_stages), "2", -1, 1000, NULL, "N", "ILP stages beyond the longest op chain (-1: one per op, exact but slow)"},
+    {"gpu", RAP_OPT_STRING, PL, OFF(gpu_name), "", 0, 0, NULL, "NAME", "GPU the plan is for (default: the capacity file's); files for another GPU are refused"},
+    {"model", RAP_OPT_ENUM, PL, OFF(model), "paper", 0, 0, "small|paper", NULL, "model shape preset the capacity must match (tables: the plan's sparse columns)"},
+    {"emb-dim", RAP_OPT_INT, PL, OFF(emb_dim), "128", 1, 4096, NULL, "D", "embedding dimension"},
+    {"mlp-bot", RAP_OPT_STRING, PL, OFF(mlp_bot), "512-256-128", 0, 0, NULL, "W-W-..", "bottom MLP widths"},
+    {"mlp-top", RAP_OPT_STRING, PL, OFF(mlp_top), "1024-1024-512-256-1", 0, 0, NULL, "W-..-1", "top MLP widths"},
+    {"precision", RAP_OPT_ENUM, PL, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "training precision the capacity was measured with"},
+    {"emb-dtype", RAP_OPT_ENUM, PL, OFF(emb_dtype), "fp32", 0, 0, "fp32|bf16|fp16", NULL, "storage of the embedding tables the capacity was measured with (a capacity file without it: fp32)"},
+    {"optimizer", RAP_OPT_ENUM, PL, OFF(optimizer), "adagrad", 0, 0, "sgd|adagrad|rowwise-adagrad", NULL, "optimizer the capacity was measured with (a capacity file without it matches sgd and adagrad)"},
+    {"gpus", RAP_OPT_INT, PL, OFF(gpus), "1", 1, RAP_PLACE_MAX_RANKS, NULL, "R", "ranks (one GPU each) to place preprocessing over; 1: the one-GPU planner"},
+    {"placement", RAP_OPT_ENUM, PL, OFF(placement), "search", 0, 0, "owner|batch|search|all", NULL, "with --gpus > 1: sparse features on their table's owner, every feature on every rank's rows, the search from owner, or all three compared (files: search's)"},
+    {"row-shares", RAP_OPT_INT, PL, OFF(row_shares), "1", 1, 64, NULL, "G", "row shares per rank's rows the search may move (granularity; ranks x G <= 64)"},
+    {"link-gbps", RAP_OPT_DOUBLE, PL, OFF(link_gbps), "300", 0.001, 1e6, NULL, "GB/s", "interconnect bandwidth per direction per GPU, effective all-to-all (NVLink on H200)"},
+    {"link-latency-us", RAP_OPT_DOUBLE, PL, OFF(link_latency_us), "10", 0, 1e6, NULL, "US", "latency of one all-to-all"},
+    {"grad-comm-capacity", RAP_OPT_DOUBLE, PL, OFF(grad_comm_ms), "0.05", 0, 1e6, NULL, "MS", "with --gpus > 1 and no capacity file: the assumed grad_comm window capacity"},
+    {"capacity-fraction", RAP_OPT_DOUBLE, PL, OFF(cap_fraction), "-1", -1, 1e6, NULL, "F", "no capacity file: every window hides F x the whole plan's one-GPU predicted ms (for comparisons; -1: off)"},
+    {"owners", RAP_OPT_STRING, PL, OFF(owners), "", 0, 0, NULL, "R,R,..", "with --gpus: the rank owning each table (the plan's sparse columns in order; default: the trainer's sharding, src/dist/shard.c)"},
+    {"max-moves", RAP_OPT_INT, PL, OFF(max_moves), "1000", 1, 1000000, NULL, "N", "placement search: moves at most"},
+    /* rap profile kernels and rap profile capacity (docs/PROFILE.md) */
+    {"plans", RAP_OPT_STRING, PK, OFF(plans), "plans/plan0.plan,plans/plan1.plan,plans/plan2.plan,plans/plan3.plan", 0, 0, NULL, "P,P,..", "plans whose kernels are measured (\"default\" = the built-in plan)"},
+    {"batches", RAP_OPT_STRING, PK, OFF(batches), "256,512,1024,2048,4096,8192,16384,32768,65536", 0, 0, NULL, "N,N,..", "batch rows to load"},
+    {"reps", RAP_OPT_INT, PK, OFF(reps), "5", 1, 1000, NULL, "N", "timed repeats per slice (median)"},
+    {"target", RAP_OPT_INT, PK, OFF(target), "0", 0, 1 << 30, NULL, "N", "stop after N measurements (0: the whole grid)"},
+    {"ilp-time", RAP_OPT_DOUBLE, PK, OFF(ilp_time), "1", 0, 600, NULL, "SEC", "also measure the ILP fusion's kernels, solved this long (0: skip)"},
+    {"flush", RAP_OPT_BOOL, PK, OFF(flush), "true", 0, 0, NULL, NULL, "overwrite the L2 cache before each timed slice (--no-flush: warm)"},
+    {"plan", RAP_OPT_STRING, PC, OFF(plan), "default", 0, 0, NULL, "FILE", "plan the model trains (its sparse columns are the tables)"},
+    {"batch", RAP_OPT_INT, PC, OFF(batch), "4096", 2, 1 << 24, NULL, "B", "rows per batch (per GPU)"},
+    {"model", RAP_OPT_ENUM, PC, OFF(model), "paper", 0, 0, "small|paper", NULL, "model shape preset"},
+    {"emb-dim", RAP_OPT_INT, PC, OFF(emb_dim), "128", 1, 4096, NULL, "D", "embedding dimension"},
+    {"mlp-bot", RAP_OPT_STRING, PC, OFF(mlp_bot), "512-256-128", 0, 0, NULL, "W-W-..", "bottom MLP widths"},
+    {"mlp-top", RAP_OPT_STRING, PC, OFF(mlp_top), "1024-1024-512-256-1", 0, 0, NULL, "W-..-1", "top MLP widths"},
+    {"precision", RAP_OPT_ENUM, PC, OFF(precision), "fp32", 0, 0, "fp32|bf16", NULL, "training precision"},
+    {"emb-dtype", RAP_OPT_ENUM, PC, OFF(emb_dtype), "fp32", 0, 0, "fp32|bf16|fp16", NULL, "storage of the embedding tables (docs/MODEL.md)"},
+    {"optimizer", RAP_OPT_ENUM, PC, OFF(optimizer), "adagrad", 0, 0, "sgd|adagrad|rowwise-adagrad", NULL, "optimizer of the training steps (rap train's default: adagrad)"},
+    {"tolerance", RAP_OPT_DOUBLE, PC, OFF(tolerance), "0.02", 0.001, 0.5, NULL, "F", "allowed slowdown of a phase by co-running work"},
+    {"reps", RAP_OPT_INT, PC, OFF(reps), "15", 3, 1000, NULL, "N", "training steps per measured point (median)"},
+    {"rounds", RAP_OPT_INT, PC, OFF(rounds), "5", 1, RAP_PROF_MAX_ROUNDS, NULL, "N", "searches per phase; the capacity is their median"},
+    {"cuda-graph", RAP_OPT_BOOL, PC, OFF(cuda_graph), "false", 0, 0, NULL, NULL, "run each training phase as a CUDA graph, as rap train and rap bench --cuda-graph do (capacities for runs with graphs)"},
+    {"currency", RAP_OPT_STRING, PC, OFF(currency), "", 0, 0, NULL, "FILE.csv", "also run the currency check: real kernels beside a phase, capacity consumed vs standalone latency vs thread blocks"},
+    {"currency-phase", RAP_OPT_STRING, PC, OFF(currency_phase), "mlp_backward", 0, 0, NULL, "PHASE", "phase the currency check co-runs beside"},
+    {"out", RAP_OPT_STRING, PK, OFF(out), "", 0, 0, NULL, "FILE.csv", "write the measurements here (default: stdout)"},
+    {"out", RAP_OPT_STRING, PC, OFF(out), "", 0, 0, NULL, "FILE", "write the capacity file here (default: stdout)"},
+    {"seed", RAP_OPT_INT, PK | PC, OFF(seed), "1", 0, INT64_MAX, NULL, "N", "seed of the generated rows"},
+    /* every command */
+    {"threads", RAP_OPT_INT, CORE & ~CMD_EXPORT, OFF(threads), "0", 0, 4096, NULL, "N", "CPU threads (0: all cores); the reader's lanes and parsers share them (docs/INPUT.md)"},
     {"quiet", RAP_OPT_BOOL, CMD_ALL, OFF(quiet), "false", 0, 0, NULL, NULL, "print errors only"},
-    {"verbose", RAP_OPT_BOOL, CMD_ALL, OFF(verbose), "false", 0, 0, NULL, NULL, "print debugging detail"},
+    {"verbose", RAP_OPT_BOOL, CORE, OFF(verbose), "false", 0, 0, NULL, NULL, "print debugging detail"},
+    {"verbose", RAP_OPT_BOOL, PL | PT, OFF(verbose), "false", 0, 0, NULL, NULL, "print solver messages"},
+    {"verbose", RAP_OPT_BOOL, PK | PC, OFF(verbose), "false", 0, 0, NULL, NULL, "print every measured point"},
     {"help", RAP_OPT_BOOL, CMD_ALL, OFF(help), "false", 0, 0, NULL, NULL, "show this help"},
 };
 #undef TR
 #undef BE
 #undef TB
+#undef PL
+#undef PT
+#undef PK
+#undef PC
 const int cli_n_options = (int)(sizeof cli_options / sizeof cli_options[0]);
+_Static_assert(sizeof cli_options / sizeof cli_options[0] <= RAP_OPT_MAX_ROWS,
+               "the option table outgrew the parser's rows (core/options.h)");
 
 int cli_fail(const char *cmd_name, rap_status st)
 {
@@ -138,7 +224,9 @@ char **cli_mpi_args(int *argc, char **argv)
     return a;
 }
 
-static bool given(const char *name) { return rap_opts_given(cli_options, cli_n_options, name); }
+bool cli_given(const char *name) { return rap_opts_given(cli_options, cli_n_options, name); }
+
+static bool given(const char *name) { return cli_given(name); }
 
 /* --model: options not given take the preset's values; the bottom MLP's
  * last width follows --emb-dim unless --mlp-bot is given. */
@@ -185,37 +273,34 @@ rap_status cli_parse_widths(const char *opt, const char *spec, int *w, int max, 
     return RAP_OK;
 }
 
-void cli_parse_own(const char *name, const rap_opt *opts, int n, unsigned cmd, int argc,
-                   char **argv, void *s, size_t help_off)
+/* The `small` model shape of rap plan and rap profile capacity (whose
+ * preset is paper): the options not given get 16, 64-16, 64-32-1. */
+static void small_shape(cli_settings *s)
 {
-    rap_status st = rap_opts_defaults(opts, n, cmd, s);
-    if (st == RAP_OK)
-        st = rap_opts_parse(opts, n, cmd, argc, argv, s);
-    if (st != RAP_OK) {
-        fprintf(stderr, "rap %s: %s\nusage: rap %s [options]   (rap %s --help lists them)\n", name,
-                rap_last_error(), name, name);
-        exit(2);
-    }
-    if (*((const bool *)((const char *)s + help_off))) {
-        printf("usage: rap %s [options]\n", name);
-        rap_opts_usage(opts, n, cmd, stdout);
-        exit(0);
-    }
+    if (!given("emb-dim"))
+        s->emb_dim = 16;
+    if (!given("mlp-bot"))
+        snprintf(s->mlp_bot, sizeof s->mlp_bot, "64-16");
+    if (!given("mlp-top"))
+        snprintf(s->mlp_top, sizeof s->mlp_top, "64-32-1");
 }
 
-void cli_small_model(const rap_opt *opts, int n, int64_t *emb_dim, char *mlp_bot, char *mlp_top)
+/* Fills the --modes default (g_bench_modes) from runtime.h's list. */
+static void bench_modes_fill(void)
 {
-    if (!rap_opts_given(opts, n, "emb-dim"))
-        *emb_dim = 16;
-    if (!rap_opts_given(opts, n, "mlp-bot"))
-        snprintf(mlp_bot, RAP_OPT_STR, "64-16");
-    if (!rap_opts_given(opts, n, "mlp-top"))
-        snprintf(mlp_top, RAP_OPT_STR, "64-32-1");
+    size_t at = 0;
+    g_bench_modes[0] = 0;
+    for (int pass = 0; pass < 2; pass++) /* every mode but mps, then mps */
+        for (int m = 0; m < RAP_MODE_COUNT; m++)
+            if ((m == RAP_MODE_MPS) == (pass == 1))
+                at += (size_t)snprintf(g_bench_modes + at, sizeof g_bench_modes - at, "%s%s",
+                                       at ? "," : "", rap_mode_name((rap_mode)m));
 }
 
 void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_settings *s)
 {
     memset(s, 0, sizeof *s);
+    bench_modes_fill();
     rap_status st = rap_opts_defaults(cli_options, cli_n_options, cmd, s);
     if (st == RAP_OK)
         st = rap_opts_parse(cli_options, cli_n_options, cmd, argc, argv, s);
@@ -231,8 +316,10 @@ void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_se
     }
     if (cmd & (CMD_TRAIN | CMD_BENCH))
         apply_preset(s);
+    if ((cmd & (CMD_PLAN | CMD_PROF_CAPACITY)) && s->model == MODEL_SMALL)
+        small_shape(s);
     rap_log_set_level(s->quiet ? 1 : s->verbose ? 3 : 2);
-    if (!s->quiet) {
+    if (!s->quiet && (cmd & CORE)) {
         fprintf(stderr, "rap %s settings:\n", cmd_name);
         rap_opts_print(cli_options, cli_n_options, cmd, s, "  ", stderr);
     }

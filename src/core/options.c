@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TABLE 256
+#define MAX_TABLE RAP_OPT_MAX_ROWS
 static bool g_given[MAX_TABLE];
 
 static void *field(const rap_opt *o, void *settings) { return (char *)settings + o->offset; }
@@ -200,9 +200,11 @@ rap_status rap_opts_parse(const rap_opt *table, int n, unsigned cmd, int argc, c
 
 bool rap_opts_given(const rap_opt *table, int n, const char *name)
 {
+    /* every row of that name: the one the command took is among them (the
+     * others were cleared by rap_opts_defaults and cannot be set) */
     for (int i = 0; i < n && i < MAX_TABLE; i++)
-        if (!strcmp(table[i].name, name))
-            return g_given[i];
+        if (!strcmp(table[i].name, name) && g_given[i])
+            return true;
     return false;
 }
 

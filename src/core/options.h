@@ -22,6 +22,7 @@ typedef enum {
 } rap_opt_type;
 
 #define RAP_OPT_STR 512
+#define RAP_OPT_MAX_ROWS 256 /* rows of a table the parser tracks (rap_opts_given) */
 
 typedef struct {
     const char *name;    /* without the leading "--" */
@@ -43,7 +44,8 @@ rap_status rap_opts_defaults(const rap_opt *table, int n, unsigned cmd, void *se
  * arguments are rejected. Records which options were given (rap_opts_given). */
 rap_status rap_opts_parse(const rap_opt *table, int n, unsigned cmd, int argc, char **argv,
                           void *settings);
-/* True when option `name` was given on the command line. */
+/* True when option `name` was given on the command line (by any of its
+ * rows: a table may hold one row of a name per group of commands). */
 bool rap_opts_given(const rap_opt *table, int n, const char *name);
 /* Usage of subcommand cmd: one line per option with metavar, default, help. */
 void rap_opts_usage(const rap_opt *table, int n, unsigned cmd, FILE *f);
