@@ -28,6 +28,7 @@
 #include "core/json.h"
 #include "core/out.h"
 #include "prep/exec_internal.h"
+#include "run/pipeline.h"
 
 #ifdef RAP_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -329,13 +330,15 @@ static void measure(const bench_cfg *bc, const rap_plan *plan, const rap_batch *
     snprintf(r->device, sizeof r->device, "%s", bc->dev == RAP_GPU ? "gpu" : "cpu");
     for (int fused = 1; fused >= 0; fused--) {
         int w = fused ? 0 : 1;
-        rap_fusion fu = {0};
-        rap_prep *ex = NULL;
-        rap_status s = fused ? rap_fuse_levels(plan, &fu) : rap_fuse_none(plan, &fu);
-        rap_prep_config cfg = {.device = bc->dev, .max_rows = b->cap, .threads = bc->threads,
-                               .stream = bc->stream};
-        if (s == RAP_OK)
-            s = rap_prep_create(plan, &fu, &cfg, &ex);
+        rap_pipeline_prep side; /* the plan fused (by levels, or one kernel per op), run */
+        rap_pipeline_prep_config pc = {.plan = plan,
+                                       .fusion_kind = fused ? RAP_FUSE_LEVELS : RAP_FUSE_NONE,
+                                       .device = bc->dev,
+                                       .stream = bc->stream,
+                                       .batch_rows = b->cap,
+                                       .threads = bc->threads};
+        rap_status s = rap_pipeline_prep_create(&pc, &side);
+        rap_prep *ex = side.prep;
         if (s == RAP_OK && fused)
             s = time_load(bc, ex, b, &r->load_ms);
         if (s == RAP_OK)
@@ -355,8 +358,7 @@ static void measure(const bench_cfg *bc, const rap_plan *plan, const rap_batch *
         if (s != RAP_OK && !r->error[0])
             snprintf(r->error, sizeof r->error, "%s %s: %s", fused ? "fused" : "unfused",
                      rap_status_name(s), rap_last_error());
-        rap_prep_free(ex);
-        rap_fusion_free(&fu);
+        rap_pipeline_prep_free(&side);
     }
 }
 
@@ -444,6 +446,44 @@ static rap_status get_plan(const char *path, rap_plan **p, char *label, size_t l
         return plan0_by_hand(p);
     }
     return s;
+}
+
+/* Rows/s of plan `name` on the CPU executor with every core over cpu_rows
+ * rows (printed; 0 when it failed). */
+static double cpu_rows_per_s(const char *name, int64_t cpu_rows, int cpu_threads)
+{
+    double cpu_rps = 0;
+    rap_plan *p0 = NULL;
+    char label[96];
+    if (get_plan(name, &p0, label, sizeof label) != RAP_OK)
+        return 0;
+    rap_batch b;
+    if (rap_batch_create(&b, rap_schema_criteo(), cpu_rows, false) == RAP_OK) {
+        fill_criteo(&b, cpu_rows, 0xc0ffee);
+        bench_cfg cc = {RAP_CPU, NULL, 5, 1, 0};
+        rap_pipeline_prep side;
+        rap_pipeline_prep_config pc = {.plan = p0,
+                                       .fusion_kind = RAP_FUSE_LEVELS,
+                                       .device = RAP_CPU,
+                                       .batch_rows = cpu_rows};
+        double ms = 0, launches = 0;
+        rap_status s = rap_pipeline_prep_create(&pc, &side);
+        if (s == RAP_OK)
+            s = rap_prep_load(side.prep, &b);
+        if (s == RAP_OK)
+            s = time_runs(&cc, side.prep, &ms, &launches);
+        if (s == RAP_OK) {
+            cpu_rps = (double)cpu_rows / (ms * 1e-3);
+            printf("CPU %s, %lld rows, %d threads: %.3f ms per run, %.3g rows/s\n", label,
+                   (long long)cpu_rows, cpu_threads, ms, cpu_rps);
+        } else {
+            printf("CPU %s: FAILED: %s\n", label, rap_last_error());
+        }
+        rap_pipeline_prep_free(&side);
+        rap_batch_free(&b);
+    }
+    rap_plan_free(p0);
+    return cpu_rps;
 }
 
 int main(int argc, char **argv)
@@ -566,42 +606,8 @@ int main(int argc, char **argv)
     printf("GPU/whole part: %.1f s\n", rap_now() - t_start);
 
     /* CPU rows/s on plan 0 with all cores */
-    double cpu_rps = 0;
     int cpu_threads = rap_ncores();
-    if (cpu_rows > 0) {
-        rap_plan *p0 = NULL;
-        char label[96];
-        if (get_plan(n_plans > 0 ? plans[0] : "plans/plan0.plan", &p0, label, sizeof label) == RAP_OK) {
-            rap_batch b;
-            if (rap_batch_create(&b, rap_schema_criteo(), cpu_rows, false) == RAP_OK) {
-                fill_criteo(&b, cpu_rows, 0xc0ffee);
-                bench_cfg cc = {RAP_CPU, NULL, 5, 1, 0};
-                rap_fusion fu;
-                rap_prep *ex = NULL;
-                rap_prep_config cfg = {.device = RAP_CPU, .max_rows = cpu_rows, .threads = 0};
-                double ms = 0, launches = 0;
-                rap_status s = rap_fuse_levels(p0, &fu);
-                if (s == RAP_OK) {
-                    s = rap_prep_create(p0, &fu, &cfg, &ex);
-                    if (s == RAP_OK)
-                        s = rap_prep_load(ex, &b);
-                    if (s == RAP_OK)
-                        s = time_runs(&cc, ex, &ms, &launches);
-                    rap_fusion_free(&fu);
-                }
-                if (s == RAP_OK) {
-                    cpu_rps = (double)cpu_rows / (ms * 1e-3);
-                    printf("CPU %s, %lld rows, %d threads: %.3f ms per run, %.3g rows/s\n", label,
-                           (long long)cpu_rows, cpu_threads, ms, cpu_rps);
-                } else {
-                    printf("CPU %s: FAILED: %s\n", label, rap_last_error());
-                }
-                rap_prep_free(ex);
-                rap_batch_free(&b);
-            }
-            rap_plan_free(p0);
-        }
-    }
+    double cpu_rps = cpu_rows > 0 ? cpu_rows_per_s(plans[0], cpu_rows, cpu_threads) : 0;
     if (json)
         write_json(json, cpu_rps, cpu_rows, cpu_threads);
     for (int i = 0; i < n_obj; i++)

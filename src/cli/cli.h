@@ -8,6 +8,7 @@
 #define RAP_CLI_H
 
 #include "core/options.h"
+#include "model/model.h"
 #include "rap.h"
 
 /* Subcommand bits of rap_opt.cmds: one bit per command line that parses
@@ -173,6 +174,12 @@ void cli_reader_options(const cli_settings *s, rap_reader_config *rc);
 /* Prints, unless --quiet, the reader's split of its threads for rc's input
  * ("  reader threads: ..."), the last line of the start-up settings. */
 void cli_print_reader_threads(const cli_settings *s, const rap_reader_config *rc);
+
+/* The model of rap train and rap bench from the settings (rap_model_config
+ * defaults, then the widths, --emb-dim, --batch, --lr, --optimizer,
+ * --adagrad-init, --precision, --seed, --threads); its shape is the plan's
+ * (the pipeline builder fills it). RAP_ERR_ARG on malformed widths. */
+rap_status cli_model_config(const cli_settings *s, rap_model_config *m);
 
 /* Parses "512-256-128" into widths (at most max); RAP_ERR_ARG naming the
  * option on a malformed list. */

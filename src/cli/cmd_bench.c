@@ -32,17 +32,9 @@
 #include "core/json.h"
 #include "dist/comm.h"
 #include "dist/hybrid.h"
-#include "dist/ids.h"
-#include "dist/shard.h"
-#include "model/model.h"
-#include "prep/subplan.h"
-#include "run/input.h"
 #include "run/mps.h"
-#include "run/pack.h"
+#include "run/pipeline.h"
 #include "run/runtime.h"
-#include "run/train.h"
-#include "sched/fusion_file.h"
-#include "sched/rank_schedule.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -187,240 +179,59 @@ static void trace_name(const char *base, const char *mode, char *out, size_t n)
 typedef struct {
     const cli_settings *s;
     const rap_plan *plan;
-    const rap_fusion *fus;
-    const rap_schedule *sched;
-    rap_model_config mc;
+    const rap_pipeline_plan *pl; /* the pipeline of every mode and rank (run/pipeline.h) */
+    rap_model_config mc;     /* the whole model (the plan's shape) */
     rap_device dev;
     const char *data;
     bool shard;              /* data is a rap shard: ideal mode only */
     int ranks;               /* ranks of the job */
     bool hybrid;             /* ranks (mpirun or --gpus): the hybrid step */
-    const char *rank_prefix; /* --schedule S with ranks: the planner's S.rank<r> */
     int repeat;              /* runs of the mode list (--repeat) */
     bool trace_run;          /* this run writes --trace (the last one) */
 } bench_ctx;
 
-/* With ranks: what one rank's hybrid step owns (the step itself is
- * rap_train_dist_step over `step`, as in rap train). */
+/* What the measured steps start from: the sums taken after the warm-up. */
 typedef struct {
-    rap_train_dist step;
-    rap_hybrid *h;
-    int R, rank;
-    float *loss_dev;           /* GPU, R > 1: the global loss, summed by NCCL (as train.c) */
-    rap_plan *part;            /* placement owner/search: the rank's columns (or NULL) */
-    rap_fusion part_fus;
-    rap_ids_xchg *xg;          /* placement batch, GPU ranks: the id exchange */
-    rap_schedule *rsched;      /* rank_prefix: this rank's merged schedule and fusion */
-    rap_fusion rsfus;
-    rap_moves *moves;          /* rank_prefix: the units exchanged with other ranks, or NULL */
-    int rtab[RAP_MAX_TABLES];  /* global table of the part's sparse columns */
-    int n_rtab;
-} bench_dist;
+    double t0, pre0, starved0;
+    int64_t measured0;
+    int64_t sent_mine0, sent_all0; /* preprocessed bytes sent between ranks */
+} bench_mark;
 
-/* One mode; with comm (a rank of several) the model is this rank's share
- * (docs/DIST.md) and each step the hybrid one; gpu: the rank's device. */
-static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, rap_comm *comm,
-                           int gpu)
+/* After the warm-up: the queued steps done, the counters noted, the
+ * trace on, the clock started. */
+static rap_status mark_start(rap_pipeline *p, rap_trace *tr, bench_mark *m)
 {
-    const cli_settings *s = b->s;
-    rap_status st = RAP_OK;
-    rap_model *m = NULL;
-    rap_rowfeed *f = NULL;
-    rap_runtime *rt = NULL;
-    rap_trace *tr = NULL;
-    void *stream = NULL;
-    float *tmp = NULL;
-    int64_t warm = s->warmup, steps = s->steps;
-    rap_model_config mc = b->mc;
-    rap_shard_map map;
-    memset(&map, 0, sizeof map);
-    rap_model_shard shard;
-    rap_comm *ncomm = NULL;
-    bench_dist dist;
-    memset(&dist, 0, sizeof dist);
-    if (comm && b->dev == RAP_GPU && gpu >= 0)
-        RAP_TRY(rap_rt_set_device(gpu));
-    if (b->dev == RAP_GPU) {
-        RAP_TRY(rap_runtime_train_stream_create(&stream));
-        mc.stream = stream;
-    }
-    if (comm) {
-        dist.R = rap_comm_size(comm);
-        dist.rank = rap_comm_rank(comm);
-        if ((st = rap_shard_plan(mc.table_rows, mc.n_tables, mc.emb_dim, dist.R, 0, NULL,
-                                 &map)) != RAP_OK ||
-            (st = rap_hybrid_model_config(&b->mc, &map, dist.rank, b->mc.batch, &shard, &mc)) !=
-                RAP_OK)
-            goto out;
-        mc.stream = stream;
-    }
-    if (s->trace[0] && b->trace_run && (!comm || dist.rank == 0)) {
-        rap_trace_config tc = {0};
-        tc.max_gpu_spans = b->dev == RAP_GPU ? 16384 : 0;
-        if ((st = rap_trace_create(&tc, &tr)) != RAP_OK)
-            goto out;
-        rap_trace_set_enabled(tr, false);
-    }
-    if ((st = rap_model_create(&mc, b->dev, &m)) != RAP_OK)
-        goto out;
-    if (comm) {
-        rap_comm *hc = comm;
-        if (b->dev == RAP_GPU) {
-            if ((st = rap_comm_nccl_create(comm, gpu >= 0 ? gpu : 0, stream, &ncomm)) != RAP_OK)
-                goto out;
-            hc = ncomm;
-        }
-        if ((st = rap_hybrid_create(m, &map, hc, &dist.h)) != RAP_OK)
-            goto out;
-        /* as rap train: owner and search run the rank's columns only, with
-         * the planner's manifest also those computed for others */
-        rap_rank_manifest *man = NULL;
-        if (b->rank_prefix &&
-            (st = rap_rank_manifest_load(b->rank_prefix, b->plan, dist.rank, dist.R, b->mc.batch,
-                                         &man)) != RAP_OK)
-            goto out;
-        if (dist.R > 1 && s->placement != RAP_PLACE_BATCH && !b->shard && !b->sched)
-            st = rap_subplan_rank_with(b->plan, shard.table, shard.n_local,
-                                       man ? man->col_shares : NULL, s->fusion == FUSE_NONE,
-                                       &dist.part, &dist.part_fus, dist.rtab, &dist.n_rtab);
-        if (st == RAP_OK && man)
-            st = rap_train_prep_from_manifest(man, b->plan, dist.part, &map, dist.rank,
-                                              b->mc.max_bag, ncomm ? ncomm : comm, b->dev,
-                                              &dist.rsfus, &dist.rsched, &dist.moves);
-        rap_rank_manifest_free(man);
-        if (st != RAP_OK)
-            goto out;
-        /* as rap train: placement batch on GPU ranks exchanges the ids */
-        if (dist.R > 1 && s->placement == RAP_PLACE_BATCH && !b->shard && b->dev == RAP_GPU &&
-            mode != RAP_MODE_MPS) {
-            int T = mc.n_tables;
-            bool *holds = rap_calloc(sizeof(bool) * (size_t)(dist.R * T), "id exchange");
-            if (!holds) {
-                st = RAP_ERR_NOMEM;
-                goto out;
-            }
-            rap_shard_holds(&map, holds);
-            st = rap_ids_xchg_create(ncomm, RAP_GPU, T, holds, b->mc.batch,
-                                     b->mc.max_bag > 0 ? b->mc.max_bag : 1, &dist.xg);
-            rap_free(holds);
-            if (st != RAP_OK)
-                goto out;
-        }
-    } else if (b->rank_prefix) {
-        st = rap_fail(RAP_ERR_ARG, "--schedule %s: %s.rank<r> are per-rank manifests (rap plan "
-                      "--gpus R): bench with --gpus R or under mpirun", b->rank_prefix,
-                      b->rank_prefix);
-        goto out;
-    }
-    rap_runtime_config rc;
-    memset(&rc, 0, sizeof rc);
-    rc.mode = mode;
-    rc.plan = dist.part ? dist.part : b->plan;
-    rc.fusion = dist.rsched ? &dist.rsfus : dist.part ? &dist.part_fus : b->fus;
-    rc.schedule = dist.rsched ? dist.rsched : b->sched;
-    rc.cpu_workers = (int)s->cpu_workers;
-    rc.prep_threads = (int)s->threads;
-    rc.ideal_batches = (int)(warm + steps < 32 ? warm + steps : 32);
-    rc.cuda_graph = s->cuda_graph;
-    rc.prep_lanes = (int)s->prep_lanes;
-    rc.trace = tr;
-    rc.max_records = warm + steps;
-    rc.plan_spec = s->plan;
-    rc.reader = rap_reader_defaults();
-    rc.reader.input = b->data;
-    cli_reader_options(s, &rc.reader);
-    rc.reader.bad_rows = (rap_bad_rows)s->bad_rows;
-    rc.reader.max_line = s->max_line;
-    if (comm) {
-        rc.train_fn = rap_train_dist_step;
-        rc.train_ctx = &dist.step;
-        rc.hybrid = dist.h; /* its phases timed, the windows beside them */
-        if (dist.xg) { /* each rank preprocesses its own rows */
-            rc.row_share_ranks = dist.R;
-            rc.row_share_rank = dist.rank;
-        }
-        rc.batch_rows = b->mc.batch;
-        bool model_loss = b->dev == RAP_GPU; /* as train.c */
-        rc.train_fn_model_loss = model_loss;
-        if (model_loss && dist.R > 1) {
-            if ((st = rap_cuda_malloc((void **)&dist.loss_dev, 256, "the global loss")) !=
-                RAP_OK)
-                goto out;
-            rc.train_loss_dev = dist.loss_dev;
-        }
-        dist.step = (rap_train_dist){dist.h, dist.xg, dist.part ? dist.rtab : NULL,
-                                     dist.n_rtab, dist.R, dist.rank, mc.n_dense, m, stream,
-                                     ncomm, dist.loss_dev, model_loss, dist.moves};
-    }
-    if (b->shard) { /* ideal from a shard (checked in main): no feed, cycle */
-        rc.shard = b->data;
-        rc.shard_passes = 0;
-    } else if (mode != RAP_MODE_MPS) {
-        rap_rowfeed_config fc;
-        memset(&fc, 0, sizeof fc);
-        fc.reader = rc.reader;
-        fc.batch_rows = b->mc.batch; /* the global batch with ranks */
-        int workers = s->cpu_workers > 0 ? (int)s->cpu_workers : rap_ncores();
-        fc.n_batches = mode == RAP_MODE_CPU ? workers + 2 : 8; /* reading overlaps training */
-        fc.pinned = b->dev == RAP_GPU;
-        fc.passes = 0; /* cycle over the data */
-        fc.trace = tr;
-        if ((st = rap_rowfeed_create(&fc, &f)) != RAP_OK)
-            goto out;
-    }
-    if ((st = rap_runtime_create(&rc, m, f, &rt)) != RAP_OK)
-        goto out;
-    /* ranks: every rank set up (pinned and device allocations may
-     * synchronise every GPU of the process) before any queues a collective
-     * (as rap train; a mode hung without it, bench/RESULTS.md) */
-    if (comm && (st = rap_comm_barrier(comm, "set-up done")) != RAP_OK)
-        goto out;
-    double t0 = 0, pre0 = 0, starved0 = 0;
-    int64_t xg_mine = 0, xg_all0 = 0, xg_all = 0, mv0 = 0, mv1 = 0;
-    int64_t trained = 0, measured0 = 0;
+    rap_runtime *rt = rap_pipeline_runtime(p);
+    rap_hybrid *hyb = rap_pipeline_hybrid(p);
+    if (hyb)
+        RAP_TRY(rap_hybrid_wait(hyb));
+    RAP_TRY(rap_runtime_sync(rt));
+    if (hyb)
+        rap_hybrid_comm_reset(hyb);
+    rap_pipeline_bytes_sent(p, &m->sent_mine0, &m->sent_all0);
     rap_runtime_stats rs;
-    while (trained < warm + steps) {
-        if (trained == warm) {
-            if ((dist.h && (st = rap_hybrid_wait(dist.h)) != RAP_OK) ||
-                (st = rap_runtime_sync(rt)) != RAP_OK)
-                goto out;
-            if (dist.h)
-                rap_hybrid_comm_reset(dist.h);
-            if (dist.xg)
-                rap_ids_xchg_bytes(dist.xg, &xg_mine, &xg_all0);
-            if (dist.moves)
-                rap_moves_bytes(dist.moves, &mv0);
-            rap_runtime_get_stats(rt, &rs);
-            pre0 = rs.preload_s;
-            starved0 = rs.starved_s;
-            measured0 = rs.samples;
-            rap_trace_set_enabled(tr, true);
-            t0 = rap_now();
-        }
-        if (tr && trained == warm + s->trace_steps)
-            rap_trace_set_enabled(tr, false);
-        rap_step_info in;
-        if ((st = rap_runtime_step(rt, &in)) != RAP_OK)
-            goto out;
-        if (in.end) {
-            st = rap_fail(RAP_ERR_DATA, "%s: the data ended after %lld steps (mode %s)", b->data,
-                          (long long)trained, rap_mode_name(mode));
-            goto out;
-        }
-        trained += in.rows > 0;
-    }
-    if ((dist.h && (st = rap_hybrid_wait(dist.h)) != RAP_OK) ||
-        (st = rap_runtime_sync(rt)) != RAP_OK)
-        goto out;
-    double wall = rap_now() - t0;
-    rap_trace_set_enabled(tr, false);
     rap_runtime_get_stats(rt, &rs);
-    wall -= rs.preload_s - pre0;
+    m->pre0 = rs.preload_s;
+    m->starved0 = rs.starved_s;
+    m->measured0 = rs.samples;
+    rap_trace_set_enabled(tr, true);
+    m->t0 = rap_now();
+    return RAP_OK;
+}
+
+/* The row of the measured steps (after they ran and were waited for). */
+static rap_status measure(const bench_ctx *b, rap_pipeline *p, double wall, const bench_mark *m,
+                          bench_row *row)
+{
+    int64_t warm = b->s->warmup, steps = b->s->steps;
+    rap_runtime_stats rs;
+    rap_runtime_get_stats(rap_pipeline_runtime(p), &rs);
+    wall -= rs.preload_s - m->pre0;
     row->ran = true;
     row->steps = steps;
-    row->samples = rs.samples - measured0;
+    row->samples = rs.samples - m->measured0;
     row->samples_per_s = wall > 0 ? (double)row->samples / wall : 0;
-    row->starved_s = rs.starved_s - starved0;
+    row->starved_s = rs.starved_s - m->starved0;
     row->gpu_gb = (double)rs.gpu_bytes_used / 1e9;
     if (b->dev == RAP_GPU) {
         size_t used = 0;
@@ -429,71 +240,105 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     }
     int64_t n = rs.n_records - warm;
     const rap_step_record *recs = rs.records + (rs.n_records > warm ? warm : rs.n_records);
-    tmp = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    if (!tmp) {
-        st = rap_fail(RAP_ERR_NOMEM, "bench: out of memory");
-        goto out;
-    }
+    float *tmp = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (!tmp)
+        return rap_fail(RAP_ERR_NOMEM, "bench: out of memory");
     row->step_ms = median(recs, n, offsetof(rap_step_record, step_ms), tmp);
     row->exposed_ms = median(recs, n, offsetof(rap_step_record, exposed_ms), tmp);
-    for (int p = 0; p < 4; p++)
-        row->phase_ms[p] = median(recs, n, offsetof(rap_step_record, phase_ms) + sizeof(float) * (size_t)p, tmp);
+    for (int q = 0; q < 4; q++)
+        row->phase_ms[q] = median(recs, n, offsetof(rap_step_record, phase_ms) + sizeof(float) * (size_t)q, tmp);
     row->grad_comm_ms = median(recs, n, offsetof(rap_step_record, grad_comm_ms), tmp);
+    free(tmp);
     row->a2a_ms = row->grad_xchg_ms = row->model_bytes = row->prep_bytes = NAN;
-    if (dist.xg) {
-        rap_ids_xchg_bytes(dist.xg, &xg_mine, &xg_all);
-        row->prep_bytes = (double)(xg_all - xg_all0) / (double)steps;
-        if ((st = rap_ids_xchg_check(dist.xg)) != RAP_OK)
-            goto out;
+    /* placement batch: the ids every rank sends (all ranks); the planner's
+     * moves: this rank's sends (rank 0 reports) */
+    int64_t mine = 0, all = 0;
+    if (rap_pipeline_bytes_sent(p, &mine, &all)) {
+        row->prep_bytes = all >= 0 ? (double)(all - m->sent_all0) / (double)steps
+                                   : (double)(mine - m->sent_mine0) / (double)steps;
+        RAP_TRY(rap_pipeline_check(p));
     }
-    if (dist.moves) { /* this rank's sends (rank 0 reports) */
-        rap_moves_bytes(dist.moves, &mv1);
-        row->prep_bytes = (double)(mv1 - mv0) / (double)steps;
-        if ((st = rap_moves_check(dist.moves)) != RAP_OK)
-            goto out;
-    }
-    if (dist.h) {
+    rap_hybrid *hyb = rap_pipeline_hybrid(p);
+    if (hyb) {
         rap_hybrid_comm cm;
-        rap_hybrid_comm_get(dist.h, &cm);
+        rap_hybrid_comm_get(hyb, &cm);
         if (cm.steps > 0) {
             row->a2a_ms = cm.a2a_ms / (double)cm.steps;
             row->grad_xchg_ms = cm.grad_ms / (double)cm.steps;
             row->model_bytes = (double)cm.bytes_sent / (double)cm.steps;
         }
     }
-    if (tr) {
+    return RAP_OK;
+}
+
+/* The warm-up and measured steps of pipeline p (started), then row. */
+static rap_status run_steps(const bench_ctx *b, rap_pipeline *p, rap_mode mode, rap_trace *tr,
+                            bench_row *row)
+{
+    const cli_settings *s = b->s;
+    int64_t warm = s->warmup, steps = s->steps;
+    rap_runtime *rt = rap_pipeline_runtime(p);
+    rap_hybrid *hyb = rap_pipeline_hybrid(p);
+    bench_mark m;
+    memset(&m, 0, sizeof m);
+    int64_t trained = 0;
+    while (trained < warm + steps) {
+        if (trained == warm)
+            RAP_TRY(mark_start(p, tr, &m));
+        if (tr && trained == warm + s->trace_steps)
+            rap_trace_set_enabled(tr, false);
+        rap_step_info in;
+        RAP_TRY(rap_runtime_step(rt, &in));
+        if (in.end)
+            return rap_fail(RAP_ERR_DATA, "%s: the data ended after %lld steps (mode %s)", b->data,
+                            (long long)trained, rap_mode_name(mode));
+        trained += in.rows > 0;
+    }
+    if (hyb)
+        RAP_TRY(rap_hybrid_wait(hyb));
+    RAP_TRY(rap_runtime_sync(rt));
+    double wall = rap_now() - m.t0;
+    rap_trace_set_enabled(tr, false);
+    return measure(b, p, wall, &m, row);
+}
+
+/* One mode; with comm (a rank of several) the model is this rank's share
+ * (docs/DIST.md) and each step the hybrid one; gpu: the rank's device. The
+ * pipeline is the builder's (run/pipeline.h), as rap train's. */
+static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, rap_comm *comm,
+                           int gpu)
+{
+    const cli_settings *s = b->s;
+    rap_status st = RAP_OK;
+    rap_pipeline *p = NULL;
+    rap_trace *tr = NULL;
+    if (comm && b->dev == RAP_GPU && gpu >= 0) /* the trace's events on the rank's GPU */
+        RAP_TRY(rap_rt_set_device(gpu));
+    if (s->trace[0] && b->trace_run && (!comm || rap_comm_rank(comm) == 0)) {
+        rap_trace_config tc = {0};
+        tc.max_gpu_spans = b->dev == RAP_GPU ? 16384 : 0;
+        RAP_TRY(rap_trace_create(&tc, &tr));
+        rap_trace_set_enabled(tr, false);
+    }
+    rap_pipeline_rank r = {(int)mode, comm, gpu, tr, NULL, NULL};
+    st = rap_pipeline_create(b->pl, &r, &p);
+    if (st == RAP_OK) /* cycle over the data (or the shard) */
+        st = rap_pipeline_start(p, 0, 0);
+    if (st == RAP_OK)
+        st = run_steps(b, p, mode, tr, row);
+    if (st == RAP_OK && tr) {
         char path[RAP_OPT_STR + 32];
         trace_name(s->trace, rap_mode_name(mode), path, sizeof path);
-        if ((st = rap_trace_write(tr, path)) != RAP_OK)
-            goto out;
-        rap_info("bench: %s timeline written to %s", rap_mode_name(mode), path);
+        st = rap_trace_write(tr, path);
+        if (st == RAP_OK)
+            rap_info("bench: %s timeline written to %s", rap_mode_name(mode), path);
     }
-out:
-    free(tmp);
-    {
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", rap_last_error());
-        rap_runtime_free(rt);
-        rap_rowfeed_free(f, NULL);
-        if (dist.xg || dist.moves) { /* their buffers may still be read on the stream */
-            if (dist.h)
-                rap_hybrid_wait(dist.h);
-            rap_ids_xchg_free(dist.xg);
-            rap_moves_free(dist.moves);
-        }
-        rap_hybrid_free(dist.h);
-        rap_schedule_free(dist.rsched);
-        rap_fusion_free(&dist.rsfus);
-        rap_subplan_rank_free(dist.part, &dist.part_fus);
-        rap_cuda_free(dist.loss_dev);
-        rap_model_free(m);
-        rap_comm_free(ncomm);
-        rap_shard_map_free(&map);
-        rap_trace_free(tr);
-        rap_rt_stream_free(stream);
-        if (st != RAP_OK)
-            rap_fail(st, "%s", msg);
-    }
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", rap_last_error());
+    rap_pipeline_free(p);
+    rap_trace_free(tr);
+    if (st != RAP_OK)
+        rap_fail(st, "%s", msg);
     return st;
 }
 
@@ -665,6 +510,252 @@ static void print_json(const bench_row *rows, const bench_row *runs, int n, cons
     fprintf(f, "]}\n");
 }
 
+/* The pipeline's config of every mode and rank (its mode and rank are
+ * each run's: run_mode). */
+static void bench_pipeline_config(const cli_settings *s, const bench_ctx *b, int n_ranks,
+                                  bool ranks, rap_pipeline_config *c)
+{
+    rap_pipeline_config_defaults(c);
+    c->cmd = "bench";
+    c->plan = b->plan;
+    c->plan_spec = s->plan;
+    c->fusion = s->fusion;
+    c->schedule = s->schedule;
+    c->model = b->mc;
+    c->device = b->dev;
+    c->ranks = ranks ? n_ranks : 0;
+    c->placement = (rap_placement)s->placement;
+    c->cpu_workers = (int)s->cpu_workers;
+    c->prep_threads = (int)s->threads;
+    c->cuda_graph = s->cuda_graph;
+    c->prep_lanes = (int)s->prep_lanes;
+    int64_t warm = s->warmup, steps = s->steps;
+    c->ideal_batches = (int)(warm + steps < 32 ? warm + steps : 32);
+    c->max_records = warm + steps;
+    c->data = b->data;
+    cli_reader_options(s, &c->reader);
+    c->reader.bad_rows = (rap_bad_rows)s->bad_rows;
+    c->reader.max_line = s->max_line;
+}
+
+/* The job's ranks: under mpirun one per process (world); --gpus N: N
+ * threads over comms; else one rank. */
+typedef struct {
+    rap_comm *world, **comms;
+    int n, rank;
+} bench_ranks;
+
+/* Opens the ranks; 0, or the exit code after saying why not. */
+static int open_ranks(const cli_settings *s, bool mpi, bench_ranks *rk)
+{
+    memset(rk, 0, sizeof *rk);
+    rk->n = 1;
+    bool gpus = cli_given("gpus");
+    if (mpi && gpus) {
+        fprintf(stderr, "rap bench: --gpus under mpirun: each process is one rank; leave --gpus "
+                "out\n");
+        return 2;
+    }
+    if (mpi) {
+        rap_status ms = rap_comm_mpi_init(&rk->world);
+        if (ms != RAP_OK)
+            return cli_fail("bench", ms);
+        if (s->comm_timeout > 0)
+            rap_comm_set_timeout(rk->world, s->comm_timeout);
+        rk->n = rap_comm_size(rk->world);
+        rk->rank = rap_comm_rank(rk->world);
+    } else if (gpus) {
+        rk->n = (int)s->gpus;
+        rk->comms = rap_calloc(sizeof(rap_comm *) * (size_t)rk->n, "bench ranks");
+        rap_status cs = rk->comms ? rap_comm_threads_create(rk->n, rk->comms) : RAP_ERR_NOMEM;
+        if (cs != RAP_OK)
+            return cli_fail("bench", cs);
+        for (int r = 0; r < rk->n && s->comm_timeout > 0; r++)
+            rap_comm_set_timeout(rk->comms[r], s->comm_timeout);
+    }
+    return 0;
+}
+
+/* --gpus: new comms for the ranks' threads (all returned): one a failure
+ * broke (aborted, timed out) would fail every later mode. */
+static rap_status renew_comms(const cli_settings *s, bench_ranks *rk)
+{
+    for (int q = 0; q < rk->n; q++)
+        rap_comm_free(rk->comms[q]);
+    memset(rk->comms, 0, sizeof(rap_comm *) * (size_t)rk->n);
+    RAP_TRY(rap_comm_threads_create(rk->n, rk->comms));
+    for (int q = 0; q < rk->n && s->comm_timeout > 0; q++)
+        rap_comm_set_timeout(rk->comms[q], s->comm_timeout);
+    return RAP_OK;
+}
+
+/* Mode `mode` once on the job's ranks into r (run_of: " (run k/R)" or "");
+ * a failure is r's, not the job's; only a comm that cannot be renewed
+ * fails the job. */
+static rap_status bench_one(const bench_ctx *b, bench_ranks *rk, rap_mode mode,
+                            const char *run_of, bench_row *r)
+{
+    memset(r, 0, sizeof *r);
+    r->mode = mode;
+    if (!b->shard && !rap_mode_available(mode, b->dev, r->skipped, sizeof r->skipped))
+        return RAP_OK;
+    bool ranks = rk->world || rk->comms;
+    if (ranks && mode == RAP_MODE_MPS) {
+        snprintf(r->skipped, sizeof r->skipped, "not with ranks (its server serves one "
+                 "trainer)");
+        return RAP_OK;
+    }
+    rap_info("bench: mode %s%s%s", rap_mode_name(mode), run_of, ranks ? " (ranks)" : "");
+    rap_status ms;
+    if (rk->comms)
+        ms = run_mode_threads(b, mode, r, rk->comms, rk->n);
+    else if (rk->world) {
+        int gpu = -1;
+        if (b->dev == RAP_GPU) {
+            const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+            int have = 0;
+            rap_rt_device_count(&have);
+            gpu = (lr ? atoi(lr) : rk->rank) % (have > 0 ? have : 1);
+        }
+        ms = run_mode(b, mode, r, rk->world, gpu);
+    } else
+        ms = run_mode(b, mode, r, NULL, -1);
+    if (ms == RAP_OK)
+        return RAP_OK;
+    /* even after its steps ran (--trace not written) */
+    r->ran = false;
+    snprintf(r->skipped, sizeof r->skipped, "failed%s: %s", run_of, rap_last_error());
+    rap_warn("bench: mode %s failed%s: %s", rap_mode_name(mode), run_of, rap_last_error());
+    return rk->comms ? renew_comms(b->s, rk) : RAP_OK;
+}
+
+/* No --data: rows for every step of a mode (and two batches more),
+ * generated into tmp. */
+static rap_status gen_data(const cli_settings *s, char *tmp)
+{
+    rap_gen_config g;
+    memset(&g, 0, sizeof g);
+    g.rows = (s->warmup + s->steps + 2) * s->batch;
+    g.seed = (uint64_t)s->seed;
+    g.out = tmp;
+    g.threads = (int)s->threads;
+    RAP_TRY(rap_gen_cardinalities("kaggle", g.card));
+    rap_gen_result gr;
+    rap_info("bench: generating %lld rows into %s", (long long)g.rows, tmp);
+    rap_status st = rap_gen_write(&g, &gr);
+    if (st != RAP_OK) {
+        remove(tmp);
+        tmp[0] = 0;
+    }
+    return st;
+}
+
+/* The mode list: --modes, or --mode alone when given without it. */
+static rap_status mode_list(const cli_settings *s, rap_mode *modes, int *n)
+{
+    const char *spec = s->modes;
+    char one[32];
+    if (s->mode > 0 && !cli_given("modes")) {
+        snprintf(one, sizeof one, "%s", rap_mode_name((rap_mode)(s->mode - 1)));
+        spec = one;
+    }
+    return rap_mode_list_parse(spec, modes, RAP_MODE_COUNT, n);
+}
+
+/* Everything after the ranks are open: plan, data, every run of every
+ * mode, the report. */
+static rap_status bench_job(cli_settings *s, bench_ranks *rk, char *tmp)
+{
+    rap_plan *plan = NULL;
+    rap_pipeline_plan *pl = NULL;
+    bench_row rows[RAP_MODE_COUNT]; /* reported: the medians over the runs */
+    bench_row *runs = NULL;          /* run r's rows: runs[r * n_modes + i] */
+    double *med_tmp = NULL;
+    const int R = (int)s->repeat;
+    int n_modes = 0;
+    bench_ctx b;
+    memset(&b, 0, sizeof b);
+    b.s = s;
+    b.repeat = R;
+    rap_mode modes[RAP_MODE_COUNT];
+    rap_status st = mode_list(s, modes, &n_modes);
+    if (st == RAP_OK)
+        st = cli_resolve_device(s->device, &b.dev);
+    if (st == RAP_OK && s->steps == 0) /* the default: a GPU step is under a millisecond */
+        s->steps = b.dev == RAP_GPU ? RAP_BENCH_GPU_STEPS : RAP_BENCH_CPU_STEPS;
+    if (st == RAP_OK)
+        st = cli_load_plan(s->plan, &plan);
+    b.plan = plan;
+    if (st == RAP_OK)
+        st = cli_model_config(s, &b.mc);
+    b.data = s->data;
+    if (!s->data[0]) { /* generated below, once the pipeline is planned */
+        const char *dir = getenv("TMPDIR");
+        snprintf(tmp, 600, "%s/rap_bench_%d.tsv", dir && dir[0] ? dir : "/tmp", (int)getpid());
+        b.data = tmp;
+    }
+    /* the pipeline of every mode and rank: the plan's shape, the fusion,
+     * what --schedule is (run/pipeline.h) */
+    rap_pipeline_config pc;
+    bench_pipeline_config(s, &b, rk->n, rk->world || rk->comms, &pc);
+    if (st == RAP_OK)
+        st = rap_pipeline_plan_create(&pc, &pl);
+    if (st == RAP_OK) {
+        b.pl = pl;
+        b.mc = pl->model;
+        b.shard = pl->shard;
+    }
+    if (st == RAP_OK && !s->data[0])
+        st = gen_data(s, tmp);
+    if (st == RAP_OK && !b.shard) {
+        rap_reader_config prc = rap_reader_defaults();
+        cli_reader_options(s, &prc);
+        prc.input = b.data;
+        cli_print_reader_threads(s, &prc);
+    }
+    for (int i = 0; st == RAP_OK && b.shard && i < n_modes; i++)
+        if (modes[i] != RAP_MODE_IDEAL)
+            st = rap_fail(RAP_ERR_ARG, "--data %s: " RAP_SHARD_NEEDS_IDEAL " (--modes ideal; "
+                          "not %s)", b.data, rap_mode_name(modes[i]));
+    if (st == RAP_OK) {
+        runs = rap_calloc(sizeof(bench_row) * (size_t)R * (size_t)(n_modes > 0 ? n_modes : 1),
+                          "bench runs");
+        med_tmp = rap_calloc(sizeof(double) * 2 * (size_t)R, "bench medians");
+        if (!runs || !med_tmp)
+            st = RAP_ERR_NOMEM;
+    }
+    /* the same loop on every rank: every run, every mode, whatever failed */
+    for (int k = 0; st == RAP_OK && k < R; k++) {
+        char run_of[48] = "";
+        if (R > 1)
+            snprintf(run_of, sizeof run_of, " (run %d/%d)", k + 1, R);
+        b.trace_run = k == R - 1;
+        for (int i = 0; st == RAP_OK && i < n_modes; i++)
+            st = bench_one(&b, rk, modes[i], run_of, &runs[k * n_modes + i]);
+        run_ratios(&runs[k * n_modes], n_modes);
+    }
+    if (st == RAP_OK) {
+        summarize(runs, R, n_modes, rows, med_tmp);
+        b.ranks = rk->n;
+        b.hybrid = rk->world || rk->comms;
+        if (rk->rank != 0)
+            ; /* rank 0 reports for the job */
+        else if (s->json)
+            print_json(rows, runs, n_modes, &b, stdout);
+        else
+            print_table(rows, n_modes, &b, stdout);
+    }
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", rap_last_error());
+    rap_free(runs);
+    rap_free(med_tmp);
+    rap_pipeline_plan_free(pl);
+    rap_plan_free(plan);
+    if (st != RAP_OK)
+        rap_fail(st, "%s", msg);
+    return st;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     cli_settings s;
@@ -675,235 +766,32 @@ int cmd_bench(int argc, char **argv)
     cli_parse("bench", CMD_BENCH, argc, args, &s);
     if (args != argv)
         free(args);
-    /* ranks: under mpirun one per process; --gpus N: N threads */
-    rap_comm *world = NULL, **comms = NULL;
-    int n_ranks = 1, rank = 0;
-    bool gpus = rap_opts_given(cli_options, cli_n_options, "gpus");
-    if (mpi && gpus) {
-        fprintf(stderr, "rap bench: --gpus under mpirun: each process is one rank; leave --gpus "
-                "out\n");
-        return 2;
-    }
-    if (mpi) {
-        rap_status ms = rap_comm_mpi_init(&world);
-        if (ms != RAP_OK)
-            return cli_fail("bench", ms);
-        if (s.comm_timeout > 0)
-            rap_comm_set_timeout(world, s.comm_timeout);
-        n_ranks = rap_comm_size(world);
-        rank = rap_comm_rank(world);
-    } else if (gpus) {
-        n_ranks = (int)s.gpus;
-        comms = rap_calloc(sizeof(rap_comm *) * (size_t)n_ranks, "bench ranks");
-        rap_status cs = comms ? rap_comm_threads_create(n_ranks, comms) : RAP_ERR_NOMEM;
-        if (cs != RAP_OK)
-            return cli_fail("bench", cs);
-        for (int r = 0; r < n_ranks && s.comm_timeout > 0; r++)
-            rap_comm_set_timeout(comms[r], s.comm_timeout);
-    }
+    bench_ranks rk;
+    int code = open_ranks(&s, mpi, &rk);
+    if (code)
+        return code;
     if (s.mps_start) { /* before any CUDA call */
         rap_status ms = rap_mps_daemon_start();
         if (ms != RAP_OK)
             return cli_fail("bench", ms);
     }
-    rap_status st = RAP_OK;
-    rap_plan *plan = NULL;
-    rap_fusion fus = {0};
-    rap_schedule *sched = NULL;
     char tmp[600] = "";
-    bench_row rows[RAP_MODE_COUNT]; /* reported: the medians over the runs */
-    bench_row *runs = NULL;          /* run r's rows: runs[r * n_modes + i] */
-    double *med_tmp = NULL;
-    const int R = (int)s.repeat;
-    int n_modes = 0;
-    bench_ctx b;
-    memset(&b, 0, sizeof b);
-    b.s = &s;
-    b.repeat = R;
-    rap_mode modes[RAP_MODE_COUNT];
-    const char *spec = s.modes;
-    char one[32];
-    if (s.mode > 0 && !rap_opts_given(cli_options, cli_n_options, "modes")) {
-        snprintf(one, sizeof one, "%s", rap_mode_name((rap_mode)(s.mode - 1)));
-        spec = one;
+    rap_status st = bench_job(&s, &rk, tmp);
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", rap_last_error());
+    if (tmp[0])
+        remove(tmp);
+    for (int r = 0; rk.comms && r < rk.n; r++)
+        rap_comm_free(rk.comms[r]);
+    rap_free(rk.comms);
+    if (st != RAP_OK) {
+        rap_fail(st, "%s", msg);
+        code = cli_fail("bench", st);
+        if (rk.world)
+            rap_comm_abort(rk.world, code);
+        rap_comm_free(rk.world);
+        return code;
     }
-    if ((st = rap_mode_list_parse(spec, modes, RAP_MODE_COUNT, &n_modes)) != RAP_OK)
-        goto out;
-    if ((st = cli_resolve_device(s.device, &b.dev)) != RAP_OK)
-        goto out;
-    if (s.steps == 0) /* the default: a GPU step is under a millisecond */
-        s.steps = b.dev == RAP_GPU ? RAP_BENCH_GPU_STEPS : RAP_BENCH_CPU_STEPS;
-    if ((st = cli_load_plan(s.plan, &plan)) != RAP_OK)
-        goto out;
-    b.plan = plan;
-    char fusion_file[RAP_OPT_STR + 16];
-    snprintf(fusion_file, sizeof fusion_file, "%s.fusion", s.schedule);
-    if (s.schedule[0] && access(fusion_file, R_OK) == 0) /* rap plan's, beside the schedule */
-        st = rap_fusion_load(plan, fusion_file, &fus);
-    else
-        st = rap_fuse(plan, (rap_fuse_kind)s.fusion, &fus);
-    if (st != RAP_OK)
-        goto out;
-    b.fus = &fus;
-    if (s.schedule[0] && access(s.schedule, R_OK) != 0 && rap_rank_schedule_exists(s.schedule)) {
-        b.rank_prefix = s.schedule; /* rap plan --gpus R's per-rank manifests */
-    } else if (s.schedule[0]) {
-        if ((st = rap_schedule_load(s.schedule, &sched)) != RAP_OK)
-            goto out;
-        b.sched = sched;
-    }
-    rap_model_config *m = &b.mc;
-    rap_model_config_defaults(m);
-    if ((st = cli_parse_widths("mlp-bot", s.mlp_bot, m->bot, RAP_MAX_LAYERS, &m->n_bot)) != RAP_OK ||
-        (st = cli_parse_widths("mlp-top", s.mlp_top, m->top, RAP_MAX_LAYERS, &m->n_top)) != RAP_OK)
-        goto out;
-    m->emb_dim = (int)s.emb_dim;
-    m->batch = s.batch;
-    m->lr = (float)s.lr;
-    m->optimizer = (rap_optimizer)s.optimizer;
-    m->emb_dtype = (rap_emb_dtype)s.emb_dtype;
-    m->adagrad_init = (float)s.adagrad_init;
-    m->precision = s.precision == 1 ? RAP_BF16 : RAP_FP32;
-    m->strict_fp32 = s.precision == 2; /* fp32-strict */
-    m->seed = (uint64_t)s.seed;
-    m->threads = (int)s.threads;
-    if ((st = rap_input_shape(plan, &m->n_dense, &m->n_tables, m->table_rows)) != RAP_OK)
-        goto out;
-    m->max_bag = 1;
-    for (int i = 0; i < plan->n_cols; i++) {
-        const rap_node *nd = &plan->nodes[plan->cols[i].node];
-        if (nd->kind == RAP_SPARSE && nd->ids_per_row > m->max_bag)
-            m->max_bag = nd->ids_per_row;
-    }
-    if ((st = rap_model_config_check(m)) != RAP_OK)
-        goto out;
-    b.data = s.data;
-    if (!s.data[0]) {
-        const char *dir = getenv("TMPDIR");
-        snprintf(tmp, sizeof tmp, "%s/rap_bench_%d.tsv", dir && dir[0] ? dir : "/tmp",
-                 (int)getpid());
-        rap_gen_config g;
-        memset(&g, 0, sizeof g);
-        g.rows = (s.warmup + s.steps + 2) * s.batch;
-        g.seed = (uint64_t)s.seed;
-        g.out = tmp;
-        g.threads = (int)s.threads;
-        if ((st = rap_gen_cardinalities("kaggle", g.card)) != RAP_OK)
-            goto out;
-        rap_gen_result gr;
-        rap_info("bench: generating %lld rows into %s", (long long)g.rows, tmp);
-        if ((st = rap_gen_write(&g, &gr)) != RAP_OK) {
-            remove(tmp);
-            tmp[0] = 0;
-            goto out;
-        }
-        b.data = tmp;
-    }
-    b.shard = rap_runtime_is_shard(b.data);
-    if (!b.shard) {
-        rap_reader_config prc = rap_reader_defaults();
-        cli_reader_options(&s, &prc);
-        prc.input = b.data;
-        cli_print_reader_threads(&s, &prc);
-    }
-    for (int i = 0; b.shard && i < n_modes; i++)
-        if (modes[i] != RAP_MODE_IDEAL) {
-            st = rap_fail(RAP_ERR_ARG, "--data %s: " RAP_SHARD_NEEDS_IDEAL " (--modes ideal; "
-                          "not %s)", b.data, rap_mode_name(modes[i]));
-            goto out;
-        }
-    runs = rap_calloc(sizeof(bench_row) * (size_t)R * (size_t)(n_modes > 0 ? n_modes : 1),
-                      "bench runs");
-    med_tmp = rap_calloc(sizeof(double) * 2 * (size_t)R, "bench medians");
-    if (!runs || !med_tmp) {
-        st = RAP_ERR_NOMEM;
-        goto out;
-    }
-    /* the same loop on every rank: every run, every mode, whatever failed */
-    for (int k = 0; k < R; k++) {
-        char run_of[48] = "";
-        if (R > 1)
-            snprintf(run_of, sizeof run_of, " (run %d/%d)", k + 1, R);
-        b.trace_run = k == R - 1;
-        for (int i = 0; i < n_modes; i++) {
-            bench_row *r = &runs[k * n_modes + i];
-            memset(r, 0, sizeof *r);
-            r->mode = modes[i];
-            if (!b.shard && !rap_mode_available(modes[i], b.dev, r->skipped, sizeof r->skipped))
-                continue;
-            if ((world || comms) && modes[i] == RAP_MODE_MPS) {
-                snprintf(r->skipped, sizeof r->skipped, "not with ranks (its server serves one "
-                         "trainer)");
-                continue;
-            }
-            rap_info("bench: mode %s%s%s", rap_mode_name(modes[i]), run_of,
-                     world || comms ? " (ranks)" : "");
-            rap_status ms;
-            if (comms)
-                ms = run_mode_threads(&b, modes[i], r, comms, n_ranks);
-            else if (world) {
-                int gpu = -1;
-                if (b.dev == RAP_GPU) {
-                    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-                    int have = 0;
-                    rap_rt_device_count(&have);
-                    gpu = (lr ? atoi(lr) : rank) % (have > 0 ? have : 1);
-                }
-                ms = run_mode(&b, modes[i], r, world, gpu);
-            } else
-                ms = run_mode(&b, modes[i], r, NULL, -1);
-            if (ms != RAP_OK) { /* even after its steps ran (--trace not written) */
-                r->ran = false;
-                snprintf(r->skipped, sizeof r->skipped, "failed%s: %s", run_of, rap_last_error());
-                rap_warn("bench: mode %s failed%s: %s", rap_mode_name(modes[i]), run_of,
-                         rap_last_error());
-                /* --gpus: the ranks' threads have all returned; a comm a failure
-                 * broke (aborted, timed out) would fail every later mode: new one */
-                if (comms) {
-                    for (int q = 0; q < n_ranks; q++)
-                        rap_comm_free(comms[q]);
-                    memset(comms, 0, sizeof(rap_comm *) * (size_t)n_ranks);
-                    if ((st = rap_comm_threads_create(n_ranks, comms)) != RAP_OK)
-                        goto out;
-                    for (int q = 0; q < n_ranks && s.comm_timeout > 0; q++)
-                        rap_comm_set_timeout(comms[q], s.comm_timeout);
-                }
-            }
-        }
-        run_ratios(&runs[k * n_modes], n_modes);
-    }
-    summarize(runs, R, n_modes, rows, med_tmp);
-    b.ranks = n_ranks;
-    b.hybrid = world || comms;
-    if (rank != 0)
-        ; /* rank 0 reports for the job */
-    else if (s.json)
-        print_json(rows, runs, n_modes, &b, stdout);
-    else
-        print_table(rows, n_modes, &b, stdout);
-out:
-    {
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", rap_last_error());
-        if (tmp[0])
-            remove(tmp);
-        rap_free(runs);
-        rap_free(med_tmp);
-        rap_schedule_free(sched);
-        rap_fusion_free(&fus);
-        rap_plan_free(plan);
-        for (int r = 0; comms && r < n_ranks; r++)
-            rap_comm_free(comms[r]);
-        rap_free(comms);
-        if (st != RAP_OK) {
-            rap_fail(st, "%s", msg);
-            int code = cli_fail("bench", st);
-            if (world)
-                rap_comm_abort(world, code);
-            rap_comm_free(world);
-            return code;
-        }
-        rap_comm_free(world);
-    }
+    rap_comm_free(rk.world);
     return 0;
 }

@@ -85,6 +85,70 @@ static rap_status fuse_rows(const rap_plan *plan, const cli_settings *s, rap_fus
     return RAP_OK;
 }
 
+/* The fusion --fusion asks for (the ILP, its capacity-aware variant when
+ * predicted to expose less, levels or none; row fusion after it) and the
+ * schedule searched for it; *method names the fusion kept. */
+static rap_status fuse_and_search(const rap_plan *plan, const cli_settings *s,
+                                  const rap_capacity *cap, const rap_search_config *sc,
+                                  rap_fusion *fus, rap_schedule **sched, rap_search_result *sr,
+                                  rap_ilp_result *ilp, const char **method)
+{
+    rap_status st = RAP_OK;
+    if (s->plan_fusion == 0 || s->plan_fusion == 2) {
+        rap_ilp_config ic = rap_ilp_defaults();
+        ic.pred = sc->pred;
+        ic.batch = s->batch;
+        ic.time_limit_s = s->plan_fusion == 2 ? s->time_limit / 2 : s->time_limit;
+        ic.extra_stages = (int)s->extra_stages;
+        ic.verbose = s->verbose;
+        st = rap_fuse_ilp(plan, &ic, fus, ilp);
+        if (st == RAP_OK)
+            st = fuse_rows(plan, s, fus);
+        if (st == RAP_OK)
+            st = rap_schedule_search(plan, fus, sc, s->out, sched, sr);
+        if (st == RAP_OK && s->plan_fusion == 2) {
+            /* the capacity-aware variant; kept when its schedule is
+             * predicted to expose less */
+            double caps[RAP_WIN_COUNT] = {0};
+            for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+                caps[w] = cap->capacity_ms[w];
+            ic.window_cap_ms = caps;
+            ic.n_windows = RAP_WIN_COUNT;
+            rap_fusion f2 = {0};
+            rap_ilp_result r2;
+            rap_schedule *s2 = NULL;
+            rap_search_result sr2;
+            st = rap_fuse_ilp(plan, &ic, &f2, &r2);
+            if (st == RAP_OK)
+                st = fuse_rows(plan, s, &f2);
+            if (st == RAP_OK)
+                st = rap_schedule_search(plan, &f2, sc, s->out, &s2, &sr2);
+            if (st == RAP_OK && r2.capacity_aware &&
+                sr2.total_exposed_ms < sr->total_exposed_ms - 1e-12) {
+                rap_fusion_free(fus);
+                rap_schedule_free(*sched);
+                *fus = f2;
+                *sched = s2;
+                *sr = sr2;
+                r2.solve_s += ilp->solve_s;
+                *ilp = r2;
+                *method = "ilp-capacity";
+            } else {
+                rap_fusion_free(&f2);
+                rap_schedule_free(s2);
+                *method = "ilp (capacity-aware variant not better)";
+            }
+        }
+    } else {
+        st = s->plan_fusion == 3 ? rap_fuse_none(plan, fus) : rap_fuse_levels(plan, fus);
+        if (st == RAP_OK && s->plan_fusion != 3)
+            st = fuse_rows(plan, s, fus);
+        if (st == RAP_OK)
+            st = rap_schedule_search(plan, fus, sc, s->out, sched, sr);
+    }
+    return st;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     cli_settings s;
@@ -136,60 +200,8 @@ int cmd_plan(int argc, char **argv)
                             (rap_window_choice)s.window_choice};
     const bool use_ilp = s.plan_fusion == 0 || s.plan_fusion == 2;
     const char *method = s.plan_fusion == 1 ? "levels" : s.plan_fusion == 3 ? "none" : "ilp";
-    if (st == RAP_OK) {
-        if (use_ilp) {
-            rap_ilp_config ic = rap_ilp_defaults();
-            ic.pred = pred;
-            ic.batch = s.batch;
-            ic.time_limit_s = s.plan_fusion == 2 ? s.time_limit / 2 : s.time_limit;
-            ic.extra_stages = (int)s.extra_stages;
-            ic.verbose = s.verbose;
-            st = rap_fuse_ilp(plan, &ic, &fus, &ilp);
-            if (st == RAP_OK)
-                st = fuse_rows(plan, &s, &fus);
-            if (st == RAP_OK)
-                st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
-            if (st == RAP_OK && s.plan_fusion == 2) {
-                /* the capacity-aware variant; kept when its schedule is
-                 * predicted to expose less */
-                double caps[RAP_WIN_COUNT] = {0};
-                for (int w = 0; w < RAP_CAP_WINDOWS; w++)
-                    caps[w] = cap.capacity_ms[w];
-                ic.window_cap_ms = caps;
-                ic.n_windows = RAP_WIN_COUNT;
-                rap_fusion f2 = {0};
-                rap_ilp_result r2;
-                rap_schedule *s2 = NULL;
-                rap_search_result sr2;
-                st = rap_fuse_ilp(plan, &ic, &f2, &r2);
-                if (st == RAP_OK)
-                    st = fuse_rows(plan, &s, &f2);
-                if (st == RAP_OK)
-                    st = rap_schedule_search(plan, &f2, &sc, s.out, &s2, &sr2);
-                if (st == RAP_OK && r2.capacity_aware &&
-                    sr2.total_exposed_ms < sr.total_exposed_ms - 1e-12) {
-                    rap_fusion_free(&fus);
-                    rap_schedule_free(sched);
-                    fus = f2;
-                    sched = s2;
-                    sr = sr2;
-                    r2.solve_s += ilp.solve_s;
-                    ilp = r2;
-                    method = "ilp-capacity";
-                } else {
-                    rap_fusion_free(&f2);
-                    rap_schedule_free(s2);
-                    method = "ilp (capacity-aware variant not better)";
-                }
-            }
-        } else {
-            st = s.plan_fusion == 3 ? rap_fuse_none(plan, &fus) : rap_fuse_levels(plan, &fus);
-            if (st == RAP_OK && s.plan_fusion != 3)
-                st = fuse_rows(plan, &s, &fus);
-            if (st == RAP_OK)
-                st = rap_schedule_search(plan, &fus, &sc, s.out, &sched, &sr);
-        }
-    }
+    if (st == RAP_OK)
+        st = fuse_and_search(plan, &s, &cap, &sc, &fus, &sched, &sr, &ilp, &method);
     double plan_s = rap_now() - t0;
     if (st == RAP_OK)
         st = rap_schedule_save(sched, s.out);

@@ -6,7 +6,7 @@
 #include "cli/cli.h"
 #include "core/out.h"
 #include "plan/profile.h"
-#include "run/input.h"
+#include "run/pipeline.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -108,17 +108,10 @@ static int profile_capacity(int argc, char **argv)
     m->optimizer = (rap_optimizer)s.optimizer;
     m->lr = 0.02f; /* the paper preset's (the timing does not depend on it) */
     m->seed = (uint64_t)s.seed;
+    if (st == RAP_OK) /* the shape of the model the plan trains */
+        st = rap_pipeline_model_shape(plan, m);
     if (st == RAP_OK)
-        st = rap_input_shape(plan, &m->n_dense, &m->n_tables, m->table_rows);
-    if (st == RAP_OK) {
-        m->max_bag = 1;
-        for (int i = 0; i < plan->n_cols; i++) {
-            const rap_node *nd = &plan->nodes[plan->cols[i].node];
-            if (nd->kind == RAP_SPARSE && nd->ids_per_row > m->max_bag)
-                m->max_bag = nd->ids_per_row;
-        }
         st = rap_model_config_check(m);
-    }
     rap_out *cur = NULL;
     const char *in = s.plan;
     if (st == RAP_OK)

@@ -5,8 +5,8 @@
 #include "cli/cli.h"
 #include "dist/comm.h"
 #include "run/mps.h"
+#include "run/pipeline.h"
 #include "run/train.h"
-#include "sched/rank_schedule.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -52,15 +52,66 @@ static rap_status gen_temp(const cli_settings *s, const char *tag, int64_t rows,
 typedef struct {
     char tmp_train[512], tmp_eval[512];
     char data_id[600];
-    char fusion_file[RAP_OPT_STR + 16];
     rap_plan *plan;
-    rap_schedule *schedule;
     rap_trace *trace;
 } train_job;
 
+/* Test hooks (RAP_TEST_RANK_EXIT / RAP_TEST_RANK_HANG = "rank:step"): the
+ * rank dies, or stops answering, after that step (tests/test_dist_train.c),
+ * installed as the trainer's after_step. A rank that is a thread (--gpus)
+ * leaves its loop with an error instead: the process must go on for the
+ * others to report. */
+typedef struct {
+    int rank;
+    bool thread;               /* the rank is a thread of this process */
+    int64_t exit_step, hang_step; /* 0: none */
+} test_hooks;
+
+static rap_status test_hook_step(void *ctx, int64_t step)
+{
+    const test_hooks *h = ctx;
+    bool hit = (h->exit_step > 0 && step == h->exit_step) ||
+               (h->hang_step > 0 && step == h->hang_step);
+    if (hit && h->thread)
+        return rap_fail(RAP_ERR_INTERNAL, "rank %d: test hook: this rank stops after step %lld",
+                        h->rank, (long long)step);
+    if (h->exit_step > 0 && step == h->exit_step) {
+        fprintf(stderr, "rank %d: RAP_TEST_RANK_EXIT: exiting after step %lld\n", h->rank,
+                (long long)step);
+        _exit(1);
+    }
+    if (h->hang_step > 0 && step == h->hang_step) {
+        fprintf(stderr, "rank %d: RAP_TEST_RANK_HANG: hanging after step %lld\n", h->rank,
+                (long long)step);
+        for (;;)
+            sleep(1000);
+    }
+    return RAP_OK;
+}
+
+/* Reads the hooks of rank `rank` from the environment and installs them in
+ * c when one is set for it. */
+static void test_hooks_install(test_hooks *h, int rank, bool thread, rap_train_config *c)
+{
+    memset(h, 0, sizeof *h);
+    h->rank = rank;
+    h->thread = thread;
+    const char *e = getenv("RAP_TEST_RANK_EXIT"), *g = getenv("RAP_TEST_RANK_HANG");
+    int r;
+    long long k;
+    if (e && sscanf(e, "%d:%lld", &r, &k) == 2 && r == rank)
+        h->exit_step = k;
+    if (g && sscanf(g, "%d:%lld", &r, &k) == 2 && r == rank)
+        h->hang_step = k;
+    if (h->exit_step > 0 || h->hang_step > 0) {
+        c->after_step = test_hook_step;
+        c->after_step_ctx = h;
+    }
+}
+
 /* Builds the trainer's config from the settings (generating data when
  * there is no --data). */
-static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg)
+static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_config *cfg)
 {
     rap_train_config c;
     rap_train_defaults(&c);
@@ -71,38 +122,23 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
     c.fusion = (rap_fuse_kind)s->fusion;
 
     rap_model_config *m = &c.model;
-    RAP_TRY(cli_parse_widths("mlp-bot", s->mlp_bot, m->bot, RAP_MAX_LAYERS, &m->n_bot));
-    RAP_TRY(cli_parse_widths("mlp-top", s->mlp_top, m->top, RAP_MAX_LAYERS, &m->n_top));
-    m->emb_dim = (int)s->emb_dim;
+    RAP_TRY(cli_model_config(s, m));
     if (m->bot[m->n_bot - 1] != m->emb_dim)
         return rap_fail(RAP_ERR_ARG, "--mlp-bot %s ends in %d, but --emb-dim is %d: the bottom "
                         "MLP's output is concatenated with the embeddings, so they must agree",
                         s->mlp_bot, m->bot[m->n_bot - 1], m->emb_dim);
     if (m->top[m->n_top - 1] != 1)
         return rap_fail(RAP_ERR_ARG, "--mlp-top %s must end in 1 (one logit per row)", s->mlp_top);
-    m->batch = s->batch;
-    m->lr = (float)s->lr;
-    m->optimizer = (rap_optimizer)s->optimizer;
-    m->emb_dtype = (rap_emb_dtype)s->emb_dtype;
-    m->adagrad_init = (float)s->adagrad_init;
-    m->precision = s->precision == 1 ? RAP_BF16 : RAP_FP32;
-    m->strict_fp32 = s->precision == 2; /* fp32-strict */
-    m->seed = (uint64_t)s->seed;
-    m->threads = (int)s->threads;
     c.cuda_graph = s->cuda_graph;
     c.prep_lanes = (int)s->prep_lanes;
     c.mode = s->mode - 1;
     c.cpu_workers = (int)s->cpu_workers;
-    if (s->schedule[0] && access(s->schedule, R_OK) != 0 && rap_rank_schedule_exists(s->schedule)) {
-        c.rank_schedule = s->schedule; /* rap plan --gpus R's per-rank manifests */
-    } else if (s->schedule[0]) {
-        RAP_TRY(rap_schedule_load(s->schedule, &j->schedule));
-        c.schedule = j->schedule;
-        /* rap plan writes the fusion the schedule indexes beside it */
-        snprintf(j->fusion_file, sizeof j->fusion_file, "%s.fusion", s->schedule);
-        if (access(j->fusion_file, R_OK) == 0)
-            c.fusion_file = j->fusion_file;
-    }
+    /* what --schedule names is the pipeline builder's to decide; asked now,
+     * before any data is generated */
+    rap_pipeline_sched kind;
+    RAP_TRY(rap_pipeline_schedule_find(s->schedule, ranks, (rap_placement)s->placement, "train",
+                                       &kind));
+    c.schedule_path = s->schedule;
     if (s->trace[0]) {
         rap_trace_config tc = {0};
         tc.max_gpu_spans = c.device == RAP_GPU ? 8192 : 0;
@@ -113,7 +149,7 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
     c.reader.follow = s->follow;
     c.reader.idle_timeout_s = s->idle_timeout;
 
-    if (s->eval_data[0] && rap_opts_given(cli_options, cli_n_options, "eval-fraction"))
+    if (s->eval_data[0] && cli_given("eval-fraction"))
         return rap_fail(RAP_ERR_ARG, "give --eval-data or --eval-fraction, not both (the "
                         "fraction holds rows of --data out for evaluation)");
     double teacher = NAN;
@@ -174,6 +210,7 @@ static rap_status configure(cli_settings *s, train_job *j, rap_train_config *cfg
 typedef struct {
     rap_train_config c;
     rap_train_result res;
+    test_hooks hooks;
     rap_status st;
     char msg[2048];
 } rank_job;
@@ -228,6 +265,7 @@ static rap_status run_threads(const cli_settings *s, const rap_train_config *c, 
         jobs[r].c = *c;
         jobs[r].c.comm = comms[r];
         jobs[r].c.gpu = r;
+        test_hooks_install(&jobs[r].hooks, r, true, &jobs[r].c);
         if (r > 0) { /* rank 0 alone writes metrics, progress and the trace */
             jobs[r].c.metrics = NULL;
             jobs[r].c.trace = NULL;
@@ -263,7 +301,8 @@ static rap_status run_threads(const cli_settings *s, const rap_train_config *c, 
 static rap_status run(cli_settings *s, train_job *j, rap_comm *world, rap_train_result *res)
 {
     rap_train_config c;
-    RAP_TRY(configure(s, j, &c));
+    int ranks = world ? rap_comm_size(world) : cli_given("gpus") ? (int)s->gpus : 0;
+    RAP_TRY(configure(s, j, ranks, &c));
     if (world) { /* under mpirun: this process is one rank */
         c.comm = world;
         if (c.device == RAP_GPU) { /* one GPU per rank: the node-local rank's */
@@ -274,6 +313,9 @@ static rap_status run(cli_settings *s, train_job *j, rap_comm *world, rap_train_
         }
         if (rap_comm_rank(world) > 0)
             c.trace = NULL;
+        test_hooks hooks;
+        test_hooks_install(&hooks, rap_comm_rank(world),
+                           rap_comm_kind_of(world) == RAP_COMM_THREADS, &c);
         rap_status st = rap_train_run(&c, res);
         if (st != RAP_OK && st != RAP_ERR_INTERRUPTED) {
             char msg[2048];
@@ -282,7 +324,7 @@ static rap_status run(cli_settings *s, train_job *j, rap_comm *world, rap_train_
         }
         return st;
     }
-    if (rap_opts_given(cli_options, cli_n_options, "gpus"))
+    if (cli_given("gpus"))
         return run_threads(s, &c, (int)s->gpus, res);
     return rap_train_run(&c, res);
 }
@@ -299,7 +341,7 @@ int cmd_train(int argc, char **argv)
         free(args);
     rap_comm *world = NULL;
     if (mpi) {
-        if (rap_opts_given(cli_options, cli_n_options, "gpus")) {
+        if (cli_given("gpus")) {
             fprintf(stderr, "rap train: --gpus under mpirun: each process is one rank (one GPU); "
                     "leave --gpus out\n");
             return 2;
@@ -353,7 +395,6 @@ int cmd_train(int argc, char **argv)
         }
     }
     rap_trace_free(j.trace);
-    rap_schedule_free(j.schedule);
     if (!s.quiet && st == RAP_OK && res.eval.rows > 0)
         fprintf(stderr, "rap train: AUC %.4f  logloss %.4f  accuracy %.4f on %lld evaluation rows "
                 "after %lld steps (%.1f s in all)\n",

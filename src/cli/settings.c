@@ -253,6 +253,24 @@ static void apply_preset(cli_settings *s)
         s->optimizer = g_presets[p].optimizer;
 }
 
+rap_status cli_model_config(const cli_settings *s, rap_model_config *m)
+{
+    rap_model_config_defaults(m);
+    RAP_TRY(cli_parse_widths("mlp-bot", s->mlp_bot, m->bot, RAP_MAX_LAYERS, &m->n_bot));
+    RAP_TRY(cli_parse_widths("mlp-top", s->mlp_top, m->top, RAP_MAX_LAYERS, &m->n_top));
+    m->emb_dim = (int)s->emb_dim;
+    m->batch = s->batch;
+    m->lr = (float)s->lr;
+    m->optimizer = (rap_optimizer)s->optimizer;
+    m->emb_dtype = (rap_emb_dtype)s->emb_dtype;
+    m->adagrad_init = (float)s->adagrad_init;
+    m->precision = s->precision == 1 ? RAP_BF16 : RAP_FP32;
+    m->strict_fp32 = s->precision == 2; /* fp32-strict */
+    m->seed = (uint64_t)s->seed;
+    m->threads = (int)s->threads;
+    return RAP_OK;
+}
+
 rap_status cli_parse_widths(const char *opt, const char *spec, int *w, int max, int *n)
 {
     *n = 0;

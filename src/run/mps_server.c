@@ -9,6 +9,7 @@
 #include "core/cuda_util.h"
 #include "run/input.h"
 #include "run/pack.h"
+#include "run/pipeline.h"
 #include "run/rowfeed.h"
 
 #include <errno.h>
@@ -75,10 +76,7 @@ typedef struct {
     int64_t B;
     int nd, nt;
     rap_plan *plan;
-    rap_fusion fus;
-    bool fus_ok;
-    rap_prep *prep;
-    rap_rowfeed *feed;
+    rap_pipeline_prep side;       /* the fusion, the executor and the row feed */
     cudaStream_t stream;
     cudaEvent_t copied;           /* after the batch upload: the host batch is free */
     char *base;                   /* the client's slots, opened */
@@ -156,8 +154,9 @@ static rap_status server_shape(server *sv, const rap_mps_msg *cfg)
     return RAP_OK;
 }
 
-/* Opens the client's slots and events, builds the executor and the
- * row feed. */
+/* Opens the client's slots and events, builds the preprocessing side
+ * (the plan fused by levels, the executor, the row feed: the pipeline
+ * builder's, run/pipeline.h). */
 static rap_status server_open(server *sv, const rap_mps_msg *cfg, const rap_mps_msg *h)
 {
     if (h->n_slots != sv->S || h->slot_bytes != sv->lay.bytes ||
@@ -179,10 +178,6 @@ static rap_status server_open(server *sv, const rap_mps_msg *cfg, const rap_mps_
     }
     RAP_CUDA_TRY(cudaStreamCreateWithFlags(&sv->stream, cudaStreamNonBlocking));
     RAP_CUDA_TRY(cudaEventCreateWithFlags(&sv->copied, cudaEventDisableTiming));
-    RAP_TRY(rap_fuse_levels(sv->plan, &sv->fus));
-    sv->fus_ok = true;
-    rap_prep_config pc = {.device = RAP_GPU, .max_rows = sv->B, .stream = sv->stream};
-    RAP_TRY(rap_prep_create(sv->plan, &sv->fus, &pc, &sv->prep));
     rap_rowfeed_config fc;
     memset(&fc, 0, sizeof fc);
     fc.reader = rap_reader_defaults();
@@ -200,10 +195,18 @@ static rap_status server_open(server *sv, const rap_mps_msg *cfg, const rap_mps_
     fc.passes = 1;
     fc.reader_batches = true; /* every row in order, batches as the reader reads them */
     fc.open_at_create = true; /* an input that cannot be opened is told in READY */
-    RAP_TRY(rap_rowfeed_create(&fc, &sv->feed));
-    atomic_store(&g_srv_feed, sv->feed);
+    rap_pipeline_prep_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.plan = sv->plan;
+    pc.fusion_kind = RAP_FUSE_LEVELS;
+    pc.device = RAP_GPU;
+    pc.stream = sv->stream;
+    pc.batch_rows = sv->B;
+    pc.feed = &fc;
+    RAP_TRY(rap_pipeline_prep_create(&pc, &sv->side));
+    atomic_store(&g_srv_feed, sv->side.feed);
     if (rap_mps_srv_stop)
-        rap_rowfeed_stop(sv->feed);
+        rap_rowfeed_stop(sv->side.feed);
     return RAP_OK;
 }
 
@@ -232,7 +235,7 @@ static rap_status server_pack(server *sv, int s, int64_t rows)
     char *base = sv->base + (size_t)s * sv->lay.bytes;
     rap_col_view v;
     for (int i = 0; i < sv->n_dcols; i++) {
-        RAP_TRY(rap_prep_column(sv->prep, sv->dcol[i], &v));
+        RAP_TRY(rap_prep_column(sv->side.prep, sv->dcol[i], &v));
         sv->pc[i].val = v.val;
         sv->pc[i].valid = v.valid;
         sv->pc[i].width = v.width;
@@ -240,10 +243,10 @@ static rap_status server_pack(server *sv, int s, int64_t rows)
     RAP_TRY(rap_pack_dense_gpu(sv->pc, sv->n_dcols, rows, sv->nd, (float *)(base + sv->lay.dense),
                                sv->stream));
     const enum cudaMemcpyKind d2d = cudaMemcpyDeviceToDevice;
-    RAP_CUDA_TRY(cudaMemcpyAsync(base + sv->lay.label, rap_prep_label(sv->prep),
+    RAP_CUDA_TRY(cudaMemcpyAsync(base + sv->lay.label, rap_prep_label(sv->side.prep),
                                  sizeof(float) * (size_t)rows, d2d, sv->stream));
     for (int t = 0; t < sv->nt; t++) {
-        RAP_TRY(rap_prep_column(sv->prep, sv->scol[t], &v));
+        RAP_TRY(rap_prep_column(sv->side.prep, sv->scol[t], &v));
         if (v.kind != RAP_SPARSE || !v.off || !v.ids)
             return rap_fail(RAP_ERR_INTERNAL, "mps: table %d's column is not sparse", t);
         RAP_CUDA_TRY(cudaMemcpyAsync(base + sv->lay.off[t], v.off,
@@ -313,17 +316,17 @@ static void server_loop(server *sv)
     bool gone = false;
     for (;;) {
         rap_row_batch *fb = NULL;
-        st = rap_rowfeed_next(sv->feed, &fb, NULL);
+        st = rap_rowfeed_next(sv->side.feed, &fb, NULL);
         if (st != RAP_OK || !fb)
             break;
         if (fb->batch.rows == 0) { /* the end-of-pass marker: the end comes next */
-            rap_rowfeed_release(sv->feed, fb);
+            rap_rowfeed_release(sv->side.feed, fb);
             continue;
         }
         rap_status ws = RAP_OK;
         int s = rap_mps_srv_stop ? -1 : pick_slot(sv, &next_slot, &ws);
         if (s < 0) {
-            rap_rowfeed_release(sv->feed, fb);
+            rap_rowfeed_release(sv->side.feed, fb);
             st = rap_mps_srv_stop ? RAP_OK : ws; /* stopped: END says so below */
             gone = !rap_mps_srv_stop && ws == RAP_OK;
             break;
@@ -331,7 +334,7 @@ static void server_loop(server *sv)
         if (sv->wait_free[s]) {
             cudaError_t e = cudaStreamWaitEvent(sv->stream, sv->freev[s], 0);
             if (e != cudaSuccess) {
-                rap_rowfeed_release(sv->feed, fb);
+                rap_rowfeed_release(sv->side.feed, fb);
                 st = rap_fail(RAP_ERR_CUDA, "mps: waiting on slot %d's free event: %s", s,
                               cudaGetErrorString(e));
                 break;
@@ -339,11 +342,11 @@ static void server_loop(server *sv)
             sv->wait_free[s] = false;
         }
         int64_t rows = fb->batch.rows;
-        st = rap_prep_load(sv->prep, &fb->batch);
+        st = rap_prep_load(sv->side.prep, &fb->batch);
         if (st == RAP_OK && cudaEventRecord(sv->copied, sv->stream) != cudaSuccess)
             st = rap_fail(RAP_ERR_CUDA, "mps: cudaEventRecord failed");
         if (st == RAP_OK)
-            st = rap_prep_run(sv->prep);
+            st = rap_prep_run(sv->side.prep);
         if (st == RAP_OK)
             st = server_pack(sv, s, rows);
         if (st == RAP_OK) {
@@ -365,7 +368,7 @@ static void server_loop(server *sv)
         }
         /* the host batch is free once its upload is done */
         cudaError_t e = cudaEventSynchronize(sv->copied);
-        rap_rowfeed_release(sv->feed, fb);
+        rap_rowfeed_release(sv->side.feed, fb);
         if (st == RAP_OK && e != cudaSuccess)
             st = rap_fail(RAP_ERR_CUDA, "mps: batch upload: %s", cudaGetErrorString(e));
         if (st != RAP_OK || gone)
@@ -379,7 +382,7 @@ static void server_loop(server *sv)
     if (st == RAP_OK && e != cudaSuccess)
         st = rap_fail(RAP_ERR_CUDA, "mps: server stream: %s", cudaGetErrorString(e));
     rap_rowfeed_stats fst;
-    rap_rowfeed_get_stats(sv->feed, &fst);
+    rap_rowfeed_get_stats(sv->side.feed, &fst);
     memset(m, 0, sizeof *m);
     if (gone)
         return; /* the trainer hung up: nobody to tell */
@@ -410,13 +413,7 @@ static void server_free(server *sv)
         close(sv->wake[1]);
     sv->wake[0] = sv->wake[1] = -1;
     atomic_store(&g_srv_feed, NULL);
-    rap_rowfeed_free(sv->feed, NULL);
-    sv->feed = NULL;
-    rap_prep_free(sv->prep);
-    sv->prep = NULL;
-    if (sv->fus_ok)
-        rap_fusion_free(&sv->fus);
-    sv->fus_ok = false;
+    rap_pipeline_prep_free(&sv->side);
     if (sv->stream)
         cudaStreamSynchronize(sv->stream);
     for (int s = 0; s < sv->S; s++) {
@@ -550,10 +547,7 @@ rap_status rap_mps_server_run(int fd, rap_mps_plan_loader load)
             sv->watching = false;
         }
         atomic_store(&g_srv_feed, NULL);
-        rap_rowfeed_free(sv->feed, NULL);
-        sv->feed = NULL;
-        rap_prep_free(sv->prep);
-        sv->prep = NULL;
+        rap_pipeline_prep_free(&sv->side);
         if (rap_mps_send(fd, m) == RAP_OK) {
             /* releases may still come; the end is the trainer's hang-up */
             while (!rap_mps_srv_stop && rap_mps_recv(fd, m, &closed) == RAP_OK) {

@@ -16,19 +16,22 @@
  * splitmix64(i ^ RAP_HOLDOUT_KEY) / 2^64 < F: independent of the seed, the
  * batch size, the threads and the device; the same rows in every epoch and
  * every run. Evaluation re-reads the input and keeps only those rows.
+ *
+ * The steps run through the pipeline of run/pipeline.h (the one builder,
+ * rap bench's too). The trainer's files (train_internal.h): train.c the
+ * run, train_eval.c evaluation, train_ckpt.c checkpoints, train_dist.c
+ * what its ranks agree on.
  */
 #ifndef RAP_RUN_TRAIN_H
 #define RAP_RUN_TRAIN_H
 
-#include "dist/ids.h"
-#include "dist/moves.h"
-#include "dist/shard.h"
+#include "dist/comm.h"
 #include "model/model.h"
 #include "run/metrics.h"
 #include "run/runtime.h"
 #include "rap.h"
 #include "sched/placement.h"
-#include "sched/rank_schedule.h"
+#include "sched/schedule.h"
 
 #include <signal.h>
 
@@ -66,13 +69,14 @@ typedef struct {
      * cuda_graph), rap on the GPU */
     int mode;                  /* rap_mode or -1 */
     int cpu_workers;           /* cpu mode: worker threads; 0 = all cores */
-    const rap_schedule *schedule; /* rap mode; NULL = the built-in one */
-    const char *fusion_file;   /* the fusion the schedule was made for (rap plan's
-                                * SCHEDULE.fusion); NULL = rap_fuse(fusion) */
-    const char *rank_schedule; /* with ranks: the prefix S of the placement planner's
-                                * per-rank manifests (S.rank<r>, rap plan --gpus R
-                                * --out S): each rank runs its own (sched/rank_schedule.h);
-                                * NULL: schedule above, or the built-in one */
+    const char *schedule_path; /* --schedule as given; NULL or "": the built-in one. A
+                                * schedule file (rap mode; with rap plan's SCHEDULE.fusion
+                                * beside it, the fusion it was made for), or with ranks the
+                                * prefix S of the placement planner's per-rank manifests
+                                * S.rank<r> (each rank runs its own): the pipeline builder
+                                * decides which (run/pipeline.h) */
+    const rap_schedule *schedule; /* or a schedule made in memory (not owned), run as a
+                                * schedule file's (tests); NULL: schedule_path */
     rap_trace *trace;          /* optional timeline of the steps */
     int64_t trace_steps;       /* record the first N steps only; 0 = all */
     /* how long: stop at global step `steps` or after `epochs` passes over the
@@ -89,6 +93,11 @@ typedef struct {
     bool progress;             /* show progress on stderr */
     bool tty;                  /* stderr is a terminal: a bar instead of lines */
     volatile sig_atomic_t *stop; /* set (by a signal handler) to stop after the step */
+    /* called after every trained step with the global step reached; an
+     * error stops the run with it (rap train's test hooks,
+     * tests/test_dist_train.c). NULL: none */
+    rap_status (*after_step)(void *ctx, int64_t step);
+    void *after_step_ctx;
     /* hybrid parallel (docs/DIST.md): this rank's host comm (mpi, threads or
      * self; not owned). NULL: one rank, the plain path. With a comm every
      * rank calls rap_train_run with the same config (but comm and gpu):
@@ -147,55 +156,6 @@ void rap_train_defaults(rap_train_config *c);
  * (RAP_ERR_DATA naming the step; nothing saved), a stop request
  * (RAP_ERR_INTERRUPTED, after saving when save is set). */
 rap_status rap_train_run(const rap_train_config *c, rap_train_result *res);
-
-/* g = the global-batch view of a rank part's model batch mb for
- * rap_hybrid_step: mb's sparse column k at table rtab[k], the others NULL. */
-void rap_train_rank_batch(const rap_model_batch *mb, const int *rtab, int n_rtab,
-                          rap_model_batch *g);
-
-/* One rank's step of the hybrid-parallel model, the runtime's train_fn with
- * ranks (rap train and rap bench): mb is the packed batch of the rank's
- * preprocessing: with xg (placement batch on GPU ranks) its own rows, the
- * ids sent to the tables' holders first; else the whole global batch of
- * the rank plan (rtab: its sparse columns' global tables; NULL: the whole
- * plan), this rank training rows rap_hybrid_rows(rows, R, rank). The loss:
- * with loss_dev (GPU, R > 1) the partial losses summed into it by NCCL on
- * the stream; model_loss (one GPU rank): the model's own, read by the
- * runtime; else the global mean loss at once (rap_hybrid_loss). */
-typedef struct {
-    rap_hybrid *hyb;
-    rap_ids_xchg *xg;          /* or NULL */
-    const int *rtab;           /* (n_rtab) or NULL */
-    int n_rtab;
-    int R, rank, n_dense;
-    rap_model *model;
-    void *stream;              /* the model's */
-    rap_comm *ncomm;           /* with loss_dev */
-    float *loss_dev;           /* device scalar, or NULL */
-    bool model_loss;
-    rap_moves *moves;          /* the planner's moves (rap_train_prep_from_manifest), or NULL:
-                                * exchanged before the hybrid step */
-} rap_train_dist;
-
-/* A rank's preprocessing from the placement planner's manifest m (rap
- * train and rap bench with --schedule S and ranks): *sfus and *sched the
- * merged fusion and schedule of the rank plan rp (rap_subplan_rank_with
- * given m->col_shares; NULL: the plan p), after checking that every unit
- * the rank consumes (its own rows of every dense column, every row of the
- * tables it holds in map) is computed here or received, and (a
- * collective, moves_agree in train.c) that every rank's manifest agrees
- * with m; *moves the
- * exchange of m's send/recv units over xc (the host comm on CPU ranks, the
- * NCCL comm on GPU ranks), NULL when m moves nothing. L: the most ids of a
- * row in a table (the model's max_bag). RAP_ERR_PLAN naming the manifest. */
-rap_status rap_train_prep_from_manifest(const rap_rank_manifest *m, const rap_plan *p,
-                                        const rap_plan *rp, const rap_shard_map *map, int rank,
-                                        int L, struct rap_comm *xc, rap_device dev,
-                                        rap_fusion *sfus, rap_schedule **sched,
-                                        rap_moves **moves);
-
-/* A train_fn (runtime.h) over ctx = a rap_train_dist. */
-rap_status rap_train_dist_step(void *ctx, const rap_model_batch *mb, int64_t rows, double *loss);
 
 #ifdef __cplusplus
 }
