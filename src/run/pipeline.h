@@ -19,7 +19,7 @@
  *                                  decided once per job; sizes
  *   create    pipeline.c           one rank's pipeline allocated (the ranks'
  *             pipeline_dist.c      part: sharding, hybrid step, exchanges)
- *   start     pipeline.c           the feed and the runtime over some passes
+ *   run       pipeline_run.c       the feed and the runtime over some passes
  *   describe  pipeline_describe.c  the lines rap train prints about it
  * pipeline_prep.c: the preprocessing side alone.
  *

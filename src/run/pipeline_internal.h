@@ -1,7 +1,7 @@
 /*
  * pipeline_internal.h -- what the pipeline builder's files share
  * (pipeline.h's layout): the pipeline's private struct, its ranks' part,
- * and the functions pipeline.c calls in pipeline_dist.c. Nothing outside
+ * and the functions pipeline.c and pipeline_run.c call across. Nothing outside
  * src/run/pipeline*.c includes it.
  */
 #ifndef RAP_RUN_PIPELINE_INTERNAL_H
