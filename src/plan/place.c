@@ -330,7 +330,7 @@ static rap_status plan_rank(const shape *s, const int *src, int r, rap_place_ran
     for (int w = 0; w < RAP_WIN_COUNT; w++)
         rk->capacity_ms[w] = w < RAP_CAP_WINDOWS ? c->cap[r].capacity_ms[w] : 0;
     /* the all-to-all runs on the training stream before the step that
-     * consumes its units (src/run/train.c, dist/moves.h): exposed, nothing
+     * consumes its units (src/run/pipeline_dist.c, dist/moves.h): exposed, nothing
      * of grad_comm reserved for it */
     rank_bytes(s, src, r, &rk->bytes_sent, &rk->bytes_recv);
     rk->comm_ms = rank_comm_ms(&c->link, rk->bytes_sent, rk->bytes_recv);

@@ -3,7 +3,8 @@
  * placement planner (src/plan/place.h: each part's fusion and schedule
  * files are made for such a sub-plan) and a rank's part of a plan (the
  * columns a rank preprocesses when it holds some of the tables, run by
- * src/run/train.c and `rap bench`).
+ * the pipeline builder, src/run/pipeline_dist.c, for rap train and rap
+ * bench).
  *
  * A sub-plan shares its parent's parameters (borders, maps, the source
  * name) and keeps a copy of every parent node, so node indices are the

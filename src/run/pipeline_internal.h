@@ -32,7 +32,7 @@ typedef struct {
     rap_comm *ncomm;           /* with loss_dev */
     float *loss_dev;           /* device scalar, or NULL */
     bool model_loss;
-    rap_moves *moves;          /* the planner's moves (pipe_prep_from_manifest), or NULL:
+    rap_moves *moves;          /* the planner's moves (prep_from_manifest), or NULL:
                                 * exchanged before the hybrid step */
 } pipe_step;
 

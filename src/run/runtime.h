@@ -136,7 +136,7 @@ typedef struct {
     int64_t shard_passes;         /* passes over the shard; 0 = until stopped */
     int64_t shard_start_rows;     /* first pass: rows skipped (a resume position; must
                                    * end a batch of the shard) */
-    /* hybrid parallel (docs/DIST.md, train.c): every step hands the whole
+    /* hybrid parallel (docs/DIST.md, pipeline_dist.c): every step hands the whole
      * preprocessed global batch mb to train_fn instead of running the
      * model's four phases; train_fn trains this rank's share (rap_hybrid_step)
      * and returns the global mean loss (on the GPU it may wait for the step).
@@ -161,7 +161,7 @@ typedef struct {
                                    * the training stream is done; NULL = the model's */
     int64_t batch_rows;           /* B of slots, executors and batches; 0 = the model's
                                    * batch (with train_fn: the global batch Bg) */
-    /* hybrid parallel, placement batch (train.c): with row_share_ranks R > 1
+    /* hybrid parallel, placement batch (pipeline_dist.c): with row_share_ranks R > 1
      * the executor preprocesses only rows rap_hybrid_rows(n, R,
      * row_share_rank) of each feed batch of n rows (copied into a raw batch
      * of the slot's, or of the cpu job's); the mb given to train_fn holds

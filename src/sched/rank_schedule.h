@@ -17,7 +17,8 @@
  * to and receives from others (rap_rank_manifest); the rank's plan holds
  * the columns it consumes and those it computes for others, the columns it
  * only receives become kernels that never run (schedule n_received), and
- * train.c exchanges the units every step (dist/moves.h).
+ * the pipeline builder (src/run/pipeline_dist.c) exchanges the units every
+ * step (dist/moves.h).
  */
 #ifndef RAP_SCHED_RANK_SCHEDULE_H
 #define RAP_SCHED_RANK_SCHEDULE_H
