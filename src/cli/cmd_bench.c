@@ -45,7 +45,7 @@
 
 /* --steps 0 (the default): measured steps per mode. On the H200 a step is
  * under a millisecond, and at 60 steps a single host hiccup moved a run's
- * ratio to ideal by 1-8 % (bench/RESULTS.md, ninth session). */
+ * ratio to ideal by 1-8 % (bench/RESULTS.md, 2026-11-29, commit ddad953). */
 #define RAP_BENCH_GPU_STEPS 300
 #define RAP_BENCH_CPU_STEPS 50
 

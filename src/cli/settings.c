@@ -22,7 +22,7 @@
 
 /* Model presets (--model). The small one is the default: sized so that
  * `rap train` with no arguments learns in about a minute on 2 CPU cores.
- * paper: the model of the design (spec/design.md, the dlrm Criteo model). */
+ * paper: the model of the design (docs/DATA.md, the dlrm Criteo model). */
 #define SMALL_EMB "16"
 #define SMALL_BOT "64-16"
 #define SMALL_TOP "64-32-1"
