@@ -180,8 +180,8 @@ rap_status rap_pipeline_size(const rap_pipeline_plan *pl, const rap_pipeline_ran
     rap_mode m;
     RAP_TRY(rap_pipeline_mode(pl, r, &m));
     rap_model_config mc = pl->model;
+    rap_model_shard sh; /* mc.shard points here: alive until mc's last use */
     if (pl->dist) { /* this rank's share */
-        rap_model_shard sh;
         int rank = r->comm ? rap_comm_rank(r->comm) : 0;
         RAP_TRY(rap_hybrid_model_config(&pl->model, &pl->map, rank, pl->model.batch, &sh, &mc));
     }
