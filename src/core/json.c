@@ -4,6 +4,7 @@
 #include "core/core.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ reader */
@@ -323,6 +324,54 @@ static rap_status skip_number(rap_json_reader *r)
         while (is_digit(r))
             r->p++;
     }
+    return RAP_OK;
+}
+
+rap_status rap_json_int(rap_json_reader *r, int64_t lo, int64_t hi, int64_t *v)
+{
+    skip_ws(r);
+    bool neg = r->p < r->end && *r->p == '-';
+    const char *at = r->p;
+    if (neg) {
+        r->p++;
+        if (!is_digit(r))
+            return rap_json_error(r, "expected digits after '-'");
+    }
+    uint64_t x;
+    rap_status st = rap_json_uint(r, (uint64_t)INT64_MAX + neg, &x);
+    if (st != RAP_OK)
+        return st;
+    int64_t y = neg ? (x == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)x) : (int64_t)x;
+    if (y < lo || y > hi) {
+        r->p = at;
+        char why[128];
+        snprintf(why, sizeof why, "integer %lld not in [%lld, %lld]", (long long)y,
+                 (long long)lo, (long long)hi);
+        return rap_json_error(r, why);
+    }
+    *v = y;
+    return RAP_OK;
+}
+
+rap_status rap_json_number(rap_json_reader *r, double *v)
+{
+    skip_ws(r);
+    const char *at = r->p;
+    RAP_TRY(skip_number(r));
+    size_t n = (size_t)(r->p - at);
+    char buf[65];
+    if (n >= sizeof buf) {
+        r->p = at;
+        return rap_json_error(r, "a number of more than 64 characters");
+    }
+    memcpy(buf, at, n);
+    buf[n] = 0;
+    double x = strtod(buf, NULL); /* the grammar was checked: all of buf is the number */
+    if (!isfinite(x)) {
+        r->p = at;
+        return rap_json_error(r, "a number beyond the range of a double");
+    }
+    *v = x;
     return RAP_OK;
 }
 

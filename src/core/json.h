@@ -113,6 +113,14 @@ rap_status rap_json_string_dup(rap_json_reader *r, size_t max_len, char **out);
  * max. */
 rap_status rap_json_uint(rap_json_reader *r, uint64_t max, uint64_t *v);
 
+/* An integer value in [lo, hi] (an optional '-', digits; no fraction or
+ * exponent). */
+rap_status rap_json_int(rap_json_reader *r, int64_t lo, int64_t hi, int64_t *v);
+
+/* A number value (RFC 8259's grammar, at most 64 characters) as a double;
+ * refused when it is beyond double's range (1e999). */
+rap_status rap_json_number(rap_json_reader *r, double *v);
+
 /* Skips one value of any kind (nested containers included), checking its
  * grammar. */
 rap_status rap_json_skip(rap_json_reader *r);
