@@ -2,6 +2,7 @@
  * save and load, the choice of loader (checkpoint.h). */
 #include "run/checkpoint_internal.h"
 
+#include "core/checked.h"
 #include "core/core.h"
 #include "model/half.h"
 
@@ -275,10 +276,11 @@ rap_status rap_ckpt_open(const char *path, rap_ckpt **out)
     const char *fmt = rap_meta_get(&c->meta, "format");
     const char *ver = rap_meta_get(&c->meta, "format_version");
     rap_status st = RAP_OK;
+    int v = 0;
     if (!fmt || strcmp(fmt, RAP_CKPT_FORMAT))
         st = rap_fail(RAP_ERR_DATA, "%s: a safetensors file, but not a rap checkpoint (format "
                       "\"%s\", expected \"%s\")", path, fmt ? fmt : "", RAP_CKPT_FORMAT);
-    else if (!ver || atoi(ver) != RAP_CKPT_VERSION)
+    else if (!ver || !rap_parse_int_ok(ver, 0, INT32_MAX, &v, NULL) || v != RAP_CKPT_VERSION)
         st = rap_fail(RAP_ERR_DATA, "%s: checkpoint format version %s, this rap reads %d", path,
                       ver ? ver : "(none)", RAP_CKPT_VERSION);
     if (st != RAP_OK) {

@@ -38,6 +38,8 @@ extern "C" {
 
 #define RAP_CKPT_FORMAT "rap-dlrm"
 #define RAP_CKPT_VERSION 1
+/* Most shard files a sharded checkpoint's manifest may list (its ranks). */
+#define RAP_CKPT_MAX_RANKS 4096
 
 /* Writes the model's tensors (and, when state is true, its optimizer state)
  * with meta (plus format, format_version, emb_step, data_crc32) to path,

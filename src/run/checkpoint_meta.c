@@ -1,6 +1,7 @@
 /* checkpoint_meta.c -- the trainer's checkpoint metadata (checkpoint_meta.h). */
 #include "run/checkpoint_meta.h"
 
+#include "core/checked.h"
 #include "core/core.h"
 
 #include <stdlib.h>
@@ -260,13 +261,23 @@ rap_status rap_ckpt_meta_read_position(const rap_ckpt *ck, rap_ckpt_position *p)
         return rap_fail(RAP_ERR_DATA, "%s: checkpoint metadata lacks the training position "
                         "(step, epoch, rows_in_epoch, data, samples_trained): an exported "
                         "model cannot be resumed", ck->path);
-    p->step = strtoll(s, NULL, 10);
-    p->epoch = strtoll(e, NULL, 10);
-    p->rows_in_epoch = strtoll(r, NULL, 10);
+    const char *const keys[4] = {"step", "epoch", "rows_in_epoch", "samples_trained"};
+    const char *const vals[4] = {s, e, r, n};
+    int64_t *const dst[4] = {&p->step, &p->epoch, &p->rows_in_epoch, &p->samples_trained};
+    for (int k = 0; k < 4; k++)
+        if (!rap_parse_i64_ok(vals[k], 0, INT64_MAX, dst[k], NULL))
+            return rap_fail(RAP_ERR_DATA, "%s: checkpoint metadata %s is \"%.40s\", expected an "
+                            "integer >= 0", ck->path, keys[k], vals[k]);
     p->data = d;
-    p->samples_trained = strtoll(n, NULL, 10);
     const char *ef = rap_meta_get(&ck->meta, "eval_fraction");
     p->has_eval_fraction = ef != NULL;
-    p->eval_fraction = ef ? atof(ef) : 0.0;
+    p->eval_fraction = 0.0;
+    if (ef) {
+        char *end;
+        p->eval_fraction = strtod(ef, &end);
+        if (end == ef || *end || !(p->eval_fraction >= 0 && p->eval_fraction < 1))
+            return rap_fail(RAP_ERR_DATA, "%s: checkpoint metadata eval_fraction is \"%.40s\", "
+                            "expected a number in [0, 1)", ck->path, ef);
+    }
     return RAP_OK;
 }

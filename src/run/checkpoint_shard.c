@@ -3,6 +3,7 @@
  * hold them (re-sharding), and gathering the files into one plain file. */
 #include "run/checkpoint_internal.h"
 
+#include "core/checked.h"
 #include "core/core.h"
 #include "core/out.h"
 
@@ -228,23 +229,26 @@ static rap_status src_tables(ck_src *src, const char *list, const char *what)
     if (!list)
         return src_whole_tables(src);
     for (const char *p = list; *p;) {
-        int t, used = 0;
-        long long r0, nr;
-        if (src->n >= cap || sscanf(p, "%d:%lld:%lld%n", &t, &r0, &nr, &used) != 3 || t < 0 ||
-            t >= RAP_MAX_TABLES || r0 < 0 || nr < 1)
-            return rap_fail(RAP_ERR_DATA, "%s: corrupt shard_tables metadata \"%s\" (%s)", c->path,
-                            list, what);
+        int t = 0;
+        int64_t r0 = 0, nr = 0;
+        /* rows start below 2^40 (a shape's largest dimension): their ends
+         * and sums cannot overflow */
+        if (src->n >= cap || !rap_parse_int_ok(p, 0, RAP_MAX_TABLES - 1, &t, &p) || *p++ != ':' ||
+            !rap_parse_i64_ok(p, 0, (int64_t)1 << 40, &r0, &p) || *p++ != ':' ||
+            !rap_parse_i64_ok(p, 1, (int64_t)1 << 40, &nr, &p))
+            return rap_fail(RAP_ERR_DATA, "%s: corrupt shard_tables metadata \"%.200s\" (%s): "
+                            "expected TABLE:ROW0:ROWS,.. with TABLE < %d and rows below 2^40",
+                            c->path, list, what, RAP_MAX_TABLES);
         char name[64];
         snprintf(name, sizeof name, "emb_l.%d.weight", t);
         int k = rap_ckpt_find(c, name);
         if (k < 0 || c->t[k].ndim != 2 || c->t[k].shape[0] != nr)
             return rap_fail(RAP_ERR_DATA, "%s: shard_tables lists rows [%lld, %lld) of table %d, "
-                            "but the file %s", c->path, r0, r0 + nr, t,
+                            "but the file %s", c->path, (long long)r0, (long long)(r0 + nr), t,
                             k < 0 ? "has no such tensor" : "holds another number of rows");
         src->table[src->n] = t;
         src->row0[src->n] = r0;
         src->rows[src->n++] = nr;
-        p += used;
         if (*p == ',')
             p++;
         else if (*p)
@@ -267,7 +271,9 @@ static rap_status open_shard(rap_ckpt *c, int r, const char *id, const char *fil
     }
     const char *sid = rap_meta_get(&src->c->meta, "shard_id");
     const char *sr = rap_meta_get(&src->c->meta, "shard_rank");
-    if (!sid || strcmp(sid, id) || !sr || atoi(sr) != r)
+    int srank = -1;
+    if (!sid || strcmp(sid, id) || !sr || !rap_parse_int_ok(sr, 0, INT32_MAX, &srank, NULL) ||
+        srank != r)
         return rap_fail(RAP_ERR_DATA, "sharded checkpoint %s: shard file %s is not rank %d "
                         "of this checkpoint (shard_id %s, the manifest's %s): written by "
                         "another save (a save interrupted between the shard files and the "
@@ -298,10 +304,16 @@ static rap_status set_open(rap_ckpt *c, ck_set *set)
     const char *files = rap_meta_get(&c->meta, "shard_files");
     const char *rs = rap_meta_get(&c->meta, "shard_ranks");
     const char *id = rap_meta_get(&c->meta, "shard_id");
-    int ranks = rs ? atoi(rs) : 0;
-    if (ranks < 1 || ranks > 1 << 20 || !id)
+    int ranks = 0, listed = 1;
+    for (const char *q = files; *q; q++)
+        listed += *q == ',';
+    if (!rs || !rap_parse_int_ok(rs, 1, RAP_CKPT_MAX_RANKS, &ranks, NULL) || !id)
         return rap_fail(RAP_ERR_DATA, "%s: corrupt sharded checkpoint manifest (shard_ranks "
-                        "\"%s\", shard_id %s)", c->path, rs ? rs : "", id ? "present" : "missing");
+                        "\"%.40s\" not in 1..%d, shard_id %s)", c->path, rs ? rs : "",
+                        RAP_CKPT_MAX_RANKS, id ? "present" : "missing");
+    if (listed != ranks)
+        return rap_fail(RAP_ERR_DATA, "%s: the manifest lists %d shard files for %d ranks",
+                        c->path, listed, ranks);
     set->s = rap_calloc(sizeof(ck_src) * (size_t)ranks, "checkpoint sources");
     if (!set->s)
         return RAP_ERR_NOMEM;
@@ -399,7 +411,11 @@ static rap_status set_table_rows(ck_set *set, int table, int64_t row0, int64_t r
                 RAP_TRY(rap_ckpt_read_rows(src->c, ti, a - src->row0[k], b - a,
                                            (char *)buf + es * (size_t)((a - row0) * cols)));
             covered += b - a;
+            if (covered > rows) /* overlapping: said below (and no sum can overflow) */
+                break;
         }
+        if (covered > rows)
+            break;
     }
     if (covered != rows)
         return rap_fail(RAP_ERR_DATA, "%s: rows [%lld, %lld) of table %d (%s): %lld of them are in "

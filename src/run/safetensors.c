@@ -1,6 +1,7 @@
 /* safetensors.c -- the safetensors container, written and read (safetensors.h). */
 #include "run/safetensors.h"
 
+#include "core/checked.h"
 #include "core/core.h"
 #include "core/json.h"
 #include "core/out.h"
@@ -423,13 +424,17 @@ static rap_status parse_meta(rap_ckpt *c, rap_json_reader *j)
     }
 }
 
-/* The value of "shape": at most 4 dimensions of at most 2^40 each. */
+/* The value of "shape": at most 4 dimensions of at most 2^40 each, whose
+ * product, in bytes of F32, is at most RAP_ST_MAX_TENSOR_BYTES (so that
+ * rap_ckpt_tensor_elems and every size computed from it cannot
+ * overflow). */
 static rap_status parse_shape(rap_json_reader *j, rap_ckpt_tensor *t)
 {
     if (!rap_json_peek(j, '['))
         return rap_json_error(j, "expected the shape array");
     RAP_TRY(rap_json_array_begin(j));
     t->ndim = 0;
+    uint64_t bytes = 4;
     for (;;) {
         bool more;
         RAP_TRY(rap_json_next_item(j, &more));
@@ -439,6 +444,8 @@ static rap_status parse_shape(rap_json_reader *j, rap_ckpt_tensor *t)
         RAP_TRY(rap_json_uint(j, UINT64_MAX, &v));
         if (t->ndim >= 4 || v > (1ull << 40))
             return rap_json_error(j, "shape with more than 4 dimensions or too large");
+        if (!rap_mul_u64_ok(bytes, v, &bytes) || bytes > RAP_ST_MAX_TENSOR_BYTES)
+            return rap_json_error(j, "a shape whose elements need more than 2^62 bytes");
         t->shape[t->ndim++] = (int64_t)v;
     }
 }

@@ -41,6 +41,9 @@ extern "C" {
 
 /* Largest header rap accepts (the safetensors reference's own limit). */
 #define RAP_ST_MAX_HEADER 100000000ull
+/* Largest tensor rap reads, in bytes: the product of a shape never
+ * overflows an int64 (the reader checks it, rap_safetensors_open). */
+#define RAP_ST_MAX_TENSOR_BYTES (1ull << 62)
 
 /* String metadata: ordered key/value pairs, owned copies. Zero-initialise
  * ({0}) before the first rap_meta_set. */
@@ -80,7 +83,8 @@ typedef struct {
     uint64_t begin, end;   /* in the data section */
 } rap_ckpt_tensor;
 
-/* Elements of a tensor (the product of its shape), and its bytes. */
+/* Elements of a tensor (the product of its shape; at most 2^60 in a file
+ * rap_safetensors_open accepted), and its bytes. */
 int64_t rap_ckpt_tensor_elems(const rap_ckpt_tensor *t);
 uint64_t rap_ckpt_tensor_bytes(const rap_ckpt_tensor *t);
 
