@@ -1,5 +1,6 @@
 /* shard.c -- the binary columnar shard (format in shard.h). */
 #include "data/shard.h"
+#include "core/checked.h"
 #include "core/core.h"
 #include "core/out.h"
 
@@ -34,7 +35,7 @@ struct rap_shard_reader {
     int n_cols;
     rap_shard_col *cols;
     int64_t batches, rows; /* from the footer */
-    int64_t read_batches;
+    int64_t read_batches, read_rows;
     long data_start, data_end;
 };
 
@@ -221,11 +222,17 @@ rap_status rap_shard_open(const char *path, rap_shard_reader **out)
     if (s == RAP_OK) {
         r->data_start = ftell(r->f);
         char foot[8];
-        if (fseek(r->f, -24, SEEK_END) != 0 || fread(foot, 1, 8, r->f) != 8 ||
-            memcmp(foot, FOOT, 8) != 0 || fread(&r->batches, 8, 1, r->f) != 1 ||
-            fread(&r->rows, 8, 1, r->f) != 1)
+        if (fseek(r->f, -24, SEEK_END) != 0 || ftell(r->f) < r->data_start ||
+            fread(foot, 1, 8, r->f) != 8 || memcmp(foot, FOOT, 8) != 0 ||
+            fread(&r->batches, 8, 1, r->f) != 1 || fread(&r->rows, 8, 1, r->f) != 1)
             s = rap_fail(RAP_ERR_DATA, "%s: truncated shard (no footer): the writer did not finish", path);
         r->data_end = ftell(r->f) - 24;
+        /* every batch takes 24 bytes of header at least, every row 4 of label */
+        long data = r->data_end - r->data_start;
+        if (s == RAP_OK && (r->batches < 0 || r->rows < 0 || r->batches > data / 24 ||
+                            r->rows > data / 4))
+            s = rap_fail(RAP_ERR_DATA, "%s: corrupt shard footer: %lld batches of %lld rows in "
+                         "%ld bytes of data", path, (long long)r->batches, (long long)r->rows, data);
         if (s == RAP_OK && fseek(r->f, r->data_start, SEEK_SET) != 0)
             s = rap_fail(RAP_ERR_IO, "%s: seek failed", path);
     }
@@ -242,6 +249,30 @@ const rap_shard_col *rap_shard_cols(const rap_shard_reader *r) { return r->cols;
 int64_t rap_shard_rows(const rap_shard_reader *r) { return r->rows; }
 int64_t rap_shard_batches(const rap_shard_reader *r) { return r->batches; }
 
+/* The bytes a batch of n rows takes without its ids (labels, valid flags,
+ * values, offsets) into *out: false when that overflows. Checked before
+ * anything of the batch is allocated. */
+static bool batch_bytes_ok(const rap_shard_reader *r, int64_t n, int64_t *out)
+{
+    int64_t total, part;
+    if (!rap_mul_i64_ok(n, 4, &total))
+        return false;
+    for (int c = 0; c < r->n_cols; c++) {
+        if (!rap_add_i64_ok(total, n, &total))
+            return false;
+        if (r->cols[c].kind == RAP_SPARSE) {
+            if (!rap_add_i64_ok(n, 1, &part) || !rap_mul_i64_ok(part, 8, &part))
+                return false;
+        } else if (!rap_mul_i64_ok(n, r->cols[c].width, &part) || !rap_mul_i64_ok(part, 4, &part)) {
+            return false;
+        }
+        if (!rap_add_i64_ok(total, part, &total))
+            return false;
+    }
+    *out = total;
+    return true;
+}
+
 rap_status rap_shard_next(rap_shard_reader *r, float **label, int64_t *rows,
                           rap_host_column *cols)
 {
@@ -251,6 +282,10 @@ rap_status rap_shard_next(rap_shard_reader *r, float **label, int64_t *rows,
     if (r->read_batches == r->batches) {
         if (ftell(r->f) != r->data_end)
             return rap_fail(RAP_ERR_DATA, "%s: corrupt shard: data after the last batch", r->path);
+        if (r->read_rows != r->rows)
+            return rap_fail(RAP_ERR_DATA, "%s: corrupt shard: its batches hold %lld rows, the "
+                            "footer says %lld", r->path, (long long)r->read_rows,
+                            (long long)r->rows);
         return RAP_OK;
     }
     char magic[8];
@@ -265,6 +300,11 @@ rap_status rap_shard_next(rap_shard_reader *r, float **label, int64_t *rows,
     if (n < 0 || bytes < 0 || bytes > left || n > bytes)
         return rap_fail(RAP_ERR_DATA, "%s: corrupt shard: batch %lld claims %lld rows in %lld bytes, %ld bytes left",
                         r->path, (long long)r->read_batches, (long long)n, (long long)bytes, left);
+    int64_t least;
+    if (!batch_bytes_ok(r, n, &least) || least > bytes)
+        return rap_fail(RAP_ERR_DATA, "%s: corrupt shard: batch %lld claims %lld rows in %lld "
+                        "bytes; its columns need more", r->path, (long long)r->read_batches,
+                        (long long)n, (long long)bytes);
     rap_status s = RAP_OK;
     float *lab = rap_malloc(sizeof(float) * (size_t)(n ? n : 1), "shard labels");
     if (!lab)
@@ -292,7 +332,7 @@ rap_status rap_shard_next(rap_shard_reader *r, float **label, int64_t *rows,
             for (int64_t i = 0; i < n && s == RAP_OK; i++)
                 if (h->off[i + 1] < h->off[i])
                     s = rap_fail(RAP_ERR_DATA, "%s: corrupt shard: decreasing offsets in column %s", r->path, r->cols[c].name);
-            if (s == RAP_OK && (h->off[0] != 0 || 8 * h->off[n] > bytes - got))
+            if (s == RAP_OK && (h->off[0] != 0 || h->off[n] > (bytes - got) / 8))
                 s = rap_fail(RAP_ERR_DATA, "%s: corrupt shard: column %s offsets exceed the batch", r->path, r->cols[c].name);
             if (s != RAP_OK)
                 break;
@@ -318,6 +358,7 @@ rap_status rap_shard_next(rap_shard_reader *r, float **label, int64_t *rows,
         return s;
     }
     r->read_batches++;
+    r->read_rows += n;
     *label = lab;
     *rows = n;
     return RAP_OK;

@@ -8,6 +8,7 @@
  */
 #include "run/rt_internal.h"
 
+#include "core/checked.h"
 #include "data/shard.h"
 #include "prep/exec_internal.h"
 #include "run/pack.h"
@@ -274,15 +275,21 @@ rap_status rt_shard_load(rap_runtime *rt)
         st = rap_shard_open(path, &r);
     if (st == RAP_OK)
         st = shard_check_cols(rt, r);
+    /* nb is the footer's, bounded by the file's length (rap_shard_open) */
     int64_t nb = r ? rap_shard_batches(r) : 0;
+    size_t nbs = 0, nbt = 0;
     if (st == RAP_OK && nb < 1)
         st = rap_fail(RAP_ERR_DATA, "%s: the shard holds no batch", path);
+    if (st == RAP_OK && (!rap_i64_to_size_ok(nb, &nbs) ||
+                         !rap_mul_size_ok(nbs, sizeof(int64_t) * (size_t)(T ? T : 1), &nbt) ||
+                         !rap_mul_size_ok(nbs, sizeof(int64_t), &nbs)))
+        st = rap_fail(RAP_ERR_DATA, "%s: %lld batches: too many", path, (long long)nb);
     if (st == RAP_OK) {
         rt->sh_n = nb;
-        rt->sh_rows = rap_calloc(sizeof(int64_t) * (size_t)nb, "shard batches");
-        rt->sh_pos = rap_calloc(sizeof(int64_t) * (size_t)nb, "shard batches");
-        rt->sh_at = rap_calloc(sizeof(size_t) * (size_t)nb, "shard batches");
-        rt->sh_nids = rap_calloc(sizeof(int64_t) * (size_t)(nb * T), "shard batches");
+        rt->sh_rows = rap_calloc(nbs, "shard batches");
+        rt->sh_pos = rap_calloc(nbs, "shard batches");
+        rt->sh_at = rap_calloc(nbs, "shard batches");
+        rt->sh_nids = rap_calloc(nbt, "shard batches");
         if (!rt->sh_rows || !rt->sh_pos || !rt->sh_at || !rt->sh_nids)
             st = RAP_ERR_NOMEM;
     }
