@@ -490,10 +490,32 @@ static int cmd_plan_gpus(const cli_settings *s)
     return st == RAP_OK ? 0 : cli_fail("plan", st);
 }
 
+/* `rap predictor manifest --out DIR`: the MANIFEST of a bundle written
+ * before manifests existed (the bundle is loaded with it first). */
+static int predictor_manifest(int argc, char **argv)
+{
+    cli_settings s;
+    cli_parse("predictor manifest", CMD_PREDICTOR, argc, argv, &s);
+    if (!s.out[0] || s.in[0]) {
+        fprintf(stderr, "rap predictor manifest: --out DIR (the bundle) is required, --in is not "
+                        "taken\n");
+        return 2;
+    }
+    rap_status st = rap_predictor_write_manifest(s.out);
+    if (st != RAP_OK)
+        return cli_fail("predictor manifest", st);
+    if (!s.quiet)
+        fprintf(stderr, "rap predictor manifest: %s/MANIFEST written\n", s.out);
+    return 0;
+}
+
 int cmd_predictor(int argc, char **argv)
 {
+    if (argc >= 1 && !strcmp(argv[0], "manifest"))
+        return predictor_manifest(argc - 1, argv + 1);
     if (argc < 1 || strcmp(argv[0], "train")) {
-        fprintf(stderr, "usage: rap predictor train --in kernels.csv --out DIR\n");
+        fprintf(stderr, "usage: rap predictor train --in kernels.csv --out DIR\n"
+                        "       rap predictor manifest --out DIR   (a bundle's MANIFEST)\n");
         return 2;
     }
     cli_settings s;

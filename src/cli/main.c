@@ -19,7 +19,7 @@ static const struct {
     {"gen", cmd_gen, "write Criteo-shaped TSV with a hidden teacher model"},
     {"plan", cmd_plan, "plan fusion and the schedule of preprocessing beside training (writes a schedule)"},
     {"profile", cmd_profile, "profile kernels | capacity: measure kernel latencies and the training windows' leftover capacity on the GPU"},
-    {"predictor", cmd_predictor, "predictor train: fit the kernel latency models from measurements"},
+    {"predictor", cmd_predictor, "predictor train: fit the kernel latency models from measurements (manifest: a bundle's checksums)"},
     /* the mps mode's second process, started by rap itself: not listed */
     {"prep-server", cmd_prep_server, NULL},
 };

@@ -5,9 +5,11 @@
  * the analytic estimate, so a slice outside the measured range still gets
  * a sensible answer (a tree predicts a constant beyond its last split).
  */
-#include "plan/predictor.h"
+#include "plan/predictor_internal.h"
 
+#include "core/file.h"
 #include "core/out.h"
+#include "plan/xgb_check.h"
 
 #include <errno.h>
 #include <math.h>
@@ -49,18 +51,6 @@ static int op_parse(const char *name)
     return -1;
 }
 
-/* ------------------------------------------------------------- CSV */
-
-typedef struct {
-    rap_kfeat f;
-    double ms;
-    int line;
-} csv_row;
-
-static const char *const g_cols[] = {"gpu", "op", "variant", "descs", "rows", "avg_width",
-                                     "total_ids", "bytes", "batch_rows", "ms"};
-#define N_COLS 10
-
 static void trim(char *s)
 {
     size_t n = strlen(s);
@@ -71,134 +61,6 @@ static void trim(char *s)
         i++;
     if (i)
         memmove(s, s + i, n - i + 1);
-}
-
-/* Splits line at commas in place; returns the number of fields (<= max). */
-static int split_csv(char *line, char **f, int max)
-{
-    int n = 0;
-    char *p = line;
-    while (n < max) {
-        f[n++] = p;
-        char *c = strchr(p, ',');
-        if (!c)
-            break;
-        *c = 0;
-        p = c + 1;
-    }
-    for (int i = 0; i < n; i++)
-        trim(f[i]);
-    return n;
-}
-
-/* Reads the measurement CSV: rows (owned, *n), the GPU name. */
-static rap_status read_csv(const char *path, csv_row **rows_out, int *n_out, char *gpu)
-{
-    *rows_out = NULL;
-    *n_out = 0;
-    gpu[0] = 0;
-    FILE *fp = fopen(path, "r");
-    if (!fp)
-        return rap_fail(RAP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char line[4096];
-    int lineno = 0, idx[N_COLS], cap = 0, n = 0;
-    csv_row *rows = NULL;
-    bool header = false;
-    rap_status st = RAP_OK;
-    while (fgets(line, sizeof line, fp)) {
-        lineno++;
-        trim(line);
-        if (!line[0] || line[0] == '#')
-            continue;
-        char *f[64];
-        int nf = split_csv(line, f, 64);
-        if (!header) {
-            for (int c = 0; c < N_COLS; c++) {
-                idx[c] = -1;
-                for (int i = 0; i < nf; i++)
-                    if (!strcmp(f[i], g_cols[c]))
-                        idx[c] = i;
-                if (idx[c] < 0) {
-                    st = rap_fail(RAP_ERR_DATA, "%s:%d: expected a header naming column \"%s\" "
-                                  "(gpu,op,variant,descs,rows,avg_width,total_ids,bytes,batch_rows,ms)",
-                                  path, lineno, g_cols[c]);
-                    goto out;
-                }
-            }
-            header = true;
-            continue;
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            csv_row *r = rap_realloc(rows, sizeof *r * (size_t)cap, "predictor csv");
-            if (!r) {
-                st = RAP_ERR_NOMEM;
-                goto out;
-            }
-            rows = r;
-        }
-        csv_row *r = &rows[n];
-        memset(r, 0, sizeof *r);
-        double v[N_COLS];
-        for (int c = 0; c < N_COLS; c++) {
-            if (idx[c] >= nf) {
-                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected %d fields, got %d", path, lineno,
-                              idx[c] + 1, nf);
-                goto out;
-            }
-            if (c <= 1)
-                continue;
-            char *end;
-            v[c] = strtod(f[idx[c]], &end);
-            if (end == f[idx[c]] || *end || !isfinite(v[c])) {
-                st = rap_fail(RAP_ERR_DATA, "%s:%d: column %s: expected a number, got \"%s\"",
-                              path, lineno, g_cols[c], f[idx[c]]);
-                goto out;
-            }
-        }
-        const char *g = f[idx[0]];
-        if (!gpu[0]) {
-            snprintf(gpu, RAP_GPU_NAME, "%s", g);
-        } else if (strcmp(gpu, g)) {
-            st = rap_fail(RAP_ERR_DATA, "%s:%d: GPU \"%s\" differs from the file's first GPU \"%s\" "
-                          "(one predictor per GPU: split the file)", path, lineno, g, gpu);
-            goto out;
-        }
-        int op = op_parse(f[idx[1]]);
-        if (op < 0) {
-            st = rap_fail(RAP_ERR_DATA, "%s:%d: unknown op \"%s\"", path, lineno, f[idx[1]]);
-            goto out;
-        }
-        if (v[9] <= 0 || v[3] < 1 || v[4] < 1) {
-            st = rap_fail(RAP_ERR_DATA, "%s:%d: expected ms > 0, descs >= 1, rows >= 1", path, lineno);
-            goto out;
-        }
-        r->f.op = (rap_op_type)op;
-        r->f.variant = (int)v[2];
-        r->f.computed = r->f.variant >= 9;
-        r->f.descs = v[3];
-        r->f.rows = v[4];
-        r->f.avg_width = v[5];
-        r->f.total_ids = v[6];
-        r->f.bytes = v[7];
-        r->f.batch_rows = v[8];
-        r->ms = v[9];
-        r->line = lineno;
-        n++;
-    }
-    if (!header)
-        st = rap_fail(RAP_ERR_DATA, "%s: empty (expected a header line)", path);
-    else if (n == 0)
-        st = rap_fail(RAP_ERR_DATA, "%s: no measurements", path);
-out:
-    fclose(fp);
-    if (st != RAP_OK) {
-        rap_free(rows);
-        return st;
-    }
-    *rows_out = rows;
-    *n_out = n;
-    return RAP_OK;
 }
 
 /* ------------------------------------------------------------- models */
@@ -236,7 +98,7 @@ static double quantile(const double *s, int n, double q)
 }
 
 /* Trains one type's booster on rows (train rows: is_test 0). */
-static rap_status train_type(const rap_analytic *an, const csv_row *rows, int n,
+static rap_status train_type(const rap_analytic *an, const rap_pred_row *rows, int n,
                              const bool *is_test, BoosterHandle *out, rap_pred_quality *q)
 {
     int ntr = 0, nte = 0;
@@ -323,9 +185,16 @@ out:
     return st;
 }
 
+void rap_pred_model_name(const char *type, char *buf, size_t n)
+{
+    snprintf(buf, n, "xgb_%s.json", type);
+}
+
 static void model_file(const char *dir, const char *type, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s/xgb_%s.json", dir, type);
+    char name[96];
+    rap_pred_model_name(type, name, sizeof name);
+    snprintf(buf, n, "%s/%s", dir, name);
 }
 
 /* One xgboost model file (JSON) through core/out.h. */
@@ -381,12 +250,12 @@ rap_status rap_predictor_train(const char *csv_path, const char *dir, rap_pred_q
 {
     if (n_q)
         *n_q = 0;
-    csv_row *rows;
+    rap_pred_row *rows;
     int n;
     char gpu[RAP_GPU_NAME];
-    RAP_TRY(read_csv(csv_path, &rows, &n, gpu));
+    RAP_TRY(rap_pred_csv_read(csv_path, &rows, &n, gpu));
     rap_predictor *p = rap_calloc(sizeof *p, "predictor");
-    csv_row *sub = rap_malloc(sizeof *sub * (size_t)n, "predictor");
+    rap_pred_row *sub = rap_malloc(sizeof *sub * (size_t)n, "predictor");
     bool *is_test = rap_malloc(sizeof(bool) * (size_t)n, "predictor");
     bool *done = rap_calloc(sizeof(bool) * (size_t)n, "predictor");
     rap_status st = RAP_OK;
@@ -423,6 +292,8 @@ rap_status rap_predictor_train(const char *csv_path, const char *dir, rap_pred_q
             q[(*n_q)++] = pm->q;
     }
     st = save_bundle(p, dir, csv_path);
+    if (st == RAP_OK)
+        st = rap_pred_manifest_write(dir);
 out:
     rap_predictor_free(p);
     rap_free(rows);
@@ -432,95 +303,133 @@ out:
     return st;
 }
 
-rap_status rap_predictor_load(const char *dir, rap_predictor **out)
+/* A "model TYPE op=OP variant=V ..." line of path:lineno into m, its
+ * model file read (checked against the manifest m), checked by
+ * rap_xgb_check and given to XGBoost from memory. */
+static rap_status load_model(const char *dir, const rap_pred_manifest *man, const char *path,
+                             int lineno, const char *line, pred_model *m)
 {
-    *out = NULL;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/predictor.txt", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return rap_fail(RAP_ERR_IO, "predictor %s: cannot open %s: %s", dir, path, strerror(errno));
-    rap_predictor *p = rap_calloc(sizeof *p, "predictor");
-    if (!p) {
-        fclose(f);
-        return RAP_ERR_NOMEM;
+    char op[64], want[64];
+    int n = sscanf(line, "model %63s op=%63s variant=%d train=%d test=%d within10=%lf median=%lf "
+                         "p95=%lf p99=%lf",
+                   m->q.type, op, &m->variant, &m->q.n_train, &m->q.n_test, &m->q.within10,
+                   &m->q.median, &m->q.p95, &m->q.p99);
+    int o = n >= 3 ? op_parse(op) : -1;
+    if (o >= 0)
+        rap_ktype_name((rap_op_type)o, m->variant, want, sizeof want);
+    if (o < 0 || m->variant < 0 || m->variant > RAP_PRED_MAX_VARIANT || strcmp(want, m->q.type))
+        return rap_fail(RAP_ERR_DATA, "%s:%d: expected \"model TYPE op=OP variant=V ...\" with "
+                        "TYPE OP.V (V in 0..%d)", path, lineno, RAP_PRED_MAX_VARIANT);
+    m->op = (rap_op_type)o;
+    char name[96], mf[1200];
+    rap_pred_model_name(m->q.type, name, sizeof name);
+    snprintf(mf, sizeof mf, "%s/%s", dir, name);
+    char *buf;
+    size_t len;
+    RAP_TRY(rap_pred_read_checked(dir, man, name, &buf, &len));
+    rap_status st = rap_xgb_check(buf, len, RAP_KFEAT_N, mf);
+    if (st == RAP_OK && XGBoosterCreate(NULL, 0, &m->booster))
+        st = xgb_fail("XGBoosterCreate");
+    if (st == RAP_OK && XGBoosterLoadModelFromBuffer(m->booster, buf, (bst_ulong)len))
+        st = rap_fail(RAP_ERR_DATA, "%s:%d: cannot load model %s: %s", path, lineno, mf,
+                      XGBGetLastError());
+    rap_free(buf);
+    return st;
+}
+
+/* One line of predictor.txt (after the version line) into p. */
+static rap_status load_line(rap_predictor *p, const rap_pred_manifest *man, const char *path,
+                            int lineno, const char *line, bool *have_gpu)
+{
+    if (!strncmp(line, "gpu ", 4)) {
+        snprintf(p->gpu, sizeof p->gpu, "%s", line + 4);
+        trim(p->gpu);
+        *have_gpu = p->gpu[0] != 0;
+        return RAP_OK;
     }
-    snprintf(p->dir, sizeof p->dir, "%s", dir);
-    p->an = rap_analytic_defaults();
-    char line[1024];
+    if (!strncmp(line, "analytic ", 9)) {
+        if (sscanf(line, "analytic launch_ms=%lf gbytes_per_s=%lf", &p->an.launch_ms,
+                   &p->an.gbytes_per_s) != 2 || !(p->an.gbytes_per_s > 0) ||
+            !isfinite(p->an.gbytes_per_s) || !(p->an.launch_ms >= 0) ||
+            !isfinite(p->an.launch_ms))
+            return rap_fail(RAP_ERR_DATA, "%s:%d: expected \"analytic launch_ms=X "
+                            "gbytes_per_s=Y\" (finite, X >= 0, Y > 0)", path, lineno);
+        return RAP_OK;
+    }
+    if (!strncmp(line, "model ", 6)) {
+        if (p->n == MAX_TYPES)
+            return rap_fail(RAP_ERR_DATA, "%s:%d: more than %d models", path, lineno, MAX_TYPES);
+        pred_model *m = &p->m[p->n];
+        rap_status st = load_model(p->dir, man, path, lineno, line, m);
+        if (m->booster)
+            p->n++; /* freed with p */
+        RAP_TRY(st);
+        for (int i = 0; i < p->n - 1; i++)
+            if (p->m[i].op == m->op && p->m[i].variant == m->variant)
+                return rap_fail(RAP_ERR_DATA, "%s:%d: a second model for %s", path, lineno,
+                                m->q.type);
+        return RAP_OK;
+    }
+    return rap_fail(RAP_ERR_DATA, "%s:%d: expected gpu, analytic or model, got \"%.40s\"", path,
+                    lineno, line);
+}
+
+/* predictor.txt's text (NUL-terminated, modified) into p. */
+static rap_status load_text(rap_predictor *p, const rap_pred_manifest *man, const char *path,
+                            char *text)
+{
     int lineno = 0;
     bool magic = false, have_gpu = false;
-    rap_status st = RAP_OK;
-    while (fgets(line, sizeof line, f)) {
+    for (char *s = text; *s;) {
+        char *nl = strchr(s, '\n'), *line = s;
+        if (nl)
+            *nl = 0;
+        s = nl ? nl + 1 : s + strlen(s);
         lineno++;
+        if (strlen(line) > 1000)
+            return rap_fail(RAP_ERR_DATA, "%s:%d: line longer than 1000 bytes", path, lineno);
         trim(line);
         if (!line[0] || line[0] == '#')
             continue;
-        int ver;
-        if (!magic) {
-            if (sscanf(line, "rap-predictor %d", &ver) != 1) {
-                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"rap-predictor %d\"", path, lineno,
-                              RAP_PREDICTOR_VERSION);
-                break;
-            }
-            if (ver != RAP_PREDICTOR_VERSION) {
-                st = rap_fail(RAP_ERR_DATA, "%s:%d: version %d is not supported (expected %d)", path,
-                              lineno, ver, RAP_PREDICTOR_VERSION);
-                break;
-            }
-            magic = true;
-        } else if (!strncmp(line, "gpu ", 4)) {
-            snprintf(p->gpu, sizeof p->gpu, "%s", line + 4);
-            trim(p->gpu);
-            have_gpu = p->gpu[0] != 0;
-        } else if (!strncmp(line, "analytic ", 9)) {
-            if (sscanf(line, "analytic launch_ms=%lf gbytes_per_s=%lf", &p->an.launch_ms,
-                       &p->an.gbytes_per_s) != 2 || !(p->an.gbytes_per_s > 0)) {
-                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"analytic launch_ms=X gbytes_per_s=Y\"",
-                              path, lineno);
-                break;
-            }
-        } else if (!strncmp(line, "model ", 6)) {
-            if (p->n == MAX_TYPES) {
-                st = rap_fail(RAP_ERR_DATA, "%s:%d: more than %d models", path, lineno, MAX_TYPES);
-                break;
-            }
-            pred_model *m = &p->m[p->n];
-            char op[64];
-            if (sscanf(line, "model %63s op=%63s variant=%d train=%d test=%d within10=%lf median=%lf "
-                             "p95=%lf p99=%lf",
-                       m->q.type, op, &m->variant, &m->q.n_train, &m->q.n_test, &m->q.within10,
-                       &m->q.median, &m->q.p95, &m->q.p99) < 3 ||
-                op_parse(op) < 0) {
-                st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"model TYPE op=OP variant=V ...\"",
-                              path, lineno);
-                break;
-            }
-            m->op = (rap_op_type)op_parse(op);
-            char mf[1024];
-            model_file(dir, m->q.type, mf, sizeof mf);
-            if (XGBoosterCreate(NULL, 0, &m->booster)) {
-                st = xgb_fail("XGBoosterCreate");
-                break;
-            }
-            p->n++;
-            if (XGBoosterLoadModel(m->booster, mf)) {
-                st = rap_fail(RAP_ERR_DATA, "%s:%d: cannot load model %s: %s", path, lineno, mf,
-                              XGBGetLastError());
-                break;
-            }
-        } else {
-            st = rap_fail(RAP_ERR_DATA, "%s:%d: expected gpu, analytic or model, got \"%.40s\"",
-                          path, lineno, line);
-            break;
+        if (magic) {
+            RAP_TRY(load_line(p, man, path, lineno, line, &have_gpu));
+            continue;
         }
+        int ver;
+        if (sscanf(line, "rap-predictor %d", &ver) != 1)
+            return rap_fail(RAP_ERR_DATA, "%s:%d: expected \"rap-predictor %d\"", path, lineno,
+                            RAP_PREDICTOR_VERSION);
+        if (ver != RAP_PREDICTOR_VERSION)
+            return rap_fail(RAP_ERR_DATA, "%s:%d: version %d is not supported (expected %d)",
+                            path, lineno, ver, RAP_PREDICTOR_VERSION);
+        magic = true;
     }
-    fclose(f);
-    if (st == RAP_OK && !magic)
-        st = rap_fail(RAP_ERR_DATA, "%s: empty (expected \"rap-predictor %d\")", path,
-                      RAP_PREDICTOR_VERSION);
-    if (st == RAP_OK && !have_gpu)
-        st = rap_fail(RAP_ERR_DATA, "%s: no \"gpu NAME\" line", path);
+    if (!magic)
+        return rap_fail(RAP_ERR_DATA, "%s: empty (expected \"rap-predictor %d\")", path,
+                        RAP_PREDICTOR_VERSION);
+    if (!have_gpu)
+        return rap_fail(RAP_ERR_DATA, "%s: no \"gpu NAME\" line", path);
+    return RAP_OK;
+}
+
+rap_status rap_pred_load_with(const char *dir, const rap_pred_manifest *man, rap_predictor **out)
+{
+    *out = NULL;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/predictor.txt", dir);
+    char *text;
+    size_t n;
+    RAP_TRY(rap_pred_read_checked(dir, man, "predictor.txt", &text, &n));
+    rap_predictor *p = rap_calloc(sizeof *p, "predictor");
+    rap_status st = p ? RAP_OK : RAP_ERR_NOMEM;
+    if (st == RAP_OK && strlen(text) != n)
+        st = rap_fail(RAP_ERR_DATA, "%s: holds a NUL byte: not a predictor description", path);
+    if (st == RAP_OK) {
+        snprintf(p->dir, sizeof p->dir, "%s", dir);
+        p->an = rap_analytic_defaults();
+        st = load_text(p, man, path, text);
+    }
+    rap_free(text);
     if (st != RAP_OK) {
         rap_predictor_free(p);
         return st;
@@ -528,6 +437,18 @@ rap_status rap_predictor_load(const char *dir, rap_predictor **out)
     *out = p;
     return RAP_OK;
 }
+
+rap_status rap_predictor_load(const char *dir, rap_predictor **out)
+{
+    *out = NULL;
+    rap_pred_manifest m;
+    RAP_TRY(rap_pred_manifest_read(dir, &m));
+    rap_status st = rap_pred_load_with(dir, &m, out);
+    rap_pred_manifest_free(&m);
+    return st;
+}
+
+rap_status rap_predictor_write_manifest(const char *dir) { return rap_pred_manifest_write(dir); }
 
 void rap_predictor_free(rap_predictor *p)
 {

@@ -2,8 +2,9 @@
  * predictor.h -- standalone latency of a kernel slice, in ms.
  *
  * A predictor is a bundle (a directory): predictor.txt (version, the GPU it
- * was measured on, one line per kernel type) and one XGBoost model file per
- * kernel type (op + variant, as rap_node_variant). Kernel types without a
+ * was measured on, one line per kernel type), one XGBoost model file per
+ * kernel type (op + variant, as rap_node_variant) and MANIFEST (each
+ * file's size and 64-bit checksum, checked before anything is read). Kernel types without a
  * model, and every type when no bundle is given (NULL predictor), use the
  * analytic fallback (features.h) and are reported as such. Formats and
  * the training CSV: docs/PLANNER.md.
@@ -38,8 +39,17 @@ typedef struct {
  * one entry per type, at most max_q; *n_q their number. */
 rap_status rap_predictor_train(const char *csv_path, const char *dir, rap_pred_quality *q,
                                int max_q, int *n_q);
-/* Loads a bundle. */
+/* Loads a bundle: its MANIFEST first (every file's size and checksum),
+ * then each file read once and checked against it, each model checked by
+ * rap's own reader (xgb_check.h) before XGBoost loads it from memory.
+ * RAP_ERR_IO (no MANIFEST, a file missing), RAP_ERR_DATA naming the file
+ * and what was wrong. */
 rap_status rap_predictor_load(const char *dir, rap_predictor **out);
+/* Writes dir/MANIFEST for the bundle in dir as it is (predictor.txt and
+ * its models), after loading it with that manifest: for a bundle written
+ * before manifests, or by hand, that the user trusts (`rap predictor
+ * manifest`). rap_predictor_train writes it itself. */
+rap_status rap_predictor_write_manifest(const char *dir);
 void rap_predictor_free(rap_predictor *p);
 /* The GPU the bundle was measured on ("" for NULL). */
 const char *rap_predictor_gpu(const rap_predictor *p);
