@@ -13,8 +13,9 @@
  */
 #include "plan/capacity.h"
 
+#include "core/checked.h"
 #include "core/out.h"
-#include "model/model.h"
+#include "model/model.h" /* RAP_MAX_TABLES, the type and optimizer names */
 
 #include <errno.h>
 #include <math.h>
@@ -138,14 +139,54 @@ static rap_status parse_widths(const char *s, int *w, int *n)
 {
     *n = 0;
     while (*s) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || *n >= RAP_SHAPE_MAX_LAYERS || (*end && *end != '-'))
+        const char *end;
+        int v;
+        if (*n >= RAP_SHAPE_MAX_LAYERS || !rap_parse_int_ok(s, 1, RAP_SHAPE_MAX_WIDTH, &v, &end) ||
+            (*end && *end != '-'))
             return RAP_ERR_DATA;
-        w[(*n)++] = (int)v;
+        w[(*n)++] = v;
         s = *end ? end + 1 : end;
     }
     return *n ? RAP_OK : RAP_ERR_DATA;
+}
+
+/* The "model tables=T emb_dim=D bot=.. top=.. batch=B precision=P" line p
+ * (keys in this order, as rap_capacity_write puts them), then the keys of
+ * parse_model_keys, into *sh (emb_dtype fp32 and the optimizer
+ * RAP_CAP_OPT_UNRECORDED when absent); false when malformed or a value is
+ * out of range. */
+static bool parse_model(const char *p, rap_model_shape *sh)
+{
+    static const char *const keys[] = {"tables=", "emb_dim=", "bot=", "top=", "batch=",
+                                       "precision="};
+    char word[6][256];
+    int n = 0;
+    const char *q = p + 6; /* after "model " */
+    while (*q && n < 6) {
+        while (*q == ' ')
+            q++;
+        size_t len = strcspn(q, " ");
+        size_t kl = strlen(keys[n]);
+        if (len == 0 || len >= sizeof word[0] || strncmp(q, keys[n], kl))
+            return false;
+        memcpy(word[n], q + kl, len - kl);
+        word[n][len - kl] = 0;
+        q += len;
+        n++;
+    }
+    sh->emb_dtype = 0;
+    sh->optimizer = RAP_CAP_OPT_UNRECORDED;
+    if (n != 6 || parse_model_keys(q, sh) != RAP_OK)
+        return false;
+    if (!rap_parse_int_ok(word[0], 1, RAP_MAX_TABLES, &sh->tables, NULL) ||
+        !rap_parse_int_ok(word[1], 1, RAP_SHAPE_MAX_WIDTH, &sh->emb_dim, NULL) ||
+        parse_widths(word[2], sh->bot, &sh->n_bot) != RAP_OK ||
+        parse_widths(word[3], sh->top, &sh->n_top) != RAP_OK ||
+        !rap_parse_i64_ok(word[4], 1, (int64_t)1 << 40, &sh->batch, NULL) ||
+        (strcmp(word[5], "fp32") && strcmp(word[5], "bf16")))
+        return false;
+    sh->precision = !strcmp(word[5], "bf16");
+    return true;
 }
 
 rap_status rap_capacity_load(const char *path, rap_capacity *c)
@@ -180,33 +221,34 @@ rap_status rap_capacity_load(const char *path, rap_capacity *c)
                               lineno, ver, RAP_CAPACITY_VERSION);
             magic = true;
         } else if (!strncmp(p, "gpu ", 4)) {
-            snprintf(c->gpu, sizeof c->gpu, "%s", p + 4);
+            const char *g = p + 4;
+            while (*g == ' ' || *g == '\t')
+                g++;
+            if (strlen(g) >= sizeof c->gpu)
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: GPU name longer than %d bytes", path, lineno,
+                              (int)sizeof c->gpu - 1);
+            snprintf(c->gpu, sizeof c->gpu, "%s", g);
         } else if (!strncmp(p, "model ", 6)) {
-            char bot[256], top[256], prec[16];
-            long long batch;
-            int used = 0;
-            c->shape.emb_dtype = 0; /* absent: fp32, and the optimizer unrecorded */
-            c->shape.optimizer = RAP_CAP_OPT_UNRECORDED;
-            if (sscanf(p, "model tables=%d emb_dim=%d bot=%255s top=%255s batch=%lld precision=%15s%n",
-                       &c->shape.tables, &c->shape.emb_dim, bot, top, &batch, prec, &used) != 6 ||
-                parse_widths(bot, c->shape.bot, &c->shape.n_bot) != RAP_OK ||
-                parse_widths(top, c->shape.top, &c->shape.n_top) != RAP_OK ||
-                (strcmp(prec, "fp32") && strcmp(prec, "bf16")) ||
-                parse_model_keys(p + used, &c->shape) != RAP_OK)
+            if (model)
+                st = rap_fail(RAP_ERR_DATA, "%s:%d: a second model line", path, lineno);
+            else if (!parse_model(p, &c->shape))
                 st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"model tables=T emb_dim=D bot=W-W.. "
                               "top=W-..-1 batch=B precision=fp32|bf16 [emb_dtype=fp32|bf16|fp16] "
-                              "[optimizer=sgd|adagrad|rowwise-adagrad]\"", path, lineno);
-            c->shape.batch = batch;
-            c->shape.precision = strcmp(prec, "bf16") == 0;
+                              "[optimizer=sgd|adagrad|rowwise-adagrad]\" (T 1..%d, widths 1..%d)",
+                              path, lineno, RAP_MAX_TABLES, RAP_SHAPE_MAX_WIDTH);
             model = true;
         } else if (!strncmp(p, "tolerance ", 10)) {
-            if (sscanf(p, "tolerance %lf", &c->tolerance) != 1)
+            char *end;
+            c->tolerance = strtod(p + 10, &end);
+            if (end == p + 10 || *end)
                 st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"tolerance X\"", path, lineno);
         } else if (!strncmp(p, "window ", 7)) {
             char name[64];
             double alone, cap;
             int w = -1;
-            if (sscanf(p, "window %63s standalone_ms=%lf capacity_ms=%lf", name, &alone, &cap) != 3 ||
+            int used = 0;
+            if (sscanf(p, "window %63s standalone_ms=%lf capacity_ms=%lf%n", name, &alone, &cap,
+                       &used) != 3 || p[used] != 0 ||
                 (w = rap_window_parse(name)) < 0 || w >= RAP_CAP_WINDOWS) {
                 st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"window NAME standalone_ms=X "
                               "capacity_ms=Y\" with NAME one of emb_forward, mlp_forward, "

@@ -20,6 +20,7 @@ extern "C" {
 
 #define RAP_CAPACITY_VERSION 1
 #define RAP_SHAPE_MAX_LAYERS 16
+#define RAP_SHAPE_MAX_WIDTH (1 << 20) /* an MLP width or the embedding dim, at most */
 
 typedef struct {
     int tables;                      /* T */

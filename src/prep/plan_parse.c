@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_ARGS 8
 /* deepest nesting of parentheses, calls and unary signs */
@@ -502,6 +503,9 @@ static rap_status add_node(parser *P, rap_node *n, int *idx)
 
 /* ------------------------------------------------------------- mapid files */
 
+/* Largest mapid file read (1 GiB: some 50 million ids). */
+#define MAX_MAP_BYTES ((int64_t)1 << 30)
+
 /* Reads a file of one integer per line (blank lines and '#' lines skipped)
  * into a new array *out (n_out ids). Errors name the file and its line, and
  * the plan position that asked for it (col). */
@@ -521,6 +525,13 @@ static rap_status read_map_file(parser *P, int col, const val *v, int64_t **out,
     FILE *f = fopen(path, "r");
     if (!f)
         return perr(P, col, "cannot open mapid file \"%s\": %s", path, strerror(errno));
+    /* a device or a fifo would never end (or never start): regular files only */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > MAX_MAP_BYTES) {
+        fclose(f);
+        return perr(P, col, "mapid file \"%s\" is not a regular file of at most %lld bytes",
+                    path, (long long)MAX_MAP_BYTES);
+    }
     int64_t n = 0, cap = 1024;
     int64_t *m = rap_malloc(sizeof *m * (size_t)cap, "mapid map");
     if (!m) {

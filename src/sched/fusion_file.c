@@ -162,9 +162,11 @@ rap_status rap_fusion_load(const rap_plan *p, const char *path, rap_fusion *f)
             char op[64];
             int variant, level, at = 0;
             if (!have_plan || sscanf(line, "kernel op=%63s variant=%d level=%d ops=%n", op, &variant,
-                                     &level, &at) != 3 || at == 0 || f->n >= p->n_nodes) {
+                                     &level, &at) != 3 || at == 0 || f->n >= p->n_nodes ||
+                variant < 0 || variant > 64 || level < 0 || level > (1 << 20)) {
                 st = rap_fail(RAP_ERR_DATA, "%s:%d: expected \"kernel op=OP variant=V level=L "
-                              "ops=I,J,..\" after the plan line", path, lineno);
+                              "ops=I,J,..\" after the plan line (V 0..64, L 0..2^20, at most one "
+                              "kernel per op)", path, lineno);
                 break;
             }
             rap_kernel *kn = &f->kernels[f->n++];
