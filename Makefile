@@ -9,6 +9,10 @@
 #   make BUILD=dir  build somewhere else (several builds side by side)
 #   make SAN=1    AddressSanitizer + UBSan build (use with BUILD=build-san)
 #   make ISAL=0   gzip by zlib alone, even where ISA-L is installed
+#   make fuzz-replay  every fuzzing entry point over its corpus and crash
+#                 reproducers, gcc + ASan/UBSan (make test runs it; docs/FUZZ.md)
+#   make fuzz FORMAT=x SECONDS=n  libFuzzer on one format (clang, installed
+#                 by scripts/deps.sh clang for this target only)
 
 BUILD ?= build
 CUDA_HOME ?= /usr/local/cuda
@@ -52,6 +56,13 @@ ifeq ($(SAN),1)
   CFLAGS += -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer
   LDFLAGS += -fsanitize=address,undefined,float-cast-overflow
 endif
+# FUZZER=1 (make fuzz, clang): the library instrumented for libFuzzer's
+# coverage, with ASan/UBSan; the entry point is linked with libFuzzer.
+ifeq ($(FUZZER),1)
+  CFLAGS += -fsanitize=fuzzer-no-link,address,undefined,float-cast-overflow -fno-omit-frame-pointer \
+    -Wno-unknown-warning-option
+  LDFLAGS += -fsanitize=address,undefined,float-cast-overflow
+endif
 
 ifeq ($(CUDA),1)
   CFLAGS += -DRAP_HAVE_CUDA=1 -I$(CUDA_HOME)/include
@@ -83,7 +94,15 @@ CLI_OBJ := $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/gen/default_plan.o
 TEST_OBJ := $(TEST_C:%.c=$(BUILD)/%.o)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench_%)
 
-.PHONY: all deps layers run test clean
+# Fuzzing (docs/FUZZ.md): one entry point per file format, fuzz/fuzz_FORMAT.c.
+FUZZ_FORMATS := tsv gzip plan safetensors shard schedule fusion capacity predictor \
+  predictor_csv xgb manifest json
+FUZZ_SAN := build-fuzz-san
+FUZZ_LF := build-fuzz
+FORMAT ?= tsv
+SECONDS ?= 60
+
+.PHONY: all deps layers run test clean fuzz fuzz-replay fuzz-replay-bins
 all: $(BUILD)/rap $(BUILD)/rap_tests $(BENCH_BIN)
 
 deps:
@@ -104,6 +123,35 @@ run: deps
 test: layers deps
 	@$(MAKE) --no-print-directory -j$$(nproc) $(BUILD)/rap_tests $(BUILD)/rap
 	$(BUILD)/rap_tests
+	@$(MAKE) --no-print-directory fuzz-replay
+
+# The replay: the library built once more with ASan/UBSan into its own
+# folder (kept between runs), then every entry point over fuzz/corpus/F
+# and fuzz/crashes/F; any sanitizer report, crash, abort or hang fails.
+fuzz-replay:
+	@$(MAKE) --no-print-directory -j$$(nproc) SAN=1 CUDA=0 BUILD=$(FUZZ_SAN) fuzz-replay-bins
+	@sh fuzz/replay.sh $(FUZZ_SAN) $(FUZZ_FORMATS)
+
+fuzz-replay-bins: $(FUZZ_FORMATS:%=$(BUILD)/fuzz/fuzz_%)
+.PRECIOUS: $(BUILD)/fuzz/%.o
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/common.o $(BUILD)/fuzz/replay.o $(BUILD)/librap.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lstdc++
+
+# libFuzzer on one format: SECONDS of it, new inputs in $(FUZZ_LF)/corpus/F,
+# crashes in $(FUZZ_LF)/crashes/F (copy a reproducer to fuzz/crashes/F
+# with its fix). FUZZ_ARGS adds libFuzzer options.
+fuzz:
+	@sh scripts/deps.sh clang
+	@$(MAKE) --no-print-directory -j$$(nproc) CC=clang CUDA=0 FUZZER=1 BUILD=$(FUZZ_LF) \
+	  $(FUZZ_LF)/fuzz/lf_$(FORMAT)
+	@mkdir -p $(FUZZ_LF)/corpus/$(FORMAT) $(FUZZ_LF)/crashes/$(FORMAT)
+	$(FUZZ_LF)/fuzz/lf_$(FORMAT) -max_total_time=$(SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  -artifact_prefix=$(FUZZ_LF)/crashes/$(FORMAT)/ $(FUZZ_ARGS) \
+	  $(FUZZ_LF)/corpus/$(FORMAT) fuzz/corpus/$(FORMAT)
+
+$(BUILD)/fuzz/lf_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/common.o $(BUILD)/librap.a
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) -lstdc++
 
 $(BUILD)/librap.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
