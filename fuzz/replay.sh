@@ -6,8 +6,10 @@
 set -u
 build=$1
 shift
-# halt_on_error: a UBSan report fails the run like an ASan one
-export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:allocator_may_return_null=0}"
+# halt_on_error: a UBSan report fails the run like an ASan one;
+# max_allocation_size_mb: one allocation over 2 GB (a size trusted from a
+# file) fails it too, as libFuzzer's -malloc_limit_mb does
+export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:allocator_may_return_null=0:max_allocation_size_mb=2048}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=fuzz/lsan.supp:print_suppressions=0}"
 start=$(date +%s)

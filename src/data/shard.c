@@ -297,7 +297,8 @@ rap_status rap_shard_next(rap_shard_reader *r, float **label, int64_t *rows,
     RAP_TRY(rd(r, &n, 8, "batch header"));
     RAP_TRY(rd(r, &bytes, 8, "batch header"));
     long left = r->data_end - ftell(r->f);
-    if (n < 0 || bytes < 0 || bytes > left || n > bytes)
+    /* no batch is empty (the writer writes none; *rows 0 means the end) */
+    if (n < 1 || bytes < 0 || bytes > left || n > bytes)
         return rap_fail(RAP_ERR_DATA, "%s: corrupt shard: batch %lld claims %lld rows in %lld bytes, %ld bytes left",
                         r->path, (long long)r->read_batches, (long long)n, (long long)bytes, left);
     int64_t least;

@@ -13,6 +13,10 @@
  *            payload_bytes is checked against what rows and offsets imply.
  *   footer   "RAPFOOT!" i64 batches i64 rows
  * A file with no footer (cut short) is rejected with the batch where it ends.
+ * Every size is checked before it is trusted: the footer's counts against
+ * the file's length (a batch takes 24 bytes at least, a row 4), a batch's
+ * columns against its payload before anything is allocated, the batches'
+ * rows against the footer's; a batch holds at least one row.
  * Written through core/out.h (a temporary, fsync'd and renamed), so a shard
  * is whole or absent.
  */
