@@ -13,6 +13,7 @@
  */
 #include "sched/rank_schedule.h"
 
+#include "core/checked.h"
 #include "dist/hybrid.h"
 #include "prep/subplan.h"
 #include "sched/fusion_file.h"
@@ -89,11 +90,21 @@ static rap_status parse_part(const char *path, int line, char *rest, const rap_p
     char *shares = NULL, *cols = NULL;
     if (!word(&rest)) /* the part's index */
         goto bad;
+    static const char *const keys[] = {"rows", "shares", "schedule", "fusion", "columns"};
+    unsigned seen_keys = 0;
     while ((key = word(&rest))) {
         if (!(w = word(&rest)))
             goto bad;
-        if (!strcmp(key, "rows"))
-            rows = strtoll(w, NULL, 10);
+        for (int k = 0; k < 5; k++)
+            if (!strcmp(key, keys[k])) {
+                if (seen_keys >> k & 1)
+                    goto bad; /* a key twice */
+                seen_keys |= 1u << k;
+            }
+        if (!strcmp(key, "rows")) {
+            if (!rap_parse_i64_ok(w, 1, INT64_MAX, &rows, NULL))
+                goto bad;
+        }
         else if (!strcmp(key, "shares"))
             shares = w;
         else if (!strcmp(key, "schedule"))
@@ -114,8 +125,8 @@ static rap_status parse_part(const char *path, int line, char *rest, const rap_p
     int64_t want = 0;
     char *save = NULL;
     for (char *t = strtok_r(shares, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int k = atoi(t);
-        if (k < 0 || k >= K || k >= 64 || (seen >> k & 1))
+        int k = -1;
+        if (!rap_parse_int_ok(t, 0, 63, &k, NULL) || k >= K || (seen >> k & 1))
             goto bad;
         seen |= (uint64_t)1 << k;
         want += share_rows(Bg, K, k);
@@ -422,6 +433,8 @@ rap_status rap_rank_schedule_make(const rap_rank_manifest *m, const rap_plan *p,
             st = rap_schedule_load(parts[q].sched, &ps[q]);
         if (st == RAP_OK)
             st = rap_schedule_validate(ps[q], sub[q], &pf[q], parts[q].rows);
+        if (st != RAP_OK && st != RAP_ERR_NOMEM) /* the manifest named the file */
+            rap_fail_context(st, "%s:%d: part %d", path, parts[q].line, q);
         koff[q + 1] = koff[q] + pf[q].n;
     }
     /* one fusion: the parts' kernels in part order (node indices are p's,

@@ -139,7 +139,7 @@ const rap_slice *rap_schedule_window(const rap_schedule *s, rap_window w, int *n
         return NULL;
     }
     *n = s->win_first[w + 1] - s->win_first[w];
-    return s->slices + s->win_first[w];
+    return s->slices ? s->slices + s->win_first[w] : NULL; /* none yet: NULL, *n 0 */
 }
 
 /* ------------------------------------------------------------ writer */
