@@ -1,13 +1,75 @@
-/* fuzz_tsv.c -- Criteo TSV rows (src/data/parse.c): the bytes as a chunk
- * of lines (a '\n' added when the last has none) through rap_parse_chunk,
- * at two line-length limits, and every line through rap_parse_line; the
- * chunk's counts must add up and agree with the lines'. */
+/* fuzz_tsv.c -- Criteo TSV rows (src/data/parse.c, and the GPU parser's
+ * CPU reference src/data/parse_ref.c): the bytes as a chunk of lines (a
+ * '\n' added when the last has none) through rap_parse_chunk, at two
+ * line-length limits, and every line through rap_parse_line; the chunk's
+ * counts must add up and agree with the lines'; the GPU parser's
+ * reference must give the same good rows and the same rejects. */
 #include "fuzz.h"
 
 #include "data/parse.h"
+#include "data/parse_ref.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* The GPU parser's CPU reference on the same lines (n bytes, `lines`
+ * lines, as the line cutter would hand them: int32 offsets) must agree
+ * with the CPU parser's p: the rows used, each reject's line and reason,
+ * the labels of the good rows. */
+static void against_ref(const char *text, size_t n, int64_t lines, int64_t max_line,
+                        const rap_parsed *p)
+{
+    if (n > (size_t)INT32_MAX)
+        return;
+    int32_t *start = malloc(sizeof(int32_t) * (size_t)(lines + 1));
+    rap_parse_rej *rj = malloc(sizeof *rj * (size_t)(lines + 1));
+    rap_batch b;
+    memset(&b, 0, sizeof b);
+    if (!start || !rj || rap_batch_create(&b, rap_schema_criteo(), lines > 0 ? lines : 1, false)) {
+        free(start);
+        free(rj);
+        return;
+    }
+    int64_t l = 0;
+    start[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        if (text[i] == '\n')
+            start[++l] = (int32_t)(i + 1);
+    rap_parse_layout lay;
+    rap_parse_layout_criteo(&lay);
+    rap_parse_result res;
+    if (rap_parse_ref(&lay, text, (int64_t)n, start, lines, max_line, &b, rj, &res) != RAP_OK)
+        fuzz_fail("parse_ref refused a line batch: %s", rap_last_error());
+    if (res.rows_used != p->n_used || res.rows_rejected != p->n_rej)
+        fuzz_fail("parse_ref: %lld used, %lld rejected; parse_chunk %lld, %lld",
+                  (long long)res.rows_used, (long long)res.rows_rejected, (long long)p->n_used,
+                  (long long)p->n_rej);
+    for (int64_t i = 0; i < p->n_rej; i++)
+        if (rj[i].line != p->rej[i].line || rj[i].reason != p->rej[i].reason ||
+            rj[i].pos != p->rej[i].pos)
+            fuzz_fail("parse_ref: reject %lld is line %d reason %d, parse_chunk line %lld "
+                      "reason %d", (long long)i, rj[i].line, rj[i].reason,
+                      (long long)p->rej[i].line, p->rej[i].reason);
+    const int64_t B = b.cap, R = p->cap;
+    const int64_t K = b.schema.ids_per_row > 0 ? b.schema.ids_per_row : 1;
+    for (int64_t r = 0; r < p->n_used; r++) {
+        bool same = b.label[r] == p->label[r];
+        for (int j = 0; same && j < RAP_CRITEO_DENSE; j++)
+            same = b.dense_valid[j * B + r] == p->dense_valid[j * R + r] &&
+                   !memcmp(&b.dense[j * B + r], &p->dense[j * R + r], sizeof(float));
+        for (int j = 0; same && j < RAP_CRITEO_SPARSE; j++) {
+            const int64_t *off = b.sparse_off + j * (B + 1);
+            bool v = p->sparse_valid[j * R + r];
+            same = b.sparse_valid[j * B + r] == v && off[r + 1] - off[r] == (v ? 1 : 0) &&
+                   (!v || b.sparse_ids[j * B * K + off[r]] == p->sparse[j * R + r]);
+        }
+        if (!same)
+            fuzz_fail("parse_ref: good row %lld differs from parse_chunk's", (long long)r);
+    }
+    rap_batch_free(&b);
+    free(start);
+    free(rj);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -56,6 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rej != p.n_rej)
             fuzz_fail("parse_chunk rejected %lld lines, parse_line %lld", (long long)p.n_rej,
                       (long long)rej);
+        against_ref(text, n, lines, max_line[k], &p);
         rap_parsed_free(&p);
     }
     free(text);
