@@ -86,6 +86,10 @@ RAP_TEST(hostile_safetensors_shape_overflow)
     /* 2^40 * 2^40 * 2^24 elements: past 64 bits; their product mod 2^64 is 0 */
     write_st(path, "[1099511627776,1099511627776,16777216]", "[0,0]");
     CHECK(rap_safetensors_open(path, &c) == RAP_ERR_DATA && !c);
+    CHECK(strstr(rap_last_error(), path) && strstr(rap_last_error(), "2^64 bytes"));
+    /* 2^40 * 2^21 floats: 2^63 bytes, within 64 bits but past the bound */
+    write_st(path, "[1099511627776,2097152]", "[0,0]");
+    CHECK(rap_safetensors_open(path, &c) == RAP_ERR_DATA && !c);
     CHECK(strstr(rap_last_error(), path) && strstr(rap_last_error(), "2^62 bytes"));
     /* the same file with a shape that fits opens */
     write_st(path, "[2,2]", "[0,16]");

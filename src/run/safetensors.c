@@ -444,7 +444,9 @@ static rap_status parse_shape(rap_json_reader *j, rap_ckpt_tensor *t)
         RAP_TRY(rap_json_uint(j, UINT64_MAX, &v));
         if (t->ndim >= 4 || v > (1ull << 40))
             return rap_json_error(j, "shape with more than 4 dimensions or too large");
-        if (!rap_mul_u64_ok(bytes, v, &bytes) || bytes > RAP_ST_MAX_TENSOR_BYTES)
+        if (!rap_mul_u64_ok(bytes, v, &bytes))
+            return rap_json_error(j, "a shape whose elements need more than 2^64 bytes");
+        if (bytes > RAP_ST_MAX_TENSOR_BYTES)
             return rap_json_error(j, "a shape whose elements need more than 2^62 bytes");
         t->shape[t->ndim++] = (int64_t)v;
     }
