@@ -4,8 +4,9 @@
  * that a manifest finds them), opened as a safetensors file and as a rap
  * checkpoint; one that opens has its data verified and read, its training
  * position read, is gathered and exported (written to DIR), and is loaded
- * into a CPU model of the shape its own metadata gives (when small), whole
- * and as rank 0 of 2 with its tables split by rows. */
+ * into a CPU model of the shape, table type and optimizer its own metadata
+ * gives (when small), whole, and as rank 0 of 2 with its tables split by
+ * rows and held in another type (the load converts). */
 #include "fuzz.h"
 
 #include "core/checked.h"
@@ -61,7 +62,15 @@ static bool config_of(const rap_ckpt *c, rap_model_config *mc)
         if (!rap_parse_i64_ok(p, 2, 4096, &mc->table_rows[t], &p) ||
             (*p && *p++ != ',') || (t == mc->n_tables - 1 && *p))
             return false;
-    mc->optimizer = !strcmp(op, "adagrad") ? RAP_ADAGRAD : RAP_SGD;
+    mc->optimizer = RAP_SGD;
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(op, rap_optimizer_name((rap_optimizer)k)))
+            mc->optimizer = (rap_optimizer)k;
+    const char *dt = rap_meta_get(&c->meta, "emb_dtype");
+    mc->emb_dtype = RAP_EMB_FP32;
+    for (int k = 0; dt && k < 3; k++)
+        if (!strcmp(dt, rap_emb_dtype_name((rap_emb_dtype)k)))
+            mc->emb_dtype = (rap_emb_dtype)k;
     mc->batch = 4;
     mc->lr = 0.1f;
     mc->adagrad_eps = 1e-8f;
@@ -71,10 +80,13 @@ static bool config_of(const rap_ckpt *c, rap_model_config *mc)
 }
 
 /* Loads c into a model of config mc (sharded: rank 0 of 2, every table's
- * first half of rows). */
+ * first half of rows, its tables in another type than the file's: fp16
+ * for fp32, fp32 for a 16-bit type, so that loading converts). */
 static void load(rap_ckpt *c, const rap_model_config *base, bool sharded, const char *path)
 {
     rap_model_config mc = *base;
+    if (sharded)
+        mc.emb_dtype = mc.emb_dtype == RAP_EMB_FP32 ? RAP_EMB_FP16 : RAP_EMB_FP32;
     rap_model_shard sh;
     memset(&sh, 0, sizeof sh);
     if (sharded) {
@@ -92,7 +104,7 @@ static void load(rap_ckpt *c, const rap_model_config *base, bool sharded, const 
     if (rap_model_create(&mc, RAP_CPU, &m) != RAP_OK)
         return;
     /* the trainer loads the state exactly when its optimizer keeps one */
-    for (int state = 0; state < (mc.optimizer == RAP_ADAGRAD ? 2 : 1); state++)
+    for (int state = 0; state < (mc.optimizer != RAP_SGD ? 2 : 1); state++)
         fuzz_refused(rap_ckpt_load_model(c, m, state == 1), path, "ckpt");
     rap_model_free(m);
 }

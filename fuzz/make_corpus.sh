@@ -38,11 +38,14 @@ cp "$F/tiny.plan" "$C/plan/"
 "$R" prep --plan "$F/tiny.plan" --input "$W/rows.tsv" --device cpu --format bin --batch 40 \
   --output "$C/shard/tiny_b40.shard" $q
 
-# checkpoints of the tiny plan: plain (with Adagrad's state), sharded on
+# checkpoints of the tiny plan: plain (with Adagrad's state; with bf16 and fp16 tables), sharded on
 # 2 ranks (the manifest is a seed; its shard files are seeds and the
 # fixtures a manifest finds beside it), exported
 T="--plan $F/tiny.plan --data $W/rows.tsv --device cpu --emb-dim 4 --mlp-bot 8-4 --mlp-top 8-1 --batch 16 --steps 2"
 "$R" train $T --optimizer adagrad --save "$C/safetensors/plain.ckpt" $q
+# 16-bit tables (BF16 and F16 tensors) with row-wise and per-element state
+"$R" train $T --emb-dtype bf16 --optimizer rowwise-adagrad --save "$C/safetensors/bf16_rowwise.ckpt" $q
+"$R" train $T --emb-dtype fp16 --optimizer adagrad --save "$C/safetensors/fp16.ckpt" $q
 mkdir -p "$W/sh" "$F/safetensors"
 "$R" train $T --gpus 2 --save "$W/sh/ckpt" $q
 cp "$W/sh/ckpt" "$C/safetensors/manifest.ckpt"
