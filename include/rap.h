@@ -5,7 +5,8 @@
  * input preprocessing on the training GPUs themselves (docs/ARCHITECTURE.md).
  * This header is the library's whole public surface for the data path:
  *
- *   raw Criteo TSV --rap_reader--> rap_batch (columnar, host)
+ *   raw TSV / CSV  --rap_reader--> rap_batch (columnar, host)
+ *     (fields by rap_input_schema: Criteo's built in, or a schema file)
  *   plan file      --rap_plan_load--> rap_plan (DAG of ops on named columns)
  *   rap_plan + fusion --rap_prep_create--> rap_prep (executor, CPU or GPU)
  *   rap_prep_load(batch); rap_prep_run(); rap_prep_column() -> tensors
@@ -121,18 +122,136 @@ size_t rap_batch_bytes(rap_schema s, int64_t cap);
  * sparse offsets rebased. Requires dst->rows + n <= dst->cap. Cannot fail. */
 void rap_batch_append(rap_batch *dst, const rap_batch *src, int64_t a, int64_t n);
 
+/* ------------------------------------------------------------ input schema */
+
+/* What the fields of an input line are (docs/SCHEMA.md): one column a
+ * field, in file order, each with a kind and an encoding, read from a
+ * schema file (`--schema FILE`) or built in (Criteo's 40 fields, also
+ * shipped as plans/criteo.schema). The schema decides the batch's shape
+ * (rap_input_schema_shape): dense column j of the batch is the j-th dense
+ * field, sparse column j the j-th sparse field, K = max_list when a
+ * sparse field is a list (multi-hot), else 1.
+ *
+ * What any reader must make of a row (the text reader here, a Parquet
+ * reader alike): the label field's 0 or 1 into label; each dense field's
+ * value (float32) or a null (0, valid 0) into its dense column; each
+ * sparse field's ids into its sparse column: one id or none (a null) for
+ * a plain field, 0..max_list ids for a list (an empty list is valid 1
+ * with no ids, a null list valid 0 with no ids); ids of `str` fields by
+ * rap_hash_str of their bytes, of `hex`/`dec` fields as rap_input_convert
+ * says. A row that cannot be made so is rejected with its reason
+ * (rap_reject_reason), counted, never trained on. */
+
+typedef enum {
+    RAP_COL_SKIP = 0, /* read past: never a fault, no column */
+    RAP_COL_LABEL,    /* the batch's label (exactly one field) */
+    RAP_COL_DENSE,    /* a dense column: float + valid */
+    RAP_COL_SPARSE,   /* a sparse column: one int64 id or none, or a list of ids */
+} rap_col_kind;
+
+typedef enum {
+    RAP_ENC_NONE = 0, /* skip */
+    RAP_ENC_LABEL01,  /* label `01`: "0" or "1" */
+    RAP_ENC_INT32,    /* dense `int32`: decimal in [-2^31, 2^31) (Criteo's integers) */
+    RAP_ENC_HEX32,    /* sparse `hex32`: 1..8 hex digits, unsigned (Criteo's categories) */
+    RAP_ENC_FLOAT,    /* dense `float`: a decimal number, rounded to float32 */
+    RAP_ENC_HEX64,    /* sparse `hex`: 1..16 hex digits, the int64 of those 64 bits */
+    RAP_ENC_DEC64,    /* sparse `dec`: a signed decimal in [-2^63, 2^63) */
+    RAP_ENC_STR,      /* sparse `str`: any bytes, hashed by rap_hash_str */
+    RAP_ENC_COUNT
+} rap_col_enc;
+
+#define RAP_SCHEMA_MAX_COLS 512   /* fields of a line at most */
+#define RAP_SCHEMA_NAME 64        /* bytes of a column name, with its NUL */
+#define RAP_MAX_LIST_DEFAULT 32   /* --max-list */
+#define RAP_MAX_LIST_LIMIT 4096   /* --max-list at most */
+#define RAP_NULL_TOKEN_MAX 31     /* bytes of --null-token at most */
+
+typedef struct {
+    char name[RAP_SCHEMA_NAME];
+    rap_col_kind kind;
+    rap_col_enc enc;
+    char list_sep;    /* sparse: 0 one id (or none), else a list of ids separated by it */
+    int col;          /* dense, sparse: index among the batch's columns of that kind; else -1 */
+    int line;         /* line of the schema file (0: built in) */
+} rap_schema_col;
+
+typedef struct {
+    char source[256];         /* the schema file, or "<built-in criteo>" */
+    int n_cols;               /* NF: fields of a line */
+    int n_dense, n_sparse;    /* ND, NS */
+    int n_lists;              /* sparse columns that are lists */
+    int label;                /* field of the label */
+    rap_schema_col cols[RAP_SCHEMA_MAX_COLS]; /* (NF) in file order */
+    /* the text format: defaults from load, set by the options after it */
+    char delimiter;           /* '\t' (no quoting); any other: RFC 4180 quoting (CSV) */
+    bool header;              /* every file's first line names the columns */
+    char null_token[RAP_NULL_TOKEN_MAX + 1]; /* a list field holding exactly this is null */
+    int max_list;             /* ids a list may hold (K) */
+} rap_input_schema;
+
+/* A schema file (docs/SCHEMA.md "The file"): one column a line, "name kind
+ * [encoding] [list SEP]", '#' comments. The format is the default one
+ * (tab, no header, "null", RAP_MAX_LIST_DEFAULT). On failure RAP_ERR_ARG
+ * (RAP_ERR_IO) with "file:line:col: expected ..., got ..." and *out NULL. */
+rap_status rap_input_schema_load(const char *path, rap_input_schema **out);
+rap_status rap_input_schema_parse(const char *text, const char *source, rap_input_schema **out);
+/* The built-in Criteo schema: label, int_0..int_12 (int32), cat_0..cat_25
+ * (hex32), tab separated, no header. */
+rap_status rap_input_schema_criteo(rap_input_schema **out);
+void rap_input_schema_free(rap_input_schema *s);
+/* The format fits the columns: a delimiter that is not '"', '\r', '\n' or
+ * NUL; list separators other than '"' and, without quoting, the
+ * delimiter; max_list in [1, RAP_MAX_LIST_LIMIT]; a non-empty null token
+ * of printable bytes holding no delimiter, separator or quote. Else
+ * RAP_ERR_ARG naming the option and the column. */
+rap_status rap_input_schema_check(const rap_input_schema *s);
+/* The batch shape: {ND, NS, n_lists ? max_list : 1}. Cannot fail. */
+rap_schema rap_input_schema_shape(const rap_input_schema *s);
+/* Whether s is Criteo's layout and format (then the reader takes its
+ * Criteo parser: the same rows, rejects and messages). */
+bool rap_input_schema_is_criteo(const rap_input_schema *s);
+/* Field index of the column called name, or -1. */
+int rap_input_schema_find(const rap_input_schema *s, const char *name);
+/* Checks a header line (its '\n' left out; a '\r' before it and CSV
+ * quotes are taken off) against the schema's names: RAP_OK, or
+ * RAP_ERR_DATA "where: the header ..., the schema (file:line) ..." naming
+ * the first difference. */
+rap_status rap_input_schema_header(const rap_input_schema *s, const char *line, size_t len,
+                                   const char *where);
+/* Writes the schema file of s (its columns; the format is not part of
+ * the file). Errors: RAP_ERR_IO. */
+rap_status rap_input_schema_write(const rap_input_schema *s, FILE *f);
+/* "01", "int32", "float", "hex32", "hex", "dec", "str" ("" for none). */
+const char *rap_col_enc_name(rap_col_enc e);
+
+/* The hash of a `str` id: 64-bit FNV-1a of the bytes (offset basis
+ * 0xcbf29ce484222325, prime 0x100000001b3), the id its bits as int64.
+ * rap_hash_str("foobar", 6) == 0x85944171f73967e8. Cannot fail. */
+uint64_t rap_hash_str(const void *p, size_t n);
+
+/* One value s[0, n) of encoding enc as the text reader converts it (no
+ * quotes, not a list, not empty): *fv for label and dense encodings, *iv
+ * for sparse ones. Returns -1, or the reject reason (RAP_REJ_LABEL,
+ * _INT, _CAT, _RANGE). For readers of other formats holding values as
+ * strings. */
+int rap_input_convert(rap_col_enc enc, const char *s, size_t n, float *fv, int64_t *iv);
+
 /* ------------------------------------------------------------------ reader */
 
 typedef enum { RAP_BAD_SKIP = 0, RAP_BAD_FAIL = 1 } rap_bad_rows;
 
 typedef enum {
-    RAP_REJ_FIELDS = 0, /* wrong number of tab-separated fields */
+    RAP_REJ_FIELDS = 0, /* wrong number of fields (a missing column) */
     RAP_REJ_LABEL,      /* label other than 0 or 1 */
-    RAP_REJ_INT,        /* integer field not a decimal integer */
-    RAP_REJ_CAT,        /* categorical field not 1..8 hex digits */
+    RAP_REJ_INT,        /* dense field not a number of its encoding */
+    RAP_REJ_CAT,        /* sparse field (or an id of a list) not an id of its encoding */
     RAP_REJ_RANGE,      /* value out of range */
     RAP_REJ_LONG,       /* line longer than max_line */
     RAP_REJ_BINARY,     /* byte that is not printable text */
+    RAP_REJ_QUOTE,      /* CSV quoting broken: a quote not closed on its line, or a
+                         * quote inside a field that is not wholly quoted */
+    RAP_REJ_LIST,       /* a list of more ids than the schema's max_list */
     RAP_REJ_COUNT
 } rap_reject_reason;
 
@@ -157,9 +276,14 @@ typedef struct {
                              * its own thread (a lane); 0 or 1: one (docs/INPUT.md) */
     rap_interleave interleave; /* the order of their rows */
     int64_t interleave_rows;   /* RAP_INTERLEAVE_BATCH: good rows per turn (>= 1) */
+    const rap_input_schema *schema; /* the fields of a line and their format; NULL:
+                                     * Criteo's (built in). Copied by rap_reader_open */
 } rap_reader_config;
 
 rap_reader_config rap_reader_defaults(void);
+/* The shape of the batches rap_reader_next fills for cfg: the schema's
+ * (rap_input_schema_shape), Criteo's without one. Cannot fail. */
+rap_schema rap_reader_shape(const rap_reader_config *cfg);
 
 /* How the reader splits its thread budget (docs/INPUT.md): `lanes` threads
  * each read, inflate and cut one file at a time (min(inflate_threads,
@@ -192,7 +316,7 @@ typedef struct {
 typedef struct rap_reader rap_reader;
 
 rap_status rap_reader_open(const rap_reader_config *cfg, rap_reader **out);
-/* Fills b (schema must be Criteo's) with the next rows in input order, up to
+/* Fills b (its shape rap_reader_shape's) with the next rows in input order, up to
  * b->cap. At the end of the data, returns RAP_OK with b->rows == 0. With
  * bad_rows = fail, the first malformed row gives RAP_ERR_DATA and the message
  * "path:line: expected ...". Blocks while following a growing input. */
@@ -213,7 +337,14 @@ typedef struct {
     const char *out;          /* path ("-" = stdout); a .gz name writes gzip */
     int64_t card[RAP_CRITEO_SPARSE]; /* ids of cat_j are drawn from card[j] values */
     int threads;              /* 0 = all cores; output does not depend on it */
+    /* rows of a schema instead of Criteo's (docs/GENERATOR.md "Any schema") */
+    const rap_input_schema *schema; /* NULL: Criteo's 40 fields (card above) */
+    const int64_t *schema_card; /* (NS) ids of sparse column j drawn from schema_card[j]
+                                 * values; NULL: RAP_GEN_SCHEMA_CARD each */
+    double list_mean;         /* lists: mean length (geometric, at most max_list); 0: 3 */
 } rap_gen_config;
+
+#define RAP_GEN_SCHEMA_CARD 10000
 
 typedef struct {
     int64_t rows;
@@ -224,6 +355,9 @@ typedef struct {
 
 /* spec: "kaggle", "1tb", or 26 comma-separated positive integers. */
 rap_status rap_gen_cardinalities(const char *spec, int64_t card[RAP_CRITEO_SPARSE]);
+/* For a schema of n sparse columns: n comma-separated positive integers,
+ * or one for all of them. */
+rap_status rap_gen_cardinalities_n(const char *spec, int n, int64_t *card);
 rap_status rap_gen_write(const rap_gen_config *cfg, rap_gen_result *res);
 
 /* Exact ROC AUC (sort based; tied scores count one half). label is 0/1.
@@ -316,11 +450,23 @@ typedef struct {
 rap_status rap_plan_load(const char *path, rap_schema schema, rap_plan **out);
 rap_status rap_plan_parse(const char *text, const char *source_name,
                           rap_schema schema, rap_plan **out);
+/* The same over an input schema: the raw columns are the schema's dense
+ * and sparse columns by their names (a plain sparse column holds one id
+ * a row, a list up to max_list), the plan's shape the schema's. A plan
+ * naming a column the schema lacks is refused before any data is read:
+ * "plan:line:col: undefined column "x" (the schema FILE has no column
+ * "x"; ...)". */
+rap_status rap_plan_load_schema(const char *path, const rap_input_schema *s, rap_plan **out);
+rap_status rap_plan_parse_schema(const char *text, const char *source_name,
+                                 const rap_input_schema *s, rap_plan **out);
 void rap_plan_free(rap_plan *p);
 
 /* Building plans programmatically (the parser uses these too). */
 /* A plan holding the raw columns only: label is implicit; int_j, cat_j. */
 rap_status rap_plan_create(rap_schema schema, const char *source_name, rap_plan **out);
+/* The same with the input schema's column names and per-column facts. */
+rap_status rap_plan_create_schema(const rap_input_schema *s, const char *source_name,
+                                  rap_plan **out);
 /* Appends op node `n` (op, input, params, line/col set by the caller; facts
  * are derived here) after checking the input kind and preconditions of
  * docs/OPS.md. Returns the new node's index in *idx. On a violated precondition:

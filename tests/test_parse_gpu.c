@@ -445,7 +445,7 @@ RAP_TEST(parse_ref_layout)
     CHECK(rap_parse_layout_check(&b) == RAP_ERR_ARG);
     /* a skipped field is allowed: 41 fields, the last skipped */
     b = l;
-    b.f[40] = (rap_parse_field){RAP_COL_SKIP, RAP_ENC_NONE, 0};
+    b.f[40] = (rap_parse_field){RAP_COL_SKIP, RAP_ENC_NONE, 0, 0, 0, -1};
     b.n_fields = 41;
     CHECK_OK(rap_parse_layout_check(&b));
 }

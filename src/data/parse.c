@@ -359,5 +359,9 @@ void rap_parsed_free(rap_parsed *p)
         return;
     rap_aligned_free(p->block);
     rap_free(p->rej);
+    for (int j = 0; p->sids && j < p->ns; j++)
+        rap_free(p->sids[j]);
+    rap_free(p->sids);
+    rap_free(p->sids_cap);
     memset(p, 0, sizeof *p);
 }

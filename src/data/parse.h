@@ -39,6 +39,13 @@ typedef struct {
     int64_t n_rej, cap_rej;
     char first_msg[512];   /* "expected ..., got ..." of rej[0] */
     void *block;           /* the allocation behind the row arrays */
+    /* The schema parser's (parse_schema.h): its ND and NS, and the sparse
+     * columns as lists; sparse is NULL then. NULL / 0 for Criteo's. */
+    int nd, ns;
+    int64_t *soff;         /* (NS, R + 1) column j's good row i holds ids
+                            * sids[j][soff[j*(R+1)+i] .. soff[j*(R+1)+i+1]) */
+    int64_t **sids;        /* (NS) each column's ids, good rows in order */
+    int64_t *sids_cap;     /* (NS) */
 } rap_parsed;
 
 /* Parses text[0..n), whole lines each ending in '\n' (a trailing '\r' before

@@ -7,11 +7,12 @@
 #include "core/core.h"
 #include "data/parse.h"
 #include "data/parse_algo.h"
+#include "data/parse_schema.h"
 
 #include <string.h>
 
 _Static_assert(sizeof(rap_parse_rej) == 12, "rap_parse_rej: 12 bytes on host and device");
-_Static_assert(sizeof(rap_parse_result) == 504, "rap_parse_result: no padding");
+_Static_assert(sizeof(rap_parse_result) == 640, "rap_parse_result: no padding");
 _Static_assert(RAP_PARSE_TILE % 32 == 0 && RAP_PARSE_TILE <= 255, "tile: warps, u8 ranks");
 
 #define T RAP_PARSE_TILE
@@ -20,18 +21,65 @@ _Static_assert(RAP_PARSE_TILE % 32 == 0 && RAP_PARSE_TILE <= 255, "tile: warps, 
 
 /* ------------------------------------------------------------ layout */
 
+/* Criteo's format: tab separated, no quoting, bytes 0x80 and above binary. */
+static void format_criteo(rap_parse_format *fm)
+{
+    memset(fm, 0, sizeof *fm);
+    fm->max_list = 1;
+    fm->delim = '\t';
+    fm->null_len = 4;
+    memcpy(fm->null_tok, "null", 4);
+}
+
 void rap_parse_layout_criteo(rap_parse_layout *out)
 {
     memset(out, 0, sizeof *out);
     out->n_fields = 1 + RAP_CRITEO_DENSE + RAP_CRITEO_SPARSE;
     out->n_dense = RAP_CRITEO_DENSE;
     out->n_sparse = RAP_CRITEO_SPARSE;
-    out->f[0] = (rap_parse_field){RAP_COL_LABEL, RAP_ENC_LABEL01, 0};
+    format_criteo(&out->fmt);
+    out->f[0] = (rap_parse_field){RAP_COL_LABEL, RAP_ENC_LABEL01, 0, 0, 0, -1};
     for (int j = 0; j < RAP_CRITEO_DENSE; j++)
-        out->f[1 + j] = (rap_parse_field){RAP_COL_DENSE, RAP_ENC_INT32, (int16_t)j};
+        out->f[1 + j] = (rap_parse_field){RAP_COL_DENSE, RAP_ENC_INT32, (int16_t)j, 0, 0, -1};
     for (int j = 0; j < RAP_CRITEO_SPARSE; j++)
         out->f[1 + RAP_CRITEO_DENSE + j] =
-            (rap_parse_field){RAP_COL_SPARSE, RAP_ENC_HEX32, (int16_t)j};
+            (rap_parse_field){RAP_COL_SPARSE, RAP_ENC_HEX32, (int16_t)j, 0, 0, -1};
+}
+
+rap_status rap_parse_layout_schema(const rap_input_schema *s, rap_parse_layout *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s->n_cols > RAP_PARSE_MAX_FIELDS || s->n_sparse > RAP_PARSE_MAX_SPARSE)
+        return rap_fail(RAP_ERR_ARG, "schema %s: %d fields, %d sparse: the GPU parser takes at "
+                        "most %d fields and %d sparse columns", s->source, s->n_cols,
+                        s->n_sparse, RAP_PARSE_MAX_FIELDS, RAP_PARSE_MAX_SPARSE);
+    out->n_fields = s->n_cols;
+    out->n_dense = s->n_dense;
+    out->n_sparse = s->n_sparse;
+    rap_parse_format_of(s, &out->fmt);
+    for (int f = 0; f < s->n_cols; f++) {
+        const rap_schema_col *c = &s->cols[f];
+        rap_parse_field d = {(uint8_t)c->kind, (uint8_t)c->enc,
+                             (int16_t)(c->col < 0 ? 0 : c->col), (uint8_t)c->list_sep, 0, -1};
+        if (c->list_sep)
+            d.list = (int16_t)out->n_lists++;
+        out->f[f] = d;
+    }
+    return RAP_OK;
+}
+
+/* Whether encoding e fits kind k. */
+static bool enc_fits(int k, int e)
+{
+    switch (k) {
+    case RAP_COL_SKIP: return e == RAP_ENC_NONE;
+    case RAP_COL_LABEL: return e == RAP_ENC_LABEL01;
+    case RAP_COL_DENSE: return e == RAP_ENC_INT32 || e == RAP_ENC_FLOAT;
+    case RAP_COL_SPARSE:
+        return e == RAP_ENC_HEX32 || e == RAP_ENC_HEX64 || e == RAP_ENC_DEC64 ||
+               e == RAP_ENC_STR;
+    default: return false;
+    }
 }
 
 rap_status rap_parse_layout_check(const rap_parse_layout *l)
@@ -41,25 +89,36 @@ rap_status rap_parse_layout_check(const rap_parse_layout *l)
         l->n_sparse > RAP_PARSE_MAX_SPARSE)
         return rap_fail(RAP_ERR_ARG, "parse layout: expected 1 to %d fields, at most %d sparse "
                                      "columns", RAP_PARSE_MAX_FIELDS, RAP_PARSE_MAX_SPARSE);
-    int labels = 0, seen_d[RAP_PARSE_MAX_FIELDS] = {0}, seen_s[RAP_PARSE_MAX_FIELDS] = {0};
+    const rap_parse_format *fm = &l->fmt;
+    if (fm->max_list < 1 || fm->max_list > RAP_MAX_LIST_LIMIT || fm->delim == '"' ||
+        fm->delim == '\n' || fm->delim == '\r' || fm->delim == 0 ||
+        fm->quote != (fm->delim != '\t') || fm->null_len > RAP_NULL_TOKEN_MAX)
+        return rap_fail(RAP_ERR_ARG, "parse layout: expected max_list in [1, %d], a delimiter "
+                                     "other than '\"', CR, LF, NUL, quoting for any but tab, a "
+                                     "null token of at most %d bytes", RAP_MAX_LIST_LIMIT,
+                        RAP_NULL_TOKEN_MAX);
+    int labels = 0, lists = 0, seen_d[RAP_PARSE_MAX_FIELDS] = {0};
+    int seen_s[RAP_PARSE_MAX_FIELDS] = {0};
     for (int f = 0; f < l->n_fields; f++) {
         rap_parse_field d = l->f[f];
-        bool ok;
-        switch (d.kind) {
-        case RAP_COL_SKIP: ok = d.enc == RAP_ENC_NONE; break;
-        case RAP_COL_LABEL: ok = d.enc == RAP_ENC_LABEL01; labels++; break;
-        case RAP_COL_DENSE:
-            ok = d.enc == RAP_ENC_INT32 && d.col >= 0 && d.col < l->n_dense && !seen_d[d.col]++;
-            break;
-        case RAP_COL_SPARSE:
-            ok = d.enc == RAP_ENC_HEX32 && d.col >= 0 && d.col < l->n_sparse && !seen_s[d.col]++;
-            break;
-        default: ok = false;
-        }
+        bool ok = enc_fits(d.kind, d.enc);
+        if (d.kind == RAP_COL_LABEL)
+            labels++;
+        if (ok && d.kind == RAP_COL_DENSE)
+            ok = d.col >= 0 && d.col < l->n_dense && !seen_d[d.col]++;
+        if (ok && d.kind == RAP_COL_SPARSE)
+            ok = d.col >= 0 && d.col < l->n_sparse && !seen_s[d.col]++;
+        if (ok && d.sep) /* a field that is not a list: its list index is not looked at */
+            ok = d.kind == RAP_COL_SPARSE && d.sep != '"' && d.list == lists++ &&
+                 (d.sep != fm->delim || fm->quote);
         if (!ok)
             return rap_fail(RAP_ERR_ARG, "parse layout: field %d (kind %d, encoding %d, column "
-                                         "%d) does not fit", f, d.kind, d.enc, d.col);
+                                         "%d, list %d) does not fit", f, d.kind, d.enc, d.col,
+                            d.list);
     }
+    if (lists != l->n_lists)
+        return rap_fail(RAP_ERR_ARG, "parse layout: %d list fields, the layout says %d", lists,
+                        l->n_lists);
     for (int j = 0; j < l->n_dense; j++)
         if (!seen_d[j])
             return rap_fail(RAP_ERR_ARG, "parse layout: no field for dense column %d", j);
@@ -79,10 +138,14 @@ typedef struct {
     uint64_t vmask[T];  /* bit f: field f is valid (not null) */
     float label[T];
     float dense[RAP_PARSE_MAX_FIELDS][T];
-    int64_t sparse[RAP_PARSE_MAX_SPARSE][T];
-    uint8_t rank[RAP_PARSE_MAX_COUNTERS][T]; /* counter c's lines before, in the tile */
-    int32_t agg[RAP_PARSE_MAX_COUNTERS];     /* counter c in the tile */
-    int32_t tabs[RAP_PARSE_MAX_FIELDS];      /* a warp's tab positions (from the line start) */
+    int64_t sparse[RAP_PARSE_MAX_SPARSE][T];  /* a plain sparse column's id */
+    int32_t lcnt[RAP_PARSE_MAX_SPARSE][T];    /* list q: the line's ids */
+    int32_t lbeg[RAP_PARSE_MAX_SPARSE][T];    /* list q: its field's bytes in the text */
+    int32_t lend[RAP_PARSE_MAX_SPARSE][T];
+    uint8_t rank[RAP_PARSE_MAX_COUNTERS][T];  /* counter c's lines before, in the tile */
+    int32_t srank[RAP_PARSE_MAX_SPARSE][T];   /* sparse column j: ids of the lines before */
+    int32_t agg[RAP_PARSE_MAX_COUNTERS];      /* counter c in the tile */
+    int32_t tabs[RAP_PARSE_MAX_FIELDS];       /* a warp's delimiter positions (from the line start) */
 } tile_t;
 
 /* A lane's 16-byte load at w (16-aligned): bytes outside the text are 0
@@ -96,24 +159,33 @@ static void load16(const uint8_t *text, int64_t n_bytes, int64_t w, uint32_t out
     memcpy(out, b, 16);
 }
 
-/* Steps 1-2 of one line [ls, end) (the kernel's stride loop): the tab
- * positions into tabs (the first nf - 1), and the line-level fault key. */
-static uint32_t line_boundaries(const uint8_t *text, int64_t n_bytes, int64_t ls, int64_t end,
-                                int64_t max_line, int nf, int32_t *tabs)
+/* Steps 1-2 of one line [ls, end) (the kernel's stride loop): the
+ * positions of the delimiters outside quotes into tabs (the first nf -
+ * 1), and the line-level fault key. The quote parity carried into each
+ * lane is the warp's exclusive xor-scan of the lanes' quote counts, after
+ * the strides before. */
+static uint32_t line_boundaries(const rap_parse_format *fm, const uint8_t *text, int64_t n_bytes,
+                                int64_t ls, int64_t end, int64_t max_line, int nf, int32_t *tabs)
 {
     int64_t ntab = 0, bin_field = -1;
+    uint32_t qpar = 0; /* quotes of the strides before, mod 2 */
     for (int64_t base = ls & ~(int64_t)15; base < end; base += STRIDE) {
         uint32_t tabm[LANES], binm[LANES];
         int64_t excl[LANES], tot = 0;
+        uint32_t qx = 0; /* the xor-scan */
         for (int lane = 0; lane < LANES; lane++) {
             int64_t w = base + 16 * lane;
+            uint32_t quo = 0;
             tabm[lane] = binm[lane] = 0;
             if (w < end) {
                 uint32_t words[4];
                 load16(text, n_bytes, w, words);
                 int lo = ls > w ? (int)(ls - w) : 0, hi = end - w < 16 ? (int)(end - w) : 16;
-                pg_masks16(words, lo, hi, &tabm[lane], &binm[lane]);
+                pg_masks16_fmt(words, lo, hi, fm->delim, fm->text8, fm->quote, &tabm[lane],
+                               &binm[lane], &quo);
             }
+            tabm[lane] = pg_outside(tabm[lane], quo, qpar ^ qx);
+            qx ^= (uint32_t)__builtin_popcount(quo) & 1u;
             excl[lane] = tot; /* the warp's exclusive scan */
             tot += __builtin_popcount(tabm[lane]);
         }
@@ -133,8 +205,9 @@ static uint32_t line_boundaries(const uint8_t *text, int64_t n_bytes, int64_t ls
                 tabs[t] = (int32_t)(base + 16 * lane + __builtin_ctz(m) - ls);
         }
         ntab += tot;
+        qpar ^= qx;
     }
-    return pg_line_key(bin_field, end - ls, max_line, ntab, nf);
+    return pg_line_key_q(bin_field, end - ls, max_line, ntab, (int)qpar, nf);
 }
 
 /* Steps 1-3 of line p0..p1 into slot s of the tile (the kernel's warp). */
@@ -146,7 +219,7 @@ static void ref_line(const rap_parse_layout *l, const uint32_t *desc, const uint
     if (end > ls && text[end - 1] == '\r')
         end--;
     const int nf = l->n_fields;
-    uint32_t key = line_boundaries(text, n_bytes, ls, end, max_line, nf, tl->tabs);
+    uint32_t key = line_boundaries(&l->fmt, text, n_bytes, ls, end, max_line, nf, tl->tabs);
     uint64_t vm = 0;
     if (key == PG_KEY_OK) {
         for (int f = 0; f < nf; f++) { /* lane f % 32, round f / 32 */
@@ -154,8 +227,10 @@ static void ref_line(const rap_parse_layout *l, const uint32_t *desc, const uint
             int32_t fe = f < nf - 1 ? tl->tabs[f] : (int32_t)(end - ls);
             float fv = 0.0f;
             int64_t iv = 0;
+            int32_t cnt;
             int valid;
-            int cls = pg_field(desc[f], text + ls + fs, fe - fs, &fv, &iv, &valid);
+            int cls = pg_field(desc[f], &l->fmt, text + ls + fs, fe - fs, &fv, &iv, NULL, &cnt,
+                               &valid);
             if (cls != PG_OK) {
                 uint32_t k = pg_key(cls, f);
                 key = k < key ? k : key; /* the warp's min-reduce */
@@ -165,7 +240,16 @@ static void ref_line(const rap_parse_layout *l, const uint32_t *desc, const uint
             switch (PG_DESC_KIND(desc[f])) {
             case RAP_COL_LABEL: tl->label[s] = fv; break;
             case RAP_COL_DENSE: tl->dense[col][s] = fv; break;
-            case RAP_COL_SPARSE: tl->sparse[col][s] = iv; break;
+            case RAP_COL_SPARSE:
+                if (PG_DESC_SEP(desc[f])) {
+                    int q = l->f[f].list;
+                    tl->lcnt[q][s] = cnt;
+                    tl->lbeg[q][s] = (int32_t)(ls + fs);
+                    tl->lend[q][s] = (int32_t)(ls + fe);
+                } else {
+                    tl->sparse[col][s] = iv;
+                }
+                break;
             default: break;
             }
             vm |= (uint64_t)(valid != 0) << f;
@@ -177,23 +261,36 @@ static void ref_line(const rap_parse_layout *l, const uint32_t *desc, const uint
 
 /* ------------------------------------------------------------ tiles */
 
-/* Counter c's predicate for line i of the tile (the kernel's ballots). */
-static bool counted(const tile_t *tl, int c, int i, int ns, const int *sfield)
+/* Counter c's predicate for line i of the tile (the kernel's ballots):
+ * accepted (c = 0), rejected for reason c - 1 - NS. */
+static bool counted(const tile_t *tl, int c, int i, int ns)
 {
     bool acc = tl->key[i] == PG_KEY_OK;
     if (c == 0)
         return acc;
-    if (c <= ns)
-        return acc && ((tl->vmask[i] >> sfield[c - 1]) & 1);
     return !acc && pg_key_reason(tl->key[i]) == c - 1 - ns;
+}
+
+/* Sparse column j's ids of line i of the tile: 0 for a rejected line, a
+ * list's length, a plain field's valid bit (the kernel's scan input). */
+static int32_t id_count(const rap_parse_layout *l, const tile_t *tl, int j, int i,
+                        const int *sfield)
+{
+    if (tl->key[i] != PG_KEY_OK)
+        return 0;
+    int f = sfield[j];
+    if (l->f[f].sep)
+        return tl->lcnt[l->f[f].list][i];
+    return (int32_t)((tl->vmask[i] >> f) & 1);
 }
 
 /* The tile's good rows and rejects to their places, excl being the
  * counters of the tiles before (the kernel's scatter). */
-static void scatter(const tile_t *tl, int64_t l0, int nl, const int32_t *excl, int nd, int ns,
-                    const int *dfield, const int *sfield, rap_batch *dst, rap_parse_rej *rej,
-                    rap_parse_result *res)
+static void scatter(const rap_parse_layout *l, const uint32_t *desc, const uint8_t *text,
+                    const tile_t *tl, int64_t l0, int nl, const int32_t *excl, const int *dfield,
+                    const int *sfield, rap_batch *dst, rap_parse_rej *rej, rap_parse_result *res)
 {
+    const int nd = l->n_dense, ns = l->n_sparse;
     const int64_t B = dst->cap, ids_stride = dst->cap * dst->schema.ids_per_row;
     for (int i = 0; i < nl; i++) {
         int32_t row = excl[0] + tl->rank[0][i];
@@ -215,11 +312,21 @@ static void scatter(const tile_t *tl, int64_t l0, int nl, const int32_t *excl, i
             dst->dense_valid[j * B + row] = (uint8_t)((tl->vmask[i] >> dfield[j]) & 1);
         }
         for (int j = 0; j < ns; j++) {
-            int64_t v = (int64_t)((tl->vmask[i] >> sfield[j]) & 1);
-            int64_t off = excl[1 + j] + tl->rank[1 + j][i];
-            if (v)
-                dst->sparse_ids[j * ids_stride + off] = tl->sparse[j][i];
-            dst->sparse_off[j * (B + 1) + row + 1] = off + v;
+            const int f = sfield[j];
+            int64_t v = (int64_t)((tl->vmask[i] >> f) & 1);
+            int64_t off = excl[1 + j] + tl->srank[j][i];
+            int64_t *ids = dst->sparse_ids + j * ids_stride + off;
+            int64_t cnt = v;
+            if (l->f[f].sep) {
+                int q = l->f[f].list;
+                cnt = tl->lcnt[q][i];
+                if (cnt > 0)
+                    pg_list_ids(desc[f], &l->fmt, text + tl->lbeg[q][i],
+                                tl->lend[q][i] - tl->lbeg[q][i], ids);
+            } else if (v) {
+                ids[0] = tl->sparse[j][i];
+            }
+            dst->sparse_off[j * (B + 1) + row + 1] = off + cnt;
             dst->sparse_valid[j * B + row] = (uint8_t)v;
         }
     }
@@ -233,7 +340,7 @@ static rap_status check_args(const rap_parse_layout *l, const char *text, int64_
         return rap_fail(RAP_ERR_ARG, "parse: bad batch (%lld lines, %lld bytes)", (long long)n,
                         (long long)n_bytes);
     if (dst->schema.n_dense != l->n_dense || dst->schema.n_sparse != l->n_sparse ||
-        dst->schema.ids_per_row < 1 || dst->cap < n)
+        dst->schema.ids_per_row < (l->n_lists ? l->fmt.max_list : 1) || dst->cap < n)
         return rap_fail(RAP_ERR_ARG, "parse: the batch (%d dense, %d sparse, %lld rows) does not "
                                      "fit %lld lines of %d dense, %d sparse columns",
                         dst->schema.n_dense, dst->schema.n_sparse, (long long)dst->cap,
@@ -249,7 +356,7 @@ rap_status rap_parse_ref(const rap_parse_layout *l, const char *text, int64_t n_
     tile_t *tl = rap_malloc(sizeof *tl, "parse reference tile");
     if (!tl)
         return RAP_ERR_NOMEM;
-    const int nf = l->n_fields, nd = l->n_dense, ns = l->n_sparse, nc = 1 + ns + RAP_REJ_COUNT;
+    const int nf = l->n_fields, ns = l->n_sparse, nc = 1 + ns + RAP_REJ_COUNT;
     uint32_t desc[RAP_PARSE_MAX_FIELDS];
     int dfield[RAP_PARSE_MAX_FIELDS], sfield[RAP_PARSE_MAX_FIELDS];
     for (int f = 0; f < nf; f++) {
@@ -273,12 +380,17 @@ rap_status rap_parse_ref(const rap_parse_layout *l, const char *text, int64_t n_
         for (int c = 0; c < nc; c++) {
             int32_t k = 0;
             for (int i = 0; i < nl; i++) {
-                tl->rank[c][i] = (uint8_t)k;
-                k += counted(tl, c, i, ns, sfield);
+                if (c >= 1 && c <= ns) { /* the kernel's scan of the id counts */
+                    tl->srank[c - 1][i] = k;
+                    k += id_count(l, tl, c - 1, i, sfield);
+                } else {
+                    tl->rank[c][i] = (uint8_t)k;
+                    k += counted(tl, c, i, ns);
+                }
             }
             tl->agg[c] = k;
         }
-        scatter(tl, l0, nl, excl, nd, ns, dfield, sfield, dst, rej, res);
+        scatter(l, desc, tx, tl, l0, nl, excl, dfield, sfield, dst, rej, res);
         for (int c = 0; c < nc; c++)
             excl[c] += tl->agg[c];
     }

@@ -56,39 +56,50 @@ extern "C" {
 #define RAP_PARSE_FIRST RAP_REJ_EXAMPLES /* first rejects of each reason kept */
 /* counters per tile: accepted, ids of each sparse column, each reason */
 #define RAP_PARSE_MAX_COUNTERS 64
-#define RAP_PARSE_MAX_SPARSE (RAP_PARSE_MAX_COUNTERS - 1 - RAP_REJ_COUNT) /* 56 */
+#define RAP_PARSE_MAX_SPARSE (RAP_PARSE_MAX_COUNTERS - 1 - RAP_REJ_COUNT) /* 54 */
 
-typedef enum {
-    RAP_COL_SKIP = 0, /* read past: never a fault, no column */
-    RAP_COL_LABEL,    /* the batch's label (exactly one field) */
-    RAP_COL_DENSE,    /* a dense column: float + valid */
-    RAP_COL_SPARSE,   /* a sparse column: one int64 id, or none (null) */
-} rap_col_kind;
-
-typedef enum {
-    RAP_ENC_NONE = 0, /* skip */
-    RAP_ENC_LABEL01,  /* label: "0" or "1" */
-    RAP_ENC_INT32,    /* dense: empty, or decimal [-2^31, 2^31) ('-', leading zeros) */
-    RAP_ENC_HEX32,    /* sparse: empty, or 1..8 hex digits (either case), unsigned */
-} rap_col_enc;
-
+/* The kinds and encodings of a field are rap.h's (rap_col_kind,
+ * rap_col_enc: the input schema's). */
 typedef struct {
     uint8_t kind; /* rap_col_kind */
     uint8_t enc;  /* rap_col_enc */
     int16_t col;  /* index among the columns of its kind (dense or sparse); 0 else */
+    uint8_t sep;  /* sparse: 0 one id or none; else a list separated by this byte */
+    uint8_t pad;
+    int16_t list; /* a list: its index among the layout's lists; -1 else */
 } rap_parse_field;
+
+/* The text format every field's conversion needs (docs/SCHEMA.md). */
+typedef struct {
+    int32_t max_list;   /* ids a list may hold */
+    uint8_t delim;      /* the field delimiter */
+    uint8_t quote;      /* 1: RFC 4180 quoting ('"'), for any delimiter but tab */
+    uint8_t text8;      /* 1: bytes 0x80..0xff are text (a schema with a str column) */
+    uint8_t null_len;   /* bytes of null_tok */
+    uint8_t null_tok[RAP_NULL_TOKEN_MAX + 1]; /* a list field exactly this is a null */
+} rap_parse_format;
 
 typedef struct {
     int n_fields;             /* NF */
     int n_dense, n_sparse;    /* ND, NS: columns of the batch */
+    int n_lists;              /* sparse columns that are lists (NL) */
+    rap_parse_format fmt;
     rap_parse_field f[RAP_PARSE_MAX_FIELDS];
 } rap_parse_layout;
 
-/* Criteo: label, int_0..int_12 (INT32), cat_0..cat_25 (HEX32). Cannot fail. */
+/* Criteo: label, int_0..int_12 (INT32), cat_0..cat_25 (HEX32), tab
+ * separated. Cannot fail. */
 void rap_parse_layout_criteo(rap_parse_layout *out);
+/* The layout of an input schema (its format included). RAP_ERR_ARG when
+ * it has more fields or sparse columns than the GPU parser takes (NF <=
+ * 64, NS <= RAP_PARSE_MAX_SPARSE), naming the schema. */
+rap_status rap_parse_layout_schema(const rap_input_schema *s, rap_parse_layout *out);
 /* RAP_OK when l is one the parser takes: 1 <= NF <= 64, one label field,
- * each dense and sparse column exactly once, NS <= 56, encodings that fit
- * their kinds. Else RAP_ERR_ARG naming what is wrong. */
+ * each dense and sparse column exactly once, NS <= RAP_PARSE_MAX_SPARSE,
+ * encodings that fit their kinds, lists numbered 0..NL-1 in field order
+ * (sparse only, a separator that is not '"' nor, unquoted, the
+ * delimiter), max_list in [1, RAP_MAX_LIST_LIMIT]. Else RAP_ERR_ARG
+ * naming what is wrong. */
 rap_status rap_parse_layout_check(const rap_parse_layout *l);
 
 /* A rejected line. 12 bytes, the same on host and device. */
@@ -102,7 +113,7 @@ typedef struct {
                      * first one too many (NF); -1 for long */
 } rap_parse_rej;
 
-/* A batch's accounting. 504 bytes without padding, the same on host and
+/* A batch's accounting. 640 bytes without padding, the same on host and
  * device. first[r][k] for k >= rejected[r] is {-1, -1, -1, -1}. */
 typedef struct {
     int64_t n_lines;
