@@ -51,6 +51,7 @@ typedef struct {
     int64_t n_bytes, n_lines, max_line;
     const pg_tables *tab;
     int nf, nd, ns, nc;
+    rap_parse_format fmt;  /* the text format (delimiter, quoting, null token) */
     /* the destination batch (device) */
     float *label;          /* (B) */
     float *dense;          /* (ND, B) */
@@ -84,23 +85,35 @@ typedef struct {
 /* ------------------------------------------------------------ one line */
 
 /* Steps 1-2 for line [ls, end) by one warp: 32 aligned 16-byte words a
- * step, tab and binary masks per word, the tab ranks by a warp scan, the
- * first nf - 1 tab positions into tabs; the first binary byte ends it.
- * Returns the line-level key (parse_algo.h). */
-static __device__ uint32_t warp_boundaries(const uint8_t *__restrict__ text, int64_t ls,
+ * step, delimiter, quote and binary masks per word, the quote parity
+ * carried into each lane by a warp xor-scan (delimiters inside quotes do
+ * not count), the delimiter ranks by a warp scan, the first nf - 1
+ * delimiter positions into tabs; the first binary byte ends it. Returns
+ * the line-level key (parse_algo.h). */
+static __device__ uint32_t warp_boundaries(const rap_parse_format *fm,
+                                           const uint8_t *__restrict__ text, int64_t ls,
                                            int64_t end, int64_t max_line, int nf, int lane,
                                            int32_t *tabs)
 {
     int64_t ntab = 0, bin_field = -1;
+    uint32_t qpar = 0; /* quotes of the strides before, mod 2 */
     for (int64_t base = ls & ~(int64_t)15; base < end; base += 16 * 32) {
         int64_t w = base + 16 * lane;
-        uint32_t tabm = 0, binm = 0;
+        uint32_t tabm = 0, binm = 0, quo = 0;
         if (w < end) {
             uint4 v = __ldg((const uint4 *)(const void *)(text + w));
             uint32_t words[4] = {v.x, v.y, v.z, v.w};
             int lo = ls > w ? (int)(ls - w) : 0, hi = end - w < 16 ? (int)(end - w) : 16;
-            pg_masks16(words, lo, hi, &tabm, &binm);
+            pg_masks16_fmt(words, lo, hi, fm->delim, fm->text8, fm->quote, &tabm, &binm, &quo);
         }
+        uint32_t qp = (uint32_t)__popc(quo) & 1u, qincl = qp;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            uint32_t y = __shfl_up_sync(PG_FULL, qincl, o);
+            if (lane >= o)
+                qincl ^= y;
+        }
+        tabm = pg_outside(tabm, quo, qpar ^ qincl ^ qp);
         int c = __popc(tabm), incl = c;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
@@ -122,8 +135,9 @@ static __device__ uint32_t warp_boundaries(const uint8_t *__restrict__ text, int
         for (uint32_t m = tabm; m && t < nf - 1; m &= m - 1, t++)
             tabs[t] = (int32_t)(w + __ffs(m) - 1 - ls);
         ntab += __shfl_sync(PG_FULL, incl, 31);
+        qpar ^= __shfl_sync(PG_FULL, qincl, 31);
     }
-    return pg_line_key(bin_field, end - ls, max_line, ntab, nf);
+    return pg_line_key_q(bin_field, end - ls, max_line, ntab, (int)qpar, nf);
 }
 
 /* Step 3 for a line whose boundaries are good: lane f converts field f
@@ -147,7 +161,8 @@ static __device__ uint32_t warp_convert(const pg_args *a, const pg_shared *sh,
             int32_t fe = f < nf - 1 ? sh->tabs[f] : len;
             float fv = 0.0f;
             int64_t iv = 0;
-            int cls = pg_field(d[r], line + fs, fe - fs, &fv, &iv, &valid);
+            int32_t cnt;
+            int cls = pg_field(d[r], &a->fmt, line + fs, fe - fs, &fv, &iv, NULL, &cnt, &valid);
             if (cls != PG_OK) {
                 k = pg_key(cls, f);
             } else {
@@ -190,7 +205,8 @@ static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int wa
         pg_line_bounds(p0, p1, a->n_bytes, &ls, &end);
         if (end > ls && a->text[end - 1] == '\r')
             end--;
-        uint32_t key = warp_boundaries(a->text, ls, end, a->max_line, a->nf, lane, tabs);
+        uint32_t key =
+            warp_boundaries(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, tabs);
         uint64_t vm = 0;
         if (key == PG_KEY_OK) {
             __syncwarp();
@@ -473,6 +489,9 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
     else
         rap_parse_layout_criteo(&lay);
     RAP_TRY(rap_parse_layout_check(&lay));
+    if (lay.n_lists > 0) /* the reference parses them (parse_ref.c); the kernel not yet */
+        return rap_fail(RAP_ERR_ARG, "GPU parser: %d list (multi-hot) fields: lists are parsed "
+                                     "on the CPU only (the host reader)", lay.n_lists);
     rap_parse_gpu *p = (rap_parse_gpu *)rap_calloc(sizeof *p, "GPU parser");
     if (!p)
         return RAP_ERR_NOMEM;
@@ -636,6 +655,7 @@ extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, 
     a->nd = l->n_dense;
     a->ns = l->n_sparse;
     a->nc = 1 + l->n_sparse + RAP_REJ_COUNT;
+    a->fmt = l->fmt;
     a->label = dst->label;
     a->dense = dst->dense;
     a->dense_valid = dst->dense_valid;
