@@ -60,6 +60,8 @@ const char *rap_reject_reason_name(rap_reject_reason r)
     case RAP_REJ_RANGE: return "range";
     case RAP_REJ_LONG: return "long";
     case RAP_REJ_BINARY: return "binary";
+    case RAP_REJ_QUOTE: return "quote";
+    case RAP_REJ_LIST: return "list";
     case RAP_REJ_COUNT: break;
     }
     return "unknown";
@@ -149,6 +151,29 @@ static lane *parse_pick(rap_reader *r)
     return NULL;
 }
 
+/* Parses slot sl by the reader's parser. With --header, the first line
+ * of a file's first chunk is checked against the schema and taken off
+ * (sl->skip = 1): a difference is RAP_ERR_DATA naming it. */
+static rap_status parse_slot(rap_reader *r, slot *sl)
+{
+    if (!r->sp)
+        return rap_parse_chunk(sl->buf, sl->len, r->cfg.max_line, &sl->out);
+    const char *text = sl->buf;
+    size_t n = sl->len;
+    sl->skip = 0;
+    if (sl->first && r->schema->header && n > 0) {
+        const char *nl = memchr(text, '\n', n);
+        size_t len = nl ? (size_t)(nl - text) : n;
+        char where[1100];
+        snprintf(where, sizeof where, "%s:1", sl->path);
+        RAP_TRY(rap_input_schema_header(r->schema, text, len, where));
+        sl->skip = 1;
+        text += nl ? len + 1 : len;
+        n -= nl ? len + 1 : len;
+    }
+    return rap_parse_chunk_schema(r->sp, text, n, r->cfg.max_line, &sl->out);
+}
+
 static void *parser_main(void *arg)
 {
     rap_reader *r = arg;
@@ -162,7 +187,7 @@ static void *parser_main(void *arg)
         slot *sl = &l->slots[l->parse_next++ % r->S];
         sl->state = SLOT_PARSING;
         pthread_mutex_unlock(&r->mu);
-        sl->parse_status = rap_parse_chunk(sl->buf, sl->len, r->cfg.max_line, &sl->out);
+        sl->parse_status = parse_slot(r, sl);
         if (sl->parse_status != RAP_OK)
             snprintf(sl->parse_msg, sizeof sl->parse_msg, "%s", rap_last_error());
         pthread_mutex_lock(&r->mu);
@@ -275,6 +300,29 @@ static rap_status start_threads(rap_reader *r)
     return RAP_OK;
 }
 
+/* Copies schema s into r; a schema that is not Criteo's layout gets the
+ * schema parser (Criteo's keeps parse.c's: the same rows, rejects and
+ * messages as without a schema). */
+static rap_status open_schema(rap_reader *r, const rap_input_schema *s)
+{
+    RAP_TRY(rap_input_schema_check(s));
+    r->schema = rap_malloc(sizeof *r->schema, "reader schema");
+    if (!r->schema)
+        return RAP_ERR_NOMEM;
+    *r->schema = *s;
+    r->cfg.schema = r->schema;
+    if (rap_input_schema_is_criteo(s))
+        return RAP_OK;
+    return rap_schema_parser_create(s, &r->sp);
+}
+
+rap_schema rap_reader_shape(const rap_reader_config *cfg)
+{
+    if (cfg && cfg->schema)
+        return rap_input_schema_shape(cfg->schema);
+    return rap_schema_criteo();
+}
+
 rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, rap_reader **out)
 {
     *out = NULL;
@@ -285,11 +333,15 @@ rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, 
     r->cfg = *cfg;
     r->input = strdup(cfg->input);
     r->cfg.input = r->input;
+    r->cfg.schema = NULL;
+    r->shape = rap_reader_shape(cfg);
     rap_status st = RAP_OK;
     if (!r->input) {
         st = rap_fail(RAP_ERR_NOMEM, "reader: out of memory");
         goto fail;
     }
+    if (cfg->schema && (st = open_schema(r, cfg->schema)) != RAP_OK)
+        goto fail;
     if (strcmp(r->input, "-") != 0) {
         struct stat sb;
         if (stat(r->input, &sb) != 0) {
@@ -355,6 +407,29 @@ static void copy_rows(rap_batch *b, const rap_parsed *o, int64_t u, int64_t n)
     b->rows += n;
 }
 
+/* Appends good rows [u, u+n) of o (the schema parser's: sparse columns
+ * as lists, at most K ids a row) to b. */
+static void copy_rows_lists(rap_batch *b, const rap_parsed *o, int64_t u, int64_t n)
+{
+    const int64_t B = b->cap, R = o->cap, at = b->rows, K = b->schema.ids_per_row;
+    memcpy(b->label + at, o->label + u, (size_t)n * sizeof(float));
+    for (int j = 0; j < o->nd; j++) {
+        memcpy(b->dense + j * B + at, o->dense + j * R + u, (size_t)n * sizeof(float));
+        memcpy(b->dense_valid + j * B + at, o->dense_valid + j * R + u, (size_t)n);
+    }
+    for (int j = 0; j < o->ns; j++) {
+        int64_t *off = b->sparse_off + j * (B + 1);
+        int64_t *ids = b->sparse_ids + j * B * K;
+        const int64_t *so = o->soff + j * (R + 1) + u, *x = o->sids[j];
+        int64_t c = off[at], n_ids = so[n] - so[0];
+        memcpy(ids + c, x + so[0], (size_t)n_ids * sizeof *ids); /* <= K ids a row */
+        for (int64_t i = 0; i < n; i++)
+            off[at + i + 1] = c + (so[i + 1] - so[0]);
+        memcpy(b->sparse_valid + j * B + at, o->sparse_valid + j * R + u, (size_t)n);
+    }
+    b->rows += n;
+}
+
 /* Good rows the reader may still hand out in this call of take_slot: the
  * turn's rest (interleave) and, with several lanes, max_rows' rest. */
 static int64_t rows_allowed(const rap_reader *r)
@@ -393,7 +468,7 @@ static rap_status take_slot(rap_reader *r, lane *l, slot *sl, rap_batch *b, bool
             l->c_file = sl->file_idx;
             l->c_line_base = 0;
         }
-        l->c_slot_base = l->c_line_base;
+        l->c_slot_base = l->c_line_base + sl->skip;
     }
     for (;;) {
         while (l->c_k < o->n_rej && o->rej[l->c_k].pos <= l->c_u && rows_allowed(r) > 0) {
@@ -414,7 +489,7 @@ static rap_status take_slot(rap_reader *r, lane *l, slot *sl, rap_batch *b, bool
             r->lines_taken++;
         }
         if (l->c_u == o->n_used && l->c_k == o->n_rej) {
-            l->c_line_base += o->n_lines;
+            l->c_line_base += o->n_lines + sl->skip;
             *done = true;
             return RAP_OK;
         }
@@ -429,7 +504,10 @@ static rap_status take_slot(rap_reader *r, lane *l, slot *sl, rap_batch *b, bool
             n = allowed;
         if (n == 0)
             return RAP_OK; /* max_rows reached at a reject */
-        copy_rows(b, o, l->c_u, n);
+        if (r->sp)
+            copy_rows_lists(b, o, l->c_u, n);
+        else
+            copy_rows(b, o, l->c_u, n);
         l->c_u += n;
         r->used_total += n;
         r->lines_taken += n;
@@ -516,13 +594,21 @@ static int next_lane(rap_reader *r, lane **out)
 
 rap_status rap_reader_next(rap_reader *r, rap_batch *b)
 {
-    if (!r || !b || !b->block || b->cap < 1 || b->schema.n_dense != RAP_CRITEO_DENSE ||
-        b->schema.n_sparse != RAP_CRITEO_SPARSE || b->schema.ids_per_row != 1)
+    if (r && b && r->schema && (b->schema.n_dense != r->shape.n_dense ||
+                                b->schema.n_sparse != r->shape.n_sparse ||
+                                b->schema.ids_per_row != r->shape.ids_per_row))
+        return rap_fail(RAP_ERR_ARG, "reader: expected a batch of the schema %s (%d dense, %d "
+                        "sparse, %d ids per row), got %d, %d, %d", r->schema->source,
+                        r->shape.n_dense, r->shape.n_sparse, r->shape.ids_per_row,
+                        b->schema.n_dense, b->schema.n_sparse, b->schema.ids_per_row);
+    if (!r || !b || !b->block || b->cap < 1 ||
+        (!r->schema && (b->schema.n_dense != RAP_CRITEO_DENSE ||
+                        b->schema.n_sparse != RAP_CRITEO_SPARSE || b->schema.ids_per_row != 1)))
         return rap_fail(RAP_ERR_ARG, "reader: expected a Criteo batch (13 dense, 26 sparse, "
                                      "1 id per row) of capacity >= 1");
     b->rows = 0;
     b->first_row = r->used_total;
-    for (int j = 0; j < RAP_CRITEO_SPARSE; j++)
+    for (int j = 0; j < b->schema.n_sparse; j++)
         b->sparse_off[j * (b->cap + 1)] = 0;
     if (r->sticky != RAP_OK)
         return rap_fail(r->sticky, "%s", r->sticky_msg);
@@ -598,6 +684,8 @@ static const char *reason_text(rap_reject_reason r)
     case RAP_REJ_RANGE: return "value out of range";
     case RAP_REJ_LONG: return "line too long";
     case RAP_REJ_BINARY: return "binary bytes";
+    case RAP_REJ_QUOTE: return "CSV quoting broken";
+    case RAP_REJ_LIST: return "list longer than --max-list";
     case RAP_REJ_COUNT: break;
     }
     return "unknown";
@@ -659,6 +747,8 @@ void rap_reader_close(rap_reader *r)
     }
     rap_free(r->lanes);
     rap_free(r->parser_tid);
+    rap_schema_parser_free(r->sp);
+    rap_free(r->schema);
     for (int64_t i = 0; i < r->n_names; i++)
         free(r->names[i]);
     rap_free(r->names);

@@ -13,6 +13,7 @@
 
 #include "data/lines.h"
 #include "data/parse.h"
+#include "data/parse_schema.h"
 #include "data/reader_internal.h"
 #include "data/source.h"
 
@@ -25,6 +26,8 @@ typedef struct {
     char *buf;            /* (C+1) whole lines, each ending in '\n' */
     size_t len;
     int64_t file_idx;     /* the file's index among the input's (0: a file, stdin) */
+    bool first;           /* the file's first chunk (its header line, with --header) */
+    int64_t skip;         /* lines before the parsed ones: 1 for a header taken off */
     char path[1024];      /* for messages */
     rap_parsed out;
     rap_status parse_status;
@@ -64,6 +67,9 @@ typedef struct {
 
 struct rap_reader {
     rap_reader_config cfg;
+    rap_input_schema *schema; /* cfg.schema's copy (cfg.schema points here); NULL: Criteo */
+    rap_schema_parser *sp;    /* the schema parser; NULL: Criteo's parser (parse.h) */
+    rap_schema shape;         /* of the batches handed out */
     char *input;          /* copy of cfg.input */
     bool is_dir;
     rap_source *first;    /* file or stdin opened by rap_reader_open */

@@ -116,6 +116,8 @@ static rap_status acquire(lane *l, const char *path, int64_t file_idx)
         return RAP_ERR_INTERRUPTED;
     sl->len = 0;
     sl->file_idx = file_idx;
+    sl->first = false;
+    sl->skip = 0;
     if (sl->path != path)
         snprintf(sl->path, sizeof sl->path, "%s", path);
     l->filling = sl;
@@ -147,6 +149,10 @@ static rap_status emit(lane *l, size_t cut, bool more, bool *limit)
         int64_t left = r->cfg.max_rows - l->lines_emitted;
         const char *p = b, *end = b + cut;
         int64_t k = 0;
+        if (sl->first && r->cfg.schema && r->cfg.schema->header) { /* not a row */
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            p = nl ? nl + 1 : end;
+        }
         while (p < end && k < left) {
             const char *nl = memchr(p, '\n', (size_t)(end - p));
             if (!nl)
@@ -261,6 +267,7 @@ static rap_status read_file(lane *l, rap_source *src, int64_t dir_idx, bool *end
         *end = true;
         return RAP_OK;
     }
+    l->filling->first = true;
     bool limit = false;
     for (;;) {
         if (atomic_load(&r->stop)) { /* a partial line is dropped */
