@@ -45,6 +45,7 @@ typedef struct {
     int64_t seed;
     char out[RAP_OPT_STR];
     char cardinalities[RAP_OPT_STR];
+    double list_mean;        /* gen --schema: mean list length */
     /* data in */
     char input[RAP_OPT_STR];
     int bad_rows;            /* rap_bad_rows */
@@ -55,6 +56,14 @@ typedef struct {
     int64_t inflate_threads; /* files of a directory read at once (docs/INPUT.md) */
     int interleave;          /* rap_interleave */
     int64_t gen_rows;        /* rows generated when no --input is given */
+    /* the input schema (docs/SCHEMA.md) */
+    char schema[RAP_OPT_STR];     /* --schema FILE; "" the built-in Criteo layout */
+    char delimiter[RAP_OPT_STR];  /* tab | comma | one byte */
+    bool header;
+    char null_token[RAP_OPT_STR];
+    int64_t max_list;
+    rap_input_schema *in_schema;  /* loaded by cli_parse; NULL: none of the options above
+                                   * given (everything as without a schema) */
     /* prep */
     char plan[RAP_OPT_STR];
     char output[RAP_OPT_STR];
@@ -163,6 +172,10 @@ char **cli_mpi_args(int *argc, char **argv);
 
 /* Loads --plan: "default" is the plan built into rap (plans/default.plan). */
 rap_status cli_load_plan(const char *spec, rap_plan **out);
+/* Loads s->plan over s's input schema (cli_load_plan without one): the
+ * plan names the schema's columns; a name the schema lacks is refused
+ * here, before any data is read, naming plan:line:col and the schema. */
+rap_status cli_load_plan_for(const cli_settings *s, rap_plan **out);
 /* Resolves --device auto to cpu or gpu; errors if gpu is asked and absent. */
 rap_status cli_resolve_device(int dev, rap_device *out);
 /* When --input is empty, generates gen_rows rows (seed) into a temporary

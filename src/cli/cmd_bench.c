@@ -639,6 +639,7 @@ static rap_status gen_data(const cli_settings *s, char *tmp)
     g.seed = (uint64_t)s->seed;
     g.out = tmp;
     g.threads = (int)s->threads;
+    g.schema = s->in_schema; /* rows of --schema when given */
     RAP_TRY(rap_gen_cardinalities("kaggle", g.card));
     rap_gen_result gr;
     rap_info("bench: generating %lld rows into %s", (long long)g.rows, tmp);
@@ -684,7 +685,7 @@ static rap_status bench_job(cli_settings *s, bench_ranks *rk, char *tmp)
     if (st == RAP_OK && s->steps == 0) /* the default: a GPU step is under a millisecond */
         s->steps = b.dev == RAP_GPU ? RAP_BENCH_GPU_STEPS : RAP_BENCH_CPU_STEPS;
     if (st == RAP_OK)
-        st = cli_load_plan(s->plan, &plan);
+        st = cli_load_plan_for(s, &plan);
     b.plan = plan;
     if (st == RAP_OK)
         st = cli_model_config(s, &b.mc);

@@ -1,4 +1,5 @@
-/* cmd_gen.c -- rap gen: write Criteo-shaped TSV from a hidden teacher. */
+/* cmd_gen.c -- rap gen: write Criteo-shaped TSV (or rows of --schema) from a hidden
+ * teacher. */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -19,7 +20,18 @@ int cmd_gen(int argc, char **argv)
     g.seed = (uint64_t)s.seed;
     g.out = s.out;
     g.threads = (int)s.threads;
-    rap_status st = rap_gen_cardinalities(s.cardinalities, g.card);
+    int64_t card[RAP_SCHEMA_MAX_COLS];
+    rap_status st = RAP_OK;
+    if (s.in_schema) { /* any schema (docs/GENERATOR.md "Any schema") */
+        g.schema = s.in_schema;
+        g.list_mean = s.list_mean;
+        if (rap_opts_given(cli_options, cli_n_options, "cardinalities")) {
+            st = rap_gen_cardinalities_n(s.cardinalities, s.in_schema->n_sparse, card);
+            g.schema_card = card;
+        }
+    } else {
+        st = rap_gen_cardinalities(s.cardinalities, g.card);
+    }
     if (st != RAP_OK)
         return cli_fail("gen", st);
     rap_gen_result r;
@@ -33,5 +45,7 @@ int cmd_gen(int argc, char **argv)
             100.0 * (double)r.positives / (double)(r.rows ? r.rows : 1));
     fprintf(stderr, "rap gen: teacher AUC %.4f (the best any model can reach on these rows)\n",
             r.teacher_auc);
+    if (s.in_schema && s.in_schema->header)
+        fprintf(stderr, "rap gen: the first line is a header naming the columns\n");
     return 0;
 }

@@ -225,7 +225,7 @@ static rap_status run(cli_settings *s, prep_job *j)
 {
     rap_device dev;
     RAP_TRY(cli_resolve_device(s->device, &dev));
-    RAP_TRY(cli_load_plan(s->plan, &j->plan));
+    RAP_TRY(cli_load_plan_for(s, &j->plan));
     rap_plan *plan = j->plan;
     RAP_TRY(rap_fuse(plan, (rap_fuse_kind)s->fusion, &j->fusion));
     rap_info("plan %s: %d ops in %d kernels (%s fusion), %d output columns", plan->source,

@@ -35,6 +35,7 @@ static rap_status gen_temp(const cli_settings *s, const char *tag, int64_t rows,
     g.seed = seed;
     g.out = path;
     g.threads = (int)s->threads;
+    g.schema = s->in_schema; /* rows of --schema when given */
     RAP_TRY(rap_gen_cardinalities("kaggle", g.card));
     rap_gen_result r;
     rap_status st = rap_gen_write(&g, &r);
@@ -116,7 +117,7 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
     rap_train_config c;
     rap_train_defaults(&c);
     RAP_TRY(cli_resolve_device(s->device, &c.device));
-    RAP_TRY(cli_load_plan(s->plan, &j->plan));
+    RAP_TRY(cli_load_plan_for(s, &j->plan));
     c.plan = j->plan;
     c.plan_name = s->plan;
     c.fusion = (rap_fuse_kind)s->fusion;

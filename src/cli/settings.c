@@ -60,7 +60,8 @@ const rap_opt cli_options[] = {
     {"rows", RAP_OPT_INT, CMD_GEN, OFF(rows), "1000000", 1, BIG, NULL, "N", "rows to generate"},
     {"seed", RAP_OPT_INT, CMD_GEN | CMD_PREP | TB, OFF(seed), "1", 0, BIG, NULL, "S", "random seed (same seed, same bytes; train: model init and generated rows)"},
     {"out", RAP_OPT_STRING, CMD_GEN, OFF(out), "-", 0, 0, NULL, "FILE", "output file (.gz: gzip; - : stdout)"},
-    {"cardinalities", RAP_OPT_STRING, CMD_GEN, OFF(cardinalities), "kaggle", 0, 0, NULL, "kaggle|1tb|LIST", "ids per categorical column (26 comma-separated counts for LIST)"},
+    {"cardinalities", RAP_OPT_STRING, CMD_GEN, OFF(cardinalities), "kaggle", 0, 0, NULL, "kaggle|1tb|LIST", "ids per categorical column (26 comma-separated counts for LIST; with --schema one count a sparse column, or one for all: default 10000)"},
+    {"list-mean", RAP_OPT_DOUBLE, CMD_GEN, OFF(list_mean), "3", 0, 4096, NULL, "M", "with --schema: mean length of a list field (geometric, at most --max-list)"},
     {"data", RAP_OPT_STRING, TB, OFF(data), "", 0, 0, NULL, "IN", "training rows: Criteo TSV file (.gz ok), directory, or - (default: generated rows)"},
     {"eval-data", RAP_OPT_STRING, TR, OFF(eval_data), "", 0, 0, NULL, "IN", "evaluation rows (default: --eval-fraction of --data, or generated rows)"},
     {"eval-fraction", RAP_OPT_DOUBLE, TR, OFF(eval_fraction), "0.1", 0, 0.9, NULL, "F", "share of --data held out for evaluation, chosen by a hash of the row index (0: none)"},
@@ -114,6 +115,12 @@ const rap_opt cli_options[] = {
     {"checkpoint", RAP_OPT_STRING, CMD_EXPORT, OFF(checkpoint), "", 0, 0, NULL, "CKPT", "checkpoint to export (written by rap train --save)"},
     {"resume", RAP_OPT_STRING, CMD_EXPORT, OFF(checkpoint), "", 0, 0, NULL, "CKPT", "the same as --checkpoint"},
     {"out", RAP_OPT_STRING, CMD_EXPORT, OFF(out), "", 0, 0, NULL, "FILE", "write the model weights here (safetensors)"},
+    /* the input schema (docs/SCHEMA.md) */
+    {"schema", RAP_OPT_STRING, CMD_GEN | CMD_PREP | TB, OFF(schema), "", 0, 0, NULL, "FILE", "the input's columns, one a line: name kind [encoding] [list SEP] (default: Criteo's 40 fields, plans/criteo.schema)"},
+    {"delimiter", RAP_OPT_STRING, CMD_GEN | CMD_PREP | TB, OFF(delimiter), "tab", 0, 0, NULL, "tab|comma|C", "field delimiter; any but tab quotes fields as CSV does (RFC 4180)"},
+    {"header", RAP_OPT_BOOL, CMD_GEN | CMD_PREP | TB, OFF(header), "false", 0, 0, NULL, NULL, "the first line of every input file names the columns (checked against the schema; gen: writes one)"},
+    {"null-token", RAP_OPT_STRING, CMD_GEN | CMD_PREP | TB, OFF(null_token), "null", 0, 0, NULL, "TOKEN", "a list field holding exactly this is a null list (an empty field is an empty list)"},
+    {"max-list", RAP_OPT_INT, CMD_GEN | CMD_PREP | TB, OFF(max_list), "32", 1, RAP_MAX_LIST_LIMIT, NULL, "K", "ids a list field may hold; a longer list rejects its row"},
     {"bad-rows", RAP_OPT_ENUM, CMD_PREP | TB, OFF(bad_rows), "skip", 0, 0, "skip|fail", NULL, "malformed rows: count and skip, or stop at the first"},
     {"follow", RAP_OPT_BOOL, CMD_PREP | TR, OFF(follow), "false", 0, 0, NULL, NULL, "keep reading rows appended to the input as it grows"},
     {"idle-timeout", RAP_OPT_DOUBLE, CMD_PREP | TR, OFF(idle_timeout), "0", 0, 1e9, NULL, "SEC", "with --follow: stop after this long without new rows (0: never)"},
@@ -315,6 +322,56 @@ static void bench_modes_fill(void)
                                        at ? "," : "", rap_mode_name((rap_mode)m));
 }
 
+/* --delimiter's word or byte. */
+static rap_status parse_delimiter(const char *spec, char *out)
+{
+    if (!strcmp(spec, "tab") || !strcmp(spec, "\t"))
+        *out = '\t';
+    else if (!strcmp(spec, "comma"))
+        *out = ',';
+    else if (!strcmp(spec, "semicolon"))
+        *out = ';';
+    else if (!strcmp(spec, "pipe"))
+        *out = '|';
+    else if (strlen(spec) == 1)
+        *out = spec[0];
+    else
+        return rap_fail(RAP_ERR_ARG, "--delimiter \"%s\": expected tab, comma, semicolon, "
+                                     "pipe or one byte", spec);
+    return RAP_OK;
+}
+
+/* s->in_schema from --schema and the format options; none of them given:
+ * NULL (the reader's built-in Criteo path, byte for byte as before). */
+static rap_status load_input_schema(cli_settings *s)
+{
+    s->in_schema = NULL;
+    bool any = s->schema[0] || given("delimiter") || given("header") || given("null-token") ||
+               given("max-list");
+    if (!any)
+        return RAP_OK;
+    char d = '\t';
+    RAP_TRY(parse_delimiter(s->delimiter, &d));
+    if (strlen(s->null_token) > RAP_NULL_TOKEN_MAX)
+        return rap_fail(RAP_ERR_ARG, "--null-token: at most %d bytes", RAP_NULL_TOKEN_MAX);
+    rap_input_schema *x;
+    if (s->schema[0])
+        RAP_TRY(rap_input_schema_load(s->schema, &x));
+    else
+        RAP_TRY(rap_input_schema_criteo(&x));
+    x->delimiter = d;
+    x->header = s->header;
+    snprintf(x->null_token, sizeof x->null_token, "%s", s->null_token);
+    x->max_list = (int)s->max_list;
+    rap_status st = rap_input_schema_check(x);
+    if (st != RAP_OK) {
+        rap_input_schema_free(x);
+        return st;
+    }
+    s->in_schema = x; /* lives as long as the process: the settings are the program's */
+    return RAP_OK;
+}
+
 void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_settings *s)
 {
     memset(s, 0, sizeof *s);
@@ -336,6 +393,11 @@ void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_se
         apply_preset(s);
     if ((cmd & (CMD_PLAN | CMD_PROF_CAPACITY)) && s->model == MODEL_SMALL)
         small_shape(s);
+    if ((cmd & (CMD_GEN | CMD_PREP | CMD_TRAIN | CMD_BENCH)) &&
+        (st = load_input_schema(s)) != RAP_OK) {
+        fprintf(stderr, "rap %s: %s\n", cmd_name, rap_last_error());
+        exit(2);
+    }
     rap_log_set_level(s->quiet ? 1 : s->verbose ? 3 : 2);
     if (!s->quiet && (cmd & CORE)) {
         fprintf(stderr, "rap %s settings:\n", cmd_name);
@@ -351,6 +413,24 @@ rap_status cli_load_plan(const char *spec, rap_plan **out)
         return rap_plan_parse(rap_default_plan_text, "<built-in default.plan>",
                               rap_schema_criteo(), out);
     return rap_plan_load(spec, rap_schema_criteo(), out);
+}
+
+rap_status cli_load_plan_for(const cli_settings *s, rap_plan **out)
+{
+    const rap_input_schema *x = s->in_schema;
+    if (!x)
+        return cli_load_plan(s->plan, out);
+    if (!strcmp(s->plan, "default")) {
+        rap_input_schema layout = *x; /* Criteo's columns in any format */
+        layout.delimiter = '\t';
+        layout.header = false;
+        if (!rap_input_schema_is_criteo(&layout))
+            return rap_fail(RAP_ERR_ARG, "--schema %s: the built-in default plan reads "
+                                         "Criteo's columns (int_0.., cat_0..); give --plan FILE "
+                                         "naming the schema's columns", x->source);
+        return rap_plan_parse_schema(rap_default_plan_text, "<built-in default.plan>", x, out);
+    }
+    return rap_plan_load_schema(s->plan, x, out);
 }
 
 rap_status cli_resolve_device(int dev, rap_device *out)
@@ -378,10 +458,12 @@ rap_status cli_default_input(cli_settings *s, char *tmp_out, size_t n)
     g.seed = (uint64_t)s->seed;
     g.out = tmp_out;
     g.threads = (int)s->threads;
+    g.schema = s->in_schema; /* rows of --schema when given */
     RAP_TRY(rap_gen_cardinalities("kaggle", g.card));
     rap_gen_result r;
-    rap_info("no --input: generating %lld Criteo-shaped rows (seed %lld) into %s",
-             (long long)g.rows, (long long)s->seed, tmp_out);
+    rap_info("no --input: generating %lld %s rows (seed %lld) into %s",
+             (long long)g.rows, g.schema ? "schema" : "Criteo-shaped", (long long)s->seed,
+             tmp_out);
     rap_status st = rap_gen_write(&g, &r);
     if (st != RAP_OK) {
         remove(tmp_out);
@@ -405,6 +487,7 @@ void cli_reader_options(const cli_settings *s, rap_reader_config *rc)
     rc->inflate_threads = (int)s->inflate_threads;
     rc->interleave = (rap_interleave)s->interleave;
     rc->interleave_rows = s->batch;
+    rc->schema = s->in_schema;
 }
 
 void cli_print_reader_threads(const cli_settings *s, const rap_reader_config *rc)

@@ -854,6 +854,8 @@ rap_status rap_gen_write(const rap_gen_config *cfg, rap_gen_result *res)
     if (cfg->threads < 0)
         return rap_fail(RAP_ERR_ARG, "gen: threads must be >= 0 (0 = all cores), got %d",
                         cfg->threads);
+    if (cfg->schema)
+        return rap_gen_write_schema(cfg, res);
     for (int c = 0; c < NS; c++)
         if (cfg->card[c] < 1 || cfg->card[c] > RAP_GEN_MAX_CARD)
             return rap_fail(RAP_ERR_ARG, "gen: cardinality of cat_%d must be in [1, %lld], got %lld",

@@ -76,4 +76,9 @@ static inline double rap_gen_uniform(uint64_t *rng)
  * look like hashes. Fixed across seeds (same ranks, same ids). */
 uint32_t rap_gen_id(int col, uint32_t rank);
 
+/* rap_gen_write for cfg->schema (gen_schema.c; docs/GENERATOR.md "Any
+ * schema"): one thread, the same bytes for the same schema, format, seed,
+ * cardinalities and list mean. Errors as rap_gen_write's. */
+rap_status rap_gen_write_schema(const rap_gen_config *cfg, rap_gen_result *res);
+
 #endif /* RAP_DATA_GEN_H */

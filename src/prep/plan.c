@@ -109,6 +109,24 @@ rap_status rap_plan_create(rap_schema schema, const char *source_name, rap_plan 
     return RAP_OK;
 }
 
+rap_status rap_plan_create_schema(const rap_input_schema *s, const char *source_name,
+                                  rap_plan **out)
+{
+    RAP_TRY(rap_plan_create(rap_input_schema_shape(s), source_name, out));
+    rap_plan *p = *out;
+    for (int f = 0; f < s->n_cols; f++) {
+        const rap_schema_col *c = &s->cols[f];
+        if (c->kind != RAP_COL_DENSE && c->kind != RAP_COL_SPARSE)
+            continue;
+        int k = c->kind == RAP_COL_DENSE ? c->col : s->n_dense + c->col;
+        snprintf(p->cols[k].name, sizeof p->cols[k].name, "%s", c->name);
+        rap_node *n = &p->nodes[p->cols[k].node];
+        if (c->kind == RAP_COL_SPARSE)
+            n->len1 = !c->list_sep; /* a plain field: one id or a null */
+    }
+    return RAP_OK;
+}
+
 void rap_plan_free(rap_plan *p)
 {
     if (!p)

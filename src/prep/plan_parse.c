@@ -134,6 +134,7 @@ typedef struct {
     int n_elems, cap_elems;
     rap_column_ref *deleted; /* (n_deleted) name, line of each del */
     int n_deleted, cap_deleted;
+    const rap_input_schema *schema; /* the input's, for messages; NULL: Criteo's */
 } parser;
 
 /* Records "source:line:col: msg" and returns RAP_ERR_PLAN. */
@@ -459,6 +460,31 @@ static int defined_later(const parser *P, const char *name)
     return 0;
 }
 
+/* A name the plan never defined, read over the input schema: what the
+ * schema holds under it (its label, a skipped field), or that it holds
+ * nothing so called, and the columns it does have. */
+static rap_status schema_column(parser *P, int col, const char *name)
+{
+    const rap_input_schema *s = P->schema;
+    int f = rap_input_schema_find(s, name);
+    if (f >= 0 && s->cols[f].kind == RAP_COL_LABEL)
+        return perr(P, col, "undefined column \"%s\" (in the schema %s, line %d, it is the "
+                    "label: the model's target, not an input of the plan)", name, s->source,
+                    s->cols[f].line);
+    if (f >= 0)
+        return perr(P, col, "undefined column \"%s\" (the schema %s skips it, line %d)", name,
+                    s->source, s->cols[f].line);
+    char have[600] = "";
+    size_t k = 0;
+    for (int i = 0; i < s->n_cols && k + 80 < sizeof have; i++) {
+        const rap_schema_col *c = &s->cols[i];
+        if (c->kind == RAP_COL_DENSE || c->kind == RAP_COL_SPARSE)
+            k += (size_t)snprintf(have + k, sizeof have - k, "%s%s", k ? ", " : "", c->name);
+    }
+    return perr(P, col, "undefined column \"%s\" (the schema %s has no column \"%s\"; its "
+                "inputs: %s)", name, s->source, name, have[0] ? have : "none");
+}
+
 static rap_status undefined_column(parser *P, int col, const char *name)
 {
     int later = defined_later(P, name);
@@ -473,6 +499,8 @@ static rap_status undefined_column(parser *P, int col, const char *name)
         snprintf(hint, sizeof hint, " (deleted at line %d)", del);
     else if (later)
         snprintf(hint, sizeof hint, " (defined later at line %d)", later);
+    if (!del && !later && P->schema)
+        return schema_column(P, col, name);
     return perr(P, col, "undefined column \"%s\"%s", name, hint);
 }
 
@@ -1199,17 +1227,16 @@ static void warn_unused(const rap_plan *p)
     }
 }
 
-rap_status rap_plan_parse(const char *text, const char *source_name, rap_schema schema,
-                          rap_plan **out)
+/* Parses text into the raw-columns plan `plan` (taken over: freed on
+ * failure); schema (may be NULL) only words messages. */
+static rap_status parse_into(const char *text, const char *source_name, rap_plan *plan,
+                             const rap_input_schema *schema, rap_plan **out)
 {
-    *out = NULL;
-    if (!text)
-        return rap_fail(RAP_ERR_ARG, "rap_plan_parse: text is NULL");
     parser P;
     memset(&P, 0, sizeof P);
-    rap_status s = rap_plan_create(schema, source_name, &P.plan);
-    if (s != RAP_OK)
-        return s;
+    P.plan = plan;
+    P.schema = schema;
+    rap_status s = RAP_OK;
     /* directory of the plan, for mapid files */
     char dir[1024] = "";
     const char *slash = source_name ? strrchr(source_name, '/') : NULL;
@@ -1248,9 +1275,33 @@ rap_status rap_plan_parse(const char *text, const char *source_name, rap_schema 
     return RAP_OK;
 }
 
-rap_status rap_plan_load(const char *path, rap_schema schema, rap_plan **out)
+rap_status rap_plan_parse(const char *text, const char *source_name, rap_schema schema,
+                          rap_plan **out)
 {
     *out = NULL;
+    if (!text)
+        return rap_fail(RAP_ERR_ARG, "rap_plan_parse: text is NULL");
+    rap_plan *p;
+    RAP_TRY(rap_plan_create(schema, source_name, &p));
+    return parse_into(text, source_name, p, NULL, out);
+}
+
+rap_status rap_plan_parse_schema(const char *text, const char *source_name,
+                                 const rap_input_schema *s, rap_plan **out)
+{
+    *out = NULL;
+    if (!text || !s)
+        return rap_fail(RAP_ERR_ARG, "rap_plan_parse_schema: text or schema is NULL");
+    rap_plan *p;
+    RAP_TRY(rap_plan_create_schema(s, source_name, &p));
+    return parse_into(text, source_name, p, s, out);
+}
+
+/* Reads plan file path into *text (NUL-terminated, the caller frees it).
+ * Errors: RAP_ERR_IO, RAP_ERR_PLAN (a NUL byte), RAP_ERR_NOMEM. */
+static rap_status read_plan(const char *path, char **text)
+{
+    *text = NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
         return rap_fail(RAP_ERR_IO, "%s: cannot open plan: %s", path, strerror(errno));
@@ -1285,7 +1336,27 @@ rap_status rap_plan_load(const char *path, rap_schema schema, rap_plan **out)
         rap_free(buf);
         return rap_fail(RAP_ERR_PLAN, "%s: holds a NUL byte: expected a text plan", path);
     }
+    *text = buf;
+    return RAP_OK;
+}
+
+rap_status rap_plan_load(const char *path, rap_schema schema, rap_plan **out)
+{
+    *out = NULL;
+    char *buf;
+    RAP_TRY(read_plan(path, &buf));
     rap_status s = rap_plan_parse(buf, path, schema, out);
+    rap_free(buf);
+    return s;
+}
+
+rap_status rap_plan_load_schema(const char *path, const rap_input_schema *schema,
+                                rap_plan **out)
+{
+    *out = NULL;
+    char *buf;
+    RAP_TRY(read_plan(path, &buf));
+    rap_status s = rap_plan_parse_schema(buf, path, schema, out);
     rap_free(buf);
     return s;
 }

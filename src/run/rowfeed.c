@@ -362,7 +362,8 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
         goto fail;
     }
     for (int i = 0; i < P; i++) {
-        st = rap_batch_create(&f->pool[i].batch, rap_schema_criteo(), c->batch_rows, c->pinned);
+        st = rap_batch_create(&f->pool[i].batch, rap_reader_shape(&c->reader), c->batch_rows,
+                              c->pinned);
         if (st != RAP_OK)
             goto fail;
         f->pool[i].slot = i;
@@ -371,7 +372,7 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
         f->n_pool = i + 1;
     }
     if (!c->reader_batches &&
-        (st = rap_batch_create(&f->rb, rap_schema_criteo(), 32768, false)) != RAP_OK)
+        (st = rap_batch_create(&f->rb, rap_reader_shape(&c->reader), 32768, false)) != RAP_OK)
         goto fail;
     if ((st = rap_queue_create(P, &f->free_q)) != RAP_OK ||
         (st = rap_queue_create(P, &f->full_q)) != RAP_OK)

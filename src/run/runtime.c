@@ -236,6 +236,11 @@ rap_status rap_runtime_create(const rap_runtime_config *c, rap_model *m, rap_row
                         "are required");
     if ((int)c->mode < 0 || c->mode >= RAP_MODE_COUNT)
         return rap_fail(RAP_ERR_ARG, "rap_runtime_create: mode %d is not a mode", (int)c->mode);
+    if (c->mode == RAP_MODE_MPS && c->reader.schema &&
+        !rap_input_schema_is_criteo(c->reader.schema))
+        return rap_fail(RAP_ERR_ARG, "--mode mps: its preprocessing server reads Criteo's "
+                                     "layout only, not the schema %s (use another mode)",
+                        c->reader.schema->source);
     char why[256];
     rap_device dev = rap_model_device(m);
     if (!shard && !rap_mode_available(c->mode, dev, why, sizeof why))
