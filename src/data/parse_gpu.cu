@@ -23,11 +23,12 @@
 #define PG_PREFIX 2u /* tile status: its inclusive prefix is published */
 
 /* The layout as the kernel reads it (device memory, copied to shared
- * memory by each block). 384 bytes. */
+ * memory by each block). 448 bytes. */
 typedef struct {
     uint32_t desc[RAP_PARSE_MAX_FIELDS];  /* pg_desc of field f (0 past NF: skip) */
     uint8_t dfield[RAP_PARSE_MAX_FIELDS]; /* field of dense column j */
     uint8_t sfield[RAP_PARSE_MAX_FIELDS]; /* field of sparse column j */
+    int8_t slist[RAP_PARSE_MAX_FIELDS];   /* sparse column j: its list index, -1 not a list */
 } pg_tables;
 
 /* Byte offsets of a block's shared arrays (T lines of the tile). */
@@ -42,6 +43,10 @@ typedef struct {
     uint32_t excl;    /* int32 (64) the counters of the tiles before */
     uint32_t tables;  /* pg_tables */
     uint32_t rank;    /* uint8 (NC, T) */
+    uint32_t lcnt;    /* int32 (NL, T) list q: the line's ids */
+    uint32_t lbeg;    /* int32 (NL, T) list q: its field's first byte in the text */
+    uint32_t lend;    /* int32 (NL, T) ... and its end */
+    uint32_t lrank;   /* int32 (NL, T) list q's ids of the tile's lines before */
     uint32_t bytes;
 } pg_smem;
 
@@ -50,7 +55,7 @@ typedef struct {
     const int32_t *start; /* (n_lines + 1) */
     int64_t n_bytes, n_lines, max_line;
     const pg_tables *tab;
-    int nf, nd, ns, nc;
+    int nf, nd, ns, nc, nl;
     rap_parse_format fmt;  /* the text format (delimiter, quoting, null token) */
     /* the destination batch (device) */
     float *label;          /* (B) */
@@ -80,6 +85,7 @@ typedef struct {
     int32_t *tabs, *agg, *excl;
     pg_tables *tab;
     uint8_t *rank;
+    int32_t *lcnt, *lbeg, *lend, *lrank; /* (NL, T) each */
 } pg_shared;
 
 /* ------------------------------------------------------------ one line */
@@ -143,10 +149,11 @@ static __device__ uint32_t warp_boundaries(const rap_parse_format *fm,
 /* Step 3 for a line whose boundaries are good: lane f converts field f
  * (round 0) and f + 32 (round 1), values into the tile's slot s; the key
  * is the smallest of the fields' faults, *vm the valid fields. */
-static __device__ uint32_t warp_convert(const pg_args *a, const pg_shared *sh,
-                                        const uint8_t *__restrict__ line, int32_t len,
-                                        const uint32_t d[2], int lane, int s, uint64_t *vm)
+static __device__ uint32_t warp_convert(const pg_args *a, const pg_shared *sh, int64_t ls,
+                                        int32_t len, const uint32_t d[2], int lane, int s,
+                                        uint64_t *vm)
 {
+    const uint8_t *__restrict__ line = a->text + ls;
     uint32_t key = PG_KEY_OK;
     uint64_t v = 0;
     const int nf = a->nf;
@@ -170,7 +177,16 @@ static __device__ uint32_t warp_convert(const pg_args *a, const pg_shared *sh,
                 switch (PG_DESC_KIND(d[r])) {
                 case RAP_COL_LABEL: sh->label[s] = fv; break;
                 case RAP_COL_DENSE: sh->dense[col * T + s] = fv; break;
-                case RAP_COL_SPARSE: sh->sparse[col * T + s] = iv; break;
+                case RAP_COL_SPARSE:
+                    if (PG_DESC_SEP(d[r])) { /* a list: its ids come at the scatter */
+                        int q = sh->tab->slist[col];
+                        sh->lcnt[q * T + s] = cnt;
+                        sh->lbeg[q * T + s] = (int32_t)(ls + fs);
+                        sh->lend[q * T + s] = (int32_t)(ls + fe);
+                    } else {
+                        sh->sparse[col * T + s] = iv;
+                    }
+                    break;
                 default: break;
                 }
             }
@@ -210,7 +226,7 @@ static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int wa
         uint64_t vm = 0;
         if (key == PG_KEY_OK) {
             __syncwarp();
-            key = warp_convert(a, &w, a->text + ls, (int32_t)(end - ls), d, lane, first + k, &vm);
+            key = warp_convert(a, &w, ls, (int32_t)(end - ls), d, lane, first + k, &vm);
         }
         if (lane == 0) {
             sh->key[first + k] = key;
@@ -222,14 +238,41 @@ static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int wa
 
 /* ------------------------------------------------------------ the tile */
 
+/* Phase 2 for list column q (sparse counter c): the ids of line i (its
+ * list's length when accepted, else 0) summed over the lines before by a
+ * warp scan: lrank[q][i], agg[c] = all of the tile's. */
+static __device__ void count_list(const pg_shared *sh, int c, int q, int lane, int nl)
+{
+    int32_t base = 0;
+    for (int h = 0; h < T / 32; h++) {
+        int i = h * 32 + lane;
+        int32_t v = i < nl && sh->key[i] == PG_KEY_OK ? sh->lcnt[q * T + i] : 0, incl = v;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            int32_t y = __shfl_up_sync(PG_FULL, incl, o);
+            if (lane >= o)
+                incl += y;
+        }
+        sh->lrank[q * T + i] = base + incl - v;
+        base += __shfl_sync(PG_FULL, incl, 31);
+    }
+    if (lane == 0)
+        sh->agg[c] = base;
+}
+
 /* Phase 2: counter c of line i (accepted; accepted with an id in sparse
  * column c - 1; rejected for reason c - 1 - NS), ranked in the tile by
- * ballots: rank[c][i] = lines before i counted, agg[c] = all counted. */
+ * ballots: rank[c][i] = lines before i counted, agg[c] = all counted; a
+ * list column counts its ids (count_list). */
 static __device__ void count_tile(const pg_args *a, const pg_shared *sh, int warp, int lane,
                                   int nl)
 {
     const int ns = a->ns;
     for (int c = warp; c < a->nc; c += PG_WARPS) {
+        if (c >= 1 && c <= ns && sh->tab->slist[c - 1] >= 0) {
+            count_list(sh, c, sh->tab->slist[c - 1], lane, nl);
+            continue;
+        }
         int32_t base = 0;
         for (int h = 0; h < T / 32; h++) {
             int i = h * 32 + lane;
@@ -376,11 +419,20 @@ static __device__ void scatter(const pg_args *a, const pg_shared *sh, int tid, i
         if (i >= nl || sh->key[i] != PG_KEY_OK)
             continue;
         int64_t row = E0 + sh->rank[i];
-        int64_t v = (int64_t)((sh->vmask[i] >> sh->tab->sfield[j]) & 1);
-        int64_t off = sh->excl[1 + j] + sh->rank[(1 + j) * T + i];
-        if (v)
-            a->sparse_ids[j * a->ids_stride + off] = sh->sparse[j * T + i];
-        a->sparse_off[j * (B + 1) + row + 1] = off + v;
+        const int f = sh->tab->sfield[j], q = sh->tab->slist[j];
+        int64_t v = (int64_t)((sh->vmask[i] >> f) & 1), cnt = v;
+        int64_t off = sh->excl[1 + j] +
+                      (q >= 0 ? sh->lrank[q * T + i] : (int32_t)sh->rank[(1 + j) * T + i]);
+        int64_t *ids = a->sparse_ids + j * a->ids_stride + off;
+        if (q >= 0) {
+            cnt = sh->lcnt[q * T + i];
+            if (cnt > 0)
+                pg_list_ids(sh->tab->desc[f], &a->fmt, a->text + sh->lbeg[q * T + i],
+                            sh->lend[q * T + i] - sh->lbeg[q * T + i], ids);
+        } else if (v) {
+            ids[0] = sh->sparse[j * T + i];
+        }
+        a->sparse_off[j * (B + 1) + row + 1] = off + cnt;
         a->sparse_valid[j * B + row] = (uint8_t)v;
     }
     if (tile == 0)
@@ -404,6 +456,10 @@ static __global__ void __launch_bounds__(PG_THREADS)
     sh.excl = (int32_t *)(void *)(smem + a.sm.excl);
     sh.tab = (pg_tables *)(void *)(smem + a.sm.tables);
     sh.rank = smem + a.sm.rank;
+    sh.lcnt = (int32_t *)(void *)(smem + a.sm.lcnt);
+    sh.lbeg = (int32_t *)(void *)(smem + a.sm.lbeg);
+    sh.lend = (int32_t *)(void *)(smem + a.sm.lend);
+    sh.lrank = (int32_t *)(void *)(smem + a.sm.lrank);
     const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t tile = a.tile0 + blockIdx.x, l0 = tile * T;
     const int64_t left = a.n_lines - l0;
@@ -451,7 +507,7 @@ struct rap_parse_gpu {
     int64_t next_line, next_tile, n_tiles;
 };
 
-static pg_smem smem_layout(int nd, int ns, int nc)
+static pg_smem smem_layout(int nd, int ns, int nc, int nl)
 {
     pg_smem s;
     uint32_t at = 0;
@@ -470,6 +526,10 @@ static pg_smem smem_layout(int nd, int ns, int nc)
     PG_PLACE(excl, RAP_PARSE_MAX_COUNTERS * 4);
     PG_PLACE(tables, sizeof(pg_tables));
     PG_PLACE(rank, (size_t)nc * T);
+    PG_PLACE(lcnt, (size_t)nl * T * 4);
+    PG_PLACE(lbeg, (size_t)nl * T * 4);
+    PG_PLACE(lend, (size_t)nl * T * 4);
+    PG_PLACE(lrank, (size_t)nl * T * 4);
 #undef PG_PLACE
     s.bytes = at;
     return s;
@@ -489,9 +549,6 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
     else
         rap_parse_layout_criteo(&lay);
     RAP_TRY(rap_parse_layout_check(&lay));
-    if (lay.n_lists > 0) /* the reference parses them (parse_ref.c); the kernel not yet */
-        return rap_fail(RAP_ERR_ARG, "GPU parser: %d list (multi-hot) fields: lists are parsed "
-                                     "on the CPU only (the host reader)", lay.n_lists);
     rap_parse_gpu *p = (rap_parse_gpu *)rap_calloc(sizeof *p, "GPU parser");
     if (!p)
         return RAP_ERR_NOMEM;
@@ -505,12 +562,15 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
     const int nc = 1 + lay.n_sparse + RAP_REJ_COUNT;
     pg_tables tab;
     memset(&tab, 0, sizeof tab);
+    memset(tab.slist, 0xff, sizeof tab.slist);
     for (int f = 0; f < lay.n_fields; f++) {
         tab.desc[f] = pg_desc(lay.f[f]);
         if (lay.f[f].kind == RAP_COL_DENSE)
             tab.dfield[lay.f[f].col] = (uint8_t)f;
-        if (lay.f[f].kind == RAP_COL_SPARSE)
+        if (lay.f[f].kind == RAP_COL_SPARSE) {
             tab.sfield[lay.f[f].col] = (uint8_t)f;
+            tab.slist[lay.f[f].col] = (int8_t)(lay.f[f].sep ? lay.f[f].list : -1);
+        }
     }
     rap_status st;
 #define PG_TRY(x)                 \
@@ -547,7 +607,7 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
     }
     {
         /* on the parser's stream, which the caller's stream may not wait for */
-        pg_smem sm = smem_layout(lay.n_dense, lay.n_sparse, nc);
+        pg_smem sm = smem_layout(lay.n_dense, lay.n_sparse, nc, lay.n_lists);
         cudaError_t e = cudaSuccess;
         if (sm.bytes > 48 * 1024)
             e = cudaFuncSetAttribute(parse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -637,11 +697,13 @@ extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, 
         return rap_fail(RAP_ERR_ARG, "GPU parser: bad batch (%lld lines of at most %lld, %lld "
                                      "bytes, text 16-byte aligned)", (long long)n_lines,
                         (long long)p->cfg.max_lines, (long long)n_bytes);
+    const int K = l->n_lists ? l->fmt.max_list : 1;
     if (!dst || dst->schema.n_dense != l->n_dense || dst->schema.n_sparse != l->n_sparse ||
-        dst->schema.ids_per_row < 1 || dst->cap < n_lines)
+        dst->schema.ids_per_row < K || dst->cap < n_lines ||
+        (int64_t)n_lines * K > INT32_MAX) /* a column's ids: int32 counters */
         return rap_fail(RAP_ERR_ARG, "GPU parser: the batch does not fit %lld lines of %d "
-                                     "dense, %d sparse columns", (long long)n_lines,
-                        l->n_dense, l->n_sparse);
+                                     "dense, %d sparse columns of %d ids a row",
+                        (long long)n_lines, l->n_dense, l->n_sparse, K);
     p->epoch = p->epoch % 0x3fffffffu + 1u;
     pg_args *a = &p->args;
     memset(a, 0, sizeof *a);
@@ -655,6 +717,7 @@ extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, 
     a->nd = l->n_dense;
     a->ns = l->n_sparse;
     a->nc = 1 + l->n_sparse + RAP_REJ_COUNT;
+    a->nl = l->n_lists;
     a->fmt = l->fmt;
     a->label = dst->label;
     a->dense = dst->dense;
@@ -672,7 +735,7 @@ extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, 
     a->epoch_tag = p->epoch << 2;
     a->n_tiles = n_lines > 0 ? (n_lines + T - 1) / T : 1;
     a->stages = p->stages;
-    a->sm = smem_layout(a->nd, a->ns, a->nc);
+    a->sm = smem_layout(a->nd, a->ns, a->nc, a->nl);
     p->n_tiles = a->n_tiles;
     p->next_line = 0;
     p->next_tile = 0;

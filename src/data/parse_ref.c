@@ -145,7 +145,7 @@ typedef struct {
     uint8_t rank[RAP_PARSE_MAX_COUNTERS][T];  /* counter c's lines before, in the tile */
     int32_t srank[RAP_PARSE_MAX_SPARSE][T];   /* sparse column j: ids of the lines before */
     int32_t agg[RAP_PARSE_MAX_COUNTERS];      /* counter c in the tile */
-    int32_t tabs[RAP_PARSE_MAX_FIELDS];       /* a warp's delimiter positions (from the line start) */
+    int32_t tabs[RAP_PARSE_MAX_FIELDS];       /* a warp's delimiters (from the line start) */
 } tile_t;
 
 /* A lane's 16-byte load at w (16-aligned): bytes outside the text are 0
