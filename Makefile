@@ -13,6 +13,8 @@
 #                 reproducers, gcc + ASan/UBSan (make test runs it; docs/FUZZ.md)
 #   make fuzz FORMAT=x SECONDS=n  libFuzzer on one format (clang, installed
 #                 by scripts/deps.sh clang for this target only)
+#   make ARROW=0  without Apache Arrow's Parquet reader, even where pyarrow is
+#                 installed (Parquet input is then refused, saying so)
 
 BUILD ?= build
 CUDA_HOME ?= /usr/local/cuda
@@ -64,6 +66,32 @@ ifeq ($(FUZZER),1)
   LDFLAGS += -fsanitize=address,undefined,float-cast-overflow
 endif
 
+# Parquet input (docs/BUILD.md): Apache Arrow's C++ Parquet reader, from the
+# pyarrow wheel (its headers and libarrow/libparquet), behind parquet.h's C
+# interface; src/data/parquet.cc is the one C++ file. Without pyarrow rap
+# builds the same and refuses Parquet files saying what to install.
+ARROW ?= 1
+ifeq ($(ARROW),1)
+  PYARROW := $(shell python3 -c 'import pyarrow; print(pyarrow.get_include(), pyarrow.get_library_dirs()[0])' 2>/dev/null)
+endif
+LIB_CC :=
+ifneq ($(words $(PYARROW)),2)
+  PYARROW :=
+endif
+ifneq ($(PYARROW),)
+  ARROW_INC := $(word 1,$(PYARROW))
+  ARROW_LIB := $(word 2,$(PYARROW))
+  ARROW_SO := $(notdir $(firstword $(sort $(wildcard $(ARROW_LIB)/libarrow.so.*))))
+  PARQUET_SO := $(notdir $(firstword $(sort $(wildcard $(ARROW_LIB)/libparquet.so.*))))
+  ifneq ($(ARROW_SO)$(PARQUET_SO),)
+    CFLAGS += -DRAP_HAVE_ARROW=1
+    CXXFLAGS := -std=c++20 -O2 -g -Wall -Wextra -Wno-unused-parameter -DRAP_HAVE_ARROW=1 \
+      -Iinclude -Isrc -isystem $(ARROW_INC) -MMD -MP
+    LIB_CC := src/data/parquet.cc
+    LDLIBS += -L$(ARROW_LIB) -l:$(PARQUET_SO) -l:$(ARROW_SO) -Wl,-rpath,$(ARROW_LIB) -lstdc++
+  endif
+endif
+
 ifeq ($(CUDA),1)
   CFLAGS += -DRAP_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   # sm_90 machine code plus compute_90 PTX (docs/BUILD.md).
@@ -89,7 +117,7 @@ CLI_C  := $(sort $(wildcard src/cli/*.c))
 TEST_C := $(sort $(wildcard tests/*.c))
 BENCH_C := $(sort $(wildcard bench/*.c))
 
-LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
+LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o) $(LIB_CC:%.cc=$(BUILD)/%.cc.o)
 CLI_OBJ := $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/gen/default_plan.o
 TEST_OBJ := $(TEST_C:%.c=$(BUILD)/%.o)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench_%)
@@ -170,6 +198,10 @@ $(BUILD)/bench_%: $(BUILD)/bench/%.o $(BUILD)/librap.a
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cc.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
 
 # The default plan is built into rap so `rap train` runs from any directory.
 $(BUILD)/gen/default_plan.c: plans/default.plan scripts/embed.sh

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Installs the Debian packages rap needs when any is missing, then exits 0.
-# `deps.sh clang` does the same for what `make fuzz` needs.
+# Installs the Debian packages rap needs when any is missing, and pyarrow
+# (Parquet input) when python3 lacks it, then exits 0. `deps.sh clang` does
+# the same for what `make fuzz` needs.
 # Called by `make` before every build, so the README's two commands work on a
 # fresh machine. Needs root (or sudo) only when something is missing.
 set -e
@@ -12,10 +13,19 @@ missing=""
 for p in $PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-echo "deps: installing missing Debian packages:$missing" >&2
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q >&2
-$SUDO apt-get install -y -q --no-install-recommends $missing >&2
+if [ -n "$missing" ]; then
+  echo "deps: installing missing Debian packages:$missing" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q >&2
+  $SUDO apt-get install -y -q --no-install-recommends $missing >&2
+fi
+# Apache Arrow's C++ Parquet reader comes with the pyarrow wheel (Debian has
+# no Arrow package; docs/BUILD.md). Optional: without it rap builds and
+# refuses Parquet input, so a failed install is said and not fatal.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import pyarrow' >/dev/null 2>&1; then
+  echo "deps: installing pyarrow (Parquet input) with pip" >&2
+  python3 -m pip install -q pyarrow >&2 || echo "deps: pip install pyarrow failed: rap builds without Parquet input" >&2
+fi
+exit 0

@@ -280,13 +280,10 @@ int rap_parse_line_schema(const rap_schema_parser *p, const char *s, size_t len,
 
 /* ------------------------------------------------------------ chunks */
 
-/* Grows the row arrays of o (p's ND, NS) to hold at least rows, keeping
- * n_used rows; the first call also makes the id lists. */
-static rap_status reserve_rows(const rap_schema_parser *p, rap_parsed *o, int64_t rows)
+rap_status rap_parsed_reserve(rap_parsed *o, int nd, int ns, int64_t rows)
 {
     if (rows <= o->cap && o->soff)
         return RAP_OK;
-    const int nd = p->nd, ns = p->ns;
     if (!o->sids && ns > 0) {
         o->sids = rap_calloc(sizeof *o->sids * (size_t)ns, "parsed chunk ids");
         o->sids_cap = rap_calloc(sizeof *o->sids_cap * (size_t)ns, "parsed chunk ids");
@@ -332,8 +329,7 @@ static rap_status reserve_rows(const rap_schema_parser *p, rap_parsed *o, int64_
     return RAP_OK;
 }
 
-/* Room for k more ids in sparse column j (used of them held). */
-static rap_status reserve_ids(rap_parsed *o, int j, int64_t used, int64_t k)
+rap_status rap_parsed_reserve_ids(rap_parsed *o, int j, int64_t used, int64_t k)
 {
     if (used + k <= o->sids_cap[j])
         return RAP_OK;
@@ -348,7 +344,7 @@ static rap_status reserve_ids(rap_parsed *o, int j, int64_t used, int64_t k)
     return RAP_OK;
 }
 
-static rap_status add_reject(rap_parsed *o, int64_t line, int reason)
+rap_status rap_parsed_reject(rap_parsed *o, int64_t line, int reason)
 {
     if (o->n_rej == o->cap_rej) {
         int64_t c = o->cap_rej ? o->cap_rej * 2 : 64;
@@ -384,7 +380,7 @@ static rap_status convert_row(const rap_schema_parser *p, const uint8_t *s, size
         int64_t iv = 0, *ids = NULL, at = 0;
         if (kind == RAP_COL_SPARSE) {
             at = o->soff[col * (R + 1) + r];
-            RAP_TRY(reserve_ids(o, col, at, K > 1 ? K : 1));
+            RAP_TRY(rap_parsed_reserve_ids(o, col, at, K > 1 ? K : 1));
             ids = o->sids[col] + at;
         }
         int valid;
@@ -419,14 +415,14 @@ rap_status rap_parse_chunk_schema(const rap_schema_parser *p, const char *text, 
     o->n_used = 0;
     o->n_rej = 0;
     o->first_msg[0] = 0;
-    RAP_TRY(reserve_rows(p, o, (int64_t)(n / 64) + 16));
+    RAP_TRY(rap_parsed_reserve(o, p->nd, p->ns, (int64_t)(n / 64) + 16));
     for (int j = 0; j < p->ns; j++)
         o->soff[j * (o->cap + 1)] = 0;
     int32_t fe[RAP_SCHEMA_MAX_COLS];
     const char *q = text, *end = text + n;
     while (q < end) {
         if (o->n_used == o->cap)
-            RAP_TRY(reserve_rows(p, o, o->cap + 1));
+            RAP_TRY(rap_parsed_reserve(o, p->nd, p->ns, o->cap + 1));
         const char *nl = memchr(q, '\n', (size_t)(end - q));
         if (!nl)
             nl = end; /* not expected: every line ends in '\n' */
@@ -443,7 +439,7 @@ rap_status rap_parse_chunk_schema(const rap_schema_parser *p, const char *text, 
         } else {
             if (o->n_rej == 0)
                 message(p, s, len, max_line, key, fe, o->first_msg, sizeof o->first_msg);
-            RAP_TRY(add_reject(o, line, pg_key_reason(key)));
+            RAP_TRY(rap_parsed_reject(o, line, pg_key_reason(key)));
         }
         q = nl + 1;
     }

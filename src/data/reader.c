@@ -37,6 +37,8 @@
  */
 #include "data/reader_impl.h"
 
+#include "data/parquet.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,11 +153,33 @@ static lane *parse_pick(rap_reader *r)
     return NULL;
 }
 
+const rap_input_schema *reader_pq_schema(const rap_reader *r)
+{
+    return r->schema ? r->schema : r->criteo;
+}
+
+/* Row group sl->pq_group of the Parquet file sl->path into sl->out (a
+ * parser thread: its own open of the file). */
+static rap_status parse_group(rap_reader *r, slot *sl)
+{
+    rap_pq *p;
+    RAP_TRY(rap_pq_open(sl->path, &p));
+    int map[RAP_SCHEMA_MAX_COLS];
+    const rap_input_schema *s = reader_pq_schema(r);
+    rap_status st = rap_pq_bind(p, sl->path, s, map);
+    if (st == RAP_OK)
+        st = rap_pq_parse_group(p, sl->path, s, map, sl->pq_group, sl->pq_max, &sl->out);
+    rap_pq_close(p);
+    return st;
+}
+
 /* Parses slot sl by the reader's parser. With --header, the first line
  * of a file's first chunk is checked against the schema and taken off
  * (sl->skip = 1): a difference is RAP_ERR_DATA naming it. */
 static rap_status parse_slot(rap_reader *r, slot *sl)
 {
+    if (sl->pq_group >= 0)
+        return parse_group(r, sl);
     if (!r->sp)
         return rap_parse_chunk(sl->buf, sl->len, r->cfg.max_line, &sl->out);
     const char *text = sl->buf;
@@ -316,6 +340,21 @@ static rap_status open_schema(rap_reader *r, const rap_input_schema *s)
     return rap_schema_parser_create(s, &r->sp);
 }
 
+/* A single Parquet input is refused at open when it cannot be read by
+ * the schema (no Arrow, truncated, a column missing or of the wrong
+ * type), before any row is read. */
+static rap_status check_parquet(rap_reader *r)
+{
+    if (!strcmp(r->input, "-") || !rap_pq_is_parquet(r->input))
+        return RAP_OK;
+    rap_pq *p;
+    RAP_TRY(rap_pq_open(r->input, &p));
+    int map[RAP_SCHEMA_MAX_COLS];
+    rap_status st = rap_pq_bind(p, r->input, reader_pq_schema(r), map);
+    rap_pq_close(p);
+    return st;
+}
+
 rap_schema rap_reader_shape(const rap_reader_config *cfg)
 {
     if (cfg && cfg->schema)
@@ -342,6 +381,8 @@ rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, 
     }
     if (cfg->schema && (st = open_schema(r, cfg->schema)) != RAP_OK)
         goto fail;
+    if (!cfg->schema && (st = rap_input_schema_criteo(&r->criteo)) != RAP_OK)
+        goto fail;
     if (strcmp(r->input, "-") != 0) {
         struct stat sb;
         if (stat(r->input, &sb) != 0) {
@@ -354,7 +395,8 @@ rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, 
         int64_t added;
         if ((st = reader_rescan(r, &added)) != RAP_OK)
             goto fail;
-    } else if ((st = rap_source_open(r->input, &r->first)) != RAP_OK) {
+    } else if ((st = check_parquet(r)) != RAP_OK ||
+               (st = rap_source_open(r->input, &r->first)) != RAP_OK) {
         goto fail;
     }
     if ((st = make_lanes(r, chunk_bytes)) != RAP_OK)
@@ -504,7 +546,7 @@ static rap_status take_slot(rap_reader *r, lane *l, slot *sl, rap_batch *b, bool
             n = allowed;
         if (n == 0)
             return RAP_OK; /* max_rows reached at a reject */
-        if (r->sp)
+        if (r->sp || sl->pq_group >= 0)
             copy_rows_lists(b, o, l->c_u, n);
         else
             copy_rows(b, o, l->c_u, n);
@@ -749,6 +791,7 @@ void rap_reader_close(rap_reader *r)
     rap_free(r->parser_tid);
     rap_schema_parser_free(r->sp);
     rap_free(r->schema);
+    rap_input_schema_free(r->criteo);
     for (int64_t i = 0; i < r->n_names; i++)
         free(r->names[i]);
     rap_free(r->names);

@@ -28,6 +28,8 @@ typedef struct {
     int64_t file_idx;     /* the file's index among the input's (0: a file, stdin) */
     bool first;           /* the file's first chunk (its header line, with --header) */
     int64_t skip;         /* lines before the parsed ones: 1 for a header taken off */
+    int pq_group;         /* a Parquet file's row group to read (path), -1: text in buf */
+    int64_t pq_max;       /* ... at most this many of its rows (-1: all) */
     char path[1024];      /* for messages */
     rap_parsed out;
     rap_status parse_status;
@@ -70,6 +72,7 @@ struct rap_reader {
     rap_input_schema *schema; /* cfg.schema's copy (cfg.schema points here); NULL: Criteo */
     rap_schema_parser *sp;    /* the schema parser; NULL: Criteo's parser (parse.h) */
     rap_schema shape;         /* of the batches handed out */
+    rap_input_schema *criteo; /* the built-in schema, for Parquet input without one */
     char *input;          /* copy of cfg.input */
     bool is_dir;
     rap_source *first;    /* file or stdin opened by rap_reader_open */
@@ -112,5 +115,8 @@ struct rap_reader {
 rap_status reader_rescan(struct rap_reader *r, int64_t *added);
 /* The lane thread (pthread start routine; arg: the lane). */
 void *reader_lane_main(void *arg);
+/* The schema Parquet columns are read by: cfg.schema's copy, else the
+ * built-in Criteo one. */
+const rap_input_schema *reader_pq_schema(const struct rap_reader *r);
 
 #endif /* RAP_READER_IMPL_H */

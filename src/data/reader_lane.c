@@ -15,6 +15,8 @@
  */
 #include "data/reader_impl.h"
 
+#include "data/parquet.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -118,6 +120,8 @@ static rap_status acquire(lane *l, const char *path, int64_t file_idx)
     sl->file_idx = file_idx;
     sl->first = false;
     sl->skip = 0;
+    sl->pq_group = -1;
+    sl->pq_max = -1;
     if (sl->path != path)
         snprintf(sl->path, sizeof sl->path, "%s", path);
     l->filling = sl;
@@ -326,12 +330,79 @@ static rap_status read_file(lane *l, rap_source *src, int64_t dir_idx, bool *end
     }
 }
 
+/* Publishes the slot being filled as row group g of a Parquet file (the
+ * parser threads read it: parse_slot). */
+static void publish_group(lane *l, int g, int64_t max)
+{
+    rap_reader *r = l->r;
+    slot *sl = l->filling;
+    sl->pq_group = g;
+    sl->pq_max = max;
+    sl->len = 0;
+    pthread_mutex_lock(&r->mu);
+    sl->state = SLOT_FILLED;
+    l->produced++;
+    r->idle = false;
+    pthread_cond_signal(&r->cv_parser);
+    pthread_mutex_unlock(&r->mu);
+    l->filling = NULL;
+}
+
+/* A Parquet file (dir_idx as for read_file): its footer read and its
+ * columns bound to the schema here, then one slot a row group, in order,
+ * each read and made into rows by a parser thread. A file is read whole
+ * (no follow); with one lane, max_rows cuts the groups. */
+static rap_status read_parquet(lane *l, const char *path, int64_t dir_idx, bool *end)
+{
+    rap_reader *r = l->r;
+    pthread_mutex_lock(&r->st_mu);
+    r->st.files++;
+    pthread_mutex_unlock(&r->st_mu);
+    rap_pq *p;
+    RAP_TRY(rap_pq_open(path, &p));
+    int map[RAP_SCHEMA_MAX_COLS];
+    rap_status st = rap_pq_bind(p, path, reader_pq_schema(r), map);
+    int groups = rap_pq_groups(p);
+    int64_t *rows = rap_malloc(sizeof *rows * (size_t)(groups + 1), "Parquet row groups");
+    if (st == RAP_OK && !rows)
+        st = RAP_ERR_NOMEM;
+    for (int g = 0; st == RAP_OK && g < groups; g++)
+        rows[g] = rap_pq_group_rows(p, g);
+    rap_pq_close(p);
+    for (int g = 0; st == RAP_OK && g < groups; g++) {
+        if (atomic_load(&r->stop)) {
+            *end = true;
+            break;
+        }
+        int64_t max = -1;
+        if (r->cfg.max_rows > 0 && r->L == 1) {
+            int64_t left = r->cfg.max_rows - l->lines_emitted;
+            max = rows[g] < left ? rows[g] : left;
+            l->lines_emitted += max;
+        }
+        if (acquire(l, path, dir_idx) != RAP_OK) {
+            *end = true;
+            break;
+        }
+        l->filling->first = g == 0;
+        publish_group(l, g, max);
+        if (max >= 0 && l->lines_emitted >= r->cfg.max_rows) {
+            *end = true;
+            break;
+        }
+    }
+    rap_free(rows);
+    return st;
+}
+
 /* Opens and reads file i of the directory; *end as for read_file. */
 static rap_status read_dir_file(lane *l, int64_t i, bool *end)
 {
     rap_reader *r = l->r;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", r->input, r->names[i]);
+    if (rap_pq_is_parquet(path))
+        return read_parquet(l, path, i, end);
     rap_source *src;
     RAP_TRY(rap_source_open(path, &src));
     rap_status st = read_file(l, src, i, end);
@@ -348,6 +419,10 @@ static rap_status read_all(lane *l, int64_t *file)
     if (!r->is_dir) {
         rap_source *src = r->first;
         r->first = NULL;
+        if (strcmp(r->input, "-") && rap_pq_is_parquet(r->input)) {
+            rap_source_close(src);
+            return read_parquet(l, r->input, 0, &end);
+        }
         rap_status st = read_file(l, src, 0, &end);
         rap_source_close(src);
         return st;
