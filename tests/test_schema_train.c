@@ -305,3 +305,93 @@ RAP_TEST(schema_gen_reads_back)
     }
     rap_input_schema_free(s);
 }
+
+/* The command line: rap gen --schema (CSV with a header), rap prep over it
+ * with the same options, a plan naming a missing column refused (exit 1,
+ * plan:line:col and the schema) before any data is read, a header that
+ * differs refused naming it, the default plan refused over another schema,
+ * a bad schema file refused at the option (exit 2), and rap train end to
+ * end over a multi-hot schema. */
+RAP_TEST(schema_cli_gen_prep_train)
+{
+    char *sp = tmp_path("cli.schema"), *pp = tmp_path("cli.plan"), *bad = tmp_path("bad.plan");
+    char *csv = tmp_path("cli.csv"), *outp = tmp_path("cli_out.tsv");
+    write_text(sp, k_schema);
+    write_text(pp, k_plan);
+    write_text(bad, "df[\"price\"] = df[\"price\"].fill_null(0)\n"
+                    "df[\"h\"] = df[\"histo\"].clamp(0, 9)\n");
+    static char out[1 << 16];
+    char args[4096];
+    snprintf(args, sizeof args, "gen --schema %s --delimiter comma --header --rows 3000 "
+             "--max-list 6 --list-mean 2 --out %s --quiet", sp, csv);
+    int grc = rap_test_run_rap(args, out, sizeof out);
+    CHECK_MSG(grc == 0, "%s", out);
+    REQUIRE(grc == 0);
+    FILE *f = fopen(csv, "rb");
+    REQUIRE(f);
+    char first[256] = "";
+    CHECK(fgets(first, sizeof first, f) && !strcmp(first, "y,price,user,note,hist\n"));
+    fclose(f);
+    snprintf(args, sizeof args, "prep --schema %s --delimiter comma --header --max-list 6 "
+             "--plan %s --input %s --output %s --device cpu --quiet", sp, pp, csv, outp);
+    int rc = rap_test_run_rap(args, out, sizeof out);
+    CHECK_MSG(rc == 0 && strstr(out, "rows read 3000 = used 3000 + rejected 0"), "%d: %s", rc,
+              out);
+    f = fopen(outp, "rb");
+    REQUIRE(f);
+    CHECK(fgets(first, sizeof first, f) && !strcmp(first, "label\tprice\tuser\thist\n"));
+    fclose(f);
+    /* a plan naming a column the schema lacks: refused before reading */
+    snprintf(args, sizeof args, "prep --schema %s --delimiter comma --header --plan %s "
+             "--input /nonexistent.csv --device cpu --quiet", sp, bad);
+    rc = rap_test_run_rap(args, out, sizeof out);
+    CHECK_MSG(rc == 1 && strstr(out, "bad.plan:2:11: undefined column \"histo\" (the schema ") &&
+              strstr(out, "cli.schema has no column \"histo\"") && !strstr(out, "nonexistent"),
+              "%d: %s", rc, out);
+    /* the header checked: without --header the header line is a reject;
+     * with another schema's names it is an error naming the difference */
+    snprintf(args, sizeof args, "prep --schema %s --delimiter comma --max-list 6 --plan %s "
+             "--input %s --device cpu --quiet --bad-rows fail", sp, pp, csv);
+    rc = rap_test_run_rap(args, out, sizeof out);
+    CHECK_MSG(rc == 1 && strstr(out, "cli.csv:1: expected label 0 or 1, got \"y\""), "%d: %s",
+              rc, out);
+    char *sp2 = tmp_path("cli2.schema");
+    write_text(sp2, "y label\nprice dense\nuser sparse str\nnote skip\nhistory sparse dec list |\n");
+    snprintf(args, sizeof args, "prep --schema %s --delimiter comma --header --input %s "
+             "--device cpu --quiet --plan %s", sp2, csv, pp);
+    rc = rap_test_run_rap(args, out, sizeof out);
+    CHECK_MSG(rc == 1 && strstr(out, "undefined column \"hist\""), "%d: %s", rc, out);
+    write_text(pp, "df[\"price\"] = df[\"price\"].fill_null(0)\n");
+    snprintf(args, sizeof args, "prep --schema %s --delimiter comma --header --input %s "
+             "--device cpu --quiet --plan %s", sp2, csv, pp);
+    rc = rap_test_run_rap(args, out, sizeof out);
+    CHECK_MSG(rc == 1 && strstr(out, "cli.csv:1: header column 5 is \"hist\", the schema ") &&
+              strstr(out, "(line 5) says \"history\""), "%d: %s", rc, out);
+    write_text(pp, k_plan);
+    /* the default plan reads Criteo's columns */
+    snprintf(args, sizeof args, "prep --schema %s --input %s --device cpu --quiet", sp, csv);
+    rc = rap_test_run_rap(args, out, sizeof out);
+    CHECK_MSG(rc == 1 && strstr(out, "the built-in default plan reads Criteo's columns"), "%d: %s",
+              rc, out);
+    /* a broken schema file: the option's error, exit 2 */
+    char *bs = tmp_path("broken.schema");
+    write_text(bs, "y label\nx dense hex\n");
+    snprintf(args, sizeof args, "prep --schema %s --device cpu --quiet", bs);
+    rc = rap_test_run_rap(args, out, sizeof out);
+    CHECK_MSG(rc == 2 && strstr(out, "broken.schema:2:9: expected a dense encoding"), "%d: %s",
+              rc, out);
+    /* rap train end to end over the schema (generated rows: rap gen --schema),
+     * ids hashed into tables of 4096 rows */
+    write_text(pp, "df[\"price\"] = df[\"price\"].fill_null(0)\n"
+                   "df[\"user\"] = df[\"user\"].fill_null(0).sigrid_hash(0, 4096)\n"
+                   "df[\"hist\"] = df[\"hist\"].sigrid_hash(1, 4096)\n");
+    snprintf(args, sizeof args, "train --schema %s --plan %s --device cpu --gen-rows 40000 "
+             "--gen-eval-rows 5000 --max-list 6 --batch 512 --threads 2", sp, pp);
+    rc = rap_test_run_rap(args, out, sizeof out);
+    const char *auc = strstr(out, "rap train: AUC ");
+    CHECK_MSG(rc == 0 && auc, "%d: %s", rc, out);
+    const char *teach = strstr(out, "teacher AUC ");
+    CHECK(teach);
+    if (auc && teach) /* it learns: within 0.06 of the best possible */
+        CHECK_MSG(atof(auc + 15) > atof(teach + 12) - 0.06, "%s (%.24s)", auc, teach);
+}
