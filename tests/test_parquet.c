@@ -253,7 +253,8 @@ RAP_TEST(parquet_refusals)
     rap_input_schema_free(m);
     /* a column of the wrong type: user (a string) read as dense */
     snprintf(text, sizeof text, "y label\nprice dense\nage dense int32\nuser dense\n"
-                                "item sparse hex\nhist sparse dec list |\ntags sparse str list ;\n");
+                                "item sparse hex\nhist sparse dec list |\n"
+                                "tags sparse str list ;\n");
     REQUIRE_OK(rap_input_schema_parse(text, "wrong.schema", &m));
     read_input(t, pqf, m, 2, 1000, 4000, &b);
     CHECK_MSG(b.status == RAP_ERR_DATA && strstr(b.err, "pqr.parquet: column \"user\" is string; "

@@ -356,7 +356,8 @@ RAP_TEST(schema_cli_gen_prep_train)
     CHECK_MSG(rc == 1 && strstr(out, "cli.csv:1: expected label 0 or 1, got \"y\""), "%d: %s",
               rc, out);
     char *sp2 = tmp_path("cli2.schema");
-    write_text(sp2, "y label\nprice dense\nuser sparse str\nnote skip\nhistory sparse dec list |\n");
+    write_text(sp2, "y label\nprice dense\nuser sparse str\nnote skip\n"
+                    "history sparse dec list |\n");
     snprintf(args, sizeof args, "prep --schema %s --delimiter comma --header --input %s "
              "--device cpu --quiet --plan %s", sp2, csv, pp);
     rc = rap_test_run_rap(args, out, sizeof out);

@@ -158,8 +158,12 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
         RAP_TRY(gen_temp(s, "training", s->gen_rows, (uint64_t)s->seed, j->tmp_train,
                          sizeof j->tmp_train, &teacher));
         snprintf(s->data, sizeof s->data, "%s", j->tmp_train);
-        snprintf(j->data_id, sizeof j->data_id, "generated:kaggle:seed=%lld:rows=%lld",
-                 (long long)s->seed, (long long)s->gen_rows);
+        if (s->in_schema) /* rows of the schema (docs/GENERATOR.md "Any schema") */
+            snprintf(j->data_id, sizeof j->data_id, "generated:schema=%.200s:seed=%lld:rows=%lld",
+                     s->in_schema->source, (long long)s->seed, (long long)s->gen_rows);
+        else
+            snprintf(j->data_id, sizeof j->data_id, "generated:kaggle:seed=%lld:rows=%lld",
+                     (long long)s->seed, (long long)s->gen_rows);
         c.data_id = j->data_id;
         c.data_rows = s->gen_rows;
         if (!s->eval_data[0]) {
