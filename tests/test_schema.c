@@ -612,3 +612,68 @@ RAP_TEST(schema_reader_criteo_same_as_builtin)
           sa.rejected[RAP_REJ_FIELDS] == sb.rejected[RAP_REJ_FIELDS]);
     rap_input_schema_free(c);
 }
+
+/* Random schema texts (mutations of a good one, random bytes): each is
+ * taken or refused with a message naming the file, never anything else;
+ * and random lines through a parser of each schema taken never fault. */
+RAP_TEST(schema_file_fuzz)
+{
+    uint64_t rng = 99;
+    const char *words[] = {"label", "dense", "sparse", "skip", "str", "hex", "hex32", "dec",
+                           "int32", "float", "01", "list", "|", ";", "comma", "#", "\n",
+                           " ", "\t", "\"", "a", "b", "x,y", "\r\n", "tab"};
+    int taken = 0, refused = 0;
+    for (int it = 0; it < 3000; it++) {
+        char text[2048];
+        size_t n = 0;
+        int parts = 1 + (int)(rap_splitmix64(&rng) % 40);
+        if (it % 2 == 0) { /* a good schema with one or two bytes changed */
+            n = (size_t)snprintf(text, sizeof text, "%s", k_example);
+            for (int k = 0; k < 1 + (it / 2) % 2; k++) {
+                uint64_t r = rap_splitmix64(&rng);
+                text[r % n] = " \t#|xyz\n,;\"a"[(r >> 32) % 13];
+            }
+            parts = 0;
+        }
+        for (int k = 0; k < parts && n + 64 < sizeof text; k++) {
+            uint64_t r = rap_splitmix64(&rng);
+            if (r % 10 == 0)
+                text[n++] = (char)(1 + (r >> 8) % 255); /* any byte but NUL */
+            else
+                n += (size_t)snprintf(text + n, sizeof text - n, "%s%s",
+                                      words[(r >> 8) % (sizeof words / sizeof words[0])],
+                                      (r >> 20) % 3 ? " " : "");
+        }
+        text[n] = 0;
+        rap_input_schema *s = NULL;
+        rap_status st = rap_input_schema_parse(text, "f.schema", &s);
+        if (st == RAP_OK) {
+            taken++;
+            CHECK(s && s->label >= 0 && s->n_cols >= 1);
+            rap_schema_parser *p = NULL;
+            if (s && rap_schema_parser_create(s, &p) == RAP_OK) {
+                for (int l = 0; l < 20; l++) {
+                    char line[128];
+                    int len = (int)(rap_splitmix64(&rng) % sizeof line);
+                    for (int i = 0; i < len; i++) {
+                        uint64_t r = rap_splitmix64(&rng);
+                        line[i] = r % 4 == 0 ? '\t' : r % 7 == 0 ? '|' : (char)(r >> 8);
+                    }
+                    char msg[256];
+                    int field = 0;
+                    int why = rap_parse_line_schema(p, line, (size_t)len, 100, &field, msg,
+                                                    sizeof msg);
+                    CHECK(why >= -1 && why < RAP_REJ_COUNT && field >= -1 &&
+                          field <= s->n_cols);
+                }
+                rap_schema_parser_free(p);
+            }
+        } else {
+            refused++;
+            CHECK(!s && st == RAP_ERR_ARG);
+            CHECK_MSG(!strncmp(rap_last_error(), "f.schema", 8), "%s", rap_last_error());
+        }
+        rap_input_schema_free(s);
+    }
+    CHECK_MSG(taken > 20 && refused > 20, "%d taken, %d refused", taken, refused);
+}
