@@ -112,14 +112,18 @@ static __device__ uint32_t warp_boundaries(const rap_parse_format *fm,
             int lo = ls > w ? (int)(ls - w) : 0, hi = end - w < 16 ? (int)(end - w) : 16;
             pg_masks16_fmt(words, lo, hi, fm->delim, fm->text8, fm->quote, &tabm, &binm, &quo);
         }
-        uint32_t qp = (uint32_t)__popc(quo) & 1u, qincl = qp;
+        uint32_t qincl = 0;
+        if (fm->quote) { /* warp-uniform: Criteo's tab format skips the scan */
+            uint32_t qp = (uint32_t)__popc(quo) & 1u;
+            qincl = qp;
 #pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            uint32_t y = __shfl_up_sync(PG_FULL, qincl, o);
-            if (lane >= o)
-                qincl ^= y;
+            for (int o = 1; o < 32; o <<= 1) {
+                uint32_t y = __shfl_up_sync(PG_FULL, qincl, o);
+                if (lane >= o)
+                    qincl ^= y;
+            }
+            tabm = pg_outside(tabm, quo, qpar ^ qincl ^ qp);
         }
-        tabm = pg_outside(tabm, quo, qpar ^ qincl ^ qp);
         int c = __popc(tabm), incl = c;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
@@ -141,7 +145,8 @@ static __device__ uint32_t warp_boundaries(const rap_parse_format *fm,
         for (uint32_t m = tabm; m && t < nf - 1; m &= m - 1, t++)
             tabs[t] = (int32_t)(w + __ffs(m) - 1 - ls);
         ntab += __shfl_sync(PG_FULL, incl, 31);
-        qpar ^= __shfl_sync(PG_FULL, qincl, 31);
+        if (fm->quote)
+            qpar ^= __shfl_sync(PG_FULL, qincl, 31);
     }
     return pg_line_key_q(bin_field, end - ls, max_line, ntab, (int)qpar, nf);
 }
