@@ -25,6 +25,7 @@
 
 #include "core/core.h"
 #include "core/options.h"
+#include "core/out.h"
 #include "data/parquet.h"
 #include "data/parse_gpu.h"
 #include "data/parse_ref.h"
@@ -264,9 +265,14 @@ int main(int argc, char **argv)
     char sp[RAP_OPT_STR + 16], pqf[RAP_OPT_STR + 16];
     snprintf(sp, sizeof sp, "%s.schema", s.out);
     snprintf(pqf, sizeof pqf, "%s.parquet", s.out);
-    FILE *f = fopen(sp, "wb");
-    if (!f || fputs(k_schema, f) < 0 || fclose(f) != 0) {
-        fprintf(stderr, "bench_schema: cannot write %s\n", sp);
+    rap_out *so = NULL;
+    rap_status wst = rap_out_open(sp, NULL, &so);
+    if (wst == RAP_OK && fputs(k_schema, rap_out_file(so)) < 0)
+        wst = rap_fail(RAP_ERR_IO, "%s: write failed", sp);
+    if (so)
+        wst = rap_out_close(so, wst);
+    if (wst != RAP_OK) {
+        fprintf(stderr, "bench_schema: %s\n", rap_last_error());
         return 1;
     }
     rap_input_schema *sc;

@@ -21,16 +21,19 @@
  * pools a bag), eff = 0.9 exp(-r/64) N(0, 1) for r < 256, a fixed world
  * from the schema alone: a seed only picks rows. Fields holding the
  * delimiter or a quote are written quoted (CSV); --header writes the
- * column names first. One thread: the bytes depend on the schema, the
+ * column names first (the file written through core/out, as every writer).
+ * One thread: the bytes depend on the schema, the
  * seed, the cardinalities, list_mean and the format only. */
 #include "data/gen.h"
 
 #include "core/core.h"
+#include "core/out.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define GS_EFF_RANKS 256
@@ -366,42 +369,24 @@ rap_status rap_gen_write_schema(const rap_gen_config *cfg, rap_gen_result *res)
     }
     const char *path = cfg->out;
     size_t pl = strlen(path);
-    bool to_stdout = !strcmp(path, "-"), gz = !to_stdout && pl > 3 && !strcmp(path + pl - 3, ".gz");
-    gs_out o = {stdout, NULL, path};
-    char *tmp = NULL;
-    bool rename_after = false;
-    if (!to_stdout) {
-        tmp = rap_malloc(pl + 5, "temporary file name");
-        if (!tmp) {
-            world_free(&w);
-            return RAP_ERR_NOMEM;
-        }
-        rename_after = rap_write_via_tmp(path, tmp, pl + 5);
-        if (gz)
-            o.gz = gzopen(tmp, "wb1");
-        else
-            o.f = fopen(tmp, "wb");
-        if (gz ? !o.gz : !o.f) {
-            st = rap_fail(RAP_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-            world_free(&w);
-            rap_free(tmp);
-            return st;
+    bool gz = strcmp(path, "-") && pl > 3 && !strcmp(path + pl - 3, ".gz");
+    rap_out_opts oo = {.dash_is_stdout = true};
+    rap_out *out = NULL;
+    st = rap_out_open(path, &oo, &out);
+    gs_out o = {out ? rap_out_file(out) : NULL, NULL, path};
+    if (st == RAP_OK && gz) { /* zlib writes through a dup of the output's descriptor */
+        int fd = dup(rap_out_fd(out));
+        o.gz = fd >= 0 ? gzdopen(fd, "wb1") : NULL;
+        if (!o.gz) {
+            if (fd >= 0)
+                close(fd);
+            st = rap_fail(RAP_ERR_IO, "%s: cannot start gzip output: %s", path, strerror(errno));
         }
     }
-    st = gen_rows(cfg, &w, &o, res);
+    if (st == RAP_OK)
+        st = gen_rows(cfg, &w, &o, res);
     world_free(&w);
-    if (to_stdout) {
-        if (fflush(stdout) != 0 && st == RAP_OK)
-            st = rap_fail(RAP_ERR_IO, "-: write to stdout failed: %s", strerror(errno));
-        return st;
-    }
-    int cr = o.gz ? gzclose(o.gz) : fclose(o.f);
-    if (cr != 0 && st == RAP_OK)
-        st = rap_fail(RAP_ERR_IO, "%s: write failed (%s): %s", path, tmp, strerror(errno));
-    if (st == RAP_OK && rename_after && rename(tmp, path) != 0)
-        st = rap_fail(RAP_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-    if (st != RAP_OK && rename_after)
-        remove(tmp);
-    rap_free(tmp);
-    return st;
+    if (o.gz && gzclose(o.gz) != Z_OK && st == RAP_OK)
+        st = rap_fail(RAP_ERR_IO, "%s: gzip write failed: %s", path, strerror(errno));
+    return out ? rap_out_close(out, st) : st;
 }
