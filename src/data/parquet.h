@@ -58,8 +58,10 @@ typedef struct rap_pq rap_pq;
 /* Whether rap was built with Arrow's Parquet reader; else why not into why
  * (what to install). */
 bool rap_pq_built(char *why, size_t n);
-/* Whether the file at path starts with Parquet's magic "PAR1" (by content,
- * whatever its name). False when it cannot be read. */
+/* Whether the file at path is a regular file starting with Parquet's
+ * magic "PAR1" (by content, whatever its name). False when it cannot be
+ * read, and for anything but a regular file (a fifo, a device: their
+ * bytes are not read ahead here; Parquet needs a file it can seek in). */
 bool rap_pq_is_parquet(const char *path);
 
 /* Opens path and reads its footer. Errors (naming the file): RAP_ERR_IO

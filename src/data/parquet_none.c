@@ -8,9 +8,13 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 bool rap_pq_is_parquet(const char *path)
 {
+    struct stat sb; /* a fifo or a device is never read ahead: its bytes are the reader's */
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return false;
     FILE *f = fopen(path, "rb");
     if (!f)
         return false;
