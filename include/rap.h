@@ -297,6 +297,12 @@ typedef struct {
     int64_t files;          /* files of the directory (1 for a file or stdin) */
 } rap_reader_threads;
 rap_status rap_reader_plan_threads(const rap_reader_config *cfg, rap_reader_threads *out);
+/* The bytes of the chunk buffers a reader of cfg allocates (every lane's
+ * slots and carry buffer: the reader's memory but for small state), from
+ * the sizing rap_reader_open uses. Looks at the input as
+ * rap_reader_plan_threads does; an input that is not there (yet: rows
+ * generated later) is sized as one file. Can't fail but for cfg NULL. */
+rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *bytes);
 /* One line for the start-up settings: "L reading+inflating (one file each),
  * P parsing = T threads (...)". Cannot fail. */
 void rap_reader_threads_line(const rap_reader_threads *t, char *out, size_t n);
@@ -583,6 +589,13 @@ typedef struct rap_prep rap_prep;
 rap_status rap_prep_create(const rap_plan *plan, const rap_fusion *fusion,
                            const rap_prep_config *cfg, rap_prep **out);
 void rap_prep_free(rap_prep *p);
+/* The bytes of the buffers rap_prep_create would allocate for cfg (its
+ * arena: host memory on the CPU, device memory on the GPU), from the same
+ * sizing pass and after the same checks; nothing but small host tables is
+ * allocated (and freed again). A plan too large to represent gives a huge
+ * value (more than any device holds), not an error. */
+rap_status rap_prep_bytes(const rap_plan *plan, const rap_fusion *fusion,
+                          const rap_prep_config *cfg, double *bytes);
 /* Copies a host batch into the executor's input buffers (GPU: asynchronous
  * on the stream; b must stay unchanged until rap_prep_sync). */
 rap_status rap_prep_load(rap_prep *p, const rap_batch *b);

@@ -97,6 +97,7 @@ typedef struct {
     int precision;           /* rap_precision */
     bool cuda_graph;
     int64_t prep_lanes;      /* rap mode: streams of a window's independent slices */
+    bool dry_run;            /* print the memory plan and exit (docs/MEMORY.md) */
     /* runtime: train and bench */
     int mode;                /* 0 auto, else 1 + rap_mode */
     char modes[RAP_OPT_STR];

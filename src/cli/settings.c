@@ -89,6 +89,7 @@ const rap_opt cli_options[] = {
     {"optimizer", RAP_OPT_ENUM, TB, OFF(optimizer), SMALL_OPT, 0, 0, "sgd|adagrad|rowwise-adagrad", NULL, "optimizer (embedding rows and MLPs; rowwise-adagrad: one state value per table row, the MLPs Adagrad, docs/MODEL.md)"},
     {"emb-dtype", RAP_OPT_ENUM, TB, OFF(emb_dtype), "fp32", 0, 0, "fp32|bf16|fp16", NULL, "storage of the embedding tables (bf16, fp16: half the memory; lookups in fp32, updates computed in fp32 and stochastically rounded, docs/MODEL.md)"},
     {"precision", RAP_OPT_ENUM, TB, OFF(precision), "fp32", 0, 0, "fp32|bf16|fp32-strict", NULL, "GEMM precision on the GPU (fp32: fp32 storage, TF32 tensor-core GEMMs; bf16: bf16 inputs, fp32 accumulation and master weights; fp32-strict: plain fp32 GEMMs, slower, for comparing runs to float tolerance)"},
+    {"dry-run", RAP_OPT_BOOL, TB, OFF(dry_run), "false", 0, 0, NULL, NULL, "print the memory plan (every buffer the run would allocate, by component, against the free memory) and exit"},
     {"cuda-graph", RAP_OPT_BOOL, TB, OFF(cuda_graph), "false", 0, 0, NULL, NULL, "GPU: capture each training phase once as a CUDA graph and replay it (every mode but mps)"},
     {"prep-lanes", RAP_OPT_INT, TB, OFF(prep_lanes), "1", 1, 8, NULL, "N", "rap mode on the GPU: streams a window's independent preprocessing kernels run on at once (1: one stream, in schedule order)"},
     {"metrics", RAP_OPT_STRING, TR, OFF(metrics), "", 0, 0, NULL, "FILE", "write JSON lines: one per logged step and evaluation, then a final line"},

@@ -54,6 +54,17 @@ void rap_aligned_free(void *p);
  * *pinned says which. Free with rap_host_free(p, pinned). */
 void *rap_host_alloc(size_t n, bool want_pinned, bool *pinned, const char *what);
 void rap_host_free(void *p, bool pinned);
+/* Bytes and calls of buffer allocation so far in this process: every
+ * rap_aligned_alloc, rap_host_alloc and rap_cuda_malloc that succeeded
+ * (the allocators of the model, the executor, batches, packing and the
+ * exchanges; the small bookkeeping of rap_malloc / rap_calloc is not
+ * counted). Atomic, never reset: the tests take a difference (the memory
+ * plan refuses before any of these, docs/MEMORY.md). Either pointer may be
+ * NULL. */
+void rap_mem_counted(uint64_t *bytes, uint64_t *calls);
+/* Records n bytes of one more buffer allocation (the allocators above
+ * call it). */
+void rap_mem_count(size_t n);
 
 /* Monotonic seconds. */
 double rap_now(void);

@@ -55,6 +55,7 @@ rap_status rap_cuda_malloc(void **p, size_t n, const char *what)
                         "GPU out of memory: %zu bytes for %s (%zu of %zu bytes free): %s", n,
                         what, free_b, total_b, cudaGetErrorString(e));
     }
+    rap_mem_count(n);
     return RAP_OK;
 }
 

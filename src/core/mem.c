@@ -2,6 +2,7 @@
 #include "core/core.h"
 #include "core/cuda_util.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +34,22 @@ void *rap_realloc(void *p, size_t n, const char *what)
 
 void rap_free(void *p) { free(p); }
 
+static _Atomic uint64_t g_counted_bytes, g_counted_calls;
+
+void rap_mem_count(size_t n)
+{
+    atomic_fetch_add(&g_counted_bytes, (uint64_t)n);
+    atomic_fetch_add(&g_counted_calls, 1);
+}
+
+void rap_mem_counted(uint64_t *bytes, uint64_t *calls)
+{
+    if (bytes)
+        *bytes = atomic_load(&g_counted_bytes);
+    if (calls)
+        *calls = atomic_load(&g_counted_calls);
+}
+
 void *rap_aligned_alloc(size_t n, const char *what)
 {
     void *p = NULL;
@@ -40,6 +57,7 @@ void *rap_aligned_alloc(size_t n, const char *what)
         rap_fail(RAP_ERR_NOMEM, "out of memory: %zu bytes for %s", n, what);
         return NULL;
     }
+    rap_mem_count(n);
     return p;
 }
 
@@ -53,6 +71,7 @@ void *rap_host_alloc(size_t n, bool want_pinned, bool *pinned, const char *what)
         void *p = NULL;
         if (cudaHostAlloc(&p, n ? n : 64, cudaHostAllocDefault) == cudaSuccess) {
             *pinned = true;
+            rap_mem_count(n);
             return p;
         }
         cudaGetLastError(); /* clear; fall back to pageable memory */

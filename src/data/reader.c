@@ -254,7 +254,48 @@ static rap_status check_config(const rap_reader_config *cfg)
     return RAP_OK;
 }
 
-/* Sizes and allocates the lanes and their slots; starts nothing. */
+/* The chunk bytes *C and slots per lane *S of a reader of cfg with the
+ * threads t (chunk_bytes 0: the default). */
+static void lane_shape(const rap_reader_config *cfg, const rap_reader_threads *t,
+                       size_t chunk_bytes, size_t *C, int *S)
+{
+    size_t need = 2 * ((size_t)cfg->max_line + 2);
+    size_t c = chunk_bytes ? chunk_bytes : DEFAULT_CHUNK;
+    if (c < need)
+        c = need;
+    if (c < 64)
+        c = 64;
+    /* a slot per parser, up to 4 more so that one slow chunk does not stall
+     * the others, one being filled and one being copied out; interleaved
+     * lanes also hold a turn's rows while the other lanes have theirs */
+    int64_t s = t->parsers + (t->parsers < 4 ? t->parsers : 4) + 2;
+    if (t->lanes > 1 && cfg->interleave == RAP_INTERLEAVE_BATCH) {
+        double turn = (double)cfg->interleave_rows * ROW_BYTES_GUESS / (double)c;
+        int64_t u = turn + 3 > MAX_SLOTS ? MAX_SLOTS : (int64_t)turn + 3;
+        if (u > s)
+            s = u;
+    }
+    *C = c;
+    *S = (int)(s > MAX_SLOTS ? MAX_SLOTS : s);
+}
+
+rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *bytes)
+{
+    *bytes = 0;
+    rap_reader_threads t;
+    if (rap_reader_plan_threads(cfg, &t) != RAP_OK) { /* not there yet: as one file */
+        rap_clear_error();
+        split_threads(cfg, false, 1, &t);
+    }
+    size_t C;
+    int S;
+    lane_shape(cfg, &t, 0, &C, &S);
+    *bytes = (size_t)t.lanes * ((size_t)S * (C + 1) + C);
+    return RAP_OK;
+}
+
+/* Sizes and allocates the lanes and their slots; starts nothing. Each
+ * lane: S chunks of C + 1 bytes and a carry buffer of C (rap_reader_bytes). */
 static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
 {
     const rap_reader_config *cfg = &r->cfg;
@@ -262,23 +303,7 @@ static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
     split_threads(cfg, r->is_dir, r->is_dir ? r->n_names : 1, &t);
     r->L = t.lanes;
     r->P = t.parsers;
-    size_t need = 2 * ((size_t)cfg->max_line + 2);
-    r->C = chunk_bytes ? chunk_bytes : DEFAULT_CHUNK;
-    if (r->C < need)
-        r->C = need;
-    if (r->C < 64)
-        r->C = 64;
-    /* a slot per parser, up to 4 more so that one slow chunk does not stall
-     * the others, one being filled and one being copied out; interleaved
-     * lanes also hold a turn's rows while the other lanes have theirs */
-    int64_t S = r->P + (r->P < 4 ? r->P : 4) + 2;
-    if (r->L > 1 && cfg->interleave == RAP_INTERLEAVE_BATCH) {
-        double turn = (double)cfg->interleave_rows * ROW_BYTES_GUESS / (double)r->C;
-        int64_t s = turn + 3 > MAX_SLOTS ? MAX_SLOTS : (int64_t)turn + 3;
-        if (s > S)
-            S = s;
-    }
-    r->S = (int)(S > MAX_SLOTS ? MAX_SLOTS : S);
+    lane_shape(cfg, &t, chunk_bytes, &r->C, &r->S);
     r->lanes = rap_calloc((size_t)r->L * sizeof *r->lanes, "reader lanes");
     r->parser_tid = rap_calloc((size_t)r->P * sizeof(pthread_t), "reader threads");
     if (!r->lanes || !r->parser_tid)

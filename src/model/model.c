@@ -225,7 +225,28 @@ size_t rap_model_bytes(const rap_model_config *c, rap_device dev)
     if (rap_model_config_check(c) != RAP_OK)
         return 0;
     const rap_model_backend *be = backend_of(dev);
-    return be ? be->bytes(c) : 0;
+    return be ? be->bytes(c, NULL) : 0;
+}
+
+const char *rap_model_mem_part_name(int k)
+{
+    static const char *const names[RAP_MM_N] = {
+        "tables", "table state", "MLP weights", "MLP state", "MLP gradients",
+        "activations", "sort buffers", "cuBLASLt workspace", "model bookkeeping"};
+    return k >= 0 && k < RAP_MM_N ? names[k] : "?";
+}
+
+rap_status rap_model_mem_of(const rap_model_config *c, rap_device dev, rap_model_mem *out)
+{
+    memset(out, 0, sizeof *out);
+    RAP_TRY(rap_model_config_check(c));
+    const rap_model_backend *be = backend_of(dev);
+    if (!be)
+        return rap_fail(RAP_ERR_NO_GPU, "the GPU model's memory: rap was built without CUDA");
+    if (be->bytes(c, out) == 0)
+        return rap_fail(RAP_ERR_ARG, "the model's memory: the %s backend cannot size this model",
+                        dev == RAP_GPU ? "GPU" : "CPU");
+    return RAP_OK;
 }
 
 /* ------------------------------------------------------------ tensor table */

@@ -219,6 +219,36 @@ rap_status rap_model_config_check(const rap_model_config *c);
  * CUDA). */
 size_t rap_model_bytes(const rap_model_config *c, rap_device dev);
 
+/* The parts of a model's memory (rap_model_mem_of), in the order the
+ * memory plan prints them. */
+typedef enum {
+    RAP_MM_TABLES = 0,   /* the tables in their storage type */
+    RAP_MM_TABLE_STATE,  /* their optimizer state: per element, per row, none */
+    RAP_MM_MLP,          /* the MLP weights (fp32) */
+    RAP_MM_MLP_STATE,    /* their Adagrad state (Adagrad, row-wise Adagrad) */
+    RAP_MM_GRADS,        /* MLP gradients (GPU: and the GEMM copies of the weights) */
+    RAP_MM_ACT,          /* activations and their gradients for B rows; a
+                          * shard's exchange buffers */
+    RAP_MM_SORT,         /* the embedding backward's sort keys and scratch */
+    RAP_MM_BLAS_WS,      /* the cuBLASLt workspace (GPU) */
+    RAP_MM_OTHER,        /* small tables: offsets, flags, the backend's state */
+    RAP_MM_N
+} rap_model_mem_part;
+
+typedef struct {
+    size_t part[RAP_MM_N]; /* bytes of each part, as the backend allocates them */
+    size_t total;          /* their sum (rap_model_bytes) */
+} rap_model_mem;
+
+/* Short name of part k ("tables", "table state", ...); "?" out of range. */
+const char *rap_model_mem_part_name(int k);
+/* The bytes rap_model_create would allocate for c on dev, by part, from
+ * the same layout functions the backend allocates with (nothing is
+ * allocated on the device). RAP_ERR_ARG for a config that fails
+ * rap_model_config_check, RAP_ERR_NO_GPU for RAP_GPU in a build without
+ * CUDA; *out is zeroed then. */
+rap_status rap_model_mem_of(const rap_model_config *c, rap_device dev, rap_model_mem *out);
+
 /* Allocates everything and initialises the weights as the dlrm reference
  * does, deterministically from c->seed: table t uniform in
  * +-sqrt(1/R_t); Linear (out, in) weights normal(0, sqrt(2/(in+out))),

@@ -147,8 +147,9 @@ void rap_model_init_mlp(const rap_model *m, float *mlp);
  * exists, that the model is sharded for the sharded-only entries) before
  * it calls an entry; an entry returns a status and records one message. */
 typedef struct rap_model_backend {
-    /* Bytes create would allocate for config c (checked); 0 if unknown. */
-    size_t (*bytes)(const rap_model_config *c);
+    /* Bytes create would allocate for config c (checked), by part into
+     * *parts when not NULL (parts->total their sum); 0 if unknown. */
+    size_t (*bytes)(const rap_model_config *c, rap_model_mem *parts);
     /* Allocates the backend state (m->cpu or m->gpu) for m->cfg and
      * m->tensors, tables initialised in place, MLPs from mlp_init
      * (n_mlp_params floats). On failure the state is freed again. */

@@ -365,9 +365,12 @@ void rap_prep_free(rap_prep *p)
     rap_free(p);
 }
 
-/* The steps of create after validation; on failure the caller frees p. */
-static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
-                        const rap_prep_config *cfg, size_t *aux_off, void **staging)
+/* The host tables of p (views, columns, kernels, descriptor numbering,
+ * row groups), the aux offsets (aux_off, *aux_total) and the arena's
+ * sizing pass into *cur: everything create knows before it allocates a
+ * buffer (rap_prep_bytes stops here). On failure the caller frees p. */
+static rap_status size_arena(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
+                             size_t *aux_off, size_t *aux_total_out, arena_cursor *cur)
 {
     const int64_t B = p->B;
     p->nodes = rap_calloc(sizeof *p->nodes * (size_t)plan->n_nodes, "executor node views");
@@ -424,8 +427,20 @@ static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
     set_static_views(p, plan);
     if (p->device == RAP_GPU && p->ndc > 0)
         RAP_TRY(rap_prep_gpu_scan_bytes((int64_t)p->ndc * (B + 1), &p->scan_tmp_bytes));
-    arena_cursor cur = {NULL, 0, 0};
-    layout(p, plan, &cur, aux_total);
+    *cur = (arena_cursor){NULL, 0, 0};
+    layout(p, plan, cur, aux_total);
+    *aux_total_out = aux_total;
+    return RAP_OK;
+}
+
+/* The steps of create after validation; on failure the caller frees p. */
+static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
+                        const rap_prep_config *cfg, size_t *aux_off, void **staging)
+{
+    const int64_t B = p->B;
+    size_t aux_total = 0;
+    arena_cursor cur;
+    RAP_TRY(size_arena(p, plan, f, aux_off, &aux_total, &cur));
     const double gib = 1024.0 * 1024.0 * 1024.0;
 
     /* memory check, before anything big is allocated */
@@ -504,16 +519,11 @@ static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
     return RAP_OK;
 }
 
-/* Validates (args, fusion vs plan, op implementations), sizes, checks the
- * memory, allocates and fills everything. On failure *out is NULL, nothing
- * stays allocated, and the message says why. The plan and fusion are not
- * kept: they may be freed after create. */
-rap_status rap_prep_create(const rap_plan *plan, const rap_fusion *fusion,
-                           const rap_prep_config *cfg, rap_prep **out)
+/* The checks of create before it sizes anything: args, schema, the GPU,
+ * fusion vs plan, op implementations. */
+static rap_status validate(const rap_plan *plan, const rap_fusion *fusion,
+                           const rap_prep_config *cfg)
 {
-    if (!out)
-        return rap_fail(RAP_ERR_ARG, "rap_prep_create: out is NULL");
-    *out = NULL;
     if (!plan || !fusion || !cfg)
         return rap_fail(RAP_ERR_ARG, "rap_prep_create: plan, fusion and config are required");
     if (cfg->device != RAP_CPU && cfg->device != RAP_GPU)
@@ -542,18 +552,61 @@ rap_status rap_prep_create(const rap_plan *plan, const rap_fusion *fusion,
     RAP_TRY(st);
     RAP_TRY(check_impls(plan, fusion, cfg->device));
 
+    return RAP_OK;
+}
+
+/* A new executor for plan with its host tables, before any buffer, and
+ * its aux offsets (n_nodes + 1); on failure nothing stays allocated. */
+static rap_status start(const rap_plan *plan, const rap_prep_config *cfg, rap_prep **out,
+                        size_t **aux_off)
+{
     rap_prep *p = rap_calloc(sizeof *p, "executor");
-    size_t *aux_off = rap_malloc(sizeof(size_t) * (size_t)(plan->n_nodes + 1), "executor aux");
-    if (!p || !aux_off) {
+    *aux_off = rap_malloc(sizeof(size_t) * (size_t)(plan->n_nodes + 1), "executor aux");
+    if (!p || !*aux_off) {
         rap_free(p);
-        rap_free(aux_off);
+        rap_free(*aux_off);
+        *aux_off = NULL;
         return RAP_ERR_NOMEM;
     }
     p->device = cfg->device;
-    p->schema = s;
+    p->schema = plan->schema;
     p->B = cfg->max_rows;
+    *out = p;
+    return RAP_OK;
+}
+
+rap_status rap_prep_bytes(const rap_plan *plan, const rap_fusion *fusion,
+                          const rap_prep_config *cfg, double *bytes)
+{
+    *bytes = 0;
+    RAP_TRY(validate(plan, fusion, cfg));
+    rap_prep *p;
+    size_t *aux_off, aux_total = 0;
+    RAP_TRY(start(plan, cfg, &p, &aux_off));
+    arena_cursor cur;
+    rap_status st = size_arena(p, plan, fusion, aux_off, &aux_total, &cur);
+    if (st == RAP_OK)
+        *bytes = cur.at_d > 4.0e18 ? cur.at_d : (double)cur.at;
+    rap_free(aux_off);
+    rap_prep_free(p);
+    return st;
+}
+
+/* Validates, sizes, checks the memory, allocates and fills everything.
+ * On failure *out is NULL, nothing stays allocated, and the message says
+ * why. The plan and fusion are not kept: they may be freed after create. */
+rap_status rap_prep_create(const rap_plan *plan, const rap_fusion *fusion,
+                           const rap_prep_config *cfg, rap_prep **out)
+{
+    if (!out)
+        return rap_fail(RAP_ERR_ARG, "rap_prep_create: out is NULL");
+    *out = NULL;
+    RAP_TRY(validate(plan, fusion, cfg));
+    rap_prep *p;
+    size_t *aux_off;
+    RAP_TRY(start(plan, cfg, &p, &aux_off));
     void *staging = NULL;
-    st = build(p, plan, fusion, cfg, aux_off, &staging);
+    rap_status st = build(p, plan, fusion, cfg, aux_off, &staging);
     rap_free(staging);
     rap_free(aux_off);
     if (st != RAP_OK) {

@@ -73,6 +73,11 @@ void rap_input_free(rap_input *in)
     rap_free(in);
 }
 
+size_t rap_input_bytes(int64_t max_rows, int n_dense)
+{
+    return sizeof(float) * (size_t)max_rows * (size_t)n_dense;
+}
+
 rap_status rap_input_create(const rap_plan *plan, rap_device dev, int64_t max_rows, void *stream,
                             rap_input **out)
 {
@@ -106,7 +111,7 @@ rap_status rap_input_create(const rap_plan *plan, rap_device dev, int64_t max_ro
         else
             in->dcol[in->n_dcols++] = c;
     }
-    size_t bytes = sizeof(float) * (size_t)max_rows * (size_t)nd;
+    size_t bytes = rap_input_bytes(max_rows, nd);
     rap_status st = RAP_OK;
     if (dev == RAP_GPU)
         st = rap_cuda_malloc((void **)&in->dense, bytes, "packed dense input");

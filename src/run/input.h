@@ -31,6 +31,9 @@ rap_status rap_input_shape(const rap_plan *plan, int *n_dense, int *n_tables,
 
 typedef struct rap_input rap_input;
 
+/* Bytes of the packing buffer rap_input_create allocates: max_rows rows
+ * of ND floats. Can't fail. */
+size_t rap_input_bytes(int64_t max_rows, int n_dense);
 /* Allocates the packing buffer for max_rows rows on dev (stream: the GPU
  * stream packing runs on). plan must outlive the object. */
 rap_status rap_input_create(const rap_plan *plan, rap_device dev, int64_t max_rows, void *stream,

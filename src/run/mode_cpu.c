@@ -257,18 +257,8 @@ static rap_status cpu_layout(rap_runtime *rt)
     rt->blk_ids = rap_calloc(sizeof(size_t) * (size_t)rt->n_tables, "runtime");
     if (!rt->blk_off || !rt->blk_ids)
         return RAP_ERR_NOMEM;
-    size_t at = 0;
-    rt->blk_dense = at;
-    at += align256(sizeof(float) * (size_t)(rt->B * rt->n_dense));
-    rt->blk_label = at;
-    at += align256(sizeof(float) * (size_t)rt->B);
-    for (int t = 0; t < rt->n_tables; t++) {
-        rt->blk_off[t] = at;
-        at += align256(sizeof(int64_t) * (size_t)(rt->B + 1));
-        rt->blk_ids[t] = at;
-        at += align256(sizeof(int64_t) * (size_t)(rt->B * rt->max_bag));
-    }
-    rt->blk_bytes = at;
+    rt->blk_bytes = rt_blk_layout(rt->B, rt->n_dense, rt->n_tables, rt->max_bag, &rt->blk_dense,
+                                  &rt->blk_label, rt->blk_off, rt->blk_ids);
     return RAP_OK;
 }
 
@@ -276,8 +266,7 @@ static rap_status cpu_layout(rap_runtime *rt)
 static rap_status start_workers(rap_runtime *rt)
 {
     const rap_runtime_config *c = &rt->cfg;
-    rt->K = c->cpu_workers > 0 ? c->cpu_workers : rap_ncores();
-    rt->J = rt->K + rt->S + 2;
+    rt->J = rt_cpu_jobs(c, rt->S, &rt->K);
     rt->jobs = rap_calloc(sizeof(cpu_job) * (size_t)rt->J, "cpu jobs");
     rt->tids = rap_calloc(sizeof(pthread_t) * (size_t)rt->K, "cpu workers");
     if (!rt->jobs || !rt->tids)
@@ -330,7 +319,7 @@ static rap_status start_workers(rap_runtime *rt)
 static rap_status cpu_create(rap_runtime *rt)
 {
     RAP_TRY(cpu_layout(rt));
-    rt->S = on_gpu(rt) ? (rt->cfg.slots >= 2 ? rt->cfg.slots : 2) : 0;
+    rt->S = rt_mode_slots(&rt->cfg, RAP_MODE_CPU, on_gpu(rt));
     RAP_TRY(rt_graphs_create(rt));
     RAP_TRY(rt_slots_create(rt, false, NULL));
     for (int i = 0; on_gpu(rt) && i < rt->S; i++) {

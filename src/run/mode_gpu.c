@@ -119,7 +119,7 @@ static rap_status seq_step(rap_runtime *rt, rap_step_info *info)
 /* S slots on the GPU (packing on the training stream), one on the CPU. */
 static rap_status seq_create(rap_runtime *rt)
 {
-    rt->S = on_gpu(rt) ? (rt->cfg.slots >= 2 ? rt->cfg.slots : 2) : 1;
+    rt->S = rt_mode_slots(&rt->cfg, RAP_MODE_SEQUENTIAL, on_gpu(rt));
     RAP_TRY(rt_graphs_create(rt));
     return rt_slots_create(rt, true, rt->train_s);
 }
@@ -153,7 +153,7 @@ static rap_status stream_step(rap_runtime *rt, rap_step_info *info)
 /* S slots, packing on the preprocessing stream (also ideal's and rap's). */
 static rap_status stream_create(rap_runtime *rt)
 {
-    rt->S = rt->cfg.slots >= 2 ? rt->cfg.slots : 2;
+    rt->S = rt_mode_slots(&rt->cfg, rt->mode, on_gpu(rt));
     RAP_TRY(rt_graphs_create(rt));
     return rt_slots_create(rt, true, rt->prep_s);
 }

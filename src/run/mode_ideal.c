@@ -69,7 +69,7 @@ static rap_status ideal_step(rap_runtime *rt, rap_step_info *info)
 /* S = ideal_batches slots (0: 8), packing on the preprocessing stream. */
 static rap_status ideal_create(rap_runtime *rt)
 {
-    rt->S = rt->cfg.ideal_batches > 0 ? rt->cfg.ideal_batches : 8;
+    rt->S = rt_mode_slots(&rt->cfg, RAP_MODE_IDEAL, on_gpu(rt));
     RAP_TRY(rt_graphs_create(rt));
     return rt_slots_create(rt, true, rt->prep_s);
 }

@@ -30,6 +30,7 @@
  * the pool before rap_rowfeed_next calls it a deadlock (a release by another
  * thread takes microseconds). */
 #define RAP_FEED_ALL_HELD_S 2.0
+#define FEED_READ_ROWS 32768 /* rows of the batch the reader reads into */
 
 struct rap_rowfeed {
     rap_rowfeed_config cfg;
@@ -332,6 +333,20 @@ void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *out)
     rap_free(f);
 }
 
+rap_status rap_rowfeed_bytes(const rap_rowfeed_config *c, size_t *pool, size_t *host)
+{
+    *pool = *host = 0;
+    if (!c || c->n_batches < 1 || c->batch_rows < 1)
+        return rap_fail(RAP_ERR_ARG, "rowfeed: n_batches and batch_rows must be >= 1");
+    *pool = (size_t)c->n_batches * rap_batch_bytes(rap_reader_shape(&c->reader), c->batch_rows);
+    size_t rd = 0;
+    RAP_TRY(rap_reader_bytes(&c->reader, &rd));
+    *host = rd + (c->reader_batches
+                      ? 0
+                      : rap_batch_bytes(rap_reader_shape(&c->reader), FEED_READ_ROWS));
+    return RAP_OK;
+}
+
 rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
 {
     *out = NULL;
@@ -361,7 +376,7 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
         st = RAP_ERR_NOMEM;
         goto fail;
     }
-    for (int i = 0; i < P; i++) {
+    for (int i = 0; i < P; i++) { /* sizes as rap_rowfeed_bytes */
         st = rap_batch_create(&f->pool[i].batch, rap_reader_shape(&c->reader), c->batch_rows,
                               c->pinned);
         if (st != RAP_OK)
@@ -372,7 +387,8 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
         f->n_pool = i + 1;
     }
     if (!c->reader_batches &&
-        (st = rap_batch_create(&f->rb, rap_reader_shape(&c->reader), 32768, false)) != RAP_OK)
+        (st = rap_batch_create(&f->rb, rap_reader_shape(&c->reader), FEED_READ_ROWS,
+                               false)) != RAP_OK)
         goto fail;
     if ((st = rap_queue_create(P, &f->free_q)) != RAP_OK ||
         (st = rap_queue_create(P, &f->full_q)) != RAP_OK)

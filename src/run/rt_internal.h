@@ -172,6 +172,17 @@ static inline int w1_ev(const rap_runtime *rt) { return rt->cfg.train_fn ? EV_W1
 
 static inline size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
+/* S, the slots mode `mode` makes with config c (gpu: on the GPU); the
+ * modes' create functions and rap_runtime_mem_of both use it. */
+int rt_mode_slots(const rap_runtime_config *c, rap_mode mode, bool gpu);
+/* cpu mode: K workers (*k) and the J = K + S + 2 jobs (returned). */
+int rt_cpu_jobs(const rap_runtime_config *c, int S, int *k);
+/* The layout of a model batch in one block (cpu mode's staging and device
+ * blocks): offsets of the dense input, the labels and table t's offsets
+ * and ids (off, ids: T each; any pointer may be NULL); returns its bytes. */
+size_t rt_blk_layout(int64_t B, int n_dense, int n_tables, int64_t max_bag, size_t *dense,
+                     size_t *label, size_t *off, size_t *ids);
+
 /* ---- the modes (mode_*.c) */
 
 extern const rt_mode_ops rt_mode_ideal_ops;      /* mode_ideal.c: groups of batches */

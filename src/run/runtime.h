@@ -215,6 +215,36 @@ typedef struct rap_runtime rap_runtime;
 bool rap_runtime_is_shard(const char *path);
 #define RAP_SHARD_NEEDS_IDEAL "a rap shard holds preprocessed batches: use --mode ideal"
 
+/* What rap_runtime_create allocates for c with a model of config mc on
+ * dev, counted by kind (the memory plan, run/memplan.h, sizes each kind
+ * with its own allocator's size function). The counts come from the
+ * functions the modes' create calls (rt_mode_slots, rt_cpu_jobs,
+ * rt_blk_layout), so they cannot drift apart. */
+typedef struct {
+    int64_t B;                   /* rows of slots, executors and batches */
+    int n_dense, n_tables;
+    int slots;                   /* S */
+    int slot_execs;              /* executors on dev of B rows (slots that preprocess) */
+    int host_execs;              /* cpu mode: the jobs' host executors of B rows */
+    int inputs_dev, inputs_host; /* packing buffers of B rows on dev / the host */
+    int share_batches;           /* row share: raw batches of B rows ... */
+    bool share_pinned;           /* ... page-locked (GPU) */
+    int stage_blocks;            /* cpu mode on the GPU: pinned model batches ... */
+    int dev_blocks;              /* ... and device ones, blk_bytes each */
+    size_t blk_bytes;
+    size_t ring_pinned;          /* GPU: the ring's losses read back (pinned) */
+    size_t records;              /* host: the step records (max_records) */
+    bool shard;                  /* from a rap shard: its resident batches are sized
+                                  * by reading it (rt_shard_load checks their fit) */
+    bool mps;                    /* mps: preprocessing is the server's, in its process */
+} rap_runtime_mem;
+/* Fills *out for c (mode, slots, cpu_workers, ideal_batches, batch_rows,
+ * row share, max_records, shard, plan when train_fn) on dev with a model
+ * of config mc. RAP_ERR_ARG for a mode that is not one; the plan's shape
+ * errors (train_fn) as create's. Allocates nothing but a small table. */
+rap_status rap_runtime_mem_of(const rap_runtime_config *c, const rap_model_config *mc,
+                              rap_device dev, rap_runtime_mem *out);
+
 /* Makes the slots for mode c->mode with model m (its device decides where
  * preprocessing runs; on the GPU the model must have been created with a
  * stream from rap_runtime_train_stream_create) and feed f (not owned; NULL
@@ -271,6 +301,8 @@ rap_status rap_rt_store_f32(float *dst, const float *src, void *stream);
 /* The model's device loss scalar (float, GPU model). */
 rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **loss_dev);
 rap_status rap_rt_mem_used(size_t *used);
+/* Free device memory of the current GPU (cudaMemGetInfo). */
+rap_status rap_rt_mem_free(size_t *free_b);
 /* Device -> device copy, and zeroing, of n bytes, asynchronous on stream. */
 rap_status rap_rt_d2d(void *dst, const void *src, size_t n, void *stream);
 rap_status rap_rt_zero(void *dst, size_t n, void *stream);

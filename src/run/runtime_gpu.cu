@@ -120,6 +120,7 @@ extern "C" rap_status rap_rt_host_alloc(void **p, size_t n)
         return rap_fail(RAP_ERR_NOMEM, "runtime: cannot allocate %zu bytes of pinned host memory: %s",
                         n, cudaGetErrorString(e));
     }
+    rap_mem_count(n);
     return RAP_OK;
 }
 
@@ -175,6 +176,14 @@ extern "C" rap_status rap_rt_device_count(int *n)
 {
     *n = 0;
     RAP_CUDA_TRY(cudaGetDeviceCount(n));
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_rt_mem_free(size_t *free_b)
+{
+    size_t tot = 0;
+    *free_b = 0;
+    RAP_CUDA_TRY(cudaMemGetInfo(free_b, &tot));
     return RAP_OK;
 }
 
@@ -282,6 +291,11 @@ rap_status rap_rt_model_loss_ptr(const rap_model *m, const float **loss_dev)
 rap_status rap_rt_mem_used(size_t *used)
 {
     *used = 0;
+    return NO_GPU;
+}
+rap_status rap_rt_mem_free(size_t *free_b)
+{
+    *free_b = 0;
     return NO_GPU;
 }
 rap_status rap_rt_d2d(void *dst, const void *src, size_t n, void *stream)

@@ -27,6 +27,7 @@
 
 #include "dist/comm.h"
 #include "model/model.h"
+#include "run/memplan.h"
 #include "run/metrics.h"
 #include "run/runtime.h"
 #include "rap.h"
@@ -113,6 +114,12 @@ typedef struct {
                                 * (rap_subplan_rank); batch: each rank every column
                                 * over its row share, then each table's ids sent to its
                                 * holders; docs/TRAINING.md "Several ranks" */
+    /* the memory plan (run/memplan.h, docs/MEMORY.md), made before anything
+     * is allocated: dry_run stops after it (result memplan, RAP_OK); a run
+     * that does not fit refuses with RAP_ERR_NOMEM and logs the table */
+    bool dry_run;
+    double mem_avail;          /* > 0: the bytes taken as free in the device's pool
+                                * instead of measuring them (tests) */
 } rap_train_config;
 
 typedef struct {
@@ -143,6 +150,8 @@ typedef struct {
      * ids, 8 bytes each) sent between ranks in this run: all ranks together
      * (every rank computes it), and by this rank; 0 with other placements */
     int64_t bytes_moved, rank_bytes_sent;
+    rap_memplan memplan;       /* the memory plan (planned: it was made) */
+    bool planned;
 } rap_train_result;
 
 /* Fills the defaults: one epoch, eval fraction 0.1, log every 5 s, the

@@ -92,22 +92,49 @@ static void param_counts(const rap_model_config *c, size_t *all, size_t *mlp)
     *mlp = n;
 }
 
-static size_t cpu_bytes(const rap_model_config *c)
+/* The bytes cpu_create allocates for c, by part (model.h): each size is
+ * the one its allocation below asks for, so the plan and the allocator
+ * cannot drift (the tests compare both with what create reports). */
+static void cpu_parts(const rap_model_config *c, rap_model_mem *mm)
 {
+    memset(mm, 0, sizeof *mm);
     size_t all, mlp;
     param_counts(c, &all, &mlp);
-    const size_t tab = all - mlp;
-    size_t b = rap_emb_dtype_size(c->emb_dtype) * tab + sizeof(float) * mlp; /* weights */
-    b += sizeof(float) * (size_t)rap_model_table_state_floats(c);            /* table state */
-    b += rap_model_mlp_adagrad(c) ? sizeof(float) * mlp : 0;                 /* MLP state */
-    b += sizeof(float) * mlp;                                     /* grads */
-    b += act_layout(c, NULL, NULL);                               /* activations */
-    const size_t te = (size_t)rap_model_emb_tables(c);
-    b += 2 * sizeof(rap_cpu_key) * (size_t)rap_model_emb_batch(c) * te *
-         (size_t)(c->max_bag > 0 ? c->max_bag : 1); /* sort keys */
-    b += sizeof(int64_t) * (te + 1);
-    b += sizeof(rap_cpu_state) + sizeof(rap_tensor) * (te + (size_t)(2 * c->n_bot + 2 * c->n_top));
-    return b;
+    const size_t tab = all - mlp, te = (size_t)rap_model_emb_tables(c);
+    const size_t nts = (size_t)rap_model_table_state_floats(c);
+    const int64_t keys = rap_model_emb_batch(c) * (int64_t)te * (c->max_bag > 0 ? c->max_bag : 1);
+    mm->part[RAP_MM_TABLES] = rap_emb_dtype_size(c->emb_dtype) * (tab ? tab : 1);
+    mm->part[RAP_MM_TABLE_STATE] = sizeof(float) * nts;
+    mm->part[RAP_MM_MLP] = sizeof(float) * (mlp + 1);
+    mm->part[RAP_MM_MLP_STATE] = rap_model_mlp_adagrad(c) ? sizeof(float) * (mlp + 1) : 0;
+    mm->part[RAP_MM_GRADS] = sizeof(float) * (mlp + 1);
+    mm->part[RAP_MM_ACT] = act_layout(c, NULL, NULL);
+    mm->part[RAP_MM_SORT] = 2 * sizeof(rap_cpu_key) * (size_t)(keys > 0 ? keys : 1);
+    mm->part[RAP_MM_OTHER] = sizeof(int64_t) * (te + 1) + sizeof(rap_cpu_state) +
+                             sizeof(rap_tensor) * (te + (size_t)(2 * c->n_bot + 2 * c->n_top));
+    for (int k = 0; k < RAP_MM_N; k++)
+        mm->total += mm->part[k];
+}
+
+static size_t cpu_bytes(const rap_model_config *c, rap_model_mem *parts)
+{
+    rap_model_mem mm;
+    cpu_parts(c, &mm);
+    if (parts)
+        *parts = mm;
+    return mm.total;
+}
+
+/* rap_aligned_alloc of n bytes, counted in part k of what create
+ * allocated (st->alloc, rap_cpu_model_allocated). */
+static void *cpu_alloc(rap_cpu_state *st, int k, size_t n, const char *what)
+{
+    void *p = rap_aligned_alloc(n, what);
+    if (p) {
+        st->alloc.part[k] += n;
+        st->alloc.total += n;
+    }
+    return p;
 }
 
 /* ------------------------------------------------------------ create/free */
@@ -165,38 +192,44 @@ static rap_status cpu_create(rap_model *m, const float *mlp_init)
     RAP_TRY(rap_pool_create(st->threads, &st->pool));
     const size_t es = rap_emb_dtype_size(c->emb_dtype);
     const size_t n_tab = m->mlp_offset, n_tstate = (size_t)rap_model_table_state_floats(c);
-    st->tab = rap_aligned_alloc(es * (n_tab ? n_tab : 1), "CPU model tables");
-    st->mlp = rap_aligned_alloc(sizeof(float) * (m->n_mlp_params + 1), "CPU model MLP weights");
+    const size_t nm = m->n_mlp_params;
+    st->tab = cpu_alloc(st, RAP_MM_TABLES, es * (n_tab ? n_tab : 1), "CPU model tables");
+    st->mlp = cpu_alloc(st, RAP_MM_MLP, sizeof(float) * (nm + 1), "CPU model MLP weights");
     if (!st->tab || !st->mlp)
         return RAP_ERR_NOMEM;
     if (n_tstate) {
-        st->tab_state = rap_aligned_alloc(sizeof(float) * n_tstate, "CPU model table state");
+        st->tab_state =
+            cpu_alloc(st, RAP_MM_TABLE_STATE, sizeof(float) * n_tstate, "CPU model table state");
         if (!st->tab_state)
             return RAP_ERR_NOMEM;
     }
     if (rap_model_mlp_adagrad(c)) {
         st->mlp_state =
-            rap_aligned_alloc(sizeof(float) * (m->n_mlp_params + 1), "CPU model Adagrad state");
+            cpu_alloc(st, RAP_MM_MLP_STATE, sizeof(float) * (nm + 1), "CPU model Adagrad state");
         if (!st->mlp_state)
             return RAP_ERR_NOMEM;
     }
-    st->grads = rap_aligned_alloc(sizeof(float) * (m->n_mlp_params + 1), "CPU model gradients");
+    st->grads = cpu_alloc(st, RAP_MM_GRADS, sizeof(float) * (nm + 1), "CPU model gradients");
     if (!st->grads)
         return RAP_ERR_NOMEM;
-    memset(st->grads, 0, sizeof(float) * m->n_mlp_params);
+    memset(st->grads, 0, sizeof(float) * nm);
     size_t ab = act_layout(c, NULL, NULL);
-    st->block = rap_aligned_alloc(ab, "CPU model activations");
+    st->block = cpu_alloc(st, RAP_MM_ACT, ab, "CPU model activations");
     if (!st->block)
         return RAP_ERR_NOMEM;
     memset(st->block, 0, ab);
     act_layout(c, st->block, st);
     st->key_cap = rap_model_emb_batch(c) * st->te * (c->max_bag > 0 ? c->max_bag : 1);
     const size_t kb = sizeof(rap_cpu_key) * (size_t)(st->key_cap > 0 ? st->key_cap : 1);
-    st->keys = rap_aligned_alloc(kb, "CPU model sort keys");
-    st->tmp = rap_aligned_alloc(kb, "CPU model sort keys");
-    st->seg = rap_calloc(sizeof(int64_t) * ((size_t)st->te + 1), "CPU model key segments");
+    st->keys = cpu_alloc(st, RAP_MM_SORT, kb, "CPU model sort keys");
+    st->tmp = cpu_alloc(st, RAP_MM_SORT, kb, "CPU model sort keys");
+    const size_t sb = sizeof(int64_t) * ((size_t)st->te + 1);
+    st->seg = rap_calloc(sb, "CPU model key segments");
     if (!st->keys || !st->tmp || !st->seg)
         return RAP_ERR_NOMEM;
+    /* the bookkeeping (rap_calloc, not counted by rap_mem_counted) */
+    st->alloc.part[RAP_MM_OTHER] = sb + sizeof *st + sizeof(rap_tensor) * (size_t)m->n_tensors;
+    st->alloc.total += st->alloc.part[RAP_MM_OTHER];
 
     for (int i = 0; i < m->n_tensors; i++) {
         const rap_tensor *x = &m->tensors[i];
@@ -650,6 +683,15 @@ static rap_status cpu_get_grad(const rap_model *m, int i, float *host)
 const float *rap_cpu_model_pooled(const rap_model *m) { return st_of(m)->emb; }
 const float *rap_cpu_model_demb(const rap_model *m) { return st_of(m)->demb; }
 const float *rap_cpu_model_ddense(const rap_model *m) { return st_of(m)->ddense; }
+
+void rap_cpu_model_allocated(const rap_model *m, rap_model_mem *out)
+{
+    const rap_cpu_state *st = st_of(m);
+    if (st)
+        *out = st->alloc;
+    else
+        memset(out, 0, sizeof *out);
+}
 
 rap_status rap_cpu_model_emb_backward_from(rap_model *m, const rap_model_batch *b,
                                            const float *demb)

@@ -72,6 +72,7 @@ typedef struct {
     double loss;
     double loss_div;                   /* divisor of the last mlp_forward's loss */
     bool have_loss;
+    rap_model_mem alloc;               /* what create allocated, by part (its sizes) */
 } rap_cpu_state;
 
 /* ---- test hooks (tests only) ---- */
@@ -83,6 +84,11 @@ const float *rap_cpu_model_pooled(const rap_model *m);
  * dense input (B, ND). */
 const float *rap_cpu_model_demb(const rap_model *m);
 const float *rap_cpu_model_ddense(const rap_model *m);
+/* The bytes create allocated, by part, as it passed them to the
+ * allocator (the sort keys as first allocated; a batch of more ids grows
+ * them later). The memory plan's sizes (rap_model_mem_of) must equal
+ * these. */
+void rap_cpu_model_allocated(const rap_model *m, rap_model_mem *out);
 /* Runs the embedding backward of batch b (after its emb_forward) with the
  * given gradient of the pooled embeddings demb (rows, T, D) instead of the
  * one from mlp_backward. */

@@ -169,62 +169,66 @@ static rap_status limits(const rap_gpu *g)
     return RAP_OK;
 }
 
-/* Lays out the arena from base (NULL: sizes only); returns its size. */
+/* Lays out the arena from base (NULL: sizes only); returns its size,
+ * and its bytes by part (model.h) in g->arena_part (they add up to it:
+ * each buffer starts at a multiple of 256). */
 static size_t plan(rap_gpu *g, char *base)
 {
     size_t off = 0;
-#define TAKE(ptr, type, bytes)                                                           \
+    memset(g->arena_part, 0, sizeof g->arena_part);
+#define TAKE(ptr, type, bytes, part)                                                     \
     do {                                                                                 \
         off = al256(off);                                                                \
         if (base)                                                                        \
             (ptr) = (type)(base + off);                                                  \
         off += (size_t)(bytes);                                                          \
+        g->arena_part[part] += al256((size_t)(bytes));                                   \
     } while (0)
     const size_t B = (size_t)g->B;
-    TAKE(g->grads, float *, sizeof(float) * (size_t)g->segs.n_pad);
-    TAKE(g->wc, void *, g->es * (size_t)g->segs.n_pad);
-    TAKE(g->row_base, int64_t *, sizeof(int64_t) * (size_t)g->TE);
-    TAKE(g->nrows, int64_t *, sizeof(int64_t) * (size_t)g->TE);
-    TAKE(g->gtable, int32_t *, sizeof(int32_t) * (size_t)g->TE);
-    TAKE(g->grow_off, int64_t *, sizeof(int64_t) * (size_t)g->TE);
-    TAKE(g->emb_step, uint64_t *, sizeof(uint64_t));
-    TAKE(g->z, float *, sizeof(float) * B * (size_t)g->F * (size_t)g->D);
-    TAKE(g->de, float *, sizeof(float) * B * (size_t)g->T * (size_t)g->D);
-    TAKE(g->xin, void *, g->es * B * (size_t)round_up(g->ND, 8));
-    TAKE(g->tin, void *, g->es * B * (size_t)g->ld_in);
-    TAKE(g->dtin, void *, g->es * B * (size_t)g->ld_in);
-    TAKE(g->pp[0], void *, g->es * B * (size_t)g->maxw);
-    TAKE(g->pp[1], void *, g->es * B * (size_t)g->maxw);
-    TAKE(g->logits, float *, sizeof(float) * B);
-    TAKE(g->loss, float *, sizeof(float));
-    TAKE(g->err, unsigned *, sizeof(unsigned));
+    TAKE(g->grads, float *, sizeof(float) * (size_t)g->segs.n_pad, RAP_MM_GRADS);
+    TAKE(g->wc, void *, g->es * (size_t)g->segs.n_pad, RAP_MM_GRADS);
+    TAKE(g->row_base, int64_t *, sizeof(int64_t) * (size_t)g->TE, RAP_MM_OTHER);
+    TAKE(g->nrows, int64_t *, sizeof(int64_t) * (size_t)g->TE, RAP_MM_OTHER);
+    TAKE(g->gtable, int32_t *, sizeof(int32_t) * (size_t)g->TE, RAP_MM_OTHER);
+    TAKE(g->grow_off, int64_t *, sizeof(int64_t) * (size_t)g->TE, RAP_MM_OTHER);
+    TAKE(g->emb_step, uint64_t *, sizeof(uint64_t), RAP_MM_OTHER);
+    TAKE(g->z, float *, sizeof(float) * B * (size_t)g->F * (size_t)g->D, RAP_MM_ACT);
+    TAKE(g->de, float *, sizeof(float) * B * (size_t)g->T * (size_t)g->D, RAP_MM_ACT);
+    TAKE(g->xin, void *, g->es * B * (size_t)round_up(g->ND, 8), RAP_MM_ACT);
+    TAKE(g->tin, void *, g->es * B * (size_t)g->ld_in, RAP_MM_ACT);
+    TAKE(g->dtin, void *, g->es * B * (size_t)g->ld_in, RAP_MM_ACT);
+    TAKE(g->pp[0], void *, g->es * B * (size_t)g->maxw, RAP_MM_ACT);
+    TAKE(g->pp[1], void *, g->es * B * (size_t)g->maxw, RAP_MM_ACT);
+    TAKE(g->logits, float *, sizeof(float) * B, RAP_MM_ACT);
+    TAKE(g->loss, float *, sizeof(float), RAP_MM_OTHER);
+    TAKE(g->err, unsigned *, sizeof(unsigned), RAP_MM_OTHER);
     TAKE(g->colsum, float *,
          sizeof(float) * 256 *
-             (size_t)((g->maxw > g->ld_in ? g->maxw : g->ld_in) + g->maxw));
-    TAKE(g->ws, void *, RAP_GPU_WS_BYTES);
+             (size_t)((g->maxw > g->ld_in ? g->maxw : g->ld_in) + g->maxw), RAP_MM_ACT);
+    TAKE(g->ws, void *, RAP_GPU_WS_BYTES, RAP_MM_BLAS_WS);
     for (int k = 0; k < 2; k++) {
         rap_gpu_layer *L = k ? g->top : g->bot;
         const int n = k ? g->n_top : g->n_bot;
         for (int i = 0; i < n; i++) {
             rap_gpu_layer *l = &L[i];
             if (i < n - 1)
-                TAKE(l->y, void *, g->es * B * (size_t)l->out);
+                TAKE(l->y, void *, g->es * B * (size_t)l->out, RAP_MM_ACT);
             if (l->want_aux)
-                TAKE(l->aux, void *, (size_t)l->aux_ld / 8 * B);
+                TAKE(l->aux, void *, (size_t)l->aux_ld / 8 * B, RAP_MM_ACT);
         }
     }
     for (int j = 0; j < 2; j++) {
-        TAKE(g->keys[j], uint32_t *, sizeof(uint32_t) * (size_t)g->P);
-        TAKE(g->vals[j], uint32_t *, sizeof(uint32_t) * (size_t)g->P);
+        TAKE(g->keys[j], uint32_t *, sizeof(uint32_t) * (size_t)g->P, RAP_MM_SORT);
+        TAKE(g->vals[j], uint32_t *, sizeof(uint32_t) * (size_t)g->P, RAP_MM_SORT);
     }
-    TAKE(g->start, int64_t *, sizeof(int64_t) * (size_t)(g->TE + 1));
-    TAKE(g->head, float *, sizeof(float) * (size_t)g->nchunks * (size_t)g->D);
-    TAKE(g->tail, float *, sizeof(float) * (size_t)g->nchunks * (size_t)g->D);
-    TAKE(g->sort_tmp, void *, g->sort_bytes);
+    TAKE(g->start, int64_t *, sizeof(int64_t) * (size_t)(g->TE + 1), RAP_MM_SORT);
+    TAKE(g->head, float *, sizeof(float) * (size_t)g->nchunks * (size_t)g->D, RAP_MM_SORT);
+    TAKE(g->tail, float *, sizeof(float) * (size_t)g->nchunks * (size_t)g->D, RAP_MM_SORT);
+    TAKE(g->sort_tmp, void *, g->sort_bytes, RAP_MM_SORT);
     if (g->sharded && !g->direct && g->TE > 0) {
         const size_t ex = sizeof(float) * (size_t)g->EB * (size_t)g->TE * (size_t)g->D;
-        TAKE(g->emb_out, float *, ex);
-        TAKE(g->demb_out, float *, ex);
+        TAKE(g->emb_out, float *, ex, RAP_MM_ACT);
+        TAKE(g->demb_out, float *, ex, RAP_MM_ACT);
     }
 #undef TAKE
     return al256(off);
@@ -321,22 +325,43 @@ static size_t sort_bytes_or_estimate(const rap_gpu *g)
     return b;
 }
 
-static size_t gpu_bytes(const rap_model_config *c)
+/* The blocks by part: the two weight blocks split at their MLP offsets,
+ * the arena by plan()'s parts (g shaped and planned). */
+static void gpu_parts(const rap_gpu *g, const rap_model_config *c, rap_model_mem *mm)
+{
+    size_t pb, sb, ma, sa;
+    weight_blocks(g, c, &pb, &sb, &ma, &sa);
+    memset(mm, 0, sizeof *mm);
+    for (int k = 0; k < RAP_MM_N; k++)
+        mm->part[k] = g->arena_part[k];
+    mm->part[RAP_MM_TABLES] += ma;
+    mm->part[RAP_MM_MLP] += pb - ma;
+    if (sb) {
+        mm->part[RAP_MM_TABLE_STATE] += sa;
+        mm->part[RAP_MM_MLP_STATE] += sb - sa;
+    }
+    for (int k = 0; k < RAP_MM_N; k++)
+        mm->total += mm->part[k];
+}
+
+static size_t gpu_bytes(const rap_model_config *c, rap_model_mem *parts)
 {
     rap_gpu *g = (rap_gpu *)rap_calloc(sizeof *g, "GPU model plan");
     if (!g)
         return 0;
-    size_t total = 0;
+    rap_model_mem mm;
+    memset(&mm, 0, sizeof mm);
     if (shape(g, c) == RAP_OK) {
         g->sort_bytes = sort_bytes_or_estimate(g);
-        size_t pb, sb, ma, sa;
-        weight_blocks(g, c, &pb, &sb, &ma, &sa);
-        total = pb + sb + plan(g, NULL);
+        plan(g, NULL);
+        gpu_parts(g, c, &mm);
     } else {
         rap_clear_error();
     }
     rap_free(g);
-    return total;
+    if (parts)
+        *parts = mm;
+    return mm.total;
 }
 
 static rap_status check_flags(rap_gpu *g)

@@ -280,6 +280,7 @@ typedef struct rap_gpu {
     unsigned *h_err;  /* pinned (1) */
     void *blk_params, *blk_state, *blk_arena;
     size_t arena_bytes;
+    size_t arena_part[RAP_MM_N]; /* the arena's bytes by part (model.h), from plan() */
 } rap_gpu;
 
 /* embedding.cu */
