@@ -297,12 +297,14 @@ typedef struct {
     int64_t files;          /* files of the directory (1 for a file or stdin) */
 } rap_reader_threads;
 rap_status rap_reader_plan_threads(const rap_reader_config *cfg, rap_reader_threads *out);
-/* The bytes of the chunk buffers a reader of cfg allocates (every lane's
- * slots and carry buffer: the reader's memory but for small state), from
- * the sizing rap_reader_open uses. Looks at the input as
- * rap_reader_plan_threads does; an input that is not there (yet: rows
- * generated later) is sized as one file. Can't fail but for cfg NULL. */
-rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *bytes);
+/* The bytes a reader of cfg allocates, from the sizing rap_reader_open
+ * uses: *chunks, every lane's chunk slots and carry buffer (fixed at
+ * open); *parsed, the parsed rows of those slots, which grow with the
+ * rows a chunk holds: estimated at 256 bytes of text a row (real Criteo
+ * lines are 150 to 400). Looks at the input as rap_reader_plan_threads
+ * does; an input that is not there (yet: rows generated later) is sized
+ * as one file. Can't fail. */
+rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *chunks, size_t *parsed);
 /* One line for the start-up settings: "L reading+inflating (one file each),
  * P parsing = T threads (...)". Cannot fail. */
 void rap_reader_threads_line(const rap_reader_threads *t, char *out, size_t n);

@@ -246,6 +246,8 @@ static inline const char *fast_row(const char *p, const char *end, const row_out
 
 /* ------------------------------------------------------------- chunks */
 
+size_t rap_parsed_row_bytes(void) { return NS * 8 + 4 + ND * 4 + ND + NS; }
+
 /* Grows the row arrays of o to hold at least rows, keeping n_used rows. */
 static rap_status reserve(rap_parsed *o, int64_t rows)
 {
@@ -254,7 +256,7 @@ static rap_status reserve(rap_parsed *o, int64_t rows)
     int64_t R = o->cap * 2 > rows ? o->cap * 2 : rows;
     if (R < 1024)
         R = 1024;
-    size_t bytes = (size_t)R * (NS * 8 + 4 + ND * 4 + ND + NS);
+    size_t bytes = (size_t)R * rap_parsed_row_bytes();
     char *blk = rap_aligned_alloc(bytes, "parsed chunk rows");
     if (!blk)
         return RAP_ERR_NOMEM;

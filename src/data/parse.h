@@ -55,6 +55,9 @@ typedef struct {
  * with RAP_ERR_NOMEM. */
 rap_status rap_parse_chunk(const char *text, size_t n, int64_t max_line, rap_parsed *out);
 void rap_parsed_free(rap_parsed *p);
+/* Bytes of one row of a rap_parsed's arrays (what its growth allocates
+ * per row of capacity). Can't fail. */
+size_t rap_parsed_row_bytes(void);
 
 /* One line s[0..len) without its '\n': returns -1 for a good row (values
  * written to the arrays, which may be NULL) or the rap_reject_reason, with

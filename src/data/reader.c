@@ -279,9 +279,9 @@ static void lane_shape(const rap_reader_config *cfg, const rap_reader_threads *t
     *S = (int)(s > MAX_SLOTS ? MAX_SLOTS : s);
 }
 
-rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *bytes)
+rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *chunks, size_t *parsed)
 {
-    *bytes = 0;
+    *chunks = *parsed = 0;
     rap_reader_threads t;
     if (rap_reader_plan_threads(cfg, &t) != RAP_OK) { /* not there yet: as one file */
         rap_clear_error();
@@ -290,7 +290,8 @@ rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *bytes)
     size_t C;
     int S;
     lane_shape(cfg, &t, 0, &C, &S);
-    *bytes = (size_t)t.lanes * ((size_t)S * (C + 1) + C);
+    *chunks = (size_t)t.lanes * ((size_t)S * (C + 1) + C);
+    *parsed = (size_t)t.lanes * (size_t)S * (C / ROW_BYTES_GUESS) * rap_parsed_row_bytes();
     return RAP_OK;
 }
 

@@ -57,6 +57,8 @@ static rap_status plan_model(const rap_memplan_config *c, rap_memplan *p, int dp
                      rap_emb_dtype_name(m->emb_dtype), rap_optimizer_name(m->optimizer));
         else if (k == RAP_MM_ACT || k == RAP_MM_SORT)
             snprintf(d, sizeof d, "batch %lld", (long long)m->batch);
+        else if (k >= RAP_MM_MLP && k <= RAP_MM_GRADS)
+            snprintf(d, sizeof d, "%d + %d layers", m->n_bot, m->n_top);
         add(p, rap_model_mem_part_name(k), dpool, false, 1, (double)mm.part[k], "%s", d);
     }
     return RAP_OK;
@@ -135,11 +137,17 @@ rap_status rap_memplan_make(const rap_memplan_config *c, rap_memplan *out)
     if (c->runtime)
         RAP_TRY(plan_runtime(c, out, dpool));
     if (c->feed) {
-        size_t pool = 0, host = 0;
-        RAP_TRY(rap_rowfeed_bytes(c->feed, &pool, &host));
+        rap_rowfeed_mem fm;
+        RAP_TRY(rap_rowfeed_bytes(c->feed, &fm));
         add(out, "row feed batches", RAP_MEM_HOST, c->feed->pinned && gpu, c->feed->n_batches,
-            (double)pool, "%d x %lld rows", c->feed->n_batches, (long long)c->feed->batch_rows);
-        add(out, "reader buffers", RAP_MEM_HOST, false, 1, (double)host, "%s", "chunks");
+            (double)fm.pool, "%d x %lld rows", c->feed->n_batches,
+            (long long)c->feed->batch_rows);
+        add(out, "reader batch", RAP_MEM_HOST, false, 1, (double)fm.read_batch, "%s",
+            "the rows copied out of the reader");
+        add(out, "reader chunks", RAP_MEM_HOST, false, 1, (double)fm.chunks, "%s",
+            "text read, a slot per parser and more");
+        add(out, "parsed rows", RAP_MEM_HOST, false, 1, (double)fm.parsed, "%s",
+            "estimate: 256 bytes of text a row");
     }
     const rap_schema s = c->runtime ? c->runtime->plan->schema
                          : c->exec_plan ? c->exec_plan->schema

@@ -333,18 +333,15 @@ void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *out)
     rap_free(f);
 }
 
-rap_status rap_rowfeed_bytes(const rap_rowfeed_config *c, size_t *pool, size_t *host)
+rap_status rap_rowfeed_bytes(const rap_rowfeed_config *c, rap_rowfeed_mem *out)
 {
-    *pool = *host = 0;
+    memset(out, 0, sizeof *out);
     if (!c || c->n_batches < 1 || c->batch_rows < 1)
         return rap_fail(RAP_ERR_ARG, "rowfeed: n_batches and batch_rows must be >= 1");
-    *pool = (size_t)c->n_batches * rap_batch_bytes(rap_reader_shape(&c->reader), c->batch_rows);
-    size_t rd = 0;
-    RAP_TRY(rap_reader_bytes(&c->reader, &rd));
-    *host = rd + (c->reader_batches
-                      ? 0
-                      : rap_batch_bytes(rap_reader_shape(&c->reader), FEED_READ_ROWS));
-    return RAP_OK;
+    const rap_schema shape = rap_reader_shape(&c->reader);
+    out->pool = (size_t)c->n_batches * rap_batch_bytes(shape, c->batch_rows);
+    out->read_batch = c->reader_batches ? 0 : rap_batch_bytes(shape, FEED_READ_ROWS);
+    return rap_reader_bytes(&c->reader, &out->chunks, &out->parsed);
 }
 
 rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)

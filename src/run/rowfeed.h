@@ -105,12 +105,17 @@ typedef struct {
 
 typedef struct rap_rowfeed rap_rowfeed;
 
-/* The bytes rap_rowfeed_create and its reader allocate for c: *pool the
- * P batches of batch_rows rows (page-locked when c->pinned and a GPU is
- * usable), *host the reader's chunk buffers (rap_reader_bytes) and the
- * batch it reads into. Allocates nothing; RAP_ERR_ARG for a config
- * without batches. */
-rap_status rap_rowfeed_bytes(const rap_rowfeed_config *c, size_t *pool, size_t *host);
+/* What rap_rowfeed_create and its reader allocate for c. */
+typedef struct {
+    size_t pool;        /* the P batches of batch_rows rows (page-locked when
+                         * c->pinned and a GPU is usable) */
+    size_t read_batch;  /* the batch the reader's rows are copied into */
+    size_t chunks;      /* the reader's chunk buffers (rap_reader_bytes) */
+    size_t parsed;      /* its parsed rows (an estimate, rap_reader_bytes) */
+} rap_rowfeed_mem;
+/* Fills *out for c from the sizes the feed and the reader allocate with.
+ * Allocates nothing; RAP_ERR_ARG for a config without batches. */
+rap_status rap_rowfeed_bytes(const rap_rowfeed_config *c, rap_rowfeed_mem *out);
 /* Allocates the P batches and queues and starts the thread (with
  * open_at_create, opens the input first). On failure nothing is left and
  * the message says why (RAP_ERR_ARG for a bad config). */
