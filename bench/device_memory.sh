@@ -14,8 +14,11 @@
 #   plan      rap plan of those files with the committed predictor
 #             (plans/h200/predictor), as plans 0 and 1 are shipped
 #             (--fusion ilp-capacity --window-choice room, docs/PLANNER.md)
-#   bench     rap bench, every mode, with those schedules and the same model
-#             (--emb-dtype bf16 --optimizer rowwise-adagrad, CUDA graphs)
+#   bench     rap bench --dry-run (the memory plan of every mode, before
+#             anything is allocated), then rap bench, every mode, with those
+#             schedules and the same model (--emb-dtype bf16 --optimizer
+#             rowwise-adagrad, CUDA graphs): its JSON holds each mode's plan
+#             beside the measured drop of free memory (docs/MEMORY.md)
 # then one table of everything (bench/exp/memory_table.py).
 # Knobs: OUT (default out), PARTS (capacity,plan,bench,emb), BUDGET
 # (seconds for the whole call, default 240: every step runs under timeout
@@ -103,6 +106,12 @@ for b in $BATCHES; do
         > "$OUT/plan_$b.log" 2>&1
       note "plan plan1 $b: exit $?; $(grep -h 'exposed' "$OUT/plan_$b.log" | tail -1)"
     fi
+  fi
+  if has bench; then # the memory plan of every mode, before anything is allocated
+    t=$(lim "dry-run $b" 20 10)
+    [ -n "$t" ] && timeout "$t" "$B/rap" bench --plan plans/plan1.plan $MODEL $TYPES --batch "$b" \
+      $G --dry-run --quiet > "$OUT/dryrun_plan1_$b.txt" 2>&1
+    [ -n "$t" ] && note "dry-run plan1 $b: exit $?; $(grep -h 'GPU:' "$OUT/dryrun_plan1_$b.txt" | head -1)"
   fi
   if has bench && [ -s "$S" ]; then
     t=$(lim "bench $b" 150 40)

@@ -9,7 +9,12 @@
 2. per batch of plan 1 with bf16 tables and row-wise Adagrad: the capacity
    file's windows (plan1_<B>_bf16.capacity) and rap bench's modes
    (bench_plan1_<B>.json): samples/s, vs ideal, step and exposed ms, or why
-   a mode was skipped.
+   a mode was skipped;
+3. per mode the memory plan beside the measured use (the same JSON:
+   mem_plan_gib, the buffers planned on the GPU; mem_used_setup_gib and
+   mem_used_steps_gib, the drop of free memory after set-up and after the
+   steps): plan / peak and whether it is within 5 % of the peak (the
+   issue's goal), and the plan with its reserve.
 
 Usage: memory_table.py OUTDIR (prints the tables; a missing file is said,
 not an error).
@@ -100,6 +105,27 @@ def plan1_tables(out):
             g = lambda k: m.get(k) if isinstance(m.get(k), (int, float)) else float("nan")
             print(f"  {m['mode']:<11} {g('samples_per_s'):12,.0f} {g('vs_ideal'):8.3f}"
                   f" {g('step_ms'):8.3f} {g('exposed_ms'):8.3f} {g('gpu_gb'):7.1f}")
+        mem_table(j)
+
+
+def mem_table(j):
+    """The memory plan beside the measured use, per mode that ran."""
+    num = lambda m, k: m.get(k) if isinstance(m.get(k), (int, float)) else None
+    rows = [m for m in j.get("modes", []) if "skipped" not in m and num(m, "mem_plan_gib")]
+    if not rows:
+        print("  memory plan: (not in this JSON)")
+        return
+    print(f"  {'mode':<11} {'plan GiB':>8} {'+reserve':>8} {'set-up':>8} {'steps':>8}"
+          f" {'plan/peak':>9} {'within 5%':>9}")
+    for m in rows:
+        plan, res = num(m, "mem_plan_gib"), num(m, "mem_reserve_gib") or 0.0
+        a, b = num(m, "mem_used_setup_gib"), num(m, "mem_used_steps_gib")
+        peak = max([v for v in (a, b) if v is not None], default=None)
+        fmt = lambda v: f"{v:8.3f}" if v is not None else "       -"
+        ratio = plan / peak if peak else None
+        ok = ("yes" if abs(ratio - 1) <= 0.05 else "no") if ratio else "-"
+        rs = f"{ratio:9.3f}" if ratio else f"{'-':>9}"
+        print(f"  {m['mode']:<11} {fmt(plan)} {fmt(plan + res)} {fmt(a)} {fmt(b)} {rs} {ok:>9}")
 
 
 def main():
