@@ -6,6 +6,9 @@
 #include "test.h"
 
 #include "core/core.h"
+#include "dist/comm.h"
+#include "dist/hybrid.h"
+#include "dist/shard.h"
 #include "model/cpu/cpu_model.h"
 #include "model/model.h"
 #include "run/memplan.h"
@@ -314,4 +317,48 @@ RAP_TEST(memplan_cli_dry_run_and_refusal)
     rc = rap_test_run_rap("bench --device cpu --batch 16777216 --modes sequential --quiet", out,
                           sizeof out);
     CHECK_MSG(rc != 0 && strstr(out, "refused before allocating"), "exit %d: %s", rc, out);
+}
+
+RAP_TEST(memplan_hybrid_bytes_equal_allocation)
+{
+    /* three ranks (thread comms; a CPU step's create exchanges nothing):
+     * each rank's planned exchange buffers equal what create allocates */
+    enum { R = 3 };
+    rap_model_config g;
+    small_model(&g);
+    g.table_rows[2] = 60000; /* 1.9 MB: split over ranks of 1 MB each */
+    g.batch = 90;
+    g.max_bag = 2;
+    rap_shard_map map;
+    memset(&map, 0, sizeof map);
+    REQUIRE_OK(rap_shard_plan(g.table_rows, g.n_tables, g.emb_dim, R, 1000000, NULL, &map));
+    rap_comm *comms[R] = {0};
+    REQUIRE_OK(rap_comm_threads_create(R, comms));
+    bool split = false;
+    for (int r = 0; r < R; r++) {
+        rap_model_shard sh;
+        rap_model_config mc;
+        REQUIRE_OK(rap_hybrid_model_config(&g, &map, r, g.batch, &sh, &mc));
+        for (int k = 0; k < sh.n_local; k++)
+            split |= sh.rows[k] != g.table_rows[sh.table[k]];
+        size_t want = 0;
+        REQUIRE_OK(rap_hybrid_bytes(&map, r, &mc, RAP_CPU, &want));
+        rap_model *m = NULL;
+        REQUIRE_OK(rap_model_create(&mc, RAP_CPU, &m));
+        rap_hybrid *h = NULL;
+        const uint64_t b0 = counted();
+        rap_status st = rap_hybrid_create(m, &map, comms[r], &h);
+        const uint64_t got = counted() - b0;
+        CHECK_OK(st);
+        CHECK_MSG(want == got && want > 0, "rank %d: planned %zu, allocated %llu", r, want,
+                  (unsigned long long)got);
+        rap_hybrid_free(h);
+        rap_model_free(m);
+    }
+    CHECK(split); /* the filtered tables' buffers were part of it */
+    size_t b;
+    CHECK(rap_hybrid_bytes(&map, R, &g, RAP_CPU, &b) == RAP_ERR_ARG); /* no such rank */
+    for (int r = 0; r < R; r++)
+        rap_comm_free(comms[r]);
+    rap_shard_map_free(&map);
 }

@@ -137,6 +137,59 @@ void rap_hybrid_gather_cpu(const float *demb, int64_t ld, int64_t nr, int P, int
 
 /* ------------------------------------------------------------ create */
 
+/* Bytes of the device part arrays (GPU) of a map of P parts and T tables. */
+static size_t parts_bytes(int P, int T)
+{
+    size_t n64 = (size_t)P + 1, n32 = (size_t)T + 1 + (size_t)P + 1;
+    return 3 * n64 * sizeof(int64_t) + n32 * sizeof(int);
+}
+
+/* Bytes of one exchange buffer (forward or reverse) of rank r: its most
+ * rows of the global batch Bg times every rank's local tables. */
+static size_t exchange_bytes(const rap_shard_map *map, int r, int64_t Bg, int D)
+{
+    int64_t row0, nr, tls = 0;
+    rap_hybrid_rows(Bg, map->n_ranks, r, &row0, &nr);
+    for (int s = 0; s < map->n_ranks; s++)
+        tls += map->shard[s].n_local;
+    return sizeof(float) * (size_t)nr * (size_t)tls * (size_t)D;
+}
+
+/* Whether local table k of shard sh is a row range (filtered), not whole. */
+static bool filtered(const rap_model_shard *sh, const rap_model_config *mc, int k)
+{
+    return !(sh->row0[k] == 0 && sh->rows[k] == mc->table_rows[sh->table[k]]);
+}
+
+/* Bytes of a filtered table's offsets and ids over Bg rows. */
+static void filter_bytes(int64_t Bg, int64_t ids_cap, size_t *off, size_t *ids)
+{
+    *off = sizeof(int64_t) * (size_t)(Bg + 1);
+    *ids = sizeof(int64_t) * (size_t)ids_cap;
+}
+
+rap_status rap_hybrid_bytes(const rap_shard_map *map, int r, const rap_model_config *mc,
+                            rap_device dev, size_t *bytes)
+{
+    *bytes = 0;
+    const rap_model_shard *sh = mc ? mc->shard : NULL;
+    if (!map || !sh || r < 0 || r >= map->n_ranks)
+        return rap_fail(RAP_ERR_ARG, "rap_hybrid_bytes: a map, a rank of it and a sharded "
+                        "model config are required");
+    const int64_t Bg = sh->emb_batch, cap = Bg * (mc->max_bag > 0 ? mc->max_bag : 1);
+    size_t b = 2 * exchange_bytes(map, r, Bg, mc->emb_dim);
+    for (int k = 0; k < sh->n_local; k++)
+        if (filtered(sh, mc, k)) {
+            size_t o, i;
+            filter_bytes(Bg, cap, &o, &i);
+            b += o + i;
+        }
+    if (dev == RAP_GPU)
+        b += parts_bytes(map->n_parts, mc->n_tables) + rap_hybrid_filter_gpu_scratch(Bg);
+    *bytes = b;
+    return RAP_OK;
+}
+
 static void *h_alloc(rap_hybrid *h, size_t bytes, const char *what, rap_status *st)
 {
     if (*st != RAP_OK)
@@ -282,9 +335,8 @@ rap_status rap_hybrid_create(rap_model *m, const rap_shard_map *map, rap_comm *c
     h->pa_dev = h->pa_host;
     if (dev == RAP_GPU) {
         /* One device block: the three int64 arrays, then the two int arrays. */
-        size_t n64 = (size_t)h->P + 1, n32 = (size_t)h->T + 1 + (size_t)h->P + 1;
-        size_t bytes = 3 * n64 * sizeof(int64_t) + n32 * sizeof(int);
-        h->d_block = h_alloc(h, bytes, "hybrid part arrays", &st);
+        size_t n64 = (size_t)h->P + 1;
+        h->d_block = h_alloc(h, parts_bytes(h->P, h->T), "hybrid part arrays", &st);
         if (st != RAP_OK)
             goto fail;
         char *b = h->d_block;
@@ -323,15 +375,15 @@ rap_status rap_hybrid_create(rap_model *m, const rap_shard_map *map, rap_comm *c
         if (st != RAP_OK)
             goto fail;
     }
-    for (int k = 0; k < h->TL; k++) {
-        int t = sh->table[k];
-        if (sh->row0[k] == 0 && sh->rows[k] == mc->table_rows[t])
+    for (int k = 0; k < h->TL; k++) { /* sizes as rap_hybrid_bytes */
+        if (!filtered(sh, mc, k))
             continue;
-        h->f_off[k] = h_alloc(h, sizeof(int64_t) * (size_t)(h->Bg + 1), "hybrid filter offsets",
-                              &st);
-        h->f_ids[k] = h_alloc(h, sizeof(int64_t) * (size_t)h->ids_cap, "hybrid filter ids", &st);
+        size_t ob, ib;
+        filter_bytes(h->Bg, h->ids_cap, &ob, &ib);
+        h->f_off[k] = h_alloc(h, ob, "hybrid filter offsets", &st);
+        h->f_ids[k] = h_alloc(h, ib, "hybrid filter ids", &st);
     }
-    size_t xbytes = sizeof(float) * (size_t)h->nr_max * (size_t)h->tls * (size_t)h->D;
+    size_t xbytes = exchange_bytes(map, r, h->Bg, h->D);
     h->recv = h_alloc(h, xbytes, "hybrid exchange (forward)", &st);
     h->send = h_alloc(h, xbytes, "hybrid exchange (reverse)", &st);
     if (st != RAP_OK)

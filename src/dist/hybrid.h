@@ -57,6 +57,15 @@ rap_status rap_hybrid_model_config(const rap_model_config *global, const rap_sha
                                    int r, int64_t Bg, rap_model_shard *shard,
                                    rap_model_config *out);
 
+/* The bytes rap_hybrid_create allocates on dev for rank r of map with the
+ * rank's model config mc (rap_hybrid_model_config's): the forward and
+ * reverse exchange buffers, the filtered tables' offsets and ids, and on
+ * the GPU the part arrays and the filter's scratch; from the sizes create
+ * allocates with (the memory plan, run/memplan.h). RAP_ERR_ARG without a
+ * map, a rank of it or a shard. */
+rap_status rap_hybrid_bytes(const rap_shard_map *map, int r, const rap_model_config *mc,
+                            rap_device dev, size_t *bytes);
+
 /* The step's state for model m (made from rap_hybrid_model_config with
  * this map and rank) over comm c (rank and size as the map's; nccl for a
  * GPU model, host backends for a CPU model). m, map and c must outlive it.

@@ -8,6 +8,7 @@
 #include "run/memplan.h"
 
 #include "core/core.h"
+#include "dist/hybrid.h"
 #include "run/input.h"
 
 #include <math.h>
@@ -160,9 +161,15 @@ rap_status rap_memplan_make(const rap_memplan_config *c, rap_memplan *out)
             (long long)B);
         add(out, "logits", RAP_MEM_HOST, false, 1, 4.0 * (double)B, "%lld rows", (long long)B);
     }
+    if (c->ranks > 0 && c->map) {
+        size_t hb = 0;
+        RAP_TRY(rap_hybrid_bytes(c->map, c->rank, c->model, c->device, &hb));
+        add(out, "hybrid exchange", dpool, false, 1, (double)hb, "rank %d of %d: all-to-all "
+            "buffers, filtered tables", c->rank, c->ranks);
+    }
     if (c->ranks > 1)
-        out->skipped = "the hybrid step's exchange buffers (all-to-all, gradient all-reduce, "
-                       "id exchange) are not sized yet";
+        out->skipped = "the id exchange (placement batch) and the planner's moves between "
+                       "ranks are not sized yet; NCCL's own buffers are in the reserve";
     return RAP_OK;
 }
 

@@ -81,8 +81,10 @@ typedef struct {
     bool step_batch;
     const rap_runtime_config *runtime; /* mode, slots, plan and fusion; NULL: none */
     const rap_rowfeed_config *feed;    /* NULL: no feed (mps, a shard) */
-    int ranks;                         /* R: with R > 1 the exchange buffers of the
-                                        * hybrid step are not sized yet (skipped says so) */
+    int ranks;                         /* R: 0 or 1 without ranks */
+    const rap_shard_map *map;          /* ranks: the sharding, for the hybrid step's
+                                        * exchange buffers (rap_hybrid_bytes) of ... */
+    int rank;                          /* ... this rank */
 } rap_memplan_config;
 
 /* Sizes every component of c into *out (avail and used -1). Nothing is
