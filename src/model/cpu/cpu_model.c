@@ -103,13 +103,13 @@ static void cpu_parts(const rap_model_config *c, rap_model_mem *mm)
     const size_t tab = all - mlp, te = (size_t)rap_model_emb_tables(c);
     const size_t nts = (size_t)rap_model_table_state_floats(c);
     const int64_t keys = rap_model_emb_batch(c) * (int64_t)te * (c->max_bag > 0 ? c->max_bag : 1);
-    mm->part[RAP_MM_TABLES] = rap_emb_dtype_size(c->emb_dtype) * (tab ? tab : 1);
+    mm->part[RAP_MM_TABLES] = rap_emb_dtype_size(c->emb_dtype) * tab;
     mm->part[RAP_MM_TABLE_STATE] = sizeof(float) * nts;
-    mm->part[RAP_MM_MLP] = sizeof(float) * (mlp + 1);
-    mm->part[RAP_MM_MLP_STATE] = rap_model_mlp_adagrad(c) ? sizeof(float) * (mlp + 1) : 0;
-    mm->part[RAP_MM_GRADS] = sizeof(float) * (mlp + 1);
+    mm->part[RAP_MM_MLP] = sizeof(float) * mlp;
+    mm->part[RAP_MM_MLP_STATE] = rap_model_mlp_adagrad(c) ? sizeof(float) * mlp : 0;
+    mm->part[RAP_MM_GRADS] = sizeof(float) * mlp;
     mm->part[RAP_MM_ACT] = act_layout(c, NULL, NULL);
-    mm->part[RAP_MM_SORT] = 2 * sizeof(rap_cpu_key) * (size_t)(keys > 0 ? keys : 1);
+    mm->part[RAP_MM_SORT] = 2 * sizeof(rap_cpu_key) * (size_t)keys;
     mm->part[RAP_MM_OTHER] = sizeof(int64_t) * (te + 1) + sizeof(rap_cpu_state) +
                              sizeof(rap_tensor) * (te + (size_t)(2 * c->n_bot + 2 * c->n_top));
     for (int k = 0; k < RAP_MM_N; k++)
@@ -193,8 +193,10 @@ static rap_status cpu_create(rap_model *m, const float *mlp_init)
     const size_t es = rap_emb_dtype_size(c->emb_dtype);
     const size_t n_tab = m->mlp_offset, n_tstate = (size_t)rap_model_table_state_floats(c);
     const size_t nm = m->n_mlp_params;
-    st->tab = cpu_alloc(st, RAP_MM_TABLES, es * (n_tab ? n_tab : 1), "CPU model tables");
-    st->mlp = cpu_alloc(st, RAP_MM_MLP, sizeof(float) * (nm + 1), "CPU model MLP weights");
+    /* exact sizes (a shard holding no table: 0, which rap_aligned_alloc
+     * gives a block of its own) */
+    st->tab = cpu_alloc(st, RAP_MM_TABLES, es * n_tab, "CPU model tables");
+    st->mlp = cpu_alloc(st, RAP_MM_MLP, sizeof(float) * nm, "CPU model MLP weights");
     if (!st->tab || !st->mlp)
         return RAP_ERR_NOMEM;
     if (n_tstate) {
@@ -205,11 +207,11 @@ static rap_status cpu_create(rap_model *m, const float *mlp_init)
     }
     if (rap_model_mlp_adagrad(c)) {
         st->mlp_state =
-            cpu_alloc(st, RAP_MM_MLP_STATE, sizeof(float) * (nm + 1), "CPU model Adagrad state");
+            cpu_alloc(st, RAP_MM_MLP_STATE, sizeof(float) * nm, "CPU model Adagrad state");
         if (!st->mlp_state)
             return RAP_ERR_NOMEM;
     }
-    st->grads = cpu_alloc(st, RAP_MM_GRADS, sizeof(float) * (nm + 1), "CPU model gradients");
+    st->grads = cpu_alloc(st, RAP_MM_GRADS, sizeof(float) * nm, "CPU model gradients");
     if (!st->grads)
         return RAP_ERR_NOMEM;
     memset(st->grads, 0, sizeof(float) * nm);
@@ -220,7 +222,7 @@ static rap_status cpu_create(rap_model *m, const float *mlp_init)
     memset(st->block, 0, ab);
     act_layout(c, st->block, st);
     st->key_cap = rap_model_emb_batch(c) * st->te * (c->max_bag > 0 ? c->max_bag : 1);
-    const size_t kb = sizeof(rap_cpu_key) * (size_t)(st->key_cap > 0 ? st->key_cap : 1);
+    const size_t kb = sizeof(rap_cpu_key) * (size_t)st->key_cap;
     st->keys = cpu_alloc(st, RAP_MM_SORT, kb, "CPU model sort keys");
     st->tmp = cpu_alloc(st, RAP_MM_SORT, kb, "CPU model sort keys");
     const size_t sb = sizeof(int64_t) * ((size_t)st->te + 1);
