@@ -68,6 +68,10 @@ typedef struct {
     double starved_s;
     int64_t steps, samples;
     double gpu_gb;
+    /* the memory plan (run/memplan.h) beside the measured use: GiB of
+     * the device's pool (the host's on the CPU) planned, its reserve, and
+     * on the GPU the drop of free memory after set-up and after the steps */
+    double plan_gib, reserve_gib, used_setup_gib, used_steps_gib;
 } bench_row;
 
 static int cmp_float(const void *a, const void *b)
@@ -159,6 +163,13 @@ static void summarize(const bench_row *runs, int R, int n, bench_row *out, doubl
         for (int r = 1; r < R; r++)
             if (runs[r * n + i].gpu_gb > o->gpu_gb)
                 o->gpu_gb = runs[r * n + i].gpu_gb;
+        for (int r = 1; r < R; r++) { /* the largest use of the runs (NaN: unmeasured) */
+            const bench_row *x = &runs[r * n + i];
+            if (x->used_setup_gib > o->used_setup_gib)
+                o->used_setup_gib = x->used_setup_gib;
+            if (x->used_steps_gib > o->used_steps_gib)
+                o->used_steps_gib = x->used_steps_gib;
+        }
         if (o->mode == RAP_MODE_IDEAL)
             ideal_all = true;
     }
@@ -302,6 +313,48 @@ static rap_status run_steps(const bench_ctx *b, rap_pipeline *p, rap_mode mode, 
     return measure(b, p, wall, &m, row);
 }
 
+/* The plan and the measured use into the row (after the steps), and the
+ * line that shows them. */
+static void plan_row(rap_memplan *p, rap_mode mode, bench_row *row)
+{
+    rap_memplan_measure_used(p, 1);
+    const int k = p->device == RAP_GPU ? RAP_MEM_DEVICE : RAP_MEM_HOST;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    row->plan_gib = p->total[k] / gib;
+    row->reserve_gib = p->reserve[k] / gib;
+    row->used_setup_gib = p->used[0] >= 0 ? p->used[0] / gib : NAN;
+    row->used_steps_gib = p->used[1] >= 0 ? p->used[1] / gib : NAN;
+    char line[512];
+    rap_memplan_summary(p, line, sizeof line);
+    rap_info("bench: mode %s: %s", rap_mode_name(mode), line);
+}
+
+/* The memory plan of each mode (with ranks: rank 0's) before anything is
+ * allocated or generated: printed with --dry-run, else checked, the first
+ * that does not fit refusing the run. */
+static rap_status preflight(const bench_ctx *b, const rap_mode *modes, int n_modes, bool ranks)
+{
+    rap_memplan *p = rap_malloc(sizeof *p, "memory plan");
+    rap_status st = p ? RAP_OK : RAP_ERR_NOMEM;
+    for (int i = 0; st == RAP_OK && i < n_modes; i++) {
+        char why[256];
+        if (!b->shard && !rap_mode_available(modes[i], b->dev, why, sizeof why))
+            continue;
+        if (ranks && modes[i] == RAP_MODE_MPS)
+            continue;
+        rap_pipeline_rank r = {(int)modes[i], NULL, -1, NULL, NULL, NULL};
+        st = rap_pipeline_memplan(b->pl, &r, 0, p);
+        if (st == RAP_OK && b->s->dry_run) {
+            printf("mode %s%s: ", rap_mode_name(modes[i]), ranks ? " (rank 0)" : "");
+            rap_memplan_print(p, stdout);
+        } else if (st == RAP_OK) {
+            st = rap_pipeline_memplan_check(p, "bench", b->mc.batch);
+        }
+    }
+    rap_free(p);
+    return st;
+}
+
 /* One mode; with comm (a rank of several) the model is this rank's share
  * (docs/DIST.md) and each step the hybrid one; gpu: the rank's device. The
  * pipeline is the builder's (run/pipeline.h), as rap train's. */
@@ -321,11 +374,22 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
         rap_trace_set_enabled(tr, false);
     }
     rap_pipeline_rank r = {(int)mode, comm, gpu, tr, NULL, NULL};
-    st = rap_pipeline_create(b->pl, &r, &p);
+    /* the memory plan before anything is allocated (docs/MEMORY.md) */
+    rap_memplan *plan = rap_malloc(sizeof *plan, "memory plan");
+    st = plan ? rap_pipeline_memplan(b->pl, &r, 0, plan) : RAP_ERR_NOMEM;
+    if (st == RAP_OK)
+        st = rap_pipeline_memplan_check(plan, "bench", b->mc.batch);
+    if (st == RAP_OK)
+        st = rap_pipeline_create(b->pl, &r, &p);
     if (st == RAP_OK) /* cycle over the data (or the shard) */
         st = rap_pipeline_start(p, 0, 0);
-    if (st == RAP_OK)
+    if (st == RAP_OK) {
+        rap_memplan_measure_used(plan, 0);
         st = run_steps(b, p, mode, tr, row);
+    }
+    if (st == RAP_OK)
+        plan_row(plan, mode, row);
+    rap_free(plan);
     if (st == RAP_OK && tr) {
         char path[RAP_OPT_STR + 32];
         trace_name(s->trace, rap_mode_name(mode), path, sizeof path);
@@ -426,9 +490,9 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
     else if (b->hybrid)
         fprintf(f, "ranks: %d, hybrid step: its time is in the emb_fwd column (the phases are "
                 "not timed apart on the CPU); a2a and grad_x: rank 0's collectives\n", b->ranks);
-    fprintf(f, "%-11s %12s %8s %9s %9s %9s %9s %9s %9s %9s %7s", "mode", "samples/s",
+    fprintf(f, "%-11s %12s %8s %9s %9s %9s %9s %9s %9s %9s %7s %8s %8s", "mode", "samples/s",
             "vs ideal", "step", "exposed", "emb_fwd", "mlp_fwd", "mlp_bwd", "emb_bwd",
-            "starved_s", "GPU_GB");
+            "starved_s", "GPU_GB", "plan_GiB", "used_GiB");
     if (b->hybrid)
         fprintf(f, " %9s %9s %9s %10s %10s", "grad_comm", "a2a", "grad_x", "MB/step", "prep_MB");
     fputc('\n', f);
@@ -443,10 +507,10 @@ static void print_table(const bench_row *rows, int n, const bench_ctx *b, FILE *
             snprintf(ratio, sizeof ratio, "%.3f", r->vs_ideal);
         else
             snprintf(ratio, sizeof ratio, "-");
-        fprintf(f, "%-11s %12.0f %8s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.2f",
+        fprintf(f, "%-11s %12.0f %8s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.2f %8.3f %8.3f",
                 rap_mode_name(r->mode), r->samples_per_s, ratio, r->step_ms, r->exposed_ms,
                 r->phase_ms[0], r->phase_ms[1], r->phase_ms[2], r->phase_ms[3], r->starved_s,
-                r->gpu_gb);
+                r->gpu_gb, r->plan_gib, r->used_steps_gib);
         if (b->hybrid)
             fprintf(f, " %9.3f %9.3f %9.3f %10.2f %10.3f", r->grad_comm_ms, r->a2a_ms,
                     r->grad_xchg_ms, r->model_bytes / 1e6, r->prep_bytes / 1e6);
@@ -498,6 +562,10 @@ static void print_json(const bench_row *rows, const bench_row *runs, int n, cons
         fprintf(f, ",\"starved_s\":%s", rap_json_num(r->starved_s, x));
         fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s", (long long)r->samples,
                 rap_json_num(r->gpu_gb, x));
+        fprintf(f, ",\"mem_plan_gib\":%s", rap_json_num(r->plan_gib, x));
+        fprintf(f, ",\"mem_reserve_gib\":%s", rap_json_num(r->reserve_gib, x));
+        fprintf(f, ",\"mem_used_setup_gib\":%s", rap_json_num(r->used_setup_gib, x));
+        fprintf(f, ",\"mem_used_steps_gib\":%s", rap_json_num(r->used_steps_gib, x));
         fprintf(f, ",\"samples_per_s_runs\":[");
         for (int k = 0; k < b->repeat; k++)
             fprintf(f, "%s%s", k ? "," : "", rap_json_num(runs[k * n + i].samples_per_s, x));
@@ -705,6 +773,13 @@ static rap_status bench_job(cli_settings *s, bench_ranks *rk, char *tmp)
         b.pl = pl;
         b.mc = pl->model;
         b.shard = pl->shard;
+    }
+    if (st == RAP_OK)
+        st = preflight(&b, modes, n_modes, rk->world || rk->comms);
+    if (st == RAP_OK && s->dry_run) { /* the plans printed: nothing more */
+        rap_pipeline_plan_free(pl);
+        rap_plan_free(plan);
+        return RAP_OK;
     }
     if (st == RAP_OK && !s->data[0])
         st = gen_data(s, tmp);

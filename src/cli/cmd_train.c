@@ -110,9 +110,15 @@ static void test_hooks_install(test_hooks *h, int rank, bool thread, rap_train_c
     }
 }
 
-/* Builds the trainer's config from the settings (generating data when
- * there is no --data). */
-static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_config *cfg)
+/* What the memory plan's run before generating rows reads (the reader's
+ * buffers are sized as for one file). */
+#define GEN_PLACEHOLDER "(generated rows)"
+
+/* Builds the trainer's config from the settings (with gen, generating
+ * data when there is no --data; without, naming GEN_PLACEHOLDER instead,
+ * for the memory plan). */
+static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_config *cfg,
+                            bool gen)
 {
     rap_train_config c;
     rap_train_defaults(&c);
@@ -154,7 +160,7 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
         return rap_fail(RAP_ERR_ARG, "give --eval-data or --eval-fraction, not both (the "
                         "fraction holds rows of --data out for evaluation)");
     double teacher = NAN;
-    if (!s->data[0]) {
+    if (!s->data[0] && gen) {
         RAP_TRY(gen_temp(s, "training", s->gen_rows, (uint64_t)s->seed, j->tmp_train,
                          sizeof j->tmp_train, &teacher));
         snprintf(s->data, sizeof s->data, "%s", j->tmp_train);
@@ -174,7 +180,7 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
             teacher = NAN;
         }
     }
-    c.data = s->data;
+    c.data = s->data[0] ? s->data : GEN_PLACEHOLDER;
     c.eval_data = s->eval_data;
     c.eval_fraction = s->eval_fraction;
     c.eval_rows = s->eval_rows;
@@ -184,7 +190,7 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
     c.reader.bad_rows = (rap_bad_rows)s->bad_rows;
     c.reader.max_line = s->max_line;
     c.reader.max_rows = s->max_rows;
-    if (!rap_runtime_is_shard(c.data)) {
+    if (gen && !rap_runtime_is_shard(c.data)) {
         rap_reader_config prc = c.reader;
         prc.input = c.data;
         cli_print_reader_threads(s, &prc);
@@ -207,6 +213,7 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
         rap_warn("--data -: stdin is read once; training ends with its last row");
     c.placement = (rap_placement)s->placement;
     c.gpu = -1;
+    c.dry_run = s->dry_run;
     *cfg = c;
     return RAP_OK;
 }
@@ -303,11 +310,47 @@ static rap_status run_threads(const cli_settings *s, const rap_train_config *c, 
     return st;
 }
 
+/* One process, no --data: the memory plan (its refusal, or --dry-run's
+ * table) before rows are generated. *done: nothing more to do. */
+static rap_status plan_first(cli_settings *s, train_job *j, rap_train_result *res, bool *done)
+{
+    rap_train_config c;
+    *done = false;
+    RAP_TRY(configure(s, j, 0, &c, false));
+    c.dry_run = true;
+    c.progress = false;
+    rap_status st = rap_train_run(&c, res);
+    if (st == RAP_OK && !s->dry_run) {
+        st = rap_memplan_check(&res->memplan);
+        if (st != RAP_OK) {
+            char msg[2048];
+            snprintf(msg, sizeof msg, "%s", rap_last_error());
+            rap_memplan_print(&res->memplan, stderr);
+            st = rap_fail(st, "%s: refused before allocating (batch %lld; --dry-run prints "
+                          "the plan)", msg, (long long)c.model.batch);
+        }
+    }
+    *done = st != RAP_OK || s->dry_run;
+    rap_trace_free(j->trace);
+    j->trace = NULL;
+    rap_plan_free(j->plan);
+    j->plan = NULL;
+    if (!*done)
+        memset(res, 0, sizeof *res);
+    return st;
+}
+
 static rap_status run(cli_settings *s, train_job *j, rap_comm *world, rap_train_result *res)
 {
     rap_train_config c;
     int ranks = world ? rap_comm_size(world) : cli_given("gpus") ? (int)s->gpus : 0;
-    RAP_TRY(configure(s, j, ranks, &c));
+    if (!world && !cli_given("gpus") && !s->data[0]) {
+        bool done;
+        RAP_TRY(plan_first(s, j, res, &done));
+        if (done)
+            return RAP_OK;
+    }
+    RAP_TRY(configure(s, j, ranks, &c, true));
     if (world) { /* under mpirun: this process is one rank */
         c.comm = world;
         if (c.device == RAP_GPU) { /* one GPU per rank: the node-local rank's */
@@ -376,6 +419,14 @@ int cmd_train(int argc, char **argv)
     rap_status st = run(&s, &j, world, &res);
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", rap_last_error());
+    if (st == RAP_OK && s.dry_run) { /* the memory plan, and nothing else */
+        if (res.planned && (!world || rap_comm_rank(world) == 0))
+            rap_memplan_print(&res.memplan, stdout);
+        rap_plan_free(j.plan);
+        rap_trace_free(j.trace);
+        rap_comm_free(world);
+        return 0;
+    }
     if (!s.quiet && (res.data.rows_read > 0 || st == RAP_OK || st == RAP_ERR_INTERRUPTED)) {
         fprintf(stderr, "rap train: training input accounting (all passes):\n");
         rap_reader_print_stats(&res.data, stderr);

@@ -35,12 +35,13 @@
  *   rap_pipeline_plan_free(pl);
  *
  * Memory plan (the seam for a dry run): nothing of a run is allocated
- * before rap_pipeline_create; rap_pipeline_size computes each part's host
- * and device bytes for one rank from the plan alone, before create
- * allocates the first. A part it does not count yet says so (counted
- * false): a memory plan fills those in rap_pipeline_size (pipeline_plan.c)
- * and prints the table (pipeline_describe.c), called by rap train before
- * rap_pipeline_create and by --dry-run instead of it.
+ * before rap_pipeline_create; rap_pipeline_memplan makes one rank's
+ * memory plan (run/memplan.h: every buffer by component, from the sizes
+ * its allocator uses, docs/MEMORY.md) from the plan alone, and
+ * rap_pipeline_memplan_check refuses a run that does not fit. rap train
+ * and rap bench call them before rap_pipeline_create, and --dry-run
+ * instead of it. rap_pipeline_size is the coarser count by part (a part
+ * it does not count says so: counted false).
  *
  * Shapes: B batch rows (the global batch with ranks), R ranks, T tables,
  * P feed batches.
@@ -53,6 +54,7 @@
 #include "dist/shard.h"
 #include "model/model.h"
 #include "run/input.h"
+#include "run/memplan.h"
 #include "run/rowfeed.h"
 #include "run/runtime.h"
 #include "run/trace.h"
@@ -254,6 +256,21 @@ typedef struct {
  * runtime's and the ranks' are not yet (counted false). */
 rap_status rap_pipeline_size(const rap_pipeline_plan *pl, const rap_pipeline_rank *r,
                              rap_pipeline_bytes bytes[RAP_PIPE_PARTS]);
+
+/* The memory plan of rank r's pipeline (r NULL: the config's rank) in its
+ * mode, from the plan alone, before anything is allocated (run/memplan.h,
+ * docs/MEMORY.md): the rank's model, the runtime's slots (with the whole
+ * plan's columns: an upper bound where a rank runs its part), the feed,
+ * the hybrid step's buffers; with eval_rows > 0 also rap train's
+ * evaluation side (an executor and packer of B rows, a reader batch of
+ * eval_rows and the step batch). The free memory is measured into it.
+ * Errors: rap_pipeline_mode's and the sizes' (memplan.h). */
+rap_status rap_pipeline_memplan(const rap_pipeline_plan *pl, const rap_pipeline_rank *r,
+                                int64_t eval_rows, rap_memplan *out);
+/* Refuses a plan that does not fit (rap_memplan_check): logs its table
+ * (a warning) and fails with RAP_ERR_NOMEM naming the pool, the need, the
+ * batch and "refused before allocating". cmd names the command. */
+rap_status rap_pipeline_memplan_check(const rap_memplan *p, const char *cmd, int64_t batch);
 
 /* ------------------------------------------------------------ the pipeline */
 

@@ -196,3 +196,88 @@ rap_status rap_pipeline_size(const rap_pipeline_plan *pl, const rap_pipeline_ran
     b->counted = true;
     return RAP_OK;
 }
+
+/* The runtime's config of rank r's pipeline in mode m as rap_pipeline_start
+ * makes it, from the plan alone: the whole plan's columns and fusion (a
+ * rank's part of them comes at create: an upper bound). */
+static void memplan_runtime(const rap_pipeline_plan *pl, rap_mode m, rap_runtime_config *rc)
+{
+    const rap_pipeline_config *c = &pl->cfg;
+    memset(rc, 0, sizeof *rc);
+    rc->plan_spec = c->plan_spec && c->plan_spec[0] ? c->plan_spec : "default";
+    rc->reader = c->reader;
+    rc->reader.input = c->data;
+    if (pl->shard)
+        rc->shard = c->data;
+    rc->mode = m;
+    rc->plan = c->plan;
+    rc->fusion = &pl->fusion;
+    rc->schedule = pl->schedule;
+    rc->cpu_workers = c->cpu_workers;
+    rc->prep_threads = c->prep_threads;
+    rc->ideal_batches = c->ideal_batches;
+    rc->max_records = c->max_records;
+    rc->cuda_graph = c->cuda_graph;
+    rc->prep_lanes = c->prep_lanes;
+    if (pl->dist) {
+        rc->batch_rows = pl->model.batch; /* the global batch */
+        if (c->placement == RAP_PLACE_BATCH && c->ranks > 1)
+            rc->row_share_ranks = c->ranks; /* each rank its row share */
+    }
+}
+
+rap_status rap_pipeline_memplan(const rap_pipeline_plan *pl, const rap_pipeline_rank *r,
+                                int64_t eval_rows, rap_memplan *out)
+{
+    const rap_pipeline_config *c = &pl->cfg;
+    if (!r)
+        r = &c->rank;
+    rap_mode m;
+    RAP_TRY(rap_pipeline_mode(pl, r, &m));
+    const int rank = pl->dist && r->comm ? rap_comm_rank(r->comm) : 0;
+    rap_model_config mc = pl->model;
+    rap_model_shard sh; /* mc.shard points here: alive until the plan is made */
+    if (pl->dist)
+        RAP_TRY(rap_hybrid_model_config(&pl->model, &pl->map, rank, pl->model.batch, &sh, &mc));
+    rap_runtime_config rc;
+    memplan_runtime(pl, m, &rc);
+    rap_rowfeed_config fc; /* as pipeline_run.c's open_feed */
+    memset(&fc, 0, sizeof fc);
+    fc.reader = c->reader;
+    fc.reader.input = c->data;
+    fc.batch_rows = pl->model.batch;
+    fc.n_batches = pipe_feed_batches(c, m);
+    fc.pinned = c->device == RAP_GPU;
+    rap_memplan_config mp;
+    memset(&mp, 0, sizeof mp);
+    mp.model = &mc;
+    mp.device = c->device;
+    if (eval_rows > 0) { /* rap train's evaluation side (train_eval.c) */
+        mp.exec_plan = c->plan;
+        mp.exec_fusion = &pl->fusion;
+        mp.exec_threads = c->reader.threads;
+        mp.eval_rows = eval_rows;
+        mp.step_batch = true;
+    }
+    mp.runtime = &rc;
+    mp.feed = pl->shard || m == RAP_MODE_MPS ? NULL : &fc;
+    mp.ranks = pl->dist ? c->ranks : 0;
+    mp.map = pl->dist ? &pl->map : NULL;
+    mp.rank = rank;
+    RAP_TRY(rap_memplan_make(&mp, out));
+    rap_memplan_measure_avail(out);
+    return RAP_OK;
+}
+
+rap_status rap_pipeline_memplan_check(const rap_memplan *p, const char *cmd, int64_t batch)
+{
+    rap_status st = rap_memplan_check(p);
+    if (st == RAP_OK)
+        return RAP_OK;
+    char msg[2048], tab[8192];
+    snprintf(msg, sizeof msg, "%s", rap_last_error());
+    rap_memplan_format(p, tab, sizeof tab);
+    rap_warn("%s %s", cmd ? cmd : "run", tab);
+    return rap_fail(st, "%s: refused before allocating (batch %lld; --dry-run prints the plan)",
+                    msg, (long long)batch);
+}

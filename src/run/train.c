@@ -147,6 +147,42 @@ static void say_model(const trainer *t)
              (double)rap_model_bytes(&t->mc, t->c->device) / 1e9, rap_mode_name(t->mode));
 }
 
+/* The memory plan of this rank's run (docs/MEMORY.md) into the result,
+ * before anything is allocated: the free memory measured (or c->mem_avail
+ * taken), and a run that does not fit refused, its table logged. */
+static rap_status plan_memory(trainer *t)
+{
+    const rap_train_config *c = t->c;
+    rap_memplan *p = &t->res->memplan;
+    RAP_TRY(rap_pipeline_memplan(t->pl, &t->pcfg.rank, READ_ROWS, p));
+    t->res->planned = true;
+    if (c->mem_avail > 0)
+        p->avail[c->device == RAP_GPU ? RAP_MEM_DEVICE : RAP_MEM_HOST] = c->mem_avail;
+    if (c->dry_run)
+        return RAP_OK;
+    RAP_TRY(rap_pipeline_memplan_check(p, "train", t->mc.batch));
+    char line[512];
+    rap_memplan_summary(p, line, sizeof line);
+    T_INFO(t, "%s", line);
+    return RAP_OK;
+}
+
+/* The measured use beside the plan after the first MEM_STEPS steps (GPU:
+ * the drop of free memory since the plan; --verbose). */
+#define MEM_STEPS 3
+static void log_memory(trainer *t)
+{
+    rap_memplan *p = &t->res->memplan;
+    rap_runtime *rt = t->pipe ? rap_pipeline_runtime(t->pipe) : NULL;
+    if (t->c->device == RAP_GPU && rt && rap_runtime_sync(rt) != RAP_OK)
+        rap_clear_error(); /* the steps' own checks report it */
+    rap_memplan_measure_used(p, 1);
+    char line[512];
+    rap_memplan_summary(p, line, sizeof line);
+    if (t->rk.rank == 0)
+        rap_debug("%s", line);
+}
+
 static rap_status setup(trainer *t)
 {
     const rap_train_config *c = t->c;
@@ -170,6 +206,9 @@ static rap_status setup(trainer *t)
     t->res->mode = t->mode;
     RAP_TRY(check_shard(t));
     RAP_TRY(run_keys(t));
+    RAP_TRY(plan_memory(t));
+    if (c->dry_run) /* the plan made: nothing allocated, nothing more */
+        return RAP_OK;
     if (c->resume && c->resume[0]) {
         RAP_TRY(rap_ckpt_open(c->resume, &t->ck));
         RAP_TRY(train_check_resume(t));
@@ -361,6 +400,8 @@ static rap_status count_step(trainer *t, const rap_step_info *in)
         RAP_TRY(c->after_step(c->after_step_ctx, t->at.step));
     if (c->trace && c->trace_steps > 0 && res->steps_run >= c->trace_steps)
         rap_trace_set_enabled(c->trace, false);
+    if (res->steps_run == MEM_STEPS)
+        log_memory(t);
     return take_losses(t, false);
 }
 
@@ -403,6 +444,7 @@ static rap_status loop(trainer *t)
         return RAP_OK;
     int64_t epochs = c->epochs > 0 ? c->epochs : (c->steps > 0 ? 0 : 1);
     RAP_TRY(rap_pipeline_start(t->pipe, epochs > 0 ? epochs - t->at.epoch : 0, t->at.pos));
+    rap_memplan_measure_used(&t->res->memplan, 0); /* GPU: the use after set-up */
     double last_log = rap_now();
     int64_t pass_start = t->at.pos;
     while (!finished(t) && !train_stopping(t)) {
@@ -511,6 +553,10 @@ rap_status rap_train_run(const rap_train_config *c, rap_train_result *res)
     t.c = c;
     t.res = res;
     rap_status st = setup(&t);
+    if (st == RAP_OK && c->dry_run) { /* the memory plan (res->memplan) alone */
+        teardown(&t);
+        return RAP_OK;
+    }
     if (st == RAP_OK)
         st = loop(&t);
     res->step = t.at.step;
