@@ -64,7 +64,8 @@ typedef enum {
     RAP_ERR_CUDA,        /* CUDA runtime or library error */
     RAP_ERR_NO_GPU,      /* GPU asked for, none usable (or built without CUDA) */
     RAP_ERR_INTERRUPTED, /* stopped by rap_reader_stop or a signal */
-    RAP_ERR_INTERNAL     /* a bug: please report */
+    RAP_ERR_INTERNAL,    /* a bug: please report */
+    RAP_ERR_NO_ROWS      /* an input holds no usable row (all rejected, or empty) */
 } rap_status;
 
 const char *rap_status_name(rap_status s);
@@ -319,6 +320,9 @@ typedef struct {
     int64_t rejected[RAP_REJ_COUNT];
     /* "path:line" of the first few rejects of each reason */
     char example[RAP_REJ_COUNT][RAP_REJ_EXAMPLES][256];
+    /* what was wrong with each of them, naming the field and its value
+     * ("expected label 0 or 1, got \"2\""); "" where not known */
+    char detail[RAP_REJ_COUNT][RAP_REJ_EXAMPLES][160];
 } rap_reader_stats;
 
 typedef struct rap_reader rap_reader;
@@ -333,8 +337,14 @@ rap_status rap_reader_next(rap_reader *r, rap_batch *b);
  * The next call of rap_reader_next returns rows already parsed, then end. */
 void rap_reader_stop(rap_reader *r);
 void rap_reader_get_stats(const rap_reader *r, rap_reader_stats *st);
-/* Prints the accounting: rows read = used + rejected, then each reason. */
+/* Prints the accounting: rows read = used + rejected, then each reason
+ * with its first places and what was wrong (field and value) at the first
+ * few of them. */
 void rap_reader_print_stats(const rap_reader_stats *st, FILE *f);
+/* "path:line: what was wrong" of the first example of the first reason
+ * with rejects, into out (n bytes); "" when nothing was rejected. Cannot
+ * fail. */
+void rap_reader_first_reject(const rap_reader_stats *st, char *out, size_t n);
 void rap_reader_close(rap_reader *r);
 
 /* --------------------------------------------------------------- generator */

@@ -49,6 +49,7 @@ typedef struct {
     /* data in */
     char input[RAP_OPT_STR];
     int bad_rows;            /* rap_bad_rows */
+    double max_rejected;     /* --max-rejected: share of rejected rows that fails (1: never) */
     bool follow;
     double idle_timeout;
     int64_t max_line;
@@ -158,8 +159,33 @@ extern const int cli_n_options;
 void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_settings *s);
 /* True when option --name was given to the last cli_parse. */
 bool cli_given(const char *name);
-/* Prints "rap CMD: message" from rap_last_error() and returns exit code 1. */
+/* Exit codes of the rap command (docs/TRAINING.md "Exit codes"). */
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_ERROR = 1,        /* a failure, its message on stderr */
+    CLI_EXIT_USAGE = 2,        /* bad command line (unknown option, value out of bounds) */
+    CLI_EXIT_NO_ROWS = 3,      /* an input (training, evaluation, prep) has no usable row */
+    CLI_EXIT_REJECTED = 4,     /* rejected rows passed --max-rejected */
+    CLI_EXIT_INTERRUPTED = 130 /* stopped by a signal (outputs finished as the docs say) */
+};
+/* The exit code of a status: RAP_OK 0, RAP_ERR_NO_ROWS 3, RAP_ERR_INTERRUPTED
+ * 130, any other 1. */
+int cli_exit_code(rap_status st);
+/* Prints "rap CMD: message" from rap_last_error() and returns the status's
+ * exit code (cli_exit_code). */
 int cli_fail(const char *cmd_name, rap_status st);
+/* The rejected share of an input read to its end: CLI_EXIT_NO_ROWS when rows
+ * were read and none was usable, CLI_EXIT_REJECTED when the rejected share
+ * passes --max-rejected, each with its message printed; else CLI_EXIT_OK. */
+int cli_check_rejected(const char *cmd_name, const cli_settings *s, const rap_reader_stats *st);
+/* Checks before the work (check.c). cli_check_output: the directory of
+ * path (option opt) takes a new file (a probe file created and removed),
+ * or path is an existing non-regular file that opens for writing; "-" and
+ * "" pass. cli_check_input: path opens for reading (a file, or a directory
+ * that lists); "-" and "" pass. RAP_ERR_IO naming the option, the path and
+ * the reason otherwise. */
+rap_status cli_check_output(const char *opt, const char *path);
+rap_status cli_check_input(const char *opt, const char *path);
 
 /* Ranks as threads (--gpus N): whether a failed rank's message is only the
  * broken communicator another rank's failure left behind; the message to

@@ -14,6 +14,9 @@ int cmd_gen(int argc, char **argv)
         fprintf(stderr, "rap gen: give --out FILE (refusing to write rows to a terminal)\n");
         return 2;
     }
+    rap_status st = cli_check_output("out", s.out);
+    if (st != RAP_OK)
+        return cli_fail("gen", st);
     rap_gen_config g;
     memset(&g, 0, sizeof g);
     g.rows = s.rows;
@@ -21,7 +24,6 @@ int cmd_gen(int argc, char **argv)
     g.out = s.out;
     g.threads = (int)s.threads;
     int64_t card[RAP_SCHEMA_MAX_COLS];
-    rap_status st = RAP_OK;
     if (s.in_schema) { /* any schema (docs/GENERATOR.md "Any schema") */
         g.schema = s.in_schema;
         g.list_mean = s.list_mean;
@@ -40,6 +42,8 @@ int cmd_gen(int argc, char **argv)
     if (st != RAP_OK)
         return cli_fail("gen", st);
     double dt = rap_now() - t0;
+    if (s.quiet)
+        return 0;
     fprintf(stderr, "rap gen: wrote %lld rows (%.1f MB) to %s in %.2f s, %.1f%% positive\n",
             (long long)r.rows, (double)r.bytes / 1e6, s.out, dt,
             100.0 * (double)r.positives / (double)(r.rows ? r.rows : 1));

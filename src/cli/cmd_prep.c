@@ -202,6 +202,7 @@ typedef struct {
     bool out_open;
     rap_shard_writer *shard;
     char tmp_input[512];
+    int exit_code; /* cli_check_rejected's, its message printed */
 } prep_job;
 
 static void job_free(prep_job *j)
@@ -223,6 +224,8 @@ static void job_free(prep_job *j)
 
 static rap_status run(cli_settings *s, prep_job *j)
 {
+    RAP_TRY(cli_check_input("input", s->input)); /* before any work */
+    RAP_TRY(cli_check_output("output", s->output));
     rap_device dev;
     RAP_TRY(cli_resolve_device(s->device, &dev));
     RAP_TRY(cli_load_plan_for(s, &j->plan));
@@ -321,7 +324,13 @@ static rap_status run(cli_settings *s, prep_job *j)
     double dt = rap_now() - t_start;
     rap_reader_stats st;
     rap_reader_get_stats(j->reader, &st);
-    rap_reader_print_stats(&st, stderr);
+    if (!s->quiet)
+        rap_reader_print_stats(&st, stderr);
+    if (!g_interrupted) { /* no usable row, or too many rejected: no output written */
+        j->exit_code = cli_check_rejected("prep", s, &st);
+        if (j->exit_code != CLI_EXIT_OK)
+            return RAP_ERR_DATA;
+    }
     if (j->out_open) {
         j->out_open = false;
         RAP_TRY(out_close(&j->out, true));
@@ -362,16 +371,16 @@ int cmd_prep(int argc, char **argv)
             out_close(&j.out, false);
         rap_shard_abort(j.shard);
         j.shard = NULL;
-        if (j.reader && st != RAP_ERR_INTERRUPTED) {
+        if (j.reader && st != RAP_ERR_INTERRUPTED && !j.exit_code) {
             char msg[2048];
             snprintf(msg, sizeof msg, "%s", rap_last_error());
             rap_reader_stats rs;
             rap_reader_get_stats(j.reader, &rs);
-            rap_reader_print_stats(&rs, stderr);
+            rap_reader_print_stats(&rs, stderr); /* the failure's context, even with --quiet */
             rap_fail(st, "%s", msg);
         }
     }
-    int code = st == RAP_OK ? 0 : cli_fail("prep", st);
+    int code = j.exit_code ? j.exit_code : st == RAP_OK ? 0 : cli_fail("prep", st);
     job_free(&j);
     return code;
 }

@@ -110,6 +110,21 @@ static void test_hooks_install(test_hooks *h, int rank, bool thread, rap_train_c
     }
 }
 
+/* Every input opens and every output's directory takes a file, before any
+ * row is generated, read or trained (a probe file, removed). */
+static rap_status check_paths(const cli_settings *s)
+{
+    RAP_TRY(cli_check_input("data", s->data));
+    RAP_TRY(cli_check_input("eval-data", s->eval_data));
+    RAP_TRY(cli_check_input("resume", s->resume));
+    if (strcmp(s->plan, "default"))
+        RAP_TRY(cli_check_input("plan", s->plan));
+    RAP_TRY(cli_check_output("save", s->save));
+    RAP_TRY(cli_check_output("metrics", s->metrics));
+    RAP_TRY(cli_check_output("trace", s->trace));
+    return RAP_OK;
+}
+
 /* What the memory plan's run before generating rows reads (the reader's
  * buffers are sized as for one file). */
 #define GEN_PLACEHOLDER "(generated rows)"
@@ -122,6 +137,7 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
 {
     rap_train_config c;
     rap_train_defaults(&c);
+    RAP_TRY(check_paths(s));
     RAP_TRY(cli_resolve_device(s->device, &c.device));
     RAP_TRY(cli_load_plan_for(s, &j->plan));
     c.plan = j->plan;
@@ -461,6 +477,14 @@ int cmd_train(int argc, char **argv)
     if (j.tmp_eval[0])
         remove(j.tmp_eval);
     rap_plan_free(j.plan);
+    /* all rows rejected is RAP_ERR_NO_ROWS from the trainer; the share
+     * against --max-rejected is judged on the whole input */
+    int rej = st == RAP_OK && !res.interrupted && res.data.rows_read > 0
+                  ? cli_check_rejected("train", &s, &res.data) : CLI_EXIT_OK;
+    if (rej != CLI_EXIT_OK) {
+        rap_comm_free(world);
+        return rej;
+    }
     if (st != RAP_OK) {
         rap_fail(st, "%s", msg);
         int code = cli_fail("train", st);

@@ -123,6 +123,7 @@ const rap_opt cli_options[] = {
     {"null-token", RAP_OPT_STRING, CMD_GEN | CMD_PREP | TB, OFF(null_token), "null", 0, 0, NULL, "TOKEN", "a list field holding exactly this is a null list (an empty field is an empty list)"},
     {"max-list", RAP_OPT_INT, CMD_GEN | CMD_PREP | TB, OFF(max_list), "32", 1, RAP_MAX_LIST_LIMIT, NULL, "K", "ids a list field may hold; a longer list rejects its row"},
     {"bad-rows", RAP_OPT_ENUM, CMD_PREP | TB, OFF(bad_rows), "skip", 0, 0, "skip|fail", NULL, "malformed rows: count and skip, or stop at the first"},
+    {"max-rejected", RAP_OPT_DOUBLE, CMD_PREP | TR, OFF(max_rejected), "1", 0, 1, NULL, "F", "fail (exit 4) when more than this share of the rows read was rejected (1: never; no usable row at all is exit 3 whatever F)"},
     {"follow", RAP_OPT_BOOL, CMD_PREP | TR, OFF(follow), "false", 0, 0, NULL, NULL, "keep reading rows appended to the input as it grows"},
     {"idle-timeout", RAP_OPT_DOUBLE, CMD_PREP | TR, OFF(idle_timeout), "0", 0, 1e9, NULL, "SEC", "with --follow: stop after this long without new rows (0: never)"},
     {"max-line", RAP_OPT_INT, CMD_PREP | TB, OFF(max_line), "65536", 64, 1 << 30, NULL, "BYTES", "longer input lines are rejected"},
@@ -208,11 +209,41 @@ const int cli_n_options = (int)(sizeof cli_options / sizeof cli_options[0]);
 _Static_assert(sizeof cli_options / sizeof cli_options[0] <= RAP_OPT_MAX_ROWS,
                "the option table outgrew the parser's rows (core/options.h)");
 
+int cli_exit_code(rap_status st)
+{
+    switch (st) {
+    case RAP_OK: return CLI_EXIT_OK;
+    case RAP_ERR_NO_ROWS: return CLI_EXIT_NO_ROWS;
+    case RAP_ERR_INTERRUPTED: return CLI_EXIT_INTERRUPTED;
+    default: return CLI_EXIT_ERROR;
+    }
+}
+
 int cli_fail(const char *cmd_name, rap_status st)
 {
     const char *msg = rap_last_error();
     fprintf(stderr, "rap %s: %s\n", cmd_name, msg[0] ? msg : rap_status_name(st));
-    return st == RAP_ERR_INTERRUPTED ? 130 : 1;
+    return cli_exit_code(st);
+}
+
+int cli_check_rejected(const char *cmd_name, const cli_settings *s, const rap_reader_stats *st)
+{
+    if (st->rows_used == 0) {
+        if (st->rows_read > 0)
+            fprintf(stderr, "rap %s: no usable row: all %lld rows read were rejected (accounting "
+                    "above)\n", cmd_name, (long long)st->rows_read);
+        else
+            fprintf(stderr, "rap %s: no usable row: the input holds no rows\n", cmd_name);
+        return CLI_EXIT_NO_ROWS;
+    }
+    double share = st->rows_read > 0 ? (double)st->rows_rejected / (double)st->rows_read : 0;
+    if (s->max_rejected < 1 && share > s->max_rejected) {
+        fprintf(stderr, "rap %s: %lld of %lld rows rejected (%.2f%%), more than --max-rejected %g "
+                "(accounting above)\n", cmd_name, (long long)st->rows_rejected,
+                (long long)st->rows_read, 100 * share, s->max_rejected);
+        return CLI_EXIT_REJECTED;
+    }
+    return CLI_EXIT_OK;
 }
 
 char **cli_mpi_args(int *argc, char **argv)
@@ -373,6 +404,23 @@ static rap_status load_input_schema(cli_settings *s)
     return RAP_OK;
 }
 
+/* The start-up settings in a few lines: the options given, the model the
+ * preset and options make (train, bench), and how to see them all. */
+static void print_compact(const char *cmd_name, unsigned cmd, const cli_settings *s)
+{
+    fprintf(stderr, "rap %s settings (given; the rest at their defaults, --verbose lists every "
+            "one):\n", cmd_name);
+    if (rap_opts_print_given(cli_options, cli_n_options, cmd, s, "  ", 96, stderr) == 0)
+        fprintf(stderr, "  none: every setting at its default\n");
+    if (cmd & (CMD_TRAIN | CMD_BENCH)) {
+        static const char *opt_names[] = {"sgd", "adagrad", "rowwise-adagrad"};
+        int o = s->optimizer >= 0 && s->optimizer < 3 ? s->optimizer : 1;
+        fprintf(stderr, "  model %s: emb-dim %lld, mlp-bot %s, mlp-top %s, batch %lld, lr %g, %s\n",
+                s->model == MODEL_PAPER ? "paper" : "small", (long long)s->emb_dim, s->mlp_bot,
+                s->mlp_top, (long long)s->batch, s->lr, opt_names[o]);
+    }
+}
+
 void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_settings *s)
 {
     memset(s, 0, sizeof *s);
@@ -400,9 +448,11 @@ void cli_parse(const char *cmd_name, unsigned cmd, int argc, char **argv, cli_se
         exit(2);
     }
     rap_log_set_level(s->quiet ? 1 : s->verbose ? 3 : 2);
-    if (!s->quiet && (cmd & CORE)) {
+    if (s->verbose && (cmd & CORE)) {
         fprintf(stderr, "rap %s settings:\n", cmd_name);
         rap_opts_print(cli_options, cli_n_options, cmd, s, "  ", stderr);
+    } else if (!s->quiet && (cmd & CORE)) {
+        print_compact(cmd_name, cmd, s);
     }
 }
 

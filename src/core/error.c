@@ -19,6 +19,7 @@ const char *rap_status_name(rap_status s)
     case RAP_ERR_NO_GPU: return "no gpu";
     case RAP_ERR_INTERRUPTED: return "interrupted";
     case RAP_ERR_INTERNAL: return "internal error";
+    case RAP_ERR_NO_ROWS: return "no usable rows";
     }
     return "unknown status";
 }

@@ -228,6 +228,19 @@ void rap_opts_usage(const rap_opt *table, int n, unsigned cmd, FILE *f)
     }
 }
 
+/* The value of option o in settings, as it would be typed, into v (n bytes). */
+static void format_value(const rap_opt *o, const void *settings, char *v, size_t n)
+{
+    const void *p = (const char *)settings + o->offset;
+    switch (o->type) {
+    case RAP_OPT_INT: snprintf(v, n, "%lld", (long long)*(const int64_t *)p); break;
+    case RAP_OPT_DOUBLE: snprintf(v, n, "%g", *(const double *)p); break;
+    case RAP_OPT_STRING: snprintf(v, n, "%s", (const char *)p); break;
+    case RAP_OPT_BOOL: snprintf(v, n, "%s", *(const bool *)p ? "true" : "false"); break;
+    case RAP_OPT_ENUM: enum_name(o->choices, *(const int *)p, v, n); break;
+    }
+}
+
 void rap_opts_print(const rap_opt *table, int n, unsigned cmd, const void *settings,
                     const char *prefix, FILE *f)
 {
@@ -235,16 +248,32 @@ void rap_opts_print(const rap_opt *table, int n, unsigned cmd, const void *setti
         const rap_opt *o = &table[i];
         if (!(o->cmds & cmd))
             continue;
-        const void *p = (const char *)settings + o->offset;
         char v[RAP_OPT_STR + 8];
-        switch (o->type) {
-        case RAP_OPT_INT: snprintf(v, sizeof v, "%lld", (long long)*(const int64_t *)p); break;
-        case RAP_OPT_DOUBLE: snprintf(v, sizeof v, "%g", *(const double *)p); break;
-        case RAP_OPT_STRING: snprintf(v, sizeof v, "%s", (const char *)p); break;
-        case RAP_OPT_BOOL: snprintf(v, sizeof v, "%s", *(const bool *)p ? "true" : "false"); break;
-        case RAP_OPT_ENUM: enum_name(o->choices, *(const int *)p, v, sizeof v); break;
-        }
+        format_value(o, settings, v, sizeof v);
         fprintf(f, "%s%-16s = %s%s\n", prefix, o->name, v[0] ? v : "\"\"",
                 (i < MAX_TABLE && g_given[i]) ? "" : "  (default)");
     }
+}
+
+int rap_opts_print_given(const rap_opt *table, int n, unsigned cmd, const void *settings,
+                         const char *prefix, int width, FILE *f)
+{
+    int col = 0, shown = 0;
+    for (int i = 0; i < n && i < MAX_TABLE; i++) {
+        const rap_opt *o = &table[i];
+        if (!(o->cmds & cmd) || !g_given[i])
+            continue;
+        char v[RAP_OPT_STR + 8], item[RAP_OPT_STR + 80];
+        format_value(o, settings, v, sizeof v);
+        int len = snprintf(item, sizeof item, "%s=%s", o->name, v[0] ? v : "\"\"");
+        if (col > 0 && col + 1 + len > width) {
+            fputc('\n', f);
+            col = 0;
+        }
+        col += col ? fprintf(f, " %s", item) : fprintf(f, "%s%s", prefix, item);
+        shown++;
+    }
+    if (col > 0)
+        fputc('\n', f);
+    return shown;
 }

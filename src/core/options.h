@@ -52,6 +52,11 @@ void rap_opts_usage(const rap_opt *table, int n, unsigned cmd, FILE *f);
 /* The resolved settings, one "name = value" per line, prefixed by prefix. */
 void rap_opts_print(const rap_opt *table, int n, unsigned cmd, const void *settings,
                     const char *prefix, FILE *f);
+/* The options given on the command line alone, "name=value" separated by
+ * spaces, in lines of about width characters each starting with prefix
+ * (nothing when none was given). Returns how many it printed. */
+int rap_opts_print_given(const rap_opt *table, int n, unsigned cmd, const void *settings,
+                         const char *prefix, int width, FILE *f);
 
 #ifdef __cplusplus
 }

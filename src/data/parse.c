@@ -301,6 +301,13 @@ static rap_status add_reject(rap_parsed *o, int64_t line, int reason, const char
     e->line = line;
     e->pos = o->n_used;
     e->reason = reason;
+    e->msg = -1;
+    if (o->n_msg < RAP_PARSE_MSGS && reason >= 0 && reason < RAP_REJ_COUNT &&
+        o->reason_msgs[reason] < RAP_REJ_EXAMPLES) {
+        o->reason_msgs[reason]++;
+        e->msg = o->n_msg;
+        snprintf(o->msg[o->n_msg++], sizeof o->msg[0], "%s", msg);
+    }
     return RAP_OK;
 }
 
@@ -310,6 +317,8 @@ rap_status rap_parse_chunk(const char *text, size_t n, int64_t max_line, rap_par
     o->n_used = 0;
     o->n_rej = 0;
     o->first_msg[0] = 0;
+    o->n_msg = 0;
+    memset(o->reason_msgs, 0, sizeof o->reason_msgs);
     /* a good row has at least 40 bytes and its '\n' */
     RAP_TRY(reserve(o, (int64_t)(n / 256) + 16));
     const char *p = text, *end = text + n;

@@ -24,7 +24,12 @@ typedef struct {
     int64_t line;   /* index of the line within the chunk (0-based) */
     int64_t pos;    /* good rows of the chunk before this line */
     int reason;     /* rap_reject_reason */
+    int msg;        /* index in rap_parsed.msg of its "expected ..., got ..." or -1 */
 } rap_parse_reject;
+
+/* Messages a chunk keeps: of the first RAP_REJ_EXAMPLES rejects of each
+ * reason, at most this many in all (the reader's examples show them). */
+#define RAP_PARSE_MSGS 16
 
 typedef struct {
     int64_t cap;           /* R */
@@ -38,6 +43,9 @@ typedef struct {
     rap_parse_reject *rej; /* (n_rej) in line order */
     int64_t n_rej, cap_rej;
     char first_msg[512];   /* "expected ..., got ..." of rej[0] */
+    char msg[RAP_PARSE_MSGS][160]; /* messages of the first rejects of each reason */
+    int n_msg;
+    int reason_msgs[RAP_REJ_COUNT]; /* messages kept of each reason in this chunk */
     void *block;           /* the allocation behind the row arrays */
     /* The schema parser's (parse_schema.h): its ND and NS, and the sparse
      * columns as lists; sparse is NULL then. NULL / 0 for Criteo's. */

@@ -444,9 +444,13 @@ static void count_reject(rap_reader *r, const lane *l, const slot *sl, const rap
     pthread_mutex_lock(&r->st_mu);
     int64_t n = r->st.rejected[e->reason]++;
     r->st.rows_rejected++;
-    if (n < RAP_REJ_EXAMPLES)
+    if (n < RAP_REJ_EXAMPLES) {
         snprintf(r->st.example[e->reason][n], sizeof r->st.example[e->reason][n], "%s:%lld",
                  sl->path, (long long)(l->c_slot_base + e->line + 1));
+        if (e->msg >= 0 && e->msg < sl->out.n_msg)
+            snprintf(r->st.detail[e->reason][n], sizeof r->st.detail[e->reason][n], "%s",
+                     sl->out.msg[e->msg]);
+    }
     pthread_mutex_unlock(&r->st_mu);
 }
 
@@ -759,6 +763,18 @@ static const char *reason_text(rap_reject_reason r)
     return "unknown";
 }
 
+void rap_reader_first_reject(const rap_reader_stats *st, char *out, size_t n)
+{
+    out[0] = 0;
+    for (int k = 0; k < RAP_REJ_COUNT; k++) {
+        if (!st->rejected[k] || !st->example[k][0][0])
+            continue;
+        snprintf(out, n, "%s%s%s", st->example[k][0], st->detail[k][0][0] ? ": " : "",
+                 st->detail[k][0]);
+        return;
+    }
+}
+
 void rap_reader_print_stats(const rap_reader_stats *st, FILE *f)
 {
     fprintf(f, "rows read %lld = used %lld + rejected %lld\n", (long long)st->rows_read,
@@ -773,6 +789,10 @@ void rap_reader_print_stats(const rap_reader_stats *st, FILE *f)
         for (int64_t i = 0; i < n; i++)
             fprintf(f, "%s%s", i ? ", " : ", first at ", st->example[k][i]);
         fprintf(f, "\n");
+        /* what was wrong, field and value, of the first few */
+        for (int64_t i = 0; i < n && i < 3; i++)
+            if (st->detail[k][i][0])
+                fprintf(f, "    %s: %s\n", st->example[k][i], st->detail[k][i]);
     }
     fprintf(f, "  %lld bytes from %d file%s\n", (long long)st->bytes_read, st->files,
             st->files == 1 ? "" : "s");

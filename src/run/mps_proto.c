@@ -107,8 +107,10 @@ static void put_stats(wbuf *w, const rap_reader_stats *st)
     for (int i = 0; i < RAP_REJ_COUNT; i++)
         w_i64(w, st->rejected[i]);
     for (int i = 0; i < RAP_REJ_COUNT; i++)
-        for (int j = 0; j < RAP_REJ_EXAMPLES; j++)
+        for (int j = 0; j < RAP_REJ_EXAMPLES; j++) {
             w_str(w, st->example[i][j], sizeof st->example[i][j]);
+            w_str(w, st->detail[i][j], sizeof st->detail[i][j]);
+        }
 }
 
 static void get_stats(rbuf *r, rap_reader_stats *st)
@@ -121,8 +123,10 @@ static void get_stats(rbuf *r, rap_reader_stats *st)
     for (int i = 0; i < RAP_REJ_COUNT; i++)
         st->rejected[i] = r_i64(r);
     for (int i = 0; i < RAP_REJ_COUNT; i++)
-        for (int j = 0; j < RAP_REJ_EXAMPLES; j++)
+        for (int j = 0; j < RAP_REJ_EXAMPLES; j++) {
             r_str(r, st->example[i][j], sizeof st->example[i][j]);
+            r_str(r, st->detail[i][j], sizeof st->detail[i][j]);
+        }
 }
 
 rap_status rap_mps_encode(const rap_mps_msg *m, uint8_t *buf, size_t cap, size_t *len)

@@ -73,8 +73,10 @@ static void add_stats(rap_reader_stats *sum, const rap_reader_stats *s)
     for (int r = 0; r < RAP_REJ_COUNT; r++) {
         sum->rejected[r] += s->rejected[r];
         for (int e = 0; e < RAP_REJ_EXAMPLES; e++)
-            if (!sum->example[r][e][0])
+            if (!sum->example[r][e][0]) {
                 memcpy(sum->example[r][e], s->example[r][e], sizeof sum->example[r][e]);
+                memcpy(sum->detail[r][e], s->detail[r][e], sizeof sum->detail[r][e]);
+            }
     }
 }
 

@@ -440,13 +440,25 @@ static rap_status loop(trainer *t)
     t->at.frac0 = (double)t->at.epoch +
                   (c->data_rows > 0 ? (double)t->at.pos / (double)c->data_rows : 0);
     rap_progress_init(&t->log.pg, c->progress && t->rk.rank == 0, c->tty, c->log_interval);
-    if (finished(t))
-        return RAP_OK;
     int64_t epochs = c->epochs > 0 ? c->epochs : (c->steps > 0 ? 0 : 1);
+    if (finished(t)) { /* a resume whose checkpoint is at the end already */
+        if (c->steps > 0 && t->at.step >= c->steps)
+            T_WARN(t, "nothing to train: the checkpoint is at step %lld and --steps is %lld "
+                   "(steps count from the start of training: give --steps above %lld)",
+                   (long long)t->at.step, (long long)c->steps, (long long)t->at.step);
+        else
+            T_WARN(t, "nothing to train: the checkpoint finished pass %lld over %s and this run "
+                   "asks for %lld pass%s%s: give --epochs %lld or more, or --steps, to go on "
+                   "(other --data starts from its first row)", (long long)t->at.epoch,
+                   t->data_id, (long long)epochs, epochs == 1 ? "" : "es",
+                   c->epochs > 0 ? "" : " (the default)", (long long)t->at.epoch + 1);
+        return RAP_OK;
+    }
     RAP_TRY(rap_pipeline_start(t->pipe, epochs > 0 ? epochs - t->at.epoch : 0, t->at.pos));
     rap_memplan_measure_used(&t->res->memplan, 0); /* GPU: the use after set-up */
     double last_log = rap_now();
     int64_t pass_start = t->at.pos;
+    bool told_passes = false;
     while (!finished(t) && !train_stopping(t)) {
         double t0 = rap_now();
         rap_step_info in;
@@ -458,12 +470,22 @@ static rap_status loop(trainer *t)
             RAP_TRY(count_step(t, &in));
         if (in.end_of_pass) {
             if (pass_start == 0 && in.pass_rows == 0)
-                return rap_fail(RAP_ERR_DATA, "%s: no training rows (%s)", c->data,
+                return rap_fail(RAP_ERR_NO_ROWS, "%s: no training rows (%s)", c->data,
                                 in.pos_after == 0 ? "the input holds no usable row"
                                                   : "every row is held out for evaluation");
             t->at.epoch++;
             t->at.pos = 0;
             pass_start = 0;
+            if (epochs == 0 && !told_passes && !finished(t)) { /* --steps past the data */
+                int64_t per = t->at.step - t->at.step0, left = c->steps - t->at.step;
+                told_passes = true;
+                T_INFO(t, "--steps %lld: the data ended at step %lld (%lld steps this pass): "
+                       "reading %s again from its first row, about %lld more pass%s to reach "
+                       "step %lld (--epochs E stops after E passes)", (long long)c->steps,
+                       (long long)t->at.step, (long long)per, c->data,
+                       (long long)(per > 0 ? (left + per - 1) / per : 0),
+                       per > 0 && (left + per - 1) / per == 1 ? "" : "es", (long long)c->steps);
+            }
         }
         if (in.rows > 0)
             RAP_TRY(after_step(t, &last_log));
@@ -509,13 +531,21 @@ static rap_status finish(trainer *t, rap_status st)
         st = train_gather_samples(t, &rank_list);
     char a[32], b[32], d[32], e[32], te[32];
     bool evaluates = t->ev.holdout + (c->eval_data && c->eval_data[0]) > 0;
+    /* the checkpoint is written even when the evaluation fails (its input
+     * all rejected): the training is not lost with it */
+    rap_status eval_st = RAP_OK;
+    char eval_msg[2048] = "";
     if (st == RAP_OK && !res->interrupted && evaluates) {
-        st = train_evaluate(t, &res->eval);
-        if (st == RAP_OK)
-            st = train_log_eval(t, &res->eval, "eval");
+        eval_st = train_evaluate(t, &res->eval);
+        if (eval_st == RAP_OK)
+            eval_st = train_log_eval(t, &res->eval, "eval");
+        if (eval_st != RAP_OK)
+            snprintf(eval_msg, sizeof eval_msg, "%s", rap_last_error());
     }
-    if (st == RAP_OK && c->save && c->save[0])
+    if (st == RAP_OK && c->save && c->save[0] && eval_st != RAP_ERR_INTERRUPTED)
         st = train_save(t);
+    if (st == RAP_OK && eval_st != RAP_OK)
+        st = rap_fail(eval_st, "%s%s", eval_msg, res->saved ? " (the checkpoint was saved)" : "");
     if (st == RAP_OK && !res->interrupted) {
         T_INFO(t, "trained %lld steps (%lld samples) in %.1f s: %.0f samples/s", (long long)res->steps_run,
                  (long long)res->samples, res->train_seconds, res->samples_per_s);

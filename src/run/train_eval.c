@@ -106,6 +106,13 @@ static rap_status evaluate_model(trainer *t, rap_model *m, rap_eval_result *out)
     t->ev.tb.rows = 0;
     RAP_TRY(st);
     *out = rap_eval_compute(&t->ev.acc);
+    if (out->rows == 0 && own && !train_stop_requested(t)) { /* asked for, none usable */
+        char first[512];
+        rap_reader_first_reject(&rs, first, sizeof first);
+        return rap_fail(RAP_ERR_NO_ROWS, "evaluation: no usable row in --eval-data %s: %lld rows "
+                        "read, %lld rejected%s%s", rc.input, (long long)rs.rows_read,
+                        (long long)rs.rows_rejected, first[0] ? "; the first at " : "", first);
+    }
     if (out->rows == 0)
         T_WARN(t, "evaluation: no rows to evaluate in %s%s", rc.input,
                  frac > 0 ? " (held-out rows)" : "");
