@@ -2,7 +2,8 @@
 #
 #   make run      install missing packages, build, run rap on built-in defaults
 #   make test     check the include layers, install missing packages, build,
-#                 run every test
+#                 run every test, then the README's examples that need no GPU
+#                 (tests/readme_examples.sh)
 #   make layers   only the include layer check (scripts/check_layers.sh)
 #   make          build lib, rap, tests, benches (no package install)
 #   make CUDA=0   CPU-only build: .cu files are compiled as C11 by gcc
@@ -151,6 +152,7 @@ run: deps
 test: layers deps
 	@$(MAKE) --no-print-directory -j$$(nproc) $(BUILD)/rap_tests $(BUILD)/rap
 	$(BUILD)/rap_tests
+	sh tests/readme_examples.sh $(BUILD)/rap
 	@$(MAKE) --no-print-directory fuzz-replay
 
 # The replay: the library built once more with ASan/UBSan into its own

@@ -77,3 +77,30 @@ rap_status cli_check_input(const char *opt, const char *path)
     close(fd);
     return RAP_OK;
 }
+
+bool cli_shipped_path(const char *rel, char *out, size_t n)
+{
+    snprintf(out, n, "%s", rel);
+    if (rel[0] == '/' || access(rel, R_OK) == 0)
+        return true;
+    char exe[RAP_OPT_STR];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0)
+        return false;
+    exe[len] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return false;
+    *slash = 0; /* the binary's folder, then its parent (build/rap: the repository) */
+    char cand[2 * RAP_OPT_STR];
+    for (int up = 0; up < 2; up++) {
+        snprintf(cand, sizeof cand, "%s%s/%s", exe, up ? "/.." : "", rel);
+        if (access(cand, R_OK) == 0) {
+            char *real = realpath(cand, NULL);
+            snprintf(out, n, "%s", real ? real : cand);
+            free(real);
+            return true;
+        }
+    }
+    return false;
+}

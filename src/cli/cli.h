@@ -186,6 +186,11 @@ int cli_check_rejected(const char *cmd_name, const cli_settings *s, const rap_re
  * the reason otherwise. */
 rap_status cli_check_output(const char *opt, const char *path);
 rap_status cli_check_input(const char *opt, const char *path);
+/* A file shipped in rap's folder, named relative to it ("plans/plan0.plan"):
+ * out gets rel when it opens from the current directory, else the path
+ * beside the rap binary (its folder or the folder above: build/rap) where
+ * it opens; false, out = rel, when neither. */
+bool cli_shipped_path(const char *rel, char *out, size_t n);
 
 /* Ranks as threads (--gpus N): whether a failed rank's message is only the
  * broken communicator another rank's failure left behind; the message to

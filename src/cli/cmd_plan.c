@@ -514,9 +514,11 @@ int cmd_predictor(int argc, char **argv)
     if (argc >= 1 && !strcmp(argv[0], "manifest"))
         return predictor_manifest(argc - 1, argv + 1);
     if (argc < 1 || strcmp(argv[0], "train")) {
-        fprintf(stderr, "usage: rap predictor train --in kernels.csv --out DIR\n"
-                        "       rap predictor manifest --out DIR   (a bundle's MANIFEST)\n");
-        return 2;
+        bool help = argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"));
+        fprintf(help ? stdout : stderr, "usage: rap predictor train --in kernels.csv --out DIR\n"
+                "       rap predictor manifest --out DIR   (a bundle's MANIFEST)\n"
+                "       (rap predictor train --help lists the options)\n");
+        return help ? 0 : 2;
     }
     cli_settings s;
     cli_parse("predictor train", CMD_PREDICTOR, argc - 1, argv + 1, &s);

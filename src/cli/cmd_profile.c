@@ -63,11 +63,26 @@ static int profile_kernels(int argc, char **argv)
         if (!end || *end || batches[i] < 2)
             st = rap_fail(RAP_ERR_ARG, "--batches: \"%s\" is not a row count >= 2", bs[i]);
     }
-    for (int i = 0; i < np && st == RAP_OK; i++)
-        st = cli_load_plan(names[i], &plans[i]);
+    /* the default --plans are rap's own: found from any directory */
+    bool own_plans = !cli_given("plans");
+    static char paths[MAX_LIST][RAP_OPT_STR];
+    const char *used[MAX_LIST];
+    for (int i = 0; i < np && st == RAP_OK; i++) {
+        bool shipped = own_plans && strcmp(names[i], "default");
+        snprintf(paths[i], sizeof paths[i], "%s", names[i]);
+        if (shipped && !cli_shipped_path(names[i], paths[i], sizeof paths[i]))
+            st = rap_fail(RAP_ERR_IO, "--plans (default) %s: not found from this directory nor "
+                          "beside the rap binary; run from rap's folder or give --plans", names[i]);
+        else if (shipped && strcmp(paths[i], names[i]))
+            (i == 0 ? rap_info : rap_debug)("--plans (default): rap's shipped plans, %s is %s",
+                                            names[i], paths[i]);
+        used[i] = paths[i];
+        if (st == RAP_OK)
+            st = cli_load_plan(paths[i], &plans[i]);
+    }
     rap_out *o = NULL;
     if (st == RAP_OK)
-        st = rap_out_check_inputs(s.out, (const char *const *)names, np);
+        st = rap_out_check_inputs(s.out, used, np);
     if (st == RAP_OK && s.out[0])
         st = rap_out_open(s.out, NULL, &o);
     int64_t n = 0;
@@ -145,12 +160,14 @@ static int profile_capacity(int argc, char **argv)
 
 int cmd_profile(int argc, char **argv)
 {
+    bool help = argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"));
     if (argc >= 1 && !strcmp(argv[0], "kernels"))
         return profile_kernels(argc - 1, argv + 1);
     if (argc >= 1 && !strcmp(argv[0], "capacity"))
         return profile_capacity(argc - 1, argv + 1);
-    fprintf(stderr, "usage: rap profile kernels [options]    measure fused kernel slices (CSV)\n"
-                    "       rap profile capacity [options]   measure the training windows' leftover capacity\n"
-                    "       (rap profile kernels --help, rap profile capacity --help list the options)\n");
-    return 2;
+    fprintf(help ? stdout : stderr,
+            "usage: rap profile kernels [options]    measure fused kernel slices (CSV)\n"
+            "       rap profile capacity [options]   measure the training windows' leftover capacity\n"
+            "       (rap profile kernels --help, rap profile capacity --help list the options)\n");
+    return help ? 0 : 2;
 }

@@ -166,7 +166,7 @@ const rap_opt cli_options[] = {
     {"owners", RAP_OPT_STRING, PL, OFF(owners), "", 0, 0, NULL, "R,R,..", "with --gpus: the rank owning each table (the plan's sparse columns in order; default: the trainer's sharding, src/dist/shard.c)"},
     {"max-moves", RAP_OPT_INT, PL, OFF(max_moves), "1000", 1, 1000000, NULL, "N", "placement search: moves at most"},
     /* rap profile kernels and rap profile capacity (docs/PROFILE.md) */
-    {"plans", RAP_OPT_STRING, PK, OFF(plans), "plans/plan0.plan,plans/plan1.plan,plans/plan2.plan,plans/plan3.plan", 0, 0, NULL, "P,P,..", "plans whose kernels are measured (\"default\" = the built-in plan)"},
+    {"plans", RAP_OPT_STRING, PK, OFF(plans), "plans/plan0.plan,plans/plan1.plan,plans/plan2.plan,plans/plan3.plan", 0, 0, NULL, "P,P,..", "plans whose kernels are measured (\"default\" = the built-in plan; the default list: rap's shipped plans, found from any directory)"},
     {"batches", RAP_OPT_STRING, PK, OFF(batches), "256,512,1024,2048,4096,8192,16384,32768,65536", 0, 0, NULL, "N,N,..", "batch rows to load"},
     {"reps", RAP_OPT_INT, PK, OFF(reps), "5", 1, 1000, NULL, "N", "timed repeats per slice (median)"},
     {"target", RAP_OPT_INT, PK, OFF(target), "0", 0, 1 << 30, NULL, "N", "stop after N measurements (0: the whole grid)"},

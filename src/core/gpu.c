@@ -15,14 +15,26 @@ static void probe(void)
 #ifdef RAP_HAVE_CUDA
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        snprintf(g_why, sizeof g_why, "no usable GPU (cudaGetDeviceCount: %s)",
-                 cudaGetErrorString(e));
+    if (e != cudaSuccess || n == 0) {
+        /* the runtime says "CUDA driver version is insufficient" also when
+         * there is no driver at all (a machine without a GPU): say so */
+        int drv = 0, rt = 0;
+        if (cudaDriverGetVersion(&drv) != cudaSuccess)
+            drv = 0;
+        if (cudaRuntimeGetVersion(&rt) != cudaSuccess)
+            rt = 0;
+        char what[160];
+        if (e == cudaSuccess || e == cudaErrorNoDevice)
+            snprintf(what, sizeof what, "the driver lists no device");
+        else if (e == cudaErrorInsufficientDriver && drv == 0)
+            snprintf(what, sizeof what, "no NVIDIA driver is loaded");
+        else if (e == cudaErrorInsufficientDriver)
+            snprintf(what, sizeof what, "the NVIDIA driver supports CUDA %d.%d, this build needs "
+                     "%d.%d", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+        else
+            snprintf(what, sizeof what, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        snprintf(g_why, sizeof g_why, "no CUDA GPU found (%s)", what);
         cudaGetLastError();
-        return;
-    }
-    if (n == 0) {
-        snprintf(g_why, sizeof g_why, "no GPU found");
         return;
     }
     g_ok = true;

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 
 void rap_shape_widths(const int *w, int n, char *buf, size_t len)
@@ -279,6 +280,23 @@ rap_status rap_capacity_load(const char *path, rap_capacity *c)
     return rap_capacity_validate(c);
 }
 
+/* Appends "; " (after the first) and the formatted text to buf (n bytes). */
+static void add_mismatch(char *buf, size_t n, const char *fmt, ...) RAP_PRINTF(3, 4);
+static void add_mismatch(char *buf, size_t n, const char *fmt, ...)
+{
+    size_t at = strlen(buf);
+    if (at + 3 >= n)
+        return;
+    if (at) {
+        memcpy(buf + at, "; ", 3);
+        at += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + at, n - at, fmt, ap);
+    va_end(ap);
+}
+
 rap_status rap_capacity_check(const rap_capacity *c, const char *gpu, const rap_model_shape *want)
 {
     const rap_model_shape *s = &c->shape;
@@ -288,40 +306,46 @@ rap_status rap_capacity_check(const rap_capacity *c, const char *gpu, const rap_
                         c->gpu, gpu);
     if (!want)
         return RAP_OK;
+    /* every difference at once, each with the option that matches the file */
+    char m[1600] = "";
     if (s->tables != want->tables)
-        return rap_fail(RAP_ERR_ARG, "capacity %s was made for %d embedding tables, not %d",
-                        c->source, s->tables, want->tables);
+        add_mismatch(m, sizeof m, "%d embedding tables, not %d (the plan's sparse columns)",
+                     s->tables, want->tables);
     if (s->emb_dim != want->emb_dim)
-        return rap_fail(RAP_ERR_ARG, "capacity %s was made for embedding dim %d, not %d", c->source,
-                        s->emb_dim, want->emb_dim);
+        add_mismatch(m, sizeof m, "embedding dim %d, not %d (--emb-dim %d)", s->emb_dim,
+                     want->emb_dim, s->emb_dim);
     rap_shape_widths(s->bot, s->n_bot, a, sizeof a);
     rap_shape_widths(want->bot, want->n_bot, b, sizeof b);
     if (strcmp(a, b))
-        return rap_fail(RAP_ERR_ARG, "capacity %s was made for bottom MLP %s, not %s", c->source, a, b);
+        add_mismatch(m, sizeof m, "bottom MLP %s, not %s (--mlp-bot %s)", a, b, a);
     rap_shape_widths(s->top, s->n_top, a, sizeof a);
     rap_shape_widths(want->top, want->n_top, b, sizeof b);
     if (strcmp(a, b))
-        return rap_fail(RAP_ERR_ARG, "capacity %s was made for top MLP %s, not %s", c->source, a, b);
+        add_mismatch(m, sizeof m, "top MLP %s, not %s (--mlp-top %s)", a, b, a);
     if (s->batch != want->batch)
-        return rap_fail(RAP_ERR_ARG, "capacity %s was made for batch %lld, not %lld", c->source,
-                        (long long)s->batch, (long long)want->batch);
+        add_mismatch(m, sizeof m, "batch %lld, not %lld (--batch %lld)", (long long)s->batch,
+                     (long long)want->batch, (long long)s->batch);
     if (s->precision != want->precision)
-        return rap_fail(RAP_ERR_ARG, "capacity %s was made for precision %s, not %s", c->source,
-                        s->precision ? "bf16" : "fp32", want->precision ? "bf16" : "fp32");
+        add_mismatch(m, sizeof m, "precision %s, not %s (--precision %s)",
+                     s->precision ? "bf16" : "fp32", want->precision ? "bf16" : "fp32",
+                     s->precision ? "bf16" : "fp32");
     if (s->emb_dtype != want->emb_dtype)
-        return rap_fail(RAP_ERR_ARG, "capacity %s was made for %s embedding tables, not %s "
-                        "(rap profile capacity --emb-dtype %s measures them)", c->source,
-                        rap_emb_dtype_name((rap_emb_dtype)s->emb_dtype),
-                        rap_emb_dtype_name((rap_emb_dtype)want->emb_dtype),
-                        rap_emb_dtype_name((rap_emb_dtype)want->emb_dtype));
+        add_mismatch(m, sizeof m, "%s embedding tables, not %s (--emb-dtype %s; rap profile "
+                     "capacity --emb-dtype %s measures the other)",
+                     rap_emb_dtype_name((rap_emb_dtype)s->emb_dtype),
+                     rap_emb_dtype_name((rap_emb_dtype)want->emb_dtype),
+                     rap_emb_dtype_name((rap_emb_dtype)s->emb_dtype),
+                     rap_emb_dtype_name((rap_emb_dtype)want->emb_dtype));
     const char *wo = rap_optimizer_name((rap_optimizer)want->optimizer);
     if (s->optimizer == RAP_CAP_OPT_UNRECORDED && want->optimizer == RAP_ROWWISE_ADAGRAD)
-        return rap_fail(RAP_ERR_ARG, "capacity %s records no optimizer (it was made for sgd or "
-                        "adagrad), not for %s (rap profile capacity --optimizer %s measures it)",
-                        c->source, wo, wo);
+        add_mismatch(m, sizeof m, "an unrecorded optimizer (a file that records no optimizer "
+                     "was made for sgd or adagrad), not %s (rap profile capacity --optimizer %s "
+                     "measures it)", wo, wo);
     if (s->optimizer != RAP_CAP_OPT_UNRECORDED && s->optimizer != want->optimizer)
-        return rap_fail(RAP_ERR_ARG, "capacity %s was made for optimizer %s, not %s (rap profile "
-                        "capacity --optimizer %s measures it)", c->source,
-                        rap_optimizer_name((rap_optimizer)s->optimizer), wo, wo);
+        add_mismatch(m, sizeof m, "optimizer %s, not %s (--optimizer %s; rap profile capacity "
+                     "--optimizer %s measures it)", rap_optimizer_name((rap_optimizer)s->optimizer),
+                     wo, rap_optimizer_name((rap_optimizer)s->optimizer), wo);
+    if (m[0])
+        return rap_fail(RAP_ERR_ARG, "capacity %s was made for %s", c->source, m);
     return RAP_OK;
 }

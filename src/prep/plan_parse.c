@@ -178,11 +178,31 @@ static const char *describe(const tok *t, char *buf, size_t n)
     return buf;
 }
 
-/* "expected WHAT, got TOKEN" at the current token. */
+/* Brackets ( and [ open before the current token of the line. */
+static int open_brackets(const parser *P)
+{
+    int depth = 0;
+    for (int i = 0; i < P->pos && i < P->n_toks; i++) {
+        const tok *t = &P->toks[i];
+        if (is_punct(t, "(") || is_punct(t, "["))
+            depth++;
+        else if ((is_punct(t, ")") || is_punct(t, "]")) && depth > 0)
+            depth--;
+    }
+    return depth;
+}
+
+/* "expected WHAT, got TOKEN" at the current token. At the end of a line
+ * with brackets still open, a hint: a statement is one line. */
 static rap_status expected(parser *P, const char *what)
 {
     char b[64];
     tok *t = cur(P);
+    int open = t->k == T_EOL ? open_brackets(P) : 0;
+    if (open > 0)
+        return perr(P, t->col, "expected %s, got the end of the line with %d bracket%s open (a "
+                    "statement is one line: join it with the next one)", what, open,
+                    open == 1 ? "" : "s");
     if (t->k == T_EOL)
         return perr(P, t->col, "expected %s", what);
     return perr(P, t->col, "expected %s, got %s", what, describe(t, b, sizeof b));

@@ -175,6 +175,9 @@ extern "C" rap_status rap_rt_set_device(int device)
 extern "C" rap_status rap_rt_device_count(int *n)
 {
     *n = 0;
+    char why[256];
+    if (!rap_gpu_available(why, sizeof why))
+        return RAP_OK; /* none: 0 (the probe says why, not "driver version is insufficient") */
     RAP_CUDA_TRY(cudaGetDeviceCount(n));
     return RAP_OK;
 }
