@@ -137,6 +137,9 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
 {
     rap_train_config c;
     rap_train_defaults(&c);
+    if (s->eval_data[0] && cli_given("eval-fraction"))
+        return rap_fail(RAP_ERR_ARG, "give --eval-data or --eval-fraction, not both (the "
+                        "fraction holds rows of --data out for evaluation)");
     RAP_TRY(check_paths(s));
     RAP_TRY(cli_resolve_device(s->device, &c.device));
     RAP_TRY(cli_load_plan_for(s, &j->plan));
@@ -172,9 +175,6 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
     c.reader.follow = s->follow;
     c.reader.idle_timeout_s = s->idle_timeout;
 
-    if (s->eval_data[0] && cli_given("eval-fraction"))
-        return rap_fail(RAP_ERR_ARG, "give --eval-data or --eval-fraction, not both (the "
-                        "fraction holds rows of --data out for evaluation)");
     double teacher = NAN;
     if (!s->data[0] && gen) {
         RAP_TRY(gen_temp(s, "training", s->gen_rows, (uint64_t)s->seed, j->tmp_train,

@@ -28,8 +28,9 @@ typedef struct {
 } rap_parse_reject;
 
 /* Messages a chunk keeps: of the first RAP_REJ_EXAMPLES rejects of each
- * reason, at most this many in all (the reader's examples show them). */
-#define RAP_PARSE_MSGS 16
+ * reason (the reader's examples show them; every example has its message
+ * however the input is cut into chunks). */
+#define RAP_PARSE_MSGS (RAP_REJ_COUNT * RAP_REJ_EXAMPLES)
 
 typedef struct {
     int64_t cap;           /* R */

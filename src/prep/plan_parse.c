@@ -178,6 +178,19 @@ static const char *describe(const tok *t, char *buf, size_t n)
     return buf;
 }
 
+/* Whether the line after the current one reads as the rest of a statement
+ * (text that starts no statement: not df[...], del, a comment or blank). */
+static bool next_line_continues(const parser *P)
+{
+    const char *q = P->next_line;
+    if (!q)
+        return false;
+    while (*q == ' ' || *q == '\t')
+        q++;
+    return *q && *q != '\n' && *q != '\r' && *q != '#' && strncmp(q, "df[", 3) &&
+           strncmp(q, "del ", 4);
+}
+
 /* Brackets ( and [ open before the current token of the line. */
 static int open_brackets(const parser *P)
 {
@@ -193,12 +206,13 @@ static int open_brackets(const parser *P)
 }
 
 /* "expected WHAT, got TOKEN" at the current token. At the end of a line
- * with brackets still open, a hint: a statement is one line. */
+ * with brackets still open whose next line reads as its rest, a hint: a
+ * statement is one line. */
 static rap_status expected(parser *P, const char *what)
 {
     char b[64];
     tok *t = cur(P);
-    int open = t->k == T_EOL ? open_brackets(P) : 0;
+    int open = t->k == T_EOL && next_line_continues(P) ? open_brackets(P) : 0;
     if (open > 0)
         return perr(P, t->col, "expected %s, got the end of the line with %d bracket%s open (a "
                     "statement is one line: join it with the next one)", what, open,
