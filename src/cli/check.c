@@ -32,12 +32,10 @@ rap_status cli_check_output(const char *opt, const char *path)
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return rap_fail(RAP_ERR_IO, "--%s %s: is a directory (give a file name)", opt, path);
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        /* a device or fifo is written through, not replaced: it must open */
-        int fd = open(path, O_WRONLY | O_NONBLOCK);
-        if (fd < 0 && errno != ENXIO) /* ENXIO: a fifo without a reader yet */
+        /* a device or fifo is written through, not replaced; not opened
+         * here (a fifo's reader would see the probe's close as its end) */
+        if (access(path, W_OK) != 0)
             return rap_fail(RAP_ERR_IO, "--%s %s: cannot write: %s", opt, path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
         return RAP_OK;
     }
     char dir[RAP_OPT_STR], probe[RAP_OPT_STR + 64];
@@ -70,7 +68,13 @@ rap_status cli_check_input(const char *opt, const char *path)
         closedir(d);
         return RAP_OK;
     }
-    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (!S_ISREG(st.st_mode)) { /* a fifo or device: opening it would take its writer's data */
+        if (access(path, R_OK) != 0)
+            return rap_fail(RAP_ERR_IO, "--%s %s: cannot read: %s (checked before any work)", opt,
+                            path, strerror(errno));
+        return RAP_OK;
+    }
+    int fd = open(path, O_RDONLY);
     if (fd < 0)
         return rap_fail(RAP_ERR_IO, "--%s %s: cannot read: %s (checked before any work)", opt,
                         path, strerror(errno));

@@ -180,9 +180,10 @@ int cli_fail(const char *cmd_name, rap_status st);
 int cli_check_rejected(const char *cmd_name, const cli_settings *s, const rap_reader_stats *st);
 /* Checks before the work (check.c). cli_check_output: the directory of
  * path (option opt) takes a new file (a probe file created and removed),
- * or path is an existing non-regular file that opens for writing; "-" and
- * "" pass. cli_check_input: path opens for reading (a file, or a directory
- * that lists); "-" and "" pass. RAP_ERR_IO naming the option, the path and
+ * or path is an existing non-regular file (device, fifo) writable by its
+ * mode, never opened; "-" and "" pass. cli_check_input: path opens for
+ * reading (a regular file, or a directory that lists; a fifo or device:
+ * readable by its mode, not opened); "-" and "" pass. RAP_ERR_IO naming the option, the path and
  * the reason otherwise. */
 rap_status cli_check_output(const char *opt, const char *path);
 rap_status cli_check_input(const char *opt, const char *path);
