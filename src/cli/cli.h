@@ -84,6 +84,12 @@ typedef struct {
     char metrics[RAP_OPT_STR];
     char save[RAP_OPT_STR];
     int64_t save_every;
+    bool progressive;        /* progressive validation (docs/TRAINING.md) */
+    int64_t progressive_window;
+    int guard;               /* 0 warn, 1 fail */
+    bool guard_nan;
+    int64_t guard_auc_rows;
+    double guard_calibration;
     char resume[RAP_OPT_STR];
     int64_t log_every;
     /* train: model (a preset, then explicit options) */

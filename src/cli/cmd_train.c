@@ -216,6 +216,12 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
     c.metrics = s->metrics;
     c.save = s->save;
     c.save_every = s->save_every;
+    c.progressive = s->progressive;
+    c.progressive_window = s->progressive_window;
+    c.guards.action = s->guard ? RAP_GUARD_FAIL : RAP_GUARD_WARN;
+    c.guards.nan = s->guard_nan;
+    c.guards.auc_rows = s->guard_auc_rows;
+    c.guards.calib_factor = s->guard_calibration;
     c.resume = s->resume;
     c.log_every = s->log_every;
     c.log_interval = 5;

@@ -96,6 +96,13 @@ const rap_opt cli_options[] = {
     {"save", RAP_OPT_STRING, TR, OFF(save), "", 0, 0, NULL, "CKPT", "write a checkpoint (safetensors) at the end"},
     {"save-every", RAP_OPT_INT, TR, OFF(save_every), "0", 0, BIG, NULL, "N", "also write --save every N steps"},
     {"resume", RAP_OPT_STRING, TR, OFF(resume), "", 0, 0, NULL, "CKPT", "continue training from a checkpoint"},
+    /* progressive validation and guards (docs/TRAINING.md) */
+    {"progressive", RAP_OPT_BOOL, TB, OFF(progressive), "false", 0, 0, NULL, NULL, "evaluate every batch by its training forward before its update: running AUC, logloss and calibration over the last --progressive-window rows on the progress line and in --metrics"},
+    {"progressive-window", RAP_OPT_INT, TB, OFF(progressive_window), "1048576", 1, 1 << 30, NULL, "ROWS", "rows progressive validation's metrics cover (at least --batch)"},
+    {"guard", RAP_OPT_ENUM, TR, OFF(guard), "warn", 0, 0, "warn|fail", NULL, "when a guard trips: a warning in the log and the metrics, or also stop (keeping the last checkpoint written while the guards were quiet)"},
+    {"guard-nan", RAP_OPT_BOOL, TR, OFF(guard_nan), "true", 0, 0, NULL, NULL, "stop at a NaN or infinite training loss (--no-guard-nan: train on)"},
+    {"guard-auc-rows", RAP_OPT_INT, TR, OFF(guard_auc_rows), "1000000", 0, BIG, NULL, "N", "with --progressive: trip when the AUC stays within 0.01 of 0.5 over N rows while both labels are at least 1% of the window (0: off)"},
+    {"guard-calibration", RAP_OPT_DOUBLE, TR, OFF(guard_calibration), "2", 0, 1e9, NULL, "F", "with --progressive: trip when the mean prediction is more than F times the mean label or less than 1/F of it (0: off)"},
     {"log-every", RAP_OPT_INT, TR, OFF(log_every), "0", 0, BIG, NULL, "N", "progress and metrics line every N steps (0: every 5 seconds)"},
     /* runtime (docs/RUNTIME.md) */
     {"mode", RAP_OPT_ENUM, TB, OFF(mode), "auto", 0, 0, "auto|" RAP_MODE_NAMES("|"), NULL, "how preprocessing runs beside training (auto: rap on the GPU, sequential on the CPU)"},

@@ -521,6 +521,18 @@ rap_status rap_model_predict(rap_model *m, const rap_model_batch *b, float *logi
     return m->be->predict(m, b, logits_host);
 }
 
+rap_status rap_model_last_logits(const rap_model *m, const float **logits)
+{
+    CHECK_MODEL(m, "rap_model_last_logits");
+    if (!logits)
+        return rap_fail(RAP_ERR_ARG, "rap_model_last_logits: logits is NULL");
+    if (m->cfg.shard)
+        return rap_fail(RAP_ERR_ARG, "rap_model_last_logits: a sharded model's logits are "
+                        "its rank's rows only");
+    *logits = m->be->last_logits(m);
+    return RAP_OK;
+}
+
 rap_status rap_model_last_loss(rap_model *m, double *loss)
 {
     CHECK_MODEL(m, "rap_model_last_loss");

@@ -268,6 +268,13 @@ rap_status rap_model_emb_backward(rap_model *m, const rap_model_batch *b);
 rap_status rap_model_train_step(rap_model *m, const rap_model_batch *b);
 /* Forward only (no loss needed): logits of the batch into logits_host. */
 rap_status rap_model_predict(rap_model *m, const rap_model_batch *b, float *logits_host);
+/* *logits: the model's own (B) logits of the last mlp_forward (or
+ * predict) of an unsharded model, on its device (host memory on the CPU,
+ * device memory on the GPU, written on the model's stream): rows
+ * [0, batch rows) valid until the next forward. The training forward's
+ * predictions, made with the weights before the step's update (progressive
+ * validation, run/progressive.h). RAP_ERR_ARG for a sharded model. */
+rap_status rap_model_last_logits(const rap_model *m, const float **logits);
 /* Mean loss of the last mlp_forward (synchronises on the GPU). */
 rap_status rap_model_last_loss(rap_model *m, double *loss);
 /* Waits for queued work (GPU); no-op on the CPU. */

@@ -186,6 +186,8 @@ typedef struct rap_model_backend {
     /* Sharded models only: */
     rap_status (*dense_apply)(rap_model *m);
     void (*shard_buffers)(rap_model *m, rap_model_shard_bufs *out);
+    /* The (B) logits buffer the forward writes (rap_model_last_logits). */
+    const float *(*last_logits)(const rap_model *m);
 } rap_model_backend;
 
 /* The CPU backend (cpu/cpu_model.c). Can't fail. */

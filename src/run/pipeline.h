@@ -304,6 +304,9 @@ typedef struct {
 void rap_pipeline_stop(rap_pipeline *p, rap_pipeline_stats *st);
 /* Stops (when started) and frees everything; NULL accepted. */
 void rap_pipeline_free(rap_pipeline *p);
+/* Progressive validation (run/progressive.h; not owned, NULL: none) for the
+ * runtimes the next starts make: set between create and start. */
+void rap_pipeline_set_progressive(rap_pipeline *p, struct rap_progressive *pv);
 
 /* The parts, for the loops that drive them (NULL where there is none). */
 rap_runtime *rap_pipeline_runtime(rap_pipeline *p);   /* between start and stop */

@@ -69,6 +69,7 @@ struct rap_pipeline {
     pipe_dist d;
     rap_rowfeed *feed;         /* between start and stop (not mps, not a shard) */
     rap_runtime *rt;           /* between start and stop */
+    struct rap_progressive *progressive; /* handed to each runtime (not owned), or NULL */
 };
 
 /* P, the feed's batches, in mode m (pipeline_plan.c). */

@@ -61,6 +61,7 @@ rap_status rap_pipeline_start(rap_pipeline *p, int64_t passes, int64_t start_pos
     rc.cuda_graph = c->cuda_graph;
     rc.prep_lanes = c->prep_lanes;
     rc.trace = p->r.trace;
+    rc.progressive = p->progressive;
     if (p->dist)
         RAP_TRY(pipe_dist_runtime(p, &rc));
     RAP_TRY(rap_runtime_create(&rc, p->model, p->feed, &p->rt));
@@ -71,6 +72,11 @@ rap_status rap_pipeline_start(rap_pipeline *p, int64_t passes, int64_t start_pos
     if (p->dist)
         RAP_TRY(rap_comm_barrier(p->d.comm, "set-up done"));
     return RAP_OK;
+}
+
+void rap_pipeline_set_progressive(rap_pipeline *p, struct rap_progressive *pv)
+{
+    p->progressive = pv;
 }
 
 void rap_pipeline_stop(rap_pipeline *p, rap_pipeline_stats *st)

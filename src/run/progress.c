@@ -51,7 +51,7 @@ void rap_progress_update(rap_progress *p, int64_t samples, int64_t step, double 
     p->last = now;
     double el = now - p->t0;
     double rate = el > 0 ? (double)samples / el : 0;
-    char rows[32], rate_s[32], eta[32], line[256];
+    char rows[32], rate_s[32], eta[32], line[384];
     rap_fmt_count(samples, rows);
     rap_fmt_count((int64_t)rate, rate_s);
     int n = 0;
@@ -66,6 +66,8 @@ void rap_progress_update(rap_progress *p, int64_t samples, int64_t step, double 
     }
     n += snprintf(line + n, sizeof line - (size_t)n, "step %lld  %s rows  %s samples/s  loss %.4f",
                   (long long)step, rows, rate_s, loss);
+    if (p->extra[0])
+        n += snprintf(line + n, sizeof line - (size_t)n, "  %s", p->extra);
     if (known && frac > 0.001 && frac < 1) {
         fmt_time(el * (1 - frac) / frac, eta);
         snprintf(line + n, sizeof line - (size_t)n, "  ETA %s", eta);
@@ -77,6 +79,11 @@ void rap_progress_update(rap_progress *p, int64_t samples, int64_t step, double 
         fprintf(stderr, "rap train: %s\n", line);
     }
     fflush(stderr);
+}
+
+void rap_progress_set_extra(rap_progress *p, const char *text)
+{
+    snprintf(p->extra, sizeof p->extra, "%s", text ? text : "");
 }
 
 void rap_progress_clear(rap_progress *p)

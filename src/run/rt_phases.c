@@ -11,6 +11,7 @@
 
 #include "run/graph.h"
 #include "run/input.h"
+#include "run/progressive.h"
 
 #include <string.h>
 
@@ -19,6 +20,17 @@ static const char *const g_phase_names[4] = {"emb_forward", "mlp_forward", "mlp_
 
 static const rap_run_phase_fn g_phases[4] = {rap_model_emb_forward, rap_model_mlp_forward,
                                      rap_model_mlp_backward, rap_model_emb_backward};
+
+/* Progressive validation: the training forward's logits of batch mb and
+ * its labels into the window (after mlp_forward, before the update). */
+static rap_status pv_after_forward(rap_runtime *rt, const rap_model_batch *mb)
+{
+    if (!rt->cfg.progressive)
+        return RAP_OK;
+    const float *logits;
+    RAP_TRY(rap_model_last_logits(rt->model, &logits));
+    return rap_progressive_add(rt->cfg.progressive, logits, mb->label, mb->rows);
+}
 
 /* ---- windows (rap mode) */
 
@@ -253,6 +265,8 @@ rap_status rt_phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx
                 RAP_TRY(phase_graph(rt, gi * 4 + p, p, &s->mb, &use_graph));
             else
                 RAP_TRY(g_phases[p](rt->model, &s->mb));
+            if (p == 1)
+                RAP_TRY(pv_after_forward(rt, &s->mb));
             RAP_TRY(q_end(&q, (rap_window)p, EV_P0 + p));
         }
         if (q.pack_after >= 0)
@@ -292,6 +306,8 @@ rap_status rt_phases_cpu(rap_runtime *rt, const rap_model_batch *mb, int64_t row
         for (int p = 0; p < 4; p++) {
             t[p] = rap_now();
             RAP_TRY(g_phases[p](rt->model, mb));
+            if (p == 1)
+                RAP_TRY(pv_after_forward(rt, mb));
         }
         t[4] = rap_now();
         for (int p = 0; p < 4; p++)

@@ -234,6 +234,9 @@ rap_status rap_runtime_create(const rap_runtime_config *c, rap_model *m, rap_row
     if (!c || !m || (!f && c->mode != RAP_MODE_MPS && !shard) || !c->plan || !c->fusion)
         return rap_fail(RAP_ERR_ARG, "rap_runtime_create: config, model, feed, plan and fusion "
                         "are required");
+    if (c->progressive && c->train_fn)
+        return rap_fail(RAP_ERR_ARG, "progressive validation runs on one rank's whole model "
+                        "(not with ranks yet)");
     if ((int)c->mode < 0 || c->mode >= RAP_MODE_COUNT)
         return rap_fail(RAP_ERR_ARG, "rap_runtime_create: mode %d is not a mode", (int)c->mode);
     if (c->mode == RAP_MODE_MPS && c->reader.schema &&

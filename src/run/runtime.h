@@ -168,6 +168,11 @@ typedef struct {
      * those rows only (info.rows and train_fn's rows stay n). Every mode
      * but mps. 0 or 1: every row, as before. */
     int row_share_ranks, row_share_rank;
+    /* progressive validation (run/progressive.h; not owned), or NULL: after
+     * each step's mlp_forward the model's own logits and the batch's labels
+     * are added to it (on the GPU by one kernel on the training stream,
+     * inside the mlp_forward phase's time). Not with train_fn. */
+    struct rap_progressive *progressive;
 } rap_runtime_config;
 
 /* What one call of rap_runtime_step did. */

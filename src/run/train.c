@@ -36,6 +36,8 @@ void rap_train_defaults(rap_train_config *c)
     c->device = RAP_CPU;
     c->mode = -1;
     c->log_interval = 5;
+    c->progressive_window = RAP_PV_DEFAULT_WINDOW;
+    rap_guard_defaults(&c->guards);
 }
 
 /* ------------------------------------------------------------ set-up */
@@ -183,6 +185,27 @@ static void log_memory(trainer *t)
         rap_debug("%s", line);
 }
 
+/* Progressive validation and the guards (train_watch.h): the window on
+ * the model's stream, handed to the pipeline's runtime. */
+static rap_status watch_setup(trainer *t)
+{
+    const rap_train_config *c = t->c;
+    t->saved_step = -1;
+    if (c->progressive && t->rk.dist)
+        return rap_fail(RAP_ERR_ARG, "--progressive: progressive validation reads one model's "
+                        "logits of the whole batch; with ranks (--gpus, mpirun) not yet");
+    RAP_TRY(rap_train_watch_create(&t->watch, c->progressive, c->progressive_window, &c->guards,
+                                   c->device, t->mc.stream, t->mc.batch));
+    rap_pipeline_set_progressive(t->pipe, t->watch.pv);
+    if (c->progressive)
+        T_INFO(t, "progressive validation: every batch evaluated by its training forward "
+               "before its update, window %lld rows; guards: nan %s, auc %s, calibration %s, "
+               "on a trip: %s", (long long)c->progressive_window, c->guards.nan ? "on" : "off",
+               c->guards.auc_rows ? "on" : "off", c->guards.calib_factor > 0 ? "on" : "off",
+               c->guards.action == RAP_GUARD_FAIL ? "stop (--guard fail)" : "warn");
+    return RAP_OK;
+}
+
 static rap_status setup(trainer *t)
 {
     const rap_train_config *c = t->c;
@@ -222,6 +245,7 @@ static rap_status setup(trainer *t)
      * ranks this rank's part of everything */
     RAP_TRY(rap_pipeline_create(t->pl, &t->pcfg.rank, &t->pipe));
     t->mc.stream = rap_pipeline_stream(t->pipe);
+    RAP_TRY(watch_setup(t));
     if (t->rk.rank == 0 && t->rk.R > 1) {
         char desc[1024];
         rap_pipeline_describe_placement(t->pipe, desc, sizeof desc);
@@ -266,6 +290,34 @@ static rap_runtime *runtime_of(trainer *t)
     return t->pipe ? rap_pipeline_runtime(t->pipe) : NULL;
 }
 
+/* --guard fail: what the stop leaves ("" with --guard warn): the newest
+ * checkpoint this run wrote (each written only after the guards were
+ * checked quiet), else none. */
+static void last_good(const trainer *t, char *buf, size_t n)
+{
+    buf[0] = 0;
+    if (t->c->guards.action != RAP_GUARD_FAIL)
+        return;
+    if (t->saved_step >= 0)
+        snprintf(buf, n, "; --guard fail: the last good checkpoint is %s (step %lld)",
+                 t->c->save, (long long)t->saved_step);
+    else
+        snprintf(buf, n, "; --guard fail: %s", t->c->save && t->c->save[0]
+                 ? "no checkpoint was written before it in this run (--save-every writes them)"
+                 : "no --save: nothing saved");
+}
+
+/* A window guard stopped the run (--guard fail). */
+static rap_status guard_stopped(trainer *t)
+{
+    const rap_guard_event *e = &t->watch.stop_ev;
+    char kept[600];
+    last_good(t, kept, sizeof kept);
+    rap_progress_clear(&t->log.pg);
+    return rap_fail(RAP_ERR_DATA, "guard %s: %s: stopped at step %lld%s",
+                    rap_guard_name(e->kind), e->why, (long long)t->at.step, kept);
+}
+
 /* Takes the losses of completed steps (all of them when wait), in order:
  * sums them for the log and stops at a non-finite one, naming its step. */
 static rap_status take_losses(trainer *t, bool wait)
@@ -274,14 +326,21 @@ static rap_status take_losses(trainer *t, bool wait)
     double loss;
     rap_status st;
     while (rap_runtime_next_loss(runtime_of(t), wait, &idx, &loss, &st)) {
-        if (!isfinite(loss)) {
+        if (!isfinite(loss) && t->c->guards.nan) { /* the nan guard (guards.h) */
             int64_t step = t->at.step0 + idx + 1;
             t->res->nan_step = step;
             rap_progress_clear(&t->log.pg);
+            bool stop = true;
+            if (t->rk.rank == 0) /* the warning and the metrics line */
+                RAP_TRY(rap_train_watch_loss(&t->watch, step, loss, &t->log.mf, &stop));
+            (void)stop; /* a non-finite loss stops every rank: the weights are lost */
+            char kept[600];
+            last_good(t, kept, sizeof kept);
             return rap_fail(RAP_ERR_DATA,
                             "the training loss is %s at step %lld (lr %g too high?): stopped; "
-                            "no checkpoint written at this step",
-                            isnan(loss) ? "NaN" : "infinite", (long long)step, (double)t->mc.lr);
+                            "no checkpoint written at this step%s",
+                            isnan(loss) ? "NaN" : "infinite", (long long)step, (double)t->mc.lr,
+                            kept);
         }
         t->log.loss_sum += loss;
         t->log.loss_n++;
@@ -311,6 +370,11 @@ static rap_status log_step(trainer *t)
     train_log *lg = &t->log;
     if (rt)
         RAP_TRY(take_losses(t, true));
+    char pv[512];
+    bool stop;
+    RAP_TRY(rap_train_watch_check(&t->watch, t->at.step, &lg->mf, &lg->pg, pv, sizeof pv, &stop));
+    if (stop)
+        return guard_stopped(t);
     double loss = lg->loss_n ? lg->loss_sum / (double)lg->loss_n : NAN;
     if (lg->loss_n)
         t->res->loss = loss;
@@ -337,10 +401,23 @@ static rap_status log_step(trainer *t)
     }
     return rap_metrics_line(&lg->mf,
                             "\"event\":\"step\",\"step\":%lld,\"epoch\":%lld,\"samples\":%lld,"
-                            "\"loss\":%s,\"samples_per_s\":%s,\"elapsed_s\":%.3f,\"starved_s\":%.3f",
+                            "\"loss\":%s,\"samples_per_s\":%s,\"elapsed_s\":%.3f,\"starved_s\":%.3f%s",
                             (long long)t->at.step, (long long)t->at.epoch,
                             (long long)(t->at.samples_before + t->res->samples),
-                            rap_json_num(loss, a), rap_json_num(rate, b), lg->t_train, starved);
+                            rap_json_num(loss, a), rap_json_num(rate, b), lg->t_train, starved, pv);
+}
+
+/* A checkpoint, written only when the guards are quiet under --guard fail
+ * (so that the newest one is the last good one). */
+static rap_status checkpoint_guarded(trainer *t)
+{
+    char pv[512];
+    bool stop;
+    RAP_TRY(rap_train_watch_check(&t->watch, t->at.step, &t->log.mf, &t->log.pg, pv, sizeof pv,
+                                  &stop));
+    if (stop)
+        return guard_stopped(t);
+    return train_save(t);
 }
 
 /* ------------------------------------------------------------ the loop */
@@ -428,7 +505,7 @@ static rap_status after_step(trainer *t, double *last_log)
     if (c->save && c->save[0] && c->save_every > 0 && t->at.step % c->save_every == 0 &&
         !finished(t)) {
         RAP_TRY(settle(t));
-        RAP_TRY(train_save(t));
+        RAP_TRY(checkpoint_guarded(t));
     }
     return RAP_OK;
 }
@@ -512,6 +589,7 @@ static void teardown(trainer *t)
     train_eval_free(t);
     rap_ckpt_close(t->ck);
     t->ck = NULL;
+    rap_train_watch_free(&t->watch); /* its device memory before the stream goes */
     rap_pipeline_free(t->pipe);
     t->pipe = NULL;
     rap_pipeline_plan_free(t->pl);
@@ -543,7 +621,7 @@ static rap_status finish(trainer *t, rap_status st)
             snprintf(eval_msg, sizeof eval_msg, "%s", rap_last_error());
     }
     if (st == RAP_OK && c->save && c->save[0] && eval_st != RAP_ERR_INTERRUPTED)
-        st = train_save(t);
+        st = checkpoint_guarded(t);
     if (st == RAP_OK && eval_st != RAP_OK)
         st = rap_fail(eval_st, "%s%s", eval_msg, res->saved ? " (the checkpoint was saved)" : "");
     if (st == RAP_OK && !res->interrupted) {

@@ -27,6 +27,7 @@
 
 #include "dist/comm.h"
 #include "model/model.h"
+#include "run/guards.h"
 #include "run/memplan.h"
 #include "run/metrics.h"
 #include "run/runtime.h"
@@ -109,6 +110,13 @@ typedef struct {
      * when there is more than one rank. */
     struct rap_comm *comm;
     int gpu;                   /* with a comm on the GPU: this rank's device; -1 = current */
+    /* progressive validation and guards (run/train_watch.h, docs/TRAINING.md):
+     * every batch evaluated by its training forward before its update, over
+     * a window of the last progressive_window rows (metrics lines, progress
+     * line); the guards (the window ones only with progressive) */
+    bool progressive;
+    int64_t progressive_window; /* rows; RAP_PV_DEFAULT_WINDOW by default */
+    rap_guard_config guards;
     rap_placement placement;   /* --placement (sched/placement.h):
                                 * owner (the default, 0) and search: each rank its part
                                 * (rap_subplan_rank); batch: each rank every column

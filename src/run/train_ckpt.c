@@ -109,6 +109,7 @@ rap_status train_save(trainer *t)
     rap_meta_free(&m);
     if (st == RAP_OK) {
         t->res->saved = true;
+        t->saved_step = t->at.step;
         rap_progress_clear(&t->log.pg);
         T_INFO(t, "saved checkpoint %s at step %lld", t->c->save, (long long)t->at.step);
     }

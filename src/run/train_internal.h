@@ -21,6 +21,7 @@
 #include "run/pipeline.h"
 #include "run/progress.h"
 #include "run/train.h"
+#include "run/train_watch.h"
 
 #define READ_ROWS 32768 /* rows per reader batch of the evaluation */
 
@@ -82,6 +83,8 @@ typedef struct {
     train_log log;
     train_ranks rk;
     train_eval ev;
+    rap_train_watch watch;     /* progressive validation and guards (train_watch.h) */
+    int64_t saved_step;        /* step of the last checkpoint this run wrote, -1 none */
 } trainer;
 
 /* Messages of the run: from rank 0 only (every rank would say the same). */

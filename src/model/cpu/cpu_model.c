@@ -705,6 +705,11 @@ rap_status rap_cpu_model_emb_backward_from(rap_model *m, const rap_model_batch *
     return emb_backward_core(m, b, demb);
 }
 
+static const float *cpu_last_logits(const rap_model *m)
+{
+    return ((const rap_cpu_state *)m->cpu)->top_act[m->cfg.n_top - 1];
+}
+
 /* ------------------------------------------------------------ the table */
 
 static const rap_model_backend cpu_backend = {
@@ -727,6 +732,7 @@ static const rap_model_backend cpu_backend = {
     .get_grad = cpu_get_grad,
     .dense_apply = cpu_dense_apply,
     .shard_buffers = cpu_shard_buffers,
+    .last_logits = cpu_last_logits,
 };
 
 const rap_model_backend *rap_model_backend_cpu(void) { return &cpu_backend; }

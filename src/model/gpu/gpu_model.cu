@@ -835,6 +835,11 @@ static void gpu_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
 
 /* ------------------------------------------------------------ the table */
 
+static const float *gpu_last_logits(const rap_model *m)
+{
+    return ((const rap_gpu *)m->gpu)->logits;
+}
+
 /* In rap_model_backend's member order. get_grad is NULL: rap_model_get_grad
  * reads CPU models only (the test hook above reads this backend's). */
 static const rap_model_backend gpu_backend = {
@@ -857,6 +862,7 @@ static const rap_model_backend gpu_backend = {
     NULL,              /* get_grad */
     gpu_dense_apply,   /* dense_apply */
     gpu_shard_buffers, /* shard_buffers */
+    gpu_last_logits,   /* last_logits */
 };
 
 extern "C" const rap_model_backend *rap_model_backend_gpu(void) { return &gpu_backend; }
