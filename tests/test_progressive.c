@@ -1,0 +1,580 @@
+/* test_progressive.c -- progressive validation and the guards: the window's
+ * reference against exact metrics, the trainer's progressive metrics
+ * against an offline evaluation of the same rows with the weights before
+ * each step (CPU; GPU variant), the GPU kernel against the reference, and
+ * each guard on data made to trip it and on normal data. GPU tests skip
+ * here. */
+#include "test.h"
+
+#include "core/core.h"
+#include "model/model.h"
+#include "run/checkpoint.h"
+#include "run/guards.h"
+#include "run/input.h"
+#include "run/progressive.h"
+#include "run/train.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+/* The small plan of test_train.c (small tables, fast steps). */
+static const char *k_plan =
+    "df[\"int_0\"] = (df[\"int_0\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_1\"] = (df[\"int_1\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_2\"] = (df[\"int_2\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"int_4\"] = (df[\"int_4\"].fill_null(0).clamp(-3, 1e9) + 4).log()\n"
+    "df[\"cat_0\"] = functional.sigrid_hash(df[\"cat_0\"].fill_null(0), 0, 300)\n"
+    "df[\"cat_1\"] = functional.sigrid_hash(df[\"cat_1\"].fill_null(0), 0, 200)\n"
+    "df[\"cat_8\"] = functional.sigrid_hash(df[\"cat_8\"].fill_null(0), 0, 3)\n"
+    "df[\"cat_2\"] = functional.sigrid_hash(df[\"cat_2\"].fill_null(0), 0, 1000)\n";
+
+static rap_status load_plan(rap_plan **out)
+{
+    RAP_TRY(rap_plan_parse(k_plan, "pv.plan", rap_schema_criteo(), out));
+    rap_plan *p = *out;
+    for (int c = p->n_cols - 1; c >= 0; c--)
+        if (p->nodes[p->cols[c].node].op == RAP_OP_INPUT) {
+            char n[64];
+            snprintf(n, sizeof n, "%s", p->cols[c].name);
+            RAP_TRY(rap_plan_drop(p, n));
+        }
+    rap_plan_finish(p);
+    return RAP_OK;
+}
+
+static rap_status gen(const char *name, int64_t rows, uint64_t seed, char *path, size_t n)
+{
+    rap_test_path(path, n, name);
+    rap_gen_config g;
+    memset(&g, 0, sizeof g);
+    g.rows = rows;
+    g.seed = seed;
+    g.out = path;
+    RAP_TRY(rap_gen_cardinalities("kaggle", g.card));
+    rap_gen_result r;
+    return rap_gen_write(&g, &r);
+}
+
+/* src with its labels replaced: 'r' random (1/2), 'l' rare (the original
+ * positives with probability 1/10): a copy at dst. */
+static bool relabel(const char *src, const char *dst, char how, uint64_t seed)
+{
+    FILE *in = fopen(src, "r"), *out = fopen(dst, "w");
+    if (!in || !out) {
+        if (in)
+            fclose(in);
+        if (out)
+            fclose(out);
+        return false;
+    }
+    static char line[1 << 16];
+    uint64_t s = seed;
+    while (fgets(line, sizeof line, in)) {
+        double u = rap_test_rnd01(&s);
+        char y = how == 'r' ? (u < 0.5 ? '1' : '0') : (line[0] == '1' && u < 0.1 ? '1' : '0');
+        line[0] = y;
+        fputs(line, out);
+    }
+    fclose(in);
+    return fclose(out) == 0;
+}
+
+static void config(rap_train_config *c, const rap_plan *plan, const char *data)
+{
+    rap_train_defaults(c);
+    c->plan = plan;
+    c->plan_name = "pv";
+    c->data = data;
+    c->model.emb_dim = 4;
+    c->model.n_bot = 2;
+    c->model.bot[0] = 8;
+    c->model.bot[1] = 4;
+    c->model.n_top = 2;
+    c->model.top[0] = 8;
+    c->model.top[1] = 1;
+    c->model.batch = 128;
+    c->model.optimizer = RAP_ADAGRAD;
+    c->model.lr = 0.05f;
+    c->model.threads = 2;
+    c->reader.threads = 2;
+    c->eval_fraction = 0;
+    c->progressive = true;
+}
+
+/* The number after "key": in line, or NaN (null, absent). */
+static double num_of(const char *line, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *p = strstr(line, k);
+    if (!p || !strncmp(p + strlen(k), "null", 4))
+        return NAN;
+    return strtod(p + strlen(k), NULL);
+}
+
+/* Lines of the metrics file at path whose text contains what, counted. */
+static int count_lines(const char *path, const char *what)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, what) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* ------------------------------------------------------------ the window */
+
+/* Exact metrics of pairs [0, n). */
+static void exact(const float *s, const float *y, int64_t n, double *auc, double *ll, double *pm)
+{
+    double l = 0, p = 0;
+    for (int64_t i = 0; i < n; i++) {
+        l += rap_bce_logit(s[i], y[i]);
+        p += 1 / (1 + exp(-(double)s[i]));
+    }
+    *auc = rap_auc(s, y, n);
+    *ll = l / (double)n;
+    *pm = p / (double)n;
+}
+
+RAP_TEST(progressive_window_matches_exact)
+{
+    enum { W = 1000, STEP = 300, N = 4000 };
+    float *s = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
+    REQUIRE(s && y);
+    uint64_t r = 5;
+    for (int i = 0; i < N; i++) { /* labels correlated with the logits, spread logits */
+        y[i] = rap_test_rnd01(&r) < 0.3 ? 1.0f : 0.0f;
+        s[i] = (float)(4 * (rap_test_rnd01(&r) - 0.5) + (y[i] ? 0.8 : 0) - 1);
+    }
+    rap_progressive *pv = NULL;
+    REQUIRE_OK(rap_progressive_create(W, RAP_CPU, NULL, &pv));
+    int checked = 0;
+    for (int at = 0; at < N; at += STEP) {
+        int rows = at + STEP <= N ? STEP : N - at;
+        REQUIRE_OK(rap_progressive_add(pv, s + at, y + at, rows));
+        rap_progressive_stats ps;
+        REQUIRE_OK(rap_progressive_read(pv, &ps));
+        int64_t end = at + rows, n = end < W ? end : W;
+        double auc, ll, pm;
+        exact(s + end - n, y + end - n, n, &auc, &ll, &pm);
+        CHECK(ps.rows == n && ps.seen == end);
+        CHECK_MSG(fabs(ps.auc - auc) <= ps.auc_err + 1e-12, "rows %d: AUC %.9f, exact %.9f, "
+                  "bound %.3g", (int)end, ps.auc, auc, ps.auc_err);
+        CHECK_MSG(ps.auc_err < 1e-3, "bound %g", ps.auc_err);
+        CHECK_MSG(fabs(ps.logloss - ll) < 1e-7, "logloss %.9f, exact %.9f", ps.logloss, ll);
+        CHECK_MSG(fabs(ps.pred_mean - pm) < 1e-8, "mean %.9f, exact %.9f", ps.pred_mean, pm);
+        int64_t pos = 0;
+        for (int64_t i = end - n; i < end; i++)
+            pos += y[i] != 0;
+        CHECK(ps.positives == pos);
+        CHECK(fabs(ps.calibration - pm / ((double)pos / (double)n)) < 1e-6);
+        checked++;
+    }
+    CHECK(checked == 14);
+    /* a row too many for the window; non-finite logits leave no trace in
+     * the bins and sums once they have left the window */
+    CHECK(rap_progressive_add(pv, s, y, W + 1) == RAP_ERR_ARG);
+    float bad[3] = {NAN, INFINITY, -INFINITY}, yb[3] = {1, 0, 1};
+    REQUIRE_OK(rap_progressive_add(pv, bad, yb, 3));
+    rap_progressive_stats ps;
+    REQUIRE_OK(rap_progressive_read(pv, &ps));
+    CHECK(ps.nonfinite == 3 && ps.rows == W);
+    REQUIRE_OK(rap_progressive_add(pv, s, y, W)); /* pushes them out */
+    REQUIRE_OK(rap_progressive_read(pv, &ps));
+    double auc, ll, pm;
+    exact(s, y, W, &auc, &ll, &pm);
+    CHECK(ps.nonfinite == 0 && fabs(ps.logloss - ll) < 1e-7 && fabs(ps.auc - auc) <= ps.auc_err);
+    rap_progressive_free(pv);
+    CHECK(rap_progressive_create(0, RAP_CPU, NULL, &pv) == RAP_ERR_ARG);
+    free(s);
+    free(y);
+}
+
+RAP_TEST(progressive_gpu_kernel_matches_ref)
+{
+    REQUIRE_GPU();
+    enum { W = 5000, STEP = 1777, N = 20000 };
+    float *s = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
+    REQUIRE(s && y);
+    uint64_t r = 9;
+    for (int i = 0; i < N; i++) {
+        y[i] = rap_test_rnd01(&r) < 0.4 ? 1.0f : 0.0f;
+        double u = rap_test_rnd01(&r);
+        s[i] = i % 997 == 0 ? NAN : i % 1009 == 0 ? 1e30f : (float)(40 * (u - 0.5));
+    }
+    void *stream = NULL;
+    REQUIRE_OK(rap_runtime_train_stream_create(&stream));
+    rap_progressive *pg = NULL, *pc = NULL;
+    REQUIRE_OK(rap_progressive_create(W, RAP_GPU, stream, &pg));
+    REQUIRE_OK(rap_progressive_create(W, RAP_CPU, NULL, &pc));
+    float *ds = NULL, *dy = NULL;
+    REQUIRE_OK(rap_cuda_malloc((void **)&ds, sizeof(float) * N, "test"));
+    REQUIRE_OK(rap_cuda_malloc((void **)&dy, sizeof(float) * N, "test"));
+    REQUIRE_OK(rap_rt_h2d(ds, s, sizeof(float) * N, stream));
+    REQUIRE_OK(rap_rt_h2d(dy, y, sizeof(float) * N, stream));
+    uint32_t *hg = malloc(sizeof(uint32_t) * 2 * RAP_PV_BINS);
+    uint32_t *hc = malloc(sizeof(uint32_t) * 2 * RAP_PV_BINS);
+    REQUIRE(hg && hc);
+    for (int at = 0; at < N; at += STEP) {
+        int rows = at + STEP <= N ? STEP : N - at;
+        REQUIRE_OK(rap_progressive_add(pg, ds + at, dy + at, rows));
+        REQUIRE_OK(rap_progressive_add(pc, s + at, y + at, rows));
+        rap_pv_sums sg, sc;
+        REQUIRE_OK(rap_progressive_read_raw(pg, hg, &sg));
+        REQUIRE_OK(rap_progressive_read_raw(pc, hc, &sc));
+        int diff = 0;
+        for (int b = 0; b < 2 * RAP_PV_BINS; b++)
+            diff += hg[b] != hc[b];
+        CHECK_MSG(diff == 0, "after %d rows: %d bins differ", at + rows, diff);
+        CHECK(sg.rows == sc.rows && sg.pos == sc.pos && sg.nonfinite == sc.nonfinite);
+        /* the device's exp/log1p may differ in the last bit: a unit a row */
+        CHECK_MSG(llabs(sg.loss_fx - sc.loss_fx) <= sg.rows &&
+                      llabs(sg.pred_fx - sc.pred_fx) <= sg.rows,
+                  "sums: loss %lld / %lld, pred %lld / %lld", (long long)sg.loss_fx,
+                  (long long)sc.loss_fx, (long long)sg.pred_fx, (long long)sc.pred_fx);
+    }
+    free(hg);
+    free(hc);
+    rap_cuda_free(ds);
+    rap_cuda_free(dy);
+    rap_progressive_free(pg);
+    rap_progressive_free(pc);
+    rap_rt_stream_free(stream);
+    free(s);
+    free(y);
+}
+
+/* ------------------------------------------------------------ the trainer */
+
+/* The offline evaluation: the same rows in the same batches, each predicted
+ * by a model with the weights before its step (rap_model_predict), then
+ * trained on; the pairs of every step into s, y (steps * B). */
+static void offline_pairs(rap_test_ctx *t, const rap_train_config *c, int64_t steps, float *s,
+                          float *y)
+{
+    rap_model_config mc = c->model;
+    REQUIRE_OK(rap_input_shape(c->plan, &mc.n_dense, &mc.n_tables, mc.table_rows));
+    mc.max_bag = 1;
+    mc.stream = NULL;
+    void *stream = NULL;
+    if (c->device == RAP_GPU) {
+        REQUIRE_OK(rap_runtime_train_stream_create(&stream));
+        mc.stream = stream;
+    }
+    rap_model *m = NULL;
+    REQUIRE_OK(rap_model_create(&mc, c->device, &m));
+    rap_fusion fus;
+    REQUIRE_OK(rap_fuse(c->plan, (rap_fuse_kind)c->fusion, &fus));
+    rap_prep_config pc = {c->device, mc.batch, 2, stream};
+    rap_prep *prep = NULL;
+    REQUIRE_OK(rap_prep_create(c->plan, &fus, &pc, &prep));
+    rap_input *in = NULL;
+    REQUIRE_OK(rap_input_create(c->plan, c->device, mc.batch, stream, &in));
+    REQUIRE_OK(rap_input_bind(in, prep, NULL));
+    rap_reader_config rc = c->reader;
+    rc.input = c->data;
+    rap_reader *rd = NULL;
+    REQUIRE_OK(rap_reader_open(&rc, &rd));
+    rap_batch eb, tb;
+    REQUIRE_OK(rap_batch_create(&eb, c->plan->schema, 32768, false));
+    REQUIRE_OK(rap_batch_create(&tb, c->plan->schema, mc.batch, c->device == RAP_GPU));
+    int64_t step = 0;
+    while (step < steps) {
+        REQUIRE_OK(rap_reader_next(rd, &eb));
+        REQUIRE(eb.rows > 0);
+        for (int64_t r = 0; r < eb.rows && step < steps; r++) {
+            rap_batch_append(&tb, &eb, r, 1);
+            if (tb.rows < tb.cap)
+                continue;
+            rap_model_batch mb;
+            REQUIRE_OK(rap_prep_load(prep, &tb));
+            REQUIRE_OK(rap_prep_run(prep));
+            REQUIRE_OK(rap_input_make(in, prep, &mb));
+            REQUIRE_OK(rap_model_predict(m, &mb, s + step * mc.batch));
+            memcpy(y + step * mc.batch, tb.label, sizeof(float) * (size_t)mc.batch);
+            REQUIRE_OK(rap_model_train_step(m, &mb));
+            tb.rows = 0;
+            step++;
+        }
+    }
+    rap_batch_free(&eb);
+    rap_batch_free(&tb);
+    rap_reader_close(rd);
+    rap_input_free(in);
+    rap_prep_free(prep);
+    rap_fusion_free(&fus);
+    rap_model_free(m);
+    rap_rt_stream_free(stream);
+}
+
+static void matches_offline(rap_test_ctx *t, rap_device dev)
+{
+    enum { STEPS = 40, W = 1536 };
+    char data[512], mf[512];
+    REQUIRE_OK(gen("pv_offline.tsv", 6000, 21, data, sizeof data));
+    rap_test_path(mf, sizeof mf, dev == RAP_GPU ? "pv_offline_gpu.jsonl" : "pv_offline.jsonl");
+    rap_plan *plan = NULL;
+    REQUIRE_OK(load_plan(&plan));
+    rap_train_config c;
+    rap_train_result r;
+    config(&c, plan, data);
+    c.device = dev;
+    c.model.strict_fp32 = true;
+    c.steps = STEPS;
+    c.log_every = 1;
+    c.metrics = mf;
+    c.progressive_window = W;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    REQUIRE(r.steps_run == STEPS);
+    const int64_t B = c.model.batch;
+    float *s = malloc(sizeof(float) * STEPS * (size_t)B), *y = malloc(sizeof(float) * STEPS * (size_t)B);
+    REQUIRE(s && y);
+    offline_pairs(t, &c, STEPS, s, y);
+    FILE *f = fopen(mf, "r");
+    REQUIRE(f);
+    char line[4096];
+    int lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, "{\"event\":\"step\""))
+            continue;
+        int64_t step = (int64_t)num_of(line, "step"), end = step * B, n = end < W ? end : W;
+        double auc, ll, pm, pauc = num_of(line, "pv_auc"), err = num_of(line, "pv_auc_err");
+        exact(s + end - n, y + end - n, n, &auc, &ll, &pm);
+        int64_t pos = 0;
+        for (int64_t i = end - n; i < end; i++)
+            pos += y[i] != 0;
+        CHECK_MSG((int64_t)num_of(line, "pv_rows") == n, "step %lld: rows %s", (long long)step,
+                  line);
+        CHECK_MSG(fabs(pauc - auc) <= err + 1e-9 && err < 2e-3,
+                  "step %lld: progressive AUC %.9f (bound %.3g), offline %.9f", (long long)step,
+                  pauc, err, auc);
+        CHECK_MSG(fabs(num_of(line, "pv_logloss") - ll) < 1e-6,
+                  "step %lld: progressive logloss %.9f, offline %.9f", (long long)step,
+                  num_of(line, "pv_logloss"), ll);
+        CHECK_MSG(fabs(num_of(line, "pv_pred_mean") - pm) < 1e-6,
+                  "step %lld: mean prediction %.9f, offline %.9f", (long long)step,
+                  num_of(line, "pv_pred_mean"), pm);
+        CHECK(fabs(num_of(line, "pv_label_mean") - (double)pos / (double)n) < 1e-8);
+        lines++;
+    }
+    fclose(f);
+    CHECK_MSG(lines == STEPS, "%d step lines", lines);
+    free(s);
+    free(y);
+    rap_plan_free(plan);
+}
+
+RAP_TEST(progressive_matches_offline_cpu) { matches_offline(t, RAP_CPU); }
+
+RAP_TEST(progressive_matches_offline_gpu)
+{
+    REQUIRE_GPU();
+    matches_offline(t, RAP_GPU);
+}
+
+/* ------------------------------------------------------------ guards */
+
+RAP_TEST(guards_rules)
+{
+    rap_guard_config gc;
+    rap_guard_defaults(&gc);
+    gc.auc_rows = 1000;
+    rap_guards g;
+    rap_guards_init(&g, &gc);
+    rap_guard_event ev[6];
+    int n = 0;
+    rap_progressive_stats ps = {.rows = 500, .seen = 500, .positives = 250, .auc = 0.5,
+                                .pred_mean = 0.5, .label_mean = 0.5, .calibration = 1};
+    rap_guards_window(&g, 1, 1000, &ps, ev, &n); /* window not full: no check */
+    CHECK(n == 0);
+    ps.rows = 1000, ps.seen = 1000;
+    rap_guards_window(&g, 2, 1000, &ps, ev, &n); /* in band over 1000 rows (its window) */
+    CHECK(n == 1 && ev[0].kind == RAP_GUARD_AUC && ev[0].tripped);
+    rap_guards_window(&g, 3, 1000, &ps, ev, &n); /* stays tripped: no second event */
+    CHECK(n == 0 && !rap_guards_stop(&g));
+    ps.auc = 0.6;
+    rap_guards_window(&g, 4, 1000, &ps, ev, &n);
+    CHECK(n == 1 && !ev[0].tripped);
+    ps.auc = 0.505, ps.positives = 5; /* labels not mixed (0.5%): quiet */
+    ps.label_mean = 0.005, ps.pred_mean = 0.005, ps.calibration = 1;
+    rap_guards_window(&g, 5, 1000, &ps, ev, &n);
+    CHECK(n == 0);
+    ps.positives = 250, ps.label_mean = 0.25, ps.pred_mean = 0.6, ps.calibration = 2.4;
+    ps.auc = 0.7;
+    rap_guards_window(&g, 6, 1000, &ps, ev, &n);
+    CHECK(n == 1 && ev[0].kind == RAP_GUARD_CALIBRATION && ev[0].tripped);
+    CHECK(strstr(ev[0].why, "ratio 2.4"));
+    gc.action = RAP_GUARD_FAIL;
+    gc.calib_factor = 0.5;
+    CHECK(rap_guard_config_check(&gc) == RAP_ERR_ARG);
+    gc.calib_factor = 3;
+    rap_guards_init(&g, &gc);
+    rap_guards_window(&g, 6, 1000, &ps, ev, &n);
+    CHECK(n == 0 && !rap_guards_stop(&g));
+    CHECK(rap_guards_loss(&g, 7, NAN, &ev[0]) && rap_guards_stop(&g));
+    CHECK(!rap_guards_loss(&g, 8, 0.5, &ev[0]));
+}
+
+/* A run on normal generated data: no guard line. */
+RAP_TEST(guards_quiet_on_normal_data)
+{
+    char data[512], mf[512];
+    REQUIRE_OK(gen("pv_normal.tsv", 30000, 31, data, sizeof data));
+    rap_test_path(mf, sizeof mf, "pv_normal.jsonl");
+    rap_plan *plan = NULL;
+    REQUIRE_OK(load_plan(&plan));
+    rap_train_config c;
+    rap_train_result r;
+    config(&c, plan, data);
+    c.model.batch = 256;
+    c.progressive_window = 4096;
+    c.guards.auc_rows = 4096;
+    c.guards.action = RAP_GUARD_FAIL;
+    c.log_every = 8;
+    c.metrics = mf;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK(count_lines(mf, "\"event\":\"guard\"") == 0);
+    CHECK(count_lines(mf, "\"pv_auc\":0.") >= 10);
+    rap_plan_free(plan);
+}
+
+/* Random labels: the model cannot learn, the progressive AUC stays near
+ * 0.5; warn goes on, fail stops and keeps the last checkpoint written. */
+RAP_TEST(guard_auc_trips_on_random_labels)
+{
+    char src[512], data[512], mf[512], ck[512];
+    REQUIRE_OK(gen("pv_rl_src.tsv", 70000, 41, src, sizeof src));
+    rap_test_path(data, sizeof data, "pv_random_labels.tsv");
+    REQUIRE(relabel(src, data, 'r', 3));
+    rap_test_path(mf, sizeof mf, "pv_rl.jsonl");
+    rap_test_path(ck, sizeof ck, "pv_rl.safetensors");
+    rap_plan *plan = NULL;
+    REQUIRE_OK(load_plan(&plan));
+    rap_train_config c;
+    rap_train_result r;
+    config(&c, plan, data);
+    c.model.batch = 512;
+    c.progressive_window = 32768;
+    c.guards.auc_rows = 16384;
+    c.log_every = 16;
+    c.metrics = mf;
+    REQUIRE_OK(rap_train_run(&c, &r)); /* warn: training goes on */
+    CHECK(r.samples == 70000);
+    CHECK_MSG(count_lines(mf, "\"guard\":\"auc\",\"state\":\"tripped\"") == 1, "%d",
+              count_lines(mf, "\"guard\":\"auc\",\"state\":\"tripped\""));
+    remove(ck);
+    c.guards.action = RAP_GUARD_FAIL;
+    c.save = ck;
+    c.save_every = 16;
+    rap_status st = rap_train_run(&c, &r);
+    CHECK(st == RAP_ERR_DATA);
+    CHECK_MSG(strstr(rap_last_error(), "guard auc") &&
+                  strstr(rap_last_error(), "the last good checkpoint is"),
+              "%s", rap_last_error());
+    CHECK(r.step < 70000 / 512);
+    rap_ckpt *k = NULL;
+    REQUIRE_OK(rap_ckpt_open(ck, &k)); /* the one before the trip, not the state at the stop */
+    const char *s = rap_meta_get(&k->meta, "step");
+    CHECK_MSG(s && atoll(s) > 0 && atoll(s) < r.step, "checkpoint step %s, stopped at %lld", s,
+              (long long)r.step);
+    rap_ckpt_close(k);
+    rap_plan_free(plan);
+}
+
+/* Rare positives and a model that barely moves: predictions near the
+ * initial ~0.5 against a base rate near 0.026. */
+RAP_TEST(guard_calibration_trips)
+{
+    char src[512], data[512], mf[512];
+    REQUIRE_OK(gen("pv_cal_src.tsv", 12000, 51, src, sizeof src));
+    rap_test_path(data, sizeof data, "pv_rare.tsv");
+    REQUIRE(relabel(src, data, 'l', 4));
+    rap_test_path(mf, sizeof mf, "pv_cal.jsonl");
+    rap_plan *plan = NULL;
+    REQUIRE_OK(load_plan(&plan));
+    rap_train_config c;
+    rap_train_result r;
+    config(&c, plan, data);
+    c.model.optimizer = RAP_SGD;
+    c.model.lr = 1e-6f;
+    c.progressive_window = 2048;
+    c.log_every = 8;
+    c.metrics = mf;
+    c.guards.auc_rows = 0; /* only the calibration guard */
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK(count_lines(mf, "\"guard\":\"calibration\",\"state\":\"tripped\"") == 1);
+    /* off: quiet */
+    c.guards.calib_factor = 0;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK(count_lines(mf, "\"event\":\"guard\"") == 0);
+    rap_plan_free(plan);
+}
+
+/* A learning rate that blows up: the nan guard's line; with --guard fail
+ * the checkpoint written before it is named and left as it was. */
+RAP_TEST(guard_nan_trips)
+{
+    char data[512], mf[512], ck[512];
+    REQUIRE_OK(gen("pv_nan.tsv", 6000, 7, data, sizeof data));
+    rap_test_path(mf, sizeof mf, "pv_nan.jsonl");
+    rap_test_path(ck, sizeof ck, "pv_nan.safetensors");
+    remove(ck);
+    rap_plan *plan = NULL;
+    REQUIRE_OK(load_plan(&plan));
+    rap_train_config c;
+    rap_train_result r;
+    config(&c, plan, data);
+    c.model.batch = 64;
+    c.model.optimizer = RAP_SGD;
+    c.model.lr = 30.0f; /* finite for a few steps, then NaN */
+    c.metrics = mf;
+    c.log_every = 1;
+    c.save = ck;
+    c.save_every = 1;
+    c.guards.action = RAP_GUARD_FAIL;
+    rap_status st = rap_train_run(&c, &r);
+    REQUIRE(st == RAP_ERR_DATA && r.nan_step > 0);
+    CHECK(count_lines(mf, "\"guard\":\"nan\",\"state\":\"tripped\"") == 1);
+    if (r.nan_step > 1) {
+        CHECK_MSG(strstr(rap_last_error(), "the last good checkpoint is"), "%s",
+                  rap_last_error());
+        rap_ckpt *k = NULL;
+        REQUIRE_OK(rap_ckpt_open(ck, &k));
+        const char *s = rap_meta_get(&k->meta, "step");
+        CHECK_MSG(s && atoll(s) < r.nan_step, "checkpoint step %s, NaN at %lld", s,
+                  (long long)r.nan_step);
+        rap_ckpt_close(k);
+    }
+    /* the guard off: the run trains on through the NaN losses */
+    c.guards.nan = false;
+    c.save = NULL;
+    c.save_every = 0;
+    c.steps = 60;
+    st = rap_train_run(&c, &r);
+    CHECK_MSG(st == RAP_OK && r.steps_run == 60, "%s", rap_last_error());
+    CHECK(count_lines(mf, "\"event\":\"guard\"") == 0);
+    rap_plan_free(plan);
+}
+
+/* The binary: the option table's flags and the progress line. */
+RAP_TEST(progressive_cli)
+{
+    char out[16384];
+    int rc = rap_test_run_rap("train --gen-rows 6000 --gen-eval-rows 500 --batch 256 "
+                              "--progressive --progressive-window 1024 --log-every 5 "
+                              "--threads 2",
+                              out, sizeof out);
+    CHECK_MSG(rc == 0 && strstr(out, "pv AUC ") && strstr(out, "progressive validation:"),
+              "rc %d: %s", rc, out);
+    rc = rap_test_run_rap("train --gen-rows 2000 --batch 256 --progressive "
+                          "--progressive-window 100 --threads 2", out, sizeof out);
+    CHECK_MSG(rc != 0 && strstr(out, "--progressive-window 100"), "rc %d: %s", rc, out);
+    rc = rap_test_run_rap("train --gen-rows 2000 --guard-calibration 0.5 --threads 2", out,
+                          sizeof out);
+    CHECK_MSG(rc != 0 && strstr(out, "--guard-calibration"), "rc %d: %s", rc, out);
+}
