@@ -578,3 +578,157 @@ RAP_TEST(progressive_cli)
                           sizeof out);
     CHECK_MSG(rc != 0 && strstr(out, "--guard-calibration"), "rc %d: %s", rc, out);
 }
+
+/* ------------------------------------------------------------ re-planning */
+
+#include "plan/replan_search.h"
+#include "sched/fusion_file.h"
+
+RAP_TEST(replan_rules)
+{
+    rap_replan_config c;
+    memset(&c, 0, sizeof c);
+    c.every = 10;
+    c.threshold = 0.25;
+    c.tolerance = 0.05;
+    double T[RAP_REPLAN_WINDOWS] = {2, 1, 2, 3, 0}, C[RAP_REPLAN_WINDOWS] = {1, 0.5, 0.5, 1, 0};
+    memcpy(c.standalone_ms, T, sizeof T);
+    memcpy(c.capacity_ms, C, sizeof C);
+    rap_plan *plan = NULL;
+    REQUIRE_OK(load_plan(&plan));
+    rap_fusion f;
+    REQUIRE_OK(rap_fuse(plan, RAP_FUSE_LEVELS, &f));
+    REQUIRE(f.n >= 2);
+    rap_schedule *s = NULL;
+    REQUIRE_OK(rap_schedule_create(plan, &f, "test", &s));
+    REQUIRE_OK(rap_schedule_add(s, RAP_WIN_EMB_FORWARD, 0, 0, f.kernels[0].n, 0, RAP_ROWS_END, 0.5));
+    for (int k = 1; k < f.n; k++)
+        REQUIRE_OK(rap_schedule_add(s, RAP_WIN_EXPOSED, k, 0, f.kernels[k].n, 0, RAP_ROWS_END,
+                                    0.1));
+    rap_replan_measure m;
+    memset(&m, 0, sizeof m);
+    rap_replan_predict(&c, C, s, &m);
+    CHECK(fabs(m.load_ms[RAP_WIN_EMB_FORWARD] - 0.5) < 1e-12);
+    CHECK(fabs(m.pred_phase_ms[0] - 2 * (1 + 0.05 * 0.5 / 1)) < 1e-12); /* 2.05 */
+    CHECK(fabs(m.pred_phase_ms[1] - 1) < 1e-12);
+    CHECK(fabs(m.pred_exposed_ms - 0.1 * (f.n - 1)) < 1e-9);
+    char why[512];
+    m.steps = 10;
+    for (int w = 0; w < 4; w++)
+        m.phase_ms[w] = m.pred_phase_ms[w] * 1.1; /* within 25 % */
+    m.exposed_ms = m.pred_exposed_ms;
+    CHECK(!rap_replan_drift(&c, &m, why, sizeof why));
+    m.phase_ms[0] = 2.6; /* slowed by 30 % where 2.5 % was predicted */
+    CHECK(rap_replan_drift(&c, &m, why, sizeof why) && strstr(why, "emb_forward"));
+    double C2[RAP_REPLAN_WINDOWS];
+    rap_replan_capacities(&c, &m, C, C2);
+    /* slowdown 0.3 for 0.5 ms of work: 0.05 * 0.5 / 0.3 ms hides at the tolerance */
+    CHECK(fabs(C2[0] - 0.05 * 0.5 / 0.3) < 1e-9);
+    CHECK(C2[1] == C[1] && C2[2] == C[2] && C2[3] == C[3]); /* no load: kept */
+    m.phase_ms[0] = 2.0;       /* no slowdown at all */
+    m.exposed_ms = 5;          /* but the exposed time is far off */
+    CHECK(rap_replan_drift(&c, &m, why, sizeof why) && strstr(why, "exposed"));
+    rap_replan_capacities(&c, &m, C, C2);
+    CHECK(C2[0] == 1); /* max(C, min(2C, 2L)) = max(1, 1) */
+    m.steps = 0;
+    CHECK(!rap_replan_drift(&c, &m, why, sizeof why));
+    rap_schedule_free(s);
+    rap_fusion_free(&f);
+    rap_plan_free(plan);
+}
+
+/* A planner that always hands back a schedule of another fusion: refused
+ * by the runtime, training goes on. */
+static rap_status foreign_plan(void *ctx, const rap_plan *p, const rap_fusion *f, int64_t batch,
+                               const double *cap, rap_schedule **out)
+{
+    (void)f, (void)batch, (void)cap;
+    rap_fusion *other = ctx;
+    return rap_schedule_all_in(p, other, RAP_WIN_EXPOSED, out);
+}
+
+/* A run whose schedule is re-planned and swapped at a step boundary ends
+ * with the weights of a run that used the new schedule from the start
+ * (and of one with the old one: preprocessing results do not depend on the
+ * schedule), and no step is lost or repeated. The capacity claims phases of
+ * a microsecond, so that the first check drifts. */
+static void replan_same_weights(rap_test_ctx *t, rap_device dev)
+{
+    char data[512], cka[512], ckb[512], prefix[512], first[700], fus[760];
+    REQUIRE_OK(gen("rp_data.tsv", 9000, 61, data, sizeof data));
+    rap_test_path(cka, sizeof cka, dev == RAP_GPU ? "rp_a_gpu.safetensors" : "rp_a.safetensors");
+    rap_test_path(ckb, sizeof ckb, dev == RAP_GPU ? "rp_b_gpu.safetensors" : "rp_b.safetensors");
+    rap_test_path(prefix, sizeof prefix, dev == RAP_GPU ? "rp_gpu_sched" : "rp_sched");
+    rap_plan *plan = NULL;
+    REQUIRE_OK(load_plan(&plan));
+    rap_test_env env;
+    rap_test_tune_off(&env);
+    rap_train_config c;
+    rap_train_result r;
+    config(&c, plan, data);
+    c.progressive = false;
+    c.device = dev;
+    c.model.strict_fp32 = true;
+    c.mode = dev == RAP_GPU ? RAP_MODE_RAP : -1;
+    c.fusion = RAP_FUSE_LEVELS;
+    c.steps = 40;
+    c.save = cka;
+    rap_replan_search_ctx rs;
+    memset(&rs, 0, sizeof rs);
+    rap_model_shape sh = {0};
+    rap_capacity_assumed(&sh, "", &rs.base);
+    for (int w = 0; w < RAP_CAP_WINDOWS; w++)
+        rs.base.standalone_ms[w] = 1e-3;
+    rap_replan_config rc;
+    memset(&rc, 0, sizeof rc);
+    rc.every = 10;
+    rc.threshold = 0.25;
+    rc.tolerance = rs.base.tolerance;
+    for (int w = 0; w < RAP_REPLAN_WINDOWS; w++) {
+        rc.standalone_ms[w] = rs.base.standalone_ms[w];
+        rc.capacity_ms[w] = rs.base.capacity_ms[w];
+    }
+    rc.plan_fn = rap_replan_search;
+    rc.plan_ctx = &rs;
+    rc.out = prefix;
+    c.replan = &rc;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK_MSG(r.replan_swaps >= 1 && r.replan_checks >= 3, "checks %lld, plans %lld, swaps %lld",
+              (long long)r.replan_checks, (long long)r.replan_plans, (long long)r.replan_swaps);
+    CHECK(r.steps_run == 40 && r.samples == 40 * c.model.batch);
+    /* the first swap: after step 11 (the check at 10, the plan picked up
+     * after the next step) */
+    snprintf(first, sizeof first, "%s.step11", prefix);
+    snprintf(fus, sizeof fus, "%s.fusion", first);
+    REQUIRE(access(first, R_OK) == 0);
+    rap_train_config b = c; /* the schedule file and its .fusion beside it */
+    b.replan = NULL;
+    b.schedule = NULL;
+    b.schedule_path = first;
+    b.save = ckb;
+    REQUIRE_OK(rap_train_run(&b, &r));
+    CHECK(r.steps_run == 40);
+    int n = 0;
+    CHECK_MSG(rap_test_same_checkpoints(cka, ckb, &n), "weights differ from a run with %s from "
+              "the start (%d tensors)", first, n);
+    /* a schedule the runtime refuses: a warning, training goes on unswapped */
+    rap_fusion other;
+    REQUIRE_OK(rap_fuse(plan, RAP_FUSE_NONE, &other));
+    rc.plan_fn = foreign_plan;
+    rc.plan_ctx = &other;
+    rc.out = NULL;
+    c.save = NULL;
+    REQUIRE_OK(rap_train_run(&c, &r));
+    CHECK(r.replan_plans >= 1 && r.replan_swaps == 0 && r.steps_run == 40);
+    rap_fusion_free(&other);
+    rap_test_tune_restore(&env);
+    rap_plan_free(plan);
+}
+
+RAP_TEST(replan_swap_same_weights_cpu) { replan_same_weights(t, RAP_CPU); }
+
+RAP_TEST(replan_swap_same_weights_gpu)
+{
+    REQUIRE_GPU();
+    replan_same_weights(t, RAP_GPU);
+}

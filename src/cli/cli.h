@@ -84,6 +84,10 @@ typedef struct {
     char metrics[RAP_OPT_STR];
     char save[RAP_OPT_STR];
     int64_t save_every;
+    bool replan;             /* re-planning while training (docs/RUNTIME.md) */
+    int64_t replan_every;
+    double replan_threshold;
+    char replan_out[RAP_OPT_STR];    /* --capacity and --predictor: the fields above */
     bool progressive;        /* progressive validation (docs/TRAINING.md) */
     int64_t progressive_window;
     int guard;               /* 0 warn, 1 fail */

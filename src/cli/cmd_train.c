@@ -4,6 +4,7 @@
  * S+1) into temporary files, removed at the end. */
 #include "cli/cli.h"
 #include "dist/comm.h"
+#include "plan/replan_search.h"
 #include "run/mps.h"
 #include "run/pipeline.h"
 #include "run/train.h"
@@ -55,6 +56,9 @@ typedef struct {
     char data_id[600];
     rap_plan *plan;
     rap_trace *trace;
+    rap_predictor *pred;         /* --replan --predictor */
+    rap_replan_search_ctx rs;    /* --replan: the planner's inputs */
+    rap_replan_config replan;
 } train_job;
 
 /* Test hooks (RAP_TEST_RANK_EXIT / RAP_TEST_RANK_HANG = "rank:step"): the
@@ -128,6 +132,55 @@ static rap_status check_paths(const cli_settings *s)
 /* What the memory plan's run before generating rows reads (the reader's
  * buffers are sized as for one file). */
 #define GEN_PLACEHOLDER "(generated rows)"
+
+/* --replan: the planner (the search on measured capacities) and the
+ * capacities the schedule in use was planned with. */
+static rap_status configure_replan(const cli_settings *s, train_job *j, rap_train_config *c)
+{
+    rap_model_shape sh;
+    memset(&sh, 0, sizeof sh);
+    for (int k = 0; k < j->plan->n_cols; k++)
+        sh.tables += j->plan->nodes[j->plan->cols[k].node].kind == RAP_SPARSE;
+    sh.emb_dim = c->model.emb_dim;
+    sh.n_bot = c->model.n_bot;
+    sh.n_top = c->model.n_top;
+    memcpy(sh.bot, c->model.bot, sizeof(int) * (size_t)sh.n_bot);
+    memcpy(sh.top, c->model.top, sizeof(int) * (size_t)sh.n_top);
+    sh.batch = c->model.batch;
+    sh.precision = c->model.precision;
+    sh.emb_dtype = c->model.emb_dtype;
+    sh.optimizer = c->model.optimizer;
+    rap_capacity *cap = &j->rs.base;
+    if (s->capacity[0]) {
+        RAP_TRY(rap_capacity_load(s->capacity, cap));
+        RAP_TRY(rap_capacity_check(cap, "", &sh));
+    } else {
+        rap_capacity_assumed(&sh, "", cap);
+    }
+    if (s->predictor[0]) {
+        RAP_TRY(rap_predictor_load(s->predictor, &j->pred));
+        if (!cap->assumed)
+            RAP_TRY(rap_predictor_check(j->pred, cap->gpu));
+    }
+    j->rs.pred = j->pred;
+    j->rs.choice = RAP_CHOICE_SLOWDOWN;
+    rap_replan_config *r = &j->replan;
+    memset(r, 0, sizeof *r);
+    r->every = s->replan_every;
+    r->threshold = s->replan_threshold;
+    r->tolerance = cap->tolerance;
+    for (int w = 0; w < RAP_REPLAN_WINDOWS && w < RAP_CAP_WINDOWS; w++) {
+        r->standalone_ms[w] = cap->standalone_ms[w];
+        r->capacity_ms[w] = cap->capacity_ms[w];
+    }
+    r->plan_fn = rap_replan_search;
+    r->plan_ctx = &j->rs;
+    r->out = s->replan_out[0] ? s->replan_out : NULL;
+    c->replan = r;
+    rap_info("replan: every %lld steps against %s (tolerance %g), drift threshold %g",
+             (long long)r->every, cap->source, cap->tolerance, r->threshold);
+    return RAP_OK;
+}
 
 /* Builds the trainer's config from the settings (with gen, generating
  * data when there is no --data; without, naming GEN_PLACEHOLDER instead,
@@ -236,6 +289,8 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
     c.placement = (rap_placement)s->placement;
     c.gpu = -1;
     c.dry_run = s->dry_run;
+    if (s->replan)
+        RAP_TRY(configure_replan(s, j, &c));
     *cfg = c;
     return RAP_OK;
 }
@@ -473,6 +528,7 @@ int cmd_train(int argc, char **argv)
         }
     }
     rap_trace_free(j.trace);
+    rap_predictor_free(j.pred);
     if (!s.quiet && st == RAP_OK && res.eval.rows > 0)
         fprintf(stderr, "rap train: AUC %.4f  logloss %.4f  accuracy %.4f on %lld evaluation rows "
                 "after %lld steps (%.1f s in all)\n",

@@ -103,6 +103,13 @@ const rap_opt cli_options[] = {
     {"guard-nan", RAP_OPT_BOOL, TR, OFF(guard_nan), "true", 0, 0, NULL, NULL, "stop at a NaN or infinite training loss (--no-guard-nan: train on)"},
     {"guard-auc-rows", RAP_OPT_INT, TR, OFF(guard_auc_rows), "1000000", 0, BIG, NULL, "N", "with --progressive: trip when the AUC stays within 0.01 of 0.5 over N rows while both labels are at least 1% of the window (0: off)"},
     {"guard-calibration", RAP_OPT_DOUBLE, TR, OFF(guard_calibration), "2", 0, 1e9, NULL, "F", "with --progressive: trip when the mean prediction is more than F times the mean label or less than 1/F of it (0: off)"},
+    /* re-planning while training (docs/RUNTIME.md) */
+    {"replan", RAP_OPT_BOOL, TR, OFF(replan), "false", 0, 0, NULL, NULL, "re-plan the schedule while training: every --replan-every steps the measured phase and exposed times are set against the schedule's prediction; past --replan-threshold the planner runs in the background on the measured capacities and its schedule is swapped in at a step boundary"},
+    {"replan-every", RAP_OPT_INT, TR, OFF(replan_every), "200", 1, BIG, NULL, "N", "steps between --replan's checks"},
+    {"replan-threshold", RAP_OPT_DOUBLE, TR, OFF(replan_threshold), "0.25", 1e-9, 1e9, NULL, "F", "relative drift of a phase's or the exposed time that re-plans"},
+    {"replan-out", RAP_OPT_STRING, TR, OFF(replan_out), "", 0, 0, NULL, "PREFIX", "write each schedule --replan swaps in to PREFIX.step<N> (and its .fusion)"},
+    {"capacity", RAP_OPT_STRING, TR, OFF(capacity), "", 0, 0, NULL, "FILE", "--replan: the capacity file the schedule was planned with (default: the assumed capacities)"},
+    {"predictor", RAP_OPT_STRING, TR, OFF(predictor), "", 0, 0, NULL, "DIR", "--replan: the latency predictor the planner uses (default: the analytic fallback)"},
     {"log-every", RAP_OPT_INT, TR, OFF(log_every), "0", 0, BIG, NULL, "N", "progress and metrics line every N steps (0: every 5 seconds)"},
     /* runtime (docs/RUNTIME.md) */
     {"mode", RAP_OPT_ENUM, TB, OFF(mode), "auto", 0, 0, "auto|" RAP_MODE_NAMES("|"), NULL, "how preprocessing runs beside training (auto: rap on the GPU, sequential on the CPU)"},

@@ -255,6 +255,9 @@ rap_status rt_launch_window(rap_runtime *rt, rt_slot *s, rap_window w);
  * lanes of the schedule's slices, their streams and events. */
 rap_status rt_lanes_create(rap_runtime *rt);
 void rt_lanes_free(rap_runtime *rt);
+/* After a schedule swap: the levels and lanes of the new schedule's slices
+ * (the lanes' streams and events stay). */
+rap_status rt_lanes_replan(rap_runtime *rt);
 /* Allocates rt->S slots (none when 0), each with its three events on the
  * GPU and, with prep, its executor (loading on the copy stream), row-share
  * batch and packing buffer (packing on pack_stream). */

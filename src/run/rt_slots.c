@@ -290,6 +290,15 @@ rap_status rt_lanes_create(rap_runtime *rt)
     return RAP_OK;
 }
 
+rap_status rt_lanes_replan(rap_runtime *rt)
+{
+    if (rt->n_lanes <= 1)
+        return RAP_OK;
+    rap_free(rt->sl_level);
+    rt->sl_level = rt->sl_lane = NULL;
+    return plan_lanes(rt);
+}
+
 void rt_lanes_free(rap_runtime *rt)
 {
     for (int j = 0; j < RAP_RT_MAX_LANES; j++) {

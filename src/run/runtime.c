@@ -108,6 +108,29 @@ rap_status rap_runtime_step(rap_runtime *rt, rap_step_info *info)
     return st;
 }
 
+rap_status rap_runtime_set_schedule(rap_runtime *rt, const rap_schedule *s)
+{
+    if (!rt || !s)
+        return rap_fail(RAP_ERR_ARG, "rap_runtime_set_schedule: runtime or schedule is NULL");
+    RAP_TRY(rap_schedule_validate(s, rt->plan, rt->fus, rt->B));
+    if (rt->mode == RAP_MODE_RAP) {
+        rt->sched = s;
+        rt->gc_late = false;
+        if (rt->cfg.train_fn && rt->cfg.hybrid && on_gpu(rt))
+            RAP_TRY(rt_check_hooked_order(rt));
+        rt->pack_after = rt_pack_window(rt);
+        rt->copy_at = rt_copy_window(rt);
+        RAP_TRY(rt_lanes_replan(rt));
+    }
+    rt->st.schedule_swaps++;
+    return RAP_OK;
+}
+
+const rap_schedule *rap_runtime_schedule(const rap_runtime *rt)
+{
+    return rt && rt->mode == RAP_MODE_RAP ? rt->sched : NULL;
+}
+
 rap_status rap_runtime_sync(rap_runtime *rt)
 {
     if (!rt || !on_gpu(rt))

@@ -209,6 +209,7 @@ typedef struct {
     size_t gpu_bytes_used;        /* device memory in use after setup (0 on the CPU) */
     size_t shard_bytes;           /* ideal from a shard: bytes of resident model batches */
     int64_t shard_batches, shard_rows; /* ... and the batches and rows of one pass */
+    int64_t schedule_swaps;       /* rap_runtime_set_schedule calls that swapped */
     bool have_reader;             /* mps mode: the server's reader accounting */
     rap_reader_stats reader;
 } rap_runtime_stats;
@@ -269,6 +270,21 @@ bool rap_runtime_next_loss(rap_runtime *rt, bool wait, int64_t *step_index, doub
                            rap_status *st);
 /* Waits for all queued work (and reads back every loss and timing). */
 rap_status rap_runtime_sync(rap_runtime *rt);
+/* Swaps the schedule in at a step boundary (between two rap_runtime_step
+ * calls; re-planning while training, run/replan.h). In rap mode the batch
+ * the next step trains keeps the schedule that preprocessed it (its slices
+ * were queued beside the step before), and from the next step on each
+ * batch's slices follow s: every batch is preprocessed whole by exactly
+ * one schedule, and its results do not depend on which, so no step is
+ * lost and the weights are those of a run with s from that step. Other
+ * modes launch no slices: s is checked and counted. s (not owned) must
+ * stay valid until the next swap or rap_runtime_free. RAP_ERR_PLAN (as
+ * rap_schedule_validate: another plan, fusion or batch) and nothing
+ * changes. */
+rap_status rap_runtime_set_schedule(rap_runtime *rt, const rap_schedule *s);
+/* The schedule whose slices the runtime launches (rap mode: the given or
+ * built-in one, or the last swapped in), else NULL. */
+const rap_schedule *rap_runtime_schedule(const rap_runtime *rt);
 void rap_runtime_get_stats(rap_runtime *rt, rap_runtime_stats *st);
 /* Waits for the GPU, then frees everything (batches held go back to the
  * feed). NULL accepted. */

@@ -191,6 +191,9 @@ static rap_status watch_setup(trainer *t)
 {
     const rap_train_config *c = t->c;
     t->saved_step = -1;
+    if (c->replan && t->rk.dist)
+        return rap_fail(RAP_ERR_ARG, "--replan: with ranks (--gpus, mpirun) not yet: each rank "
+                        "would re-plan alone");
     if (c->progressive && t->rk.dist)
         return rap_fail(RAP_ERR_ARG, "--progressive: progressive validation reads one model's "
                         "logits of the whole batch; with ranks (--gpus, mpirun) not yet");
@@ -422,12 +425,26 @@ static rap_status checkpoint_guarded(trainer *t)
 
 /* ------------------------------------------------------------ the loop */
 
+/* --replan: its counts into the result, then freed (after the runtime,
+ * which may use its schedule). */
+static void replan_close(trainer *t)
+{
+    if (!t->replan)
+        return;
+    rap_replan_counts(t->replan, &t->res->replan_checks, &t->res->replan_plans,
+                      &t->res->replan_swaps);
+    rap_replan_free(t->replan);
+    t->replan = NULL;
+}
+
 /* Ends the pipeline's feed and runtime (waiting for the GPU) and adds
  * their accounting. */
 static void close_pipeline(trainer *t)
 {
-    if (!t->pipe || !rap_pipeline_runtime(t->pipe))
+    if (!t->pipe || !rap_pipeline_runtime(t->pipe)) {
+        replan_close(t);
         return;
+    }
     rap_pipeline_stats ps;
     rap_pipeline_stop(t->pipe, &ps);
     const rap_runtime_stats *rs = &ps.runtime;
@@ -446,6 +463,7 @@ static void close_pipeline(trainer *t)
                                t->res->samples;
         t->res->rows_skipped += fs->rows_skipped;
     }
+    replan_close(t);
 }
 
 static bool finished(const trainer *t)
@@ -455,6 +473,36 @@ static bool finished(const trainer *t)
     if (c->steps > 0 && t->at.step >= c->steps)
         return true;
     return epochs > 0 && t->at.epoch >= epochs;
+}
+
+/* Re-planning after a step: a check every N steps, a swap when a plan is
+ * ready (logged, in the metrics and the trace). */
+static rap_status replan_step(trainer *t)
+{
+    rap_replan_event ev;
+    bool swapped;
+    RAP_TRY(rap_replan_step(t->replan, runtime_of(t), t->at.step, t->c->trace, &ev, &swapped));
+    if (!swapped)
+        return RAP_OK;
+    rap_progress_clear(&t->log.pg);
+    T_INFO(t, "replan: new schedule swapped in after step %lld (planned in %.2f s from the "
+           "check at step %lld: %s)%s%s", (long long)ev.step, ev.plan_s,
+           (long long)ev.checked_step, ev.why, ev.path[0] ? "; written to " : "", ev.path);
+    return rap_metrics_line(&t->log.mf, "\"event\":\"replan\",\"step\":%lld,\"checked_step\":%lld,"
+                            "\"plan_s\":%.3f,\"schedule\":\"%s\"", (long long)ev.step,
+                            (long long)ev.checked_step, ev.plan_s, ev.path);
+}
+
+/* --replan: the re-planner of the started pipeline's runtime (one rank:
+ * the whole plan and the pipeline's fusion). */
+static rap_status replan_open(trainer *t)
+{
+    const rap_train_config *c = t->c;
+    if (!c->replan)
+        return RAP_OK;
+    const rap_schedule *in_use = rap_runtime_schedule(runtime_of(t));
+    return rap_replan_create(c->replan, c->plan, &t->pl->fusion, t->mc.batch,
+                             in_use ? in_use : t->pl->schedule, &t->replan);
 }
 
 /* A trained step counted: position, samples, this rank's share, the
@@ -479,7 +527,8 @@ static rap_status count_step(trainer *t, const rap_step_info *in)
         rap_trace_set_enabled(c->trace, false);
     if (res->steps_run == MEM_STEPS)
         log_memory(t);
-    return take_losses(t, false);
+    RAP_TRY(take_losses(t, false));
+    return t->replan ? replan_step(t) : RAP_OK;
 }
 
 /* After a trained step: its line or the bar, the evaluation and the save
@@ -533,6 +582,7 @@ static rap_status loop(trainer *t)
     }
     RAP_TRY(rap_pipeline_start(t->pipe, epochs > 0 ? epochs - t->at.epoch : 0, t->at.pos));
     rap_memplan_measure_used(&t->res->memplan, 0); /* GPU: the use after set-up */
+    RAP_TRY(replan_open(t));
     double last_log = rap_now();
     int64_t pass_start = t->at.pos;
     bool told_passes = false;

@@ -30,6 +30,7 @@
 #include "run/guards.h"
 #include "run/memplan.h"
 #include "run/metrics.h"
+#include "run/replan.h"
 #include "run/runtime.h"
 #include "rap.h"
 #include "sched/placement.h"
@@ -117,6 +118,8 @@ typedef struct {
     bool progressive;
     int64_t progressive_window; /* rows; RAP_PV_DEFAULT_WINDOW by default */
     rap_guard_config guards;
+    /* re-planning while training (run/replan.h): NULL off; one rank only */
+    const rap_replan_config *replan;
     rap_placement placement;   /* --placement (sched/placement.h):
                                 * owner (the default, 0) and search: each rank its part
                                 * (rap_subplan_rank); batch: each rank every column
@@ -147,6 +150,7 @@ typedef struct {
     double starved_s;          /* seconds the trainer waited for data (data-bound) */
     double exposed_ms;         /* mean exposed preprocessing per step (ms) */
     int64_t nan_step;          /* the step whose loss was NaN or inf, else 0 */
+    int64_t replan_checks, replan_plans, replan_swaps; /* --replan: this run's */
     bool interrupted;
     bool saved;
     /* hybrid parallel: samples above are the global batches' rows; each

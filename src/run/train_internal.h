@@ -84,6 +84,7 @@ typedef struct {
     train_ranks rk;
     train_eval ev;
     rap_train_watch watch;     /* progressive validation and guards (train_watch.h) */
+    rap_replan *replan;        /* re-planning while training (run/replan.h), or NULL */
     int64_t saved_step;        /* step of the last checkpoint this run wrote, -1 none */
 } trainer;
 
