@@ -87,6 +87,7 @@ typedef struct {
     bool replan;             /* re-planning while training (docs/RUNTIME.md) */
     int64_t replan_every;
     double replan_threshold;
+    double replan_lists;
     char replan_out[RAP_OPT_STR];    /* --capacity and --predictor: the fields above */
     bool progressive;        /* progressive validation (docs/TRAINING.md) */
     int64_t progressive_window;

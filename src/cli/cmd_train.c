@@ -168,6 +168,7 @@ static rap_status configure_replan(const cli_settings *s, train_job *j, rap_trai
     memset(r, 0, sizeof *r);
     r->every = s->replan_every;
     r->threshold = s->replan_threshold;
+    r->list_threshold = s->replan_lists;
     r->tolerance = cap->tolerance;
     for (int w = 0; w < RAP_REPLAN_WINDOWS && w < RAP_CAP_WINDOWS; w++) {
         r->standalone_ms[w] = cap->standalone_ms[w];

@@ -107,6 +107,7 @@ const rap_opt cli_options[] = {
     {"replan", RAP_OPT_BOOL, TR, OFF(replan), "false", 0, 0, NULL, NULL, "re-plan the schedule while training: every --replan-every steps the measured phase and exposed times are set against the schedule's prediction; past --replan-threshold the planner runs in the background on the measured capacities and its schedule is swapped in at a step boundary"},
     {"replan-every", RAP_OPT_INT, TR, OFF(replan_every), "200", 1, BIG, NULL, "N", "steps between --replan's checks"},
     {"replan-threshold", RAP_OPT_DOUBLE, TR, OFF(replan_threshold), "0.25", 1e-9, 1e9, NULL, "F", "relative drift of a phase's or the exposed time that re-plans"},
+    {"replan-lists", RAP_OPT_DOUBLE, TR, OFF(replan_lists), "0.2", 0, 1e9, NULL, "F", "--replan: also re-plan when a raw sparse column's mean ids a row moves by more than F of what it was when the schedule in use was first measured (0: off)"},
     {"replan-out", RAP_OPT_STRING, TR, OFF(replan_out), "", 0, 0, NULL, "PREFIX", "write each schedule --replan swaps in to PREFIX.step<N> (and its .fusion)"},
     {"capacity", RAP_OPT_STRING, TR, OFF(capacity), "", 0, 0, NULL, "FILE", "--replan: the capacity file the schedule was planned with (default: the assumed capacities)"},
     {"predictor", RAP_OPT_STRING, TR, OFF(predictor), "", 0, 0, NULL, "DIR", "--replan: the latency predictor the planner uses (default: the analytic fallback)"},

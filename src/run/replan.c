@@ -56,6 +56,25 @@ bool rap_replan_drift(const rap_replan_config *c, const rap_replan_measure *m, c
     return false;
 }
 
+bool rap_replan_lists_drift(const rap_replan_config *c, const double *base, const double *now,
+                            int ns, int64_t steps, char *why, size_t why_len)
+{
+    why[0] = 0;
+    if (!(c->list_threshold > 0))
+        return false;
+    for (int j = 0; j < ns; j++) {
+        double b = base[j], x = now[j];
+        if (fabs(x - b) > c->list_threshold * (b > 0.05 ? b : 0.05)) {
+            snprintf(why, why_len, "the input's list lengths changed: raw column cat_%d holds "
+                     "%.4g ids a row over the last %lld steps, %.4g when the schedule in use was "
+                     "measured first (off by more than %g)", j, x, (long long)steps, b,
+                     c->list_threshold);
+            return true;
+        }
+    }
+    return false;
+}
+
 void rap_replan_capacities(const rap_replan_config *c, const rap_replan_measure *m,
                            const double *cap_now, double *cap_new)
 {
@@ -88,6 +107,11 @@ struct rap_replan {
     rap_schedule *own;             /* the last one made here and swapped in */
     double cap[RAP_REPLAN_WINDOWS]; /* the capacities cur was planned for */
     rap_runtime_stats last;        /* at the last check */
+    rap_rowfeed *feed;             /* or NULL */
+    int64_t last_rows, last_ids[RAP_FEED_ID_COLS]; /* the feed's at the last check */
+    double base_lists[RAP_FEED_ID_COLS]; /* mean ids a row, first period of cur */
+    bool have_base;
+    int ns;                        /* raw sparse columns counted */
     int64_t checks, plans, swaps;
     /* the plan in flight */
     pthread_t tid;
@@ -114,7 +138,8 @@ static void *plan_main(void *arg)
 }
 
 rap_status rap_replan_create(const rap_replan_config *c, const rap_plan *p, const rap_fusion *f,
-                             int64_t batch, const rap_schedule *initial, rap_replan **out)
+                             int64_t batch, const rap_schedule *initial, rap_rowfeed *feed,
+                             rap_replan **out)
 {
     *out = NULL;
     if (!c->plan_fn || c->every < 1 || !(c->threshold > 0) || !(c->tolerance > 0))
@@ -128,6 +153,8 @@ rap_status rap_replan_create(const rap_replan_config *c, const rap_plan *p, cons
     r->fus = f;
     r->batch = batch;
     r->cur = initial;
+    r->feed = feed;
+    r->ns = p->schema.n_sparse < RAP_FEED_ID_COLS ? p->schema.n_sparse : RAP_FEED_ID_COLS;
     memcpy(r->cap, c->capacity_ms, sizeof r->cap);
     atomic_init(&r->state, PL_IDLE);
     *out = r;
@@ -147,6 +174,22 @@ static void measure(rap_replan *r, const rap_runtime_stats *now, rap_replan_meas
     rap_replan_predict(&r->c, r->cap, r->cur, m);
 }
 
+/* The list lengths of the period since the last check: true with lists
+ * (ns means) when rows were handed out. */
+static bool period_lists(rap_replan *r, double *lists)
+{
+    if (!r->feed)
+        return false;
+    rap_rowfeed_stats fs;
+    rap_rowfeed_get_stats(r->feed, &fs);
+    int64_t rows = fs.rows_out - r->last_rows;
+    for (int j = 0; j < r->ns && rows > 0; j++)
+        lists[j] = (double)(fs.ids_out[j] - r->last_ids[j]) / (double)rows;
+    r->last_rows = fs.rows_out;
+    memcpy(r->last_ids, fs.ids_out, sizeof r->last_ids);
+    return rows > 0;
+}
+
 /* A check: on a drift, the planner's thread started. */
 static rap_status check(rap_replan *r, rap_runtime *rt, int64_t step)
 {
@@ -158,7 +201,18 @@ static rap_status check(rap_replan *r, rap_runtime *rt, int64_t step)
     r->last.records = NULL;
     r->checks++;
     char why[512];
-    if (!rap_replan_drift(&r->c, &m, why, sizeof why))
+    double lists[RAP_FEED_ID_COLS];
+    bool drift = false;
+    if (period_lists(r, lists)) {
+        if (!r->have_base) {
+            memcpy(r->base_lists, lists, sizeof lists);
+            r->have_base = true;
+        } else {
+            drift = rap_replan_lists_drift(&r->c, r->base_lists, lists, r->ns, m.steps, why,
+                                           sizeof why);
+        }
+    }
+    if (!drift && !rap_replan_drift(&r->c, &m, why, sizeof why))
         return RAP_OK;
     rap_replan_capacities(&r->c, &m, r->cap, r->want);
     snprintf(r->why, sizeof r->why, "%s", why);
@@ -218,6 +272,9 @@ static rap_status take(rap_replan *r, rap_runtime *rt, int64_t step, rap_trace *
     memcpy(r->cap, r->want, sizeof r->cap);
     rap_runtime_get_stats(rt, &r->last); /* the next check measures the new schedule only */
     r->last.records = NULL;
+    double lists[RAP_FEED_ID_COLS];
+    period_lists(r, lists); /* and its first period is the lists' new base */
+    r->have_base = false;
     r->swaps++;
     *swapped = true;
     return RAP_OK;

@@ -22,6 +22,13 @@
  * tolerance), at most 2 C_w; one that did not slow keeps
  * max(C_w, min(2 C_w, 2 L_w)); a window without load keeps C_w.
  *
+ * The input's list lengths: the row feed counts each raw sparse column's
+ * ids (rap_rowfeed_stats.ids_out); the mean ids a row of a period is set
+ * against that of the first period measured with the schedule in use, and
+ * a change by more than list_threshold x max(that, 0.05) re-plans too,
+ * checked before the times (the kernels' work changed: their latencies
+ * with it).
+ *
  * The planner itself is the caller's (a function, so that this layer does
  * not include the planner's: src/plan is above src/run); it runs on its own
  * thread with copies of what it reads, one plan at a time.
@@ -29,6 +36,7 @@
 #ifndef RAP_RUN_REPLAN_H
 #define RAP_RUN_REPLAN_H
 
+#include "run/rowfeed.h"
 #include "run/runtime.h"
 #include "run/trace.h"
 #include "sched/schedule.h"
@@ -52,6 +60,8 @@ typedef struct {
     double tolerance;                           /* the capacity's allowed slowdown */
     double standalone_ms[RAP_REPLAN_WINDOWS];   /* T_w: each phase alone (0 unknown) */
     double capacity_ms[RAP_REPLAN_WINDOWS];     /* C_w the schedule was planned with */
+    double list_threshold;                      /* relative change of a raw sparse column's
+                                                 * mean ids a row that re-plans; 0 off */
     rap_replan_fn plan_fn;
     void *plan_ctx;
     const char *out;   /* each new schedule written to OUT.step<N> (N: the first step it
@@ -88,11 +98,19 @@ void rap_replan_capacities(const rap_replan_config *c, const rap_replan_measure 
 
 typedef struct rap_replan rap_replan;
 
+/* Whether the mean list lengths of a period (now, the columns' ids per
+ * row) moved from those of the base period by more than the threshold;
+ * why names the first column that did. ns columns. */
+bool rap_replan_lists_drift(const rap_replan_config *c, const double *base, const double *now,
+                            int ns, int64_t steps, char *why, size_t why_len);
+
 /* For the runtime's plan p, fusion f and batch rows; `initial` the schedule
- * in use (NULL: none, as in the modes without slices; not owned).
- * RAP_ERR_ARG for a bad config. */
+ * in use (NULL: none, as in the modes without slices; not owned); feed the
+ * runtime's row feed (not owned; NULL: no list lengths, e.g. mps mode or a
+ * shard). RAP_ERR_ARG for a bad config. */
 rap_status rap_replan_create(const rap_replan_config *c, const rap_plan *p, const rap_fusion *f,
-                             int64_t batch, const rap_schedule *initial, rap_replan **out);
+                             int64_t batch, const rap_schedule *initial, rap_rowfeed *feed,
+                             rap_replan **out);
 /* After step `step` of the training loop: every `every` steps a check of
  * rt's stats since the last (starting the planner's thread on a drift);
  * once a plan is ready, its schedule swapped into rt (*swapped true, ev

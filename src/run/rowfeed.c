@@ -59,9 +59,21 @@ struct rap_rowfeed {
     char err_msg[2048];
     /* consumer */
     int64_t batches_out, rows_out;
+    int64_t ids_out[RAP_FEED_ID_COLS]; /* ids of raw sparse column j in the rows handed out */
     bool ended;
     rap_status end_status;
 };
+
+/* The list lengths handed out: ids of each raw sparse column (its offsets'
+ * span: O(columns) a batch). */
+static void count_ids(rap_rowfeed *f, const rap_batch *b)
+{
+    int ns = b->schema.n_sparse < RAP_FEED_ID_COLS ? b->schema.n_sparse : RAP_FEED_ID_COLS;
+    for (int j = 0; j < ns && b->rows > 0; j++) {
+        const int64_t *off = b->sparse_off + (size_t)j * (size_t)(b->cap + 1);
+        f->ids_out[j] += off[b->rows] - off[0];
+    }
+}
 
 static void add_stats(rap_reader_stats *sum, const rap_reader_stats *s)
 {
@@ -486,6 +498,7 @@ rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_
         atomic_store(&f->held[fb->slot], 1);
         f->batches_out++;
         f->rows_out += fb->batch.rows;
+        count_ids(f, &fb->batch);
         *out = fb;
         return RAP_OK;
     }
@@ -517,6 +530,7 @@ void rap_rowfeed_get_stats(rap_rowfeed *f, rap_rowfeed_stats *st)
         return;
     st->batches_out = f->batches_out;
     st->rows_out = f->rows_out;
+    memcpy(st->ids_out, f->ids_out, sizeof st->ids_out);
     st->rows_filled = atomic_load(&f->filled);
     st->rows_held_out = atomic_load(&f->held_out);
     st->rows_skipped = atomic_load(&f->skipped);

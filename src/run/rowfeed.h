@@ -89,9 +89,13 @@ typedef struct {
     int slot;                   /* pool index (internal) */
 } rap_row_batch;
 
+#define RAP_FEED_ID_COLS 64     /* raw sparse columns whose ids are counted */
+
 typedef struct {
     int64_t batches_out;        /* batches (markers included) handed out */
     int64_t rows_out;           /* training rows in them */
+    int64_t ids_out[RAP_FEED_ID_COLS]; /* ids of raw sparse column j (< 64) in them: the
+                                * input's list lengths (re-planning, run/replan.h) */
     int64_t rows_filled;        /* training rows the thread put into batches (>= rows_out) */
     int64_t rows_held_out;      /* rows skipped by the hold-out */
     int64_t rows_skipped;       /* rows before start_pos */

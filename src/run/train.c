@@ -488,9 +488,7 @@ static rap_status replan_step(trainer *t)
     T_INFO(t, "replan: new schedule swapped in after step %lld (planned in %.2f s from the "
            "check at step %lld: %s)%s%s", (long long)ev.step, ev.plan_s,
            (long long)ev.checked_step, ev.why, ev.path[0] ? "; written to " : "", ev.path);
-    return rap_metrics_line(&t->log.mf, "\"event\":\"replan\",\"step\":%lld,\"checked_step\":%lld,"
-                            "\"plan_s\":%.3f,\"schedule\":\"%s\"", (long long)ev.step,
-                            (long long)ev.checked_step, ev.plan_s, ev.path);
+    return rap_train_watch_replan_line(&t->log.mf, &ev);
 }
 
 /* --replan: the re-planner of the started pipeline's runtime (one rank:
@@ -502,7 +500,8 @@ static rap_status replan_open(trainer *t)
         return RAP_OK;
     const rap_schedule *in_use = rap_runtime_schedule(runtime_of(t));
     return rap_replan_create(c->replan, c->plan, &t->pl->fusion, t->mc.batch,
-                             in_use ? in_use : t->pl->schedule, &t->replan);
+                             in_use ? in_use : t->pl->schedule, rap_pipeline_feed(t->pipe),
+                             &t->replan);
 }
 
 /* A trained step counted: position, samples, this rank's share, the

@@ -111,3 +111,14 @@ rap_status rap_train_watch_check(rap_train_watch *w, int64_t step, rap_metrics_f
     rap_progress_set_extra(pg, text);
     return RAP_OK;
 }
+
+rap_status rap_train_watch_replan_line(rap_metrics_file *mf, const rap_replan_event *ev)
+{
+    char why[1100], path[1300];
+    str_sink a = {why, 0, sizeof why}, b = {path, 0, sizeof path};
+    rap_json_escape(ev->why, sink_put, &a);
+    rap_json_escape(ev->path, sink_put, &b);
+    return rap_metrics_line(mf, "\"event\":\"replan\",\"step\":%lld,\"checked_step\":%lld,"
+                            "\"plan_s\":%.3f,\"why\":%s,\"schedule\":%s", (long long)ev->step,
+                            (long long)ev->checked_step, ev->plan_s, why, path);
+}

@@ -19,6 +19,7 @@
 
 #include "run/guards.h"
 #include "run/metrics.h"
+#include "run/replan.h"
 #include "run/progress.h"
 #include "run/progressive.h"
 
@@ -55,6 +56,10 @@ rap_status rap_train_watch_loss(rap_train_watch *w, int64_t step, double loss,
  * fail (w->stop_ev says which). */
 rap_status rap_train_watch_check(rap_train_watch *w, int64_t step, rap_metrics_file *mf,
                                  rap_progress *pg, char *keys, size_t keys_len, bool *stop);
+
+/* A re-planning swap's metrics line ("event":"replan", its reason and the
+ * schedule's file). */
+rap_status rap_train_watch_replan_line(rap_metrics_file *mf, const rap_replan_event *ev);
 
 #ifdef __cplusplus
 }
