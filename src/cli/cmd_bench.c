@@ -34,6 +34,7 @@
 #include "dist/hybrid.h"
 #include "run/mps.h"
 #include "run/pipeline.h"
+#include "run/progressive.h"
 #include "run/runtime.h"
 
 #include <math.h>
@@ -358,6 +359,23 @@ static rap_status preflight(const bench_ctx *b, const rap_mode *modes, int n_mod
 /* One mode; with comm (a rank of several) the model is this rank's share
  * (docs/DIST.md) and each step the hybrid one; gpu: the rank's device. The
  * pipeline is the builder's (run/pipeline.h), as rap train's. */
+/* --progressive: the window of pipeline p's model (on its stream), handed
+ * to the runtimes p starts. Refused with ranks (as rap train). */
+static rap_status progressive_create(const bench_ctx *b, rap_comm *comm, rap_pipeline *p,
+                                     rap_progressive **pv)
+{
+    const cli_settings *s = b->s;
+    if (comm)
+        return rap_fail(RAP_ERR_ARG, "--progressive: not with ranks yet (as rap train)");
+    if (s->progressive_window < b->mc.batch)
+        return rap_fail(RAP_ERR_ARG, "--progressive-window %lld: the window must hold at least "
+                        "one batch (--batch %lld)", (long long)s->progressive_window,
+                        (long long)b->mc.batch);
+    RAP_TRY(rap_progressive_create(s->progressive_window, b->dev, rap_pipeline_stream(p), pv));
+    rap_pipeline_set_progressive(p, *pv);
+    return RAP_OK;
+}
+
 static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, rap_comm *comm,
                            int gpu)
 {
@@ -376,11 +394,14 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     rap_pipeline_rank r = {(int)mode, comm, gpu, tr, NULL, NULL};
     /* the memory plan before anything is allocated (docs/MEMORY.md) */
     rap_memplan *plan = rap_malloc(sizeof *plan, "memory plan");
+    rap_progressive *pv = NULL; /* --progressive: its cost is what is measured */
     st = plan ? rap_pipeline_memplan(b->pl, &r, 0, plan) : RAP_ERR_NOMEM;
     if (st == RAP_OK)
         st = rap_pipeline_memplan_check(plan, "bench", b->mc.batch);
     if (st == RAP_OK)
         st = rap_pipeline_create(b->pl, &r, &p);
+    if (st == RAP_OK && s->progressive)
+        st = progressive_create(b, comm, p, &pv);
     if (st == RAP_OK) /* cycle over the data (or the shard) */
         st = rap_pipeline_start(p, 0, 0);
     if (st == RAP_OK) {
@@ -390,6 +411,13 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     if (st == RAP_OK)
         plan_row(plan, mode, row);
     rap_free(plan);
+    if (st == RAP_OK && pv) { /* read once at the end: the window is real */
+        rap_progressive_stats ps;
+        if ((st = rap_progressive_read(pv, &ps)) == RAP_OK)
+            rap_info("%s: progressive validation over the last %lld rows: AUC %.4f, logloss "
+                     "%.4f, calibration %.3f", rap_mode_name(mode), (long long)ps.rows, ps.auc,
+                     ps.logloss, ps.calibration);
+    }
     if (st == RAP_OK && tr) {
         char path[RAP_OPT_STR + 32];
         trace_name(s->trace, rap_mode_name(mode), path, sizeof path);
@@ -399,6 +427,8 @@ static rap_status run_mode(const bench_ctx *b, rap_mode mode, bench_row *row, ra
     }
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", rap_last_error());
+    rap_pipeline_stop(p, NULL);  /* the runtime first: it adds to the window */
+    rap_progressive_free(pv);    /* then the window, while the stream lives */
     rap_pipeline_free(p);
     rap_trace_free(tr);
     if (st != RAP_OK)

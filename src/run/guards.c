@@ -73,6 +73,7 @@ static void change(rap_guards *g, rap_guard_kind k, bool on, int64_t step, doubl
     snprintf(e->why, sizeof e->why, "%s", why);
 }
 
+/* The auc guard (guards.h): in band at every check over auc_rows rows. */
 static void check_auc(rap_guards *g, int64_t step, const rap_progressive_stats *ps,
                       rap_guard_event *ev, int *n)
 {
@@ -100,6 +101,7 @@ static void check_auc(rap_guards *g, int64_t step, const rap_progressive_stats *
     change(g, RAP_GUARD_AUC, true, step, ps->auc, why, ev, n);
 }
 
+/* The calibration guard: mean prediction / mean label within 1/F..F. */
 static void check_calibration(rap_guards *g, int64_t step, const rap_progressive_stats *ps,
                               rap_guard_event *ev, int *n)
 {

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <string.h>
 
+/* The window (progressive.h): on the host for the CPU model, on the device
+ * for the GPU model (then h_hist and h_sums hold what a read copied). */
 struct rap_progressive {
     rap_device dev;
     void *stream;          /* GPU: the model's */

@@ -125,6 +125,8 @@ struct rap_replan {
     char why[512];
 };
 
+/* The planner's thread: one plan of r->want, its result and timing in r,
+ * then PL_DONE (the training loop joins it). */
 static void *plan_main(void *arg)
 {
     rap_replan *r = arg;

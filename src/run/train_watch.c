@@ -30,6 +30,8 @@ void rap_train_watch_free(rap_train_watch *w)
     w->pv = NULL;
 }
 
+/* A rap_json_sink into a fixed buffer (cut at cap - 1 bytes, always
+ * terminated). */
 typedef struct {
     char *buf;
     size_t at, cap;
