@@ -320,6 +320,8 @@ static void matches_offline(rap_test_ctx *t, rap_device dev)
     rap_test_path(mf, sizeof mf, dev == RAP_GPU ? "pv_offline_gpu.jsonl" : "pv_offline.jsonl");
     rap_plan *plan = NULL;
     REQUIRE_OK(load_plan(&plan));
+    rap_test_env env; /* the same GEMM algorithms in both models (GPU) */
+    rap_test_tune_off(&env);
     rap_train_config c;
     rap_train_result r;
     config(&c, plan, data);
@@ -366,6 +368,7 @@ static void matches_offline(rap_test_ctx *t, rap_device dev)
     CHECK_MSG(lines == STEPS, "%d step lines", lines);
     free(s);
     free(y);
+    rap_test_tune_restore(&env);
     rap_plan_free(plan);
 }
 
