@@ -114,7 +114,7 @@ if has replan; then
   fi
   t=$(lim "replan train" 150 60)
   if [ -n "$t" ]; then
-    ( sleep "$PART2_AFTER"; cp "$OUT/part2.tsv" "$D/b.tsv.tmp" && mv "$D/b.tsv.tmp" "$D/b.tsv" ) &
+    ( sleep "$PART2_AFTER"; cp "$OUT/part2.tsv" "$D/.b.tsv.tmp" && mv "$D/.b.tsv.tmp" "$D/b.tsv" ) &  # a dot file is never read as data
     timeout "$t" "$B/rap" train --plan $PLAN $MODEL --schedule $SCHED --data "$D" --follow \
       --idle-timeout 15 --eval-fraction 0 --replan --replan-every "$EVERY" --capacity $CAP \
       --predictor $PRED --replan-out "$OUT/rs" --trace "$OUT/replan_trace.json" --trace-steps 1000 \
