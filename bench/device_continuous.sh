@@ -2,6 +2,11 @@
 # bench/device_continuous.sh [BIN_DIR]: continuous training's two device
 # measurements, in one device call from a carried build (nothing is built
 # here; `bash bench/exp/carry_dev.sh` prepares BIN_DIR, default .carry/dev):
+#   tests   the GPU tests of both (rap_tests progressive, replan_swap,
+#           guard): the kernel against the CPU reference bin for bin, the
+#           trainer's progressive metrics against an offline evaluation on
+#           the GPU, a swap in rap mode against the new schedule from the
+#           start, bit for bit
 #   pv      progressive validation's cost: rap bench of plan 0 (the paper's
 #           model, batch 4096, the shipped schedule, CUDA graphs) in rap
 #           mode without and with --progressive, interleaved ROUNDS times;
@@ -17,7 +22,7 @@
 #           rap bench (ideal, rap) on each part with the shipped schedule
 #           and with the one swapped in (--replan-out): rap / ideal before
 #           and after
-# Knobs: OUT (default out), PARTS (pv,replan), BUDGET (seconds for the
+# Knobs: OUT (default out), PARTS (tests,pv,replan), BUDGET (seconds for the
 # whole call, default 300: each step under timeout with what is left, and
 # skipped, saying so, when too little is), ROUNDS (pv: 3), STEPS (rap bench
 # timed steps, 200), ROWS (generated rows per part, 2000000), PART2_AFTER
@@ -30,7 +35,7 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-PARTS=${PARTS:-pv,replan}
+PARTS=${PARTS:-tests,pv,replan}
 BUDGET=${BUDGET:-300}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-200}
@@ -57,6 +62,15 @@ CAP=plans/h200/capacity/plan0_4096.capacity
 PRED=plans/h200/predictor
 
 note "== $(cat "$B/COMMIT" 2>/dev/null || echo 'commit unknown') on $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+
+if has tests; then
+  for p in progressive replan_swap guard; do
+    t=$(lim "tests $p" 120 20); [ -z "$t" ] && continue
+    timeout "$t" "$B/rap_tests" "$p" > "$OUT/tests_$p.log" 2>&1
+    note "rap_tests $p: exit $? $(tail -1 "$OUT/tests_$p.log")"
+    grep -h "SKIP\|FAIL" "$OUT/tests_$p.log" | head -5 | tee -a "$SUMMARY"
+  done
+fi
 
 # samples/s of mode rap in a rap bench --json file
 sps() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print([m["samples_per_s"] for m in d["modes"] if m["mode"]=="rap"][0])' "$1" 2>/dev/null || echo nan; }
