@@ -23,7 +23,7 @@
 #           and with the one swapped in (--replan-out): rap / ideal before
 #           and after
 # Knobs: OUT (default out), PARTS (tests,pv,replan), BUDGET (seconds for the
-# whole call, default 300: each step under timeout with what is left, and
+# whole call, default 480: each step under timeout with what is left, and
 # skipped, saying so, when too little is), ROUNDS (pv: 3), STEPS (rap bench
 # timed steps, 200), ROWS (generated rows per part, 2000000), PART2_AFTER
 # (seconds, 25), EVERY (--replan-every, 50).
@@ -36,7 +36,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PARTS=${PARTS:-tests,pv,replan}
-BUDGET=${BUDGET:-300}
+BUDGET=${BUDGET:-480}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-200}
 ROWS=${ROWS:-2000000}
