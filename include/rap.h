@@ -279,6 +279,10 @@ typedef struct {
     int64_t interleave_rows;   /* RAP_INTERLEAVE_BATCH: good rows per turn (>= 1) */
     const rap_input_schema *schema; /* the fields of a line and their format; NULL:
                                      * Criteo's (built in). Copied by rap_reader_open */
+    bool track_positions;      /* keep each row's data position (src/data/position.h);
+                                * one lane only */
+    const struct rap_data_position *start; /* start there (checked; copied at open);
+                                * NULL: the input's start; one lane only */
 } rap_reader_config;
 
 rap_reader_config rap_reader_defaults(void);

@@ -83,7 +83,8 @@ typedef struct {
     int64_t steps, epochs;
     char metrics[RAP_OPT_STR];
     char save[RAP_OPT_STR];
-    int64_t save_every;
+    char save_every[RAP_OPT_STR]; /* steps, or a duration: 90s, 10m, 1h */
+    int64_t keep;
     bool replan;             /* re-planning while training (docs/RUNTIME.md) */
     int64_t replan_every;
     double replan_threshold;

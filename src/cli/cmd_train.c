@@ -8,6 +8,7 @@
 #include "run/mps.h"
 #include "run/pipeline.h"
 #include "run/train.h"
+#include "run/train_series.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -120,7 +121,8 @@ static rap_status check_paths(const cli_settings *s)
 {
     RAP_TRY(cli_check_input("data", s->data));
     RAP_TRY(cli_check_input("eval-data", s->eval_data));
-    RAP_TRY(cli_check_input("resume", s->resume));
+    if (strcmp(s->resume, "latest")) /* latest: chosen among --save's files in setup */
+        RAP_TRY(cli_check_input("resume", s->resume));
     if (strcmp(s->plan, "default"))
         RAP_TRY(cli_check_input("plan", s->plan));
     RAP_TRY(cli_check_output("save", s->save));
@@ -181,6 +183,50 @@ static rap_status configure_replan(const cli_settings *s, train_job *j, rap_trai
     rap_info("replan: every %lld steps against %s (tolerance %g), drift threshold %g",
              (long long)r->every, cap->source, cap->tolerance, r->threshold);
     return RAP_OK;
+}
+
+/* Test hook: with RAP_TEST_STEP_LOG=FILE the run appends to FILE a line
+ * "R step pos" at its start, "S step seq pos_after rows" after each step
+ * and "B seq id id ..." with each feed batch (the ids: the rows' first
+ * integer field, int_0), each written at once so that a run killed with
+ * SIGKILL leaves every line of what it did (tests/test_series.c counts
+ * the rows trained per input line with them). */
+static FILE *g_step_log;
+
+static void step_log(void *ctx, int64_t step, int64_t seq, int64_t pos_after, int64_t rows)
+{
+    (void)ctx;
+    if (rows < 0)
+        fprintf(g_step_log, "R %lld %lld\n", (long long)step, (long long)pos_after);
+    else
+        fprintf(g_step_log, "S %lld %lld %lld %lld\n", (long long)step, (long long)seq,
+                (long long)pos_after, (long long)rows);
+    fflush(g_step_log);
+}
+
+static void batch_log(void *ctx, int64_t seq, const rap_batch *b)
+{
+    (void)ctx;
+    flockfile(g_step_log);
+    fprintf(g_step_log, "B %lld", (long long)seq);
+    for (int64_t i = 0; i < b->rows; i++) /* int_0: dense column 0 */
+        fprintf(g_step_log, " %.0f", b->dense_valid[i] ? (double)b->dense[i] : -1.0);
+    fprintf(g_step_log, "\n");
+    fflush(g_step_log);
+    funlockfile(g_step_log);
+}
+
+static void install_step_log(rap_train_config *c)
+{
+    const char *p = getenv("RAP_TEST_STEP_LOG");
+    if (!p || !p[0])
+        return;
+    if (!g_step_log && !(g_step_log = fopen(p, "a"))) {
+        rap_warn("RAP_TEST_STEP_LOG: cannot open %s", p);
+        return;
+    }
+    c->step_hook = step_log;
+    c->batch_hook = batch_log;
 }
 
 /* Builds the trainer's config from the settings (with gen, generating
@@ -269,14 +315,16 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
     c.epochs = s->epochs;
     c.metrics = s->metrics;
     c.save = s->save;
-    c.save_every = s->save_every;
     c.progressive = s->progressive;
     c.progressive_window = s->progressive_window;
     c.guards.action = s->guard ? RAP_GUARD_FAIL : RAP_GUARD_WARN;
     c.guards.nan = s->guard_nan;
     c.guards.auc_rows = s->guard_auc_rows;
     c.guards.calib_factor = s->guard_calibration;
+    RAP_TRY(rap_series_parse_every(s->save_every, &c.save_every, &c.save_every_s));
+    c.keep = s->keep;
     c.resume = s->resume;
+    install_step_log(&c);
     c.log_every = s->log_every;
     c.log_interval = 5;
     c.progress = !s->quiet;

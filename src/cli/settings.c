@@ -94,8 +94,9 @@ const rap_opt cli_options[] = {
     {"prep-lanes", RAP_OPT_INT, TB, OFF(prep_lanes), "1", 1, 8, NULL, "N", "rap mode on the GPU: streams a window's independent preprocessing kernels run on at once (1: one stream, in schedule order)"},
     {"metrics", RAP_OPT_STRING, TR, OFF(metrics), "", 0, 0, NULL, "FILE", "write JSON lines: one per logged step and evaluation, then a final line"},
     {"save", RAP_OPT_STRING, TR, OFF(save), "", 0, 0, NULL, "CKPT", "write a checkpoint (safetensors) at the end"},
-    {"save-every", RAP_OPT_INT, TR, OFF(save_every), "0", 0, BIG, NULL, "N", "also write --save every N steps"},
-    {"resume", RAP_OPT_STRING, TR, OFF(resume), "", 0, 0, NULL, "CKPT", "continue training from a checkpoint"},
+    {"save-every", RAP_OPT_STRING, TR, OFF(save_every), "0", 0, 0, NULL, "N|DUR", "also write a checkpoint beside --save every N steps, or every duration (90s, 10m, 1h), with the step in its name (docs/TRAINING.md)"},
+    {"keep", RAP_OPT_INT, TR, OFF(keep), "0", 0, BIG, NULL, "N", "keep the newest N periodic checkpoints, removing older ones once a new one is complete (0: all)"},
+    {"resume", RAP_OPT_STRING, TR, OFF(resume), "", 0, 0, NULL, "CKPT", "continue training from a checkpoint; latest: the newest complete one of --save's (none yet: from the start)"},
     /* progressive validation and guards (docs/TRAINING.md) */
     {"progressive", RAP_OPT_BOOL, TB, OFF(progressive), "false", 0, 0, NULL, NULL, "evaluate every batch by its training forward before its update: running AUC, logloss and calibration over the last --progressive-window rows on the progress line and in --metrics"},
     {"progressive-window", RAP_OPT_INT, TB, OFF(progressive_window), "1048576", 1, 1 << 30, NULL, "ROWS", "rows progressive validation's metrics cover (at least --batch)"},

@@ -21,6 +21,7 @@ void rap_line_fill_take(rap_line_fill *f, char *b, size_t got, int64_t max_line)
     const size_t keep = (size_t)max_line + 1;
     while (at < end) {
         if (f->skipping) {
+            size_t at0 = at;
             for (; at < end; at++) {
                 unsigned c = (unsigned char)b[at];
                 if (c == '\n')
@@ -31,10 +32,14 @@ void rap_line_fill_take(rap_line_fill *f, char *b, size_t got, int64_t max_line)
                 if (!f->last_cr && ((c < 0x20 && c != '\t') || c >= 0x7f))
                     f->bin = true;
             }
+            f->drop_cur += (int64_t)(at - at0);
             if (at == end) {
                 end = f->prefix_end;
                 break;
             }
+            if (f->drops && f->n_drops < f->cap_drops)
+                f->drops[f->n_drops++] = (rap_line_drop){f->prefix_end, f->drop_cur};
+            f->drop_cur = 0;
             if (f->bin)
                 b[f->prefix_end - 1] = 0;
             b[f->prefix_end] = '\n';
@@ -68,13 +73,18 @@ void rap_line_fill_take(rap_line_fill *f, char *b, size_t got, int64_t max_line)
 void rap_line_fill_end(rap_line_fill *f, char *b)
 {
     if (f->skipping) {
+        if (f->drops && f->n_drops < f->cap_drops)
+            f->drops[f->n_drops++] = (rap_line_drop){f->prefix_end, f->drop_cur};
+        f->drop_cur = 0;
         if (f->bin)
             b[f->prefix_end - 1] = 0;
         b[f->prefix_end] = '\n';
         f->len = f->prefix_end + 1;
         f->skipping = false;
+        f->added_nl = true;
     } else if (f->len > f->line_start) { /* a last line with no '\n' is a row */
         b[f->len++] = '\n';
+        f->added_nl = true;
     }
     f->line_start = f->len;
 }

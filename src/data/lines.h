@@ -48,6 +48,14 @@
 
 /* ------------------------------------------------------------ the rule */
 
+/* A line whose tail was dropped: its '\n' is at buffer byte `at`, and n
+ * bytes of the input before it are not in the buffer (so a reader can tell
+ * the input's offset of any line). */
+typedef struct {
+    size_t at;
+    int64_t n;
+} rap_line_drop;
+
 typedef struct {
     size_t len;          /* bytes in the buffer */
     size_t line_start;   /* start of the line not yet ended by '\n' */
@@ -55,11 +63,17 @@ typedef struct {
     size_t prefix_end;   /* skipping: end of its kept first max_line + 1 bytes */
     bool bin;            /* skipping: a binary byte was dropped */
     bool last_cr;        /* skipping: the last dropped byte was '\r' */
+    int64_t drop_cur;    /* skipping: bytes of the line dropped so far */
+    rap_line_drop *drops; /* (cap_drops) the dropped lines' records, or NULL: none kept */
+    int64_t n_drops, cap_drops;
+    bool added_nl;       /* rap_line_fill_end gave the last line a '\n' the input lacks */
 } rap_line_fill;
 
 /* Takes in got new bytes at buf[f->len]: moves line_start past each '\n'
  * and drops the tail of a line longer than max_line (f->len then grows by
- * less than got). Cannot fail. */
+ * less than got); with drops set, records each such line while there is
+ * room (a buffer of C bytes holds at most C / (max_line + 2) of them).
+ * Cannot fail. */
 void rap_line_fill_take(rap_line_fill *f, char *buf, size_t got, int64_t max_line);
 
 /* The input ends: finishes a dropped line's prefix and gives a last line

@@ -14,6 +14,7 @@
 #include "data/lines.h"
 #include "data/parse.h"
 #include "data/parse_schema.h"
+#include "data/position.h"
 #include "data/reader_internal.h"
 #include "data/source.h"
 
@@ -31,6 +32,12 @@ typedef struct {
     int pq_group;         /* a Parquet file's row group to read (path), -1: text in buf */
     int64_t pq_max;       /* ... at most this many of its rows (-1: all) */
     char path[1024];      /* for messages */
+    int64_t fid;          /* the file's entry in the reader's file table */
+    int64_t file_off;     /* the file's byte offset of buf[0] (< 0 when buf[0] came
+                           * before a truncation: offsets count from the new start) */
+    rap_line_drop *drops; /* (cap_drops) lines whose tails were dropped (lines.h) */
+    int64_t n_drops;
+    bool added_nl;        /* the last line's '\n' is not in the file */
     rap_parsed out;
     rap_status parse_status;
     char parse_msg[256];
@@ -60,10 +67,18 @@ typedef struct {
     int64_t lines_emitted; /* L = 1 and max_rows: lines published */
     rap_line_fill fill;    /* the slot being filled */
     slot *filling;
+    int64_t fid;           /* the file being read: its file table entry */
+    int64_t src_off;       /* its byte offset of the next byte read */
+    double moved_since;    /* follow: when its path was first seen naming another file */
+    bool moved;            /* follow: the file read last ended that way */
+    bool final_at_end;     /* the file being read ends at its end, follow or not */
     /* rap_reader_next only: progress in the lane's oldest slot */
     bool c_started;
     int64_t c_u, c_k;      /* good rows, rejects taken from it */
     int64_t c_file, c_line_base, c_slot_base;
+    int64_t c_fid;         /* the file of c_line_base */
+    int64_t c_line, c_byte, c_drop, c_dsum; /* track_positions: the next line of the
+                           * slot, its first byte, the drop records before it, their bytes */
     bool c_alive;          /* interleave: still in the rotation */
 } lane;
 
@@ -94,6 +109,17 @@ struct rap_reader {
     /* lane 0 with L = 1 (follow) */
     double last_data;
 
+    /* positions (track_positions, start) */
+    struct { char *path; uint64_t dev, ino; int64_t line0; } *ftab; /* (n_ftab) every file
+                           * opened, in order; guarded by mu */
+    int64_t n_ftab, cap_ftab;
+    int64_t cap_drops;    /* drop records per slot */
+    rap_data_position start; /* start.valid: the position to start at */
+    rap_position_target target;
+    int64_t *row_fid, *row_off, *row_line; /* (cap_rows) each row of the last batch */
+    int64_t cap_rows, pos_first, pos_n;  /* its first row's index, its rows */
+    int64_t prev_fid, prev_off, prev_line; /* just before pos_first (fid -1: the start) */
+
     /* rap_reader_next only */
     int64_t c_file;       /* file order, L > 1: the file being handed out */
     int c_lane;           /* interleave: the lane of the turn */
@@ -113,6 +139,9 @@ struct rap_reader {
 /* Appends the regular, non-hidden files of the input directory whose
  * names sort after the last name known, in strcmp order. *added: how many. */
 rap_status reader_rescan(struct rap_reader *r, int64_t *added);
+/* Appends the open file src to the file table (its lines counted from
+ * line0 + 1); *fid: its entry. RAP_ERR_NOMEM, or RAP_ERR_IO from fstat. */
+rap_status reader_ftab_add(struct rap_reader *r, rap_source *src, int64_t line0, int64_t *fid);
 /* The lane thread (pthread start routine; arg: the lane). */
 void *reader_lane_main(void *arg);
 /* The schema Parquet columns are read by: cfg.schema's copy, else the

@@ -25,6 +25,8 @@
 #include <time.h>
 
 #define POLL_S 0.05 /* follow: how often a quiet input is looked at again */
+#define MOVED_GRACE_S 0.25 /* follow: a file whose path names another file is read
+                            * on this long (its writer may not have reopened yet) */
 
 /* ---------------------------------------------------------- directory */
 
@@ -93,6 +95,44 @@ rap_status reader_rescan(rap_reader *r, int64_t *added)
     return st;
 }
 
+/* --------------------------------------------------------- file table */
+
+rap_status reader_ftab_add(rap_reader *r, rap_source *src, int64_t line0, int64_t *fid)
+{
+    uint64_t dev = 0, ino = 0;
+    if (rap_source_is_regular(src))
+        RAP_TRY(rap_source_identity(src, &dev, &ino));
+    char *path = strdup(rap_source_name(src));
+    if (!path)
+        return rap_fail(RAP_ERR_NOMEM, "out of memory naming %s", rap_source_name(src));
+    if (r->sync_init) /* else rap_reader_open, before any thread */
+        pthread_mutex_lock(&r->mu);
+    rap_status st = RAP_OK;
+    if (r->n_ftab == r->cap_ftab) {
+        int64_t c = r->cap_ftab ? 2 * r->cap_ftab : 16;
+        void *g = rap_realloc(r->ftab, (size_t)c * sizeof *r->ftab, "file table");
+        if (!g)
+            st = RAP_ERR_NOMEM;
+        else {
+            r->ftab = g;
+            r->cap_ftab = c;
+        }
+    }
+    if (st == RAP_OK) {
+        *fid = r->n_ftab;
+        r->ftab[r->n_ftab].path = path;
+        r->ftab[r->n_ftab].dev = dev;
+        r->ftab[r->n_ftab].ino = ino;
+        r->ftab[r->n_ftab].line0 = line0;
+        r->n_ftab++;
+    }
+    if (r->sync_init)
+        pthread_mutex_unlock(&r->mu);
+    if (st != RAP_OK)
+        free(path);
+    return st;
+}
+
 /* ------------------------------------------------------------- slots */
 
 static void sleep_s(double s)
@@ -122,10 +162,16 @@ static rap_status acquire(lane *l, const char *path, int64_t file_idx)
     sl->skip = 0;
     sl->pq_group = -1;
     sl->pq_max = -1;
+    sl->fid = l->fid;
+    sl->file_off = l->src_off;
+    sl->n_drops = 0;
+    sl->added_nl = false;
     if (sl->path != path)
         snprintf(sl->path, sizeof sl->path, "%s", path);
     l->filling = sl;
     memset(&l->fill, 0, sizeof l->fill);
+    l->fill.drops = sl->drops;
+    l->fill.cap_drops = sl->drops ? r->cap_drops : 0;
     return RAP_OK;
 }
 
@@ -180,6 +226,8 @@ static rap_status emit(lane *l, size_t cut, bool more, bool *limit)
         return RAP_OK;
     }
     sl->len = cut;
+    sl->n_drops = l->fill.n_drops;
+    sl->added_nl = l->fill.added_nl && cut == l->fill.len;
     pthread_mutex_lock(&r->mu);
     sl->state = SLOT_FILLED;
     l->produced++;
@@ -194,6 +242,9 @@ static rap_status emit(lane *l, size_t cut, bool more, bool *limit)
     memcpy(l->filling->buf, l->carry, carry);
     l->fill = keep;
     rap_line_fill_shift(&l->fill, cut);
+    l->fill.drops = l->filling->drops; /* the records before cut went with sl */
+    l->fill.n_drops = 0;
+    l->filling->file_off = l->src_off - (int64_t)carry - keep.drop_cur;
     return RAP_OK;
 }
 
@@ -219,6 +270,53 @@ static bool idle_expired(const rap_reader *r)
 
 /* ------------------------------------------------------------- files */
 
+/* A followed plain file is shorter than what was read (copytruncate): it
+ * is read again from its first byte as a new file of the table (lines
+ * counted from 1 again). The partial line held (the slot holds nothing
+ * else: its whole lines were just emitted) is kept: its writer goes on
+ * writing it at the new start. */
+static rap_status truncated(lane *l, rap_source *src)
+{
+    rap_reader *r = l->r;
+    RAP_TRY(rap_source_rewind(src));
+    int64_t fid;
+    RAP_TRY(reader_ftab_add(r, src, 0, &fid));
+    l->fid = fid;
+    l->src_off = 0;
+    l->filling->fid = fid;
+    l->filling->file_off = -(int64_t)l->fill.len - l->fill.drop_cur;
+    rap_info("%s: truncated while followed (copytruncate): reading it again from its first "
+             "byte", rap_source_name(src));
+    return RAP_OK;
+}
+
+/* Follow: looks at what the quiet file's path names now. A truncation is
+ * read again at once; a path naming another file (or none) for
+ * MOVED_GRACE_S ends the file (*final, l->moved). */
+static rap_status rotation(lane *l, rap_source *src, bool *final)
+{
+    rap_rotation rot;
+    RAP_TRY(rap_source_rotation(src, rap_source_name(src), &rot));
+    if (rot == RAP_ROT_TRUNCATED) {
+        l->moved_since = -1;
+        return truncated(l, src);
+    }
+    if (rot != RAP_ROT_MOVED) {
+        l->moved_since = -1;
+        return RAP_OK;
+    }
+    double now = rap_now();
+    if (l->moved_since < 0) {
+        l->moved_since = now;
+    } else if (now - l->moved_since >= MOVED_GRACE_S) {
+        *final = true;
+        l->moved = true;
+        rap_info("%s: renamed, replaced or deleted while followed: its rows read to its end",
+                 rap_source_name(src));
+    }
+    return RAP_OK;
+}
+
 /* The file has no more bytes now: decides whether it has ended. Emits
  * the complete lines so far when it has not (a follow), rescans a followed
  * directory, sleeps. *final: read it to its end now; *end: stop reading
@@ -228,7 +326,7 @@ static rap_status quiet_input(lane *l, rap_source *src, int64_t dir_idx, bool *f
     rap_reader *r = l->r;
     bool pipe = !rap_source_is_regular(src);
     *final = pipe ? rap_source_at_end(src)
-                  : (!r->cfg.follow || (r->is_dir && dir_idx < r->n_names - 1));
+                  : (!r->cfg.follow || l->final_at_end || (r->is_dir && dir_idx < r->n_names - 1));
     if (*final)
         return RAP_OK;
     bool limit = false;
@@ -241,6 +339,11 @@ static rap_status quiet_input(lane *l, rap_source *src, int64_t dir_idx, bool *f
     }
     if (!r->cfg.follow)
         return RAP_OK; /* a pipe with nothing yet: wait on */
+    if (!pipe) {
+        RAP_TRY(rotation(l, src, final));
+        if (*final)
+            return RAP_OK;
+    }
     if (!pipe && r->is_dir) {
         int64_t added;
         RAP_TRY(reader_rescan(r, &added));
@@ -295,6 +398,7 @@ static rap_status read_file(lane *l, rap_source *src, int64_t dir_idx, bool *end
         }
         if (got > 0) {
             add_bytes(r, got);
+            l->src_off += (int64_t)got;
             r->last_data = rap_now();
             rap_line_fill_take(&l->fill, l->filling->buf, got, r->cfg.max_line);
             continue;
@@ -320,6 +424,7 @@ static rap_status read_file(lane *l, rap_source *src, int64_t dir_idx, bool *end
         if (nt > 0) {
             memcpy(l->filling->buf + l->fill.len, tail, nt);
             add_bytes(r, nt);
+            l->src_off += (int64_t)nt;
             rap_line_fill_take(&l->fill, l->filling->buf, nt, r->cfg.max_line);
         }
         rap_line_fill_end(&l->fill, l->filling->buf);
@@ -395,18 +500,95 @@ static rap_status read_parquet(lane *l, const char *path, int64_t dir_idx, bool 
     return st;
 }
 
-/* Opens and reads file i of the directory; *end as for read_file. */
+/* Reads src from its byte off (already skipped to) as file table entry
+ * fid, then closes it; *end as for read_file. */
+static rap_status read_tracked(lane *l, rap_source *src, int64_t fid, int64_t off,
+                               int64_t dir_idx, bool *end)
+{
+    l->fid = fid;
+    l->src_off = off;
+    l->moved = false;
+    l->moved_since = -1;
+    rap_status st = read_file(l, src, dir_idx, end);
+    rap_source_close(src);
+    return st;
+}
+
+/* Opens path as a new entry of the file table and reads it. */
+static rap_status read_path(lane *l, const char *path, int64_t dir_idx, bool *end)
+{
+    rap_source *src;
+    RAP_TRY(rap_source_open(path, &src));
+    int64_t fid;
+    rap_status st = reader_ftab_add(l->r, src, 0, &fid);
+    if (st != RAP_OK) {
+        rap_source_close(src);
+        return st;
+    }
+    return read_tracked(l, src, fid, 0, dir_idx, end);
+}
+
+/* Opens and reads file i of the directory (the start position's file:
+ * r->first, opened by rap_reader_open); *end as for read_file. */
 static rap_status read_dir_file(lane *l, int64_t i, bool *end)
 {
     rap_reader *r = l->r;
+    if (r->first && r->start.valid && i == r->target.dir_index) {
+        rap_source *src = r->first;
+        r->first = NULL;
+        return read_tracked(l, src, 0, r->start.offset, i, end);
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", r->input, r->names[i]);
     if (rap_pq_is_parquet(path))
         return read_parquet(l, path, i, end);
-    rap_source *src;
-    RAP_TRY(rap_source_open(path, &src));
-    rap_status st = read_file(l, src, i, end);
-    rap_source_close(src);
+    return read_path(l, path, i, end);
+}
+
+/* Follow: waits for path to name a file again (a single file renamed or
+ * deleted: its writer creates it anew). *gone: stopped or timed out. */
+static void wait_for_path(rap_reader *r, const char *path, bool *gone)
+{
+    *gone = false;
+    for (;;) {
+        struct stat sb;
+        if (atomic_load(&r->stop) || idle_expired(r)) {
+            *gone = true;
+            return;
+        }
+        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+            return;
+        set_idle(r);
+        sleep_s(POLL_S);
+    }
+}
+
+/* A single file (or stdin): from the start position when there is one
+ * (and for a file renamed away since, then the input from its first
+ * byte); with follow, a file renamed or replaced is followed by the file
+ * its path names next. */
+static rap_status read_single(lane *l)
+{
+    rap_reader *r = l->r;
+    bool end = false;
+    rap_source *src = r->first;
+    r->first = NULL;
+    if (strcmp(r->input, "-") && rap_pq_is_parquet(r->input)) { /* read whole, no follow */
+        rap_source_close(src);
+        return read_parquet(l, r->input, 0, &end);
+    }
+    bool again = r->target.then_input;
+    l->final_at_end = again; /* renamed away before the position was taken */
+    rap_status st = read_tracked(l, src, 0, r->start.valid ? r->start.offset : 0, 0, &end);
+    l->final_at_end = false;
+    while (st == RAP_OK && !end && (again || (r->cfg.follow && l->moved))) {
+        again = false;
+        bool gone;
+        wait_for_path(r, r->input, &gone);
+        if (gone)
+            break;
+        st = read_path(l, r->input, 0, &end);
+    }
     return st;
 }
 
@@ -416,17 +598,8 @@ static rap_status read_all(lane *l, int64_t *file)
     rap_reader *r = l->r;
     bool end = false;
     *file = 0;
-    if (!r->is_dir) {
-        rap_source *src = r->first;
-        r->first = NULL;
-        if (strcmp(r->input, "-") && rap_pq_is_parquet(r->input)) {
-            rap_source_close(src);
-            return read_parquet(l, r->input, 0, &end);
-        }
-        rap_status st = read_file(l, src, 0, &end);
-        rap_source_close(src);
-        return st;
-    }
+    if (!r->is_dir)
+        return read_single(l);
     if (r->L > 1) { /* files id, id + L, ...; the listing is fixed */
         for (int64_t i = l->id; i < r->n_names && !end; i += r->L) {
             if (atomic_load(&r->stop))
@@ -436,7 +609,7 @@ static rap_status read_all(lane *l, int64_t *file)
         }
         return RAP_OK;
     }
-    int64_t i = 0;
+    int64_t i = r->start.valid ? r->target.dir_index : 0;
     for (;;) {
         if (atomic_load(&r->stop))
             return RAP_OK;
@@ -445,7 +618,13 @@ static rap_status read_all(lane *l, int64_t *file)
             RAP_TRY(read_dir_file(l, i, &end));
             if (end)
                 return RAP_OK;
-            i++;
+            /* a name replaced by a new file (create style) is read again */
+            char path[4096];
+            struct stat sb;
+            snprintf(path, sizeof path, "%s/%s", r->input, r->names[i]);
+            if (!(r->cfg.follow && l->moved && i == r->n_names - 1 && stat(path, &sb) == 0 &&
+                  S_ISREG(sb.st_mode)))
+                i++;
             continue;
         }
         *file = i;

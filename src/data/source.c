@@ -322,6 +322,84 @@ const char *rap_source_inflater(const rap_source *s)
 }
 const char *rap_source_name(const rap_source *s) { return s->name; }
 
+rap_status rap_source_identity(const rap_source *s, uint64_t *dev, uint64_t *ino)
+{
+    struct stat sb;
+    if (fstat(s->fd, &sb) != 0)
+        return rap_fail(RAP_ERR_IO, "%s: %s", s->name, strerror(errno));
+    *dev = (uint64_t)sb.st_dev;
+    *ino = (uint64_t)sb.st_ino;
+    return RAP_OK;
+}
+
+rap_status rap_source_rotation(const rap_source *s, const char *path, rap_rotation *out)
+{
+    *out = RAP_ROT_NONE;
+    if (!s->regular || s->mode == MODE_GZIP || !s->own_fd)
+        return RAP_OK;
+    struct stat fd_sb, path_sb;
+    if (fstat(s->fd, &fd_sb) != 0)
+        return rap_fail(RAP_ERR_IO, "%s: %s", s->name, strerror(errno));
+    if (fd_sb.st_nlink == 0 || stat(path, &path_sb) != 0 || path_sb.st_ino != fd_sb.st_ino ||
+        path_sb.st_dev != fd_sb.st_dev) {
+        *out = RAP_ROT_MOVED;
+        return RAP_OK;
+    }
+    if ((int64_t)fd_sb.st_size < s->raw_base + s->raw_read)
+        *out = RAP_ROT_TRUNCATED;
+    return RAP_OK;
+}
+
+rap_status rap_source_rewind(rap_source *s)
+{
+    if (s->mode == MODE_GZIP)
+        return rap_fail(RAP_ERR_IO, "%s: a gzip file was truncated while followed: its "
+                        "compressed stream cannot be read from a new start", s->name);
+    if (!s->regular || lseek(s->fd, 0, SEEK_SET) < 0)
+        return rap_fail(RAP_ERR_IO, "%s: seek to the start: %s", s->name,
+                        s->regular ? strerror(errno) : "not a regular file");
+    s->raw_base = 0;
+    s->raw_read = 0;
+    s->in_pos = s->in_len = 0;
+    return RAP_OK;
+}
+
+rap_status rap_source_skip(rap_source *s, int64_t n, char *scratch, size_t cap)
+{
+    int64_t done = 0;
+    if (s->mode == MODE_UNKNOWN && n > 0)
+        RAP_TRY(sniff(s));
+    if (s->mode == MODE_PLAIN && s->regular) {
+        struct stat sb;
+        if (fstat(s->fd, &sb) != 0)
+            return rap_fail(RAP_ERR_IO, "%s: %s", s->name, strerror(errno));
+        if ((int64_t)sb.st_size < s->raw_base + n)
+            return rap_fail(RAP_ERR_DATA, "%s: the file has %lld bytes, it ends before byte %lld",
+                            s->name, (long long)(sb.st_size - s->raw_base), (long long)n);
+        size_t held = s->in_len - s->in_pos;
+        if ((int64_t)held >= n) {
+            s->in_pos += (size_t)n;
+            return RAP_OK;
+        }
+        s->in_pos = s->in_len;
+        int64_t at = s->raw_base + n;
+        if (lseek(s->fd, (off_t)at, SEEK_SET) < 0)
+            return rap_fail(RAP_ERR_IO, "%s: seek: %s", s->name, strerror(errno));
+        s->raw_read = n;
+        return RAP_OK;
+    }
+    while (done < n) {
+        size_t got;
+        int64_t left = n - done;
+        RAP_TRY(rap_source_read(s, scratch, left < (int64_t)cap ? (size_t)left : cap, &got));
+        if (got == 0)
+            return rap_fail(RAP_ERR_DATA, "%s: the data ends after %lld bytes, before byte %lld",
+                            s->name, (long long)done, (long long)n);
+        done += (int64_t)got;
+    }
+    return RAP_OK;
+}
+
 rap_status rap_source_finish(rap_source *s, char *buf, size_t *got)
 {
     *got = 0;

@@ -43,6 +43,34 @@ const char *rap_source_inflater(const rap_source *s);
  * fails with RAP_ERR_IO "path: truncated gzip data" when a gzip member is
  * incomplete. */
 rap_status rap_source_finish(rap_source *s, char *buf, size_t *got);
+/* ------------------------------------------------ following a rotated file
+ * (docs/INPUT.md "Log rotation") */
+
+/* What rap_source_rotation saw of a followed plain file. */
+typedef enum {
+    RAP_ROT_NONE = 0,  /* the same file, not shorter than what was read */
+    RAP_ROT_TRUNCATED, /* shorter than the bytes read from it (copytruncate) */
+    RAP_ROT_MOVED,     /* its path now names another file or none (renamed or
+                        * replaced: create style), or it was deleted */
+} rap_rotation;
+
+/* The identity of the open file (fstat: device and inode). Errors:
+ * RAP_ERR_IO "name: ...". */
+rap_status rap_source_identity(const rap_source *s, uint64_t *dev, uint64_t *ino);
+/* Compares the open file with what path names now and with the bytes read
+ * from it. Only for a regular plain file; stdin and gzip give NONE.
+ * Errors: RAP_ERR_IO for a failing fstat of the open file. */
+rap_status rap_source_rotation(const rap_source *s, const char *path, rap_rotation *out);
+/* Reads a truncated plain file again from its first byte. RAP_ERR_IO for
+ * a gzip file (a compressed stream cannot be followed through a
+ * truncation) or a failing seek. */
+rap_status rap_source_rewind(rap_source *s);
+/* Skips the first n uncompressed bytes (a resume position): a seek for a
+ * plain file, inflated and dropped for gzip; scratch (cap bytes) is used
+ * for that. RAP_ERR_DATA "name: ... ends before byte n" when the file is
+ * shorter. */
+rap_status rap_source_skip(rap_source *s, int64_t n, char *scratch, size_t cap);
+
 /* The name used in messages: the path, or "<stdin>". */
 const char *rap_source_name(const rap_source *s);
 /* Releases everything; accepts NULL. */

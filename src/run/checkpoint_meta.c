@@ -11,7 +11,8 @@ const char *const rap_ckpt_soft_keys[] = {"lr", "batch", "precision", "adagrad_e
 
 const char *const rap_ckpt_position_keys[] = {"step", "epoch", "rows_in_epoch", "data",
                                               "eval_fraction", "rng_state", "samples_trained",
-                                              NULL};
+                                              "data_file", "data_dev", "data_inode",
+                                              "data_offset", "data_line", NULL};
 
 /* Keys that must match on resume, besides the plan (compared by hash) and
  * the optimizer (its own rule: check_optimizer). */

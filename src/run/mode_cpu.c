@@ -181,6 +181,9 @@ static rap_status fetch_job(rap_runtime *rt, cpu_job **out, double *waited)
             fake.pass = j->info.pass;
             fake.pos_after = j->info.pos_after;
             fake.pass_rows = j->info.pass_rows;
+            fake.has_data_pos = j->info.has_data_pos;
+            if (fake.has_data_pos)
+                fake.data_pos = j->info.data_pos;
             rt_cpu_job_release(rt, j);
             RAP_TRY(rt_push_marker(rt, &fake));
             continue;

@@ -172,6 +172,12 @@ typedef struct {
                                 * (reading overlaps training) */
     volatile sig_atomic_t *stop; /* set (a signal handler): a feed waiting on a followed
                                   * input stops */
+    bool track_positions;      /* each feed batch carries its data position (rowfeed.h) */
+    const rap_data_position *start; /* when valid and its rows are start_pos: the first
+                                 * pass reads from there (NULL: none) */
+    void (*batch_hook)(void *ctx, int64_t seq, const rap_batch *b); /* the feed's test
+                                 * hook (rowfeed.h); NULL: none */
+    void *batch_hook_ctx;
     /* the rank and mode rap_pipeline_plan_create checks first and
      * rap_pipeline_size sizes by default (rap train creates it) */
     rap_pipeline_rank rank;

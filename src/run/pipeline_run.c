@@ -23,6 +23,13 @@ static rap_status open_feed(rap_pipeline *p, int64_t passes, int64_t start_pos)
     fc.passes = passes;
     fc.trace = p->r.trace;
     fc.stop = c->stop;
+    fc.track_positions = c->track_positions;
+    if (c->start && c->start->valid && c->start->rows == start_pos) {
+        fc.start = *c->start;
+        fc.open_at_create = true; /* a position that does not fit fails here */
+    }
+    fc.batch_hook = c->batch_hook;
+    fc.batch_hook_ctx = c->batch_hook_ctx;
     return rap_rowfeed_create(&fc, &p->feed);
 }
 

@@ -274,6 +274,8 @@ static bool feed_pass_run(rap_rowfeed *f, rap_reader *r, int64_t pass, int64_t *
         fb->pos_after = p.pos;
         fb->pass_rows = pass_rows;
         fb->end_of_pass = eop;
+        fb->has_data_pos = c->track_positions &&
+                           rap_reader_position_at(r, p.pos, &fb->data_pos) == RAP_OK;
         atomic_fetch_add(&f->filled, tb->rows);
         if (rap_queue_push(f->full_q, fb) != RAP_Q_OK)
             return false;
@@ -293,7 +295,10 @@ static void *feed_main(void *arg)
             break;
         rap_reader *r = pass == 0 ? atomic_load(&f->reader) : NULL; /* open_at_create */
         if (!r) {
-            rap_status st = rap_reader_open_ex(&c->reader, c->chunk_bytes, &r);
+            rap_reader_config rc = c->reader;
+            rc.track_positions = c->track_positions;
+            rc.start = pass == 0 && c->start.valid ? &c->start : NULL;
+            rap_status st = rap_reader_open_ex(&rc, c->chunk_bytes, &r);
             if (st != RAP_OK) {
                 feed_error(f, st);
                 break;
@@ -406,9 +411,17 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
         goto fail;
     for (int i = 0; i < P; i++)
         rap_queue_push(f->free_q, &f->pool[i]);
+    if (c->start.valid && c->start.rows != c->start_pos) {
+        st = rap_fail(RAP_ERR_ARG, "rowfeed: a start position at row %lld with start_pos %lld",
+                      (long long)c->start.rows, (long long)c->start_pos);
+        goto fail;
+    }
     if (c->open_at_create) {
         rap_reader *r = NULL;
-        if ((st = rap_reader_open_ex(&c->reader, c->chunk_bytes, &r)) != RAP_OK)
+        rap_reader_config rc = c->reader;
+        rc.track_positions = c->track_positions;
+        rc.start = c->start.valid ? &c->start : NULL;
+        if ((st = rap_reader_open_ex(&rc, c->chunk_bytes, &r)) != RAP_OK)
             goto fail;
         atomic_store(&f->reader, r);
     }
@@ -499,6 +512,8 @@ rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_
         f->batches_out++;
         f->rows_out += fb->batch.rows;
         count_ids(f, &fb->batch);
+        if (f->cfg.batch_hook && fb->batch.rows > 0)
+            f->cfg.batch_hook(f->cfg.batch_hook_ctx, fb->seq, &fb->batch);
         *out = fb;
         return RAP_OK;
     }

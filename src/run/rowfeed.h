@@ -45,6 +45,7 @@
 #ifndef RAP_RUN_ROWFEED_H
 #define RAP_RUN_ROWFEED_H
 
+#include "data/position.h"
 #include "rap.h"
 #include "run/trace.h"
 
@@ -73,6 +74,14 @@ typedef struct {
                                  * above), batch.first_row the reader's (index among the
                                  * pass's used rows); needs holdout 0, start_pos 0 and
                                  * !per_row (the mps server) */
+    bool track_positions;       /* each batch carries the data position after it
+                                 * (data/position.h); one reading thread */
+    rap_data_position start;    /* start.valid: the first pass starts there (its rows
+                                 * = start_pos: the rows before it are not read) */
+    void (*batch_hook)(void *ctx, int64_t seq, const rap_batch *b); /* test hook: called
+                                 * by rap_rowfeed_next with each batch of rows it hands
+                                 * out; NULL: none */
+    void *batch_hook_ctx;
     bool open_at_create;        /* the first pass's input is opened by create, so that an
                                  * input that cannot be opened fails there (the mps server
                                  * reports it at set-up); else the thread opens it and
@@ -86,6 +95,9 @@ typedef struct {
     int64_t pos_after;          /* rows of the input consumed in the pass after it */
     int64_t pass_rows;          /* end_of_pass: training rows handed out in the pass */
     bool end_of_pass;           /* the last batch of its pass (may hold 0 rows) */
+    bool has_data_pos;          /* track_positions: data_pos is known */
+    rap_data_position data_pos; /* just past the batch's last row: where the input's first
+                                 * row not in this batch or before it is */
     int slot;                   /* pool index (internal) */
 } rap_row_batch;
 

@@ -28,6 +28,9 @@ rap_status rt_push_marker(rap_runtime *rt, const rap_row_batch *b)
     m->pos_after = b->pos_after;
     m->pass_rows = b->pass_rows;
     m->end_of_pass = true;
+    m->has_data_pos = b->has_data_pos;
+    if (b->has_data_pos)
+        m->data_pos = b->data_pos;
     return RAP_OK;
 }
 
@@ -50,6 +53,9 @@ void rt_info_of(rap_step_info *i, const rap_row_batch *b)
     i->pos_after = b->pos_after;
     i->pass_rows = b->pass_rows;
     i->end_of_pass = b->end_of_pass;
+    i->has_data_pos = b->has_data_pos;
+    if (b->has_data_pos)
+        i->data_pos = b->data_pos;
 }
 
 rap_status rt_fetch_ex(rap_runtime *rt, rap_row_batch **out, bool upto_marker)

@@ -181,6 +181,8 @@ typedef struct {
     int64_t seq;                  /* the batch's feed sequence number */
     int64_t pass, pos_after, pass_rows;
     bool end_of_pass;             /* the batch (or marker) ended its pass */
+    bool has_data_pos;            /* the feed tracks positions: data_pos is the batch's */
+    rap_data_position data_pos;   /* the input just past the batch (rowfeed.h) */
     bool end;                     /* no more data: nothing was trained */
 } rap_step_info;
 

@@ -95,7 +95,16 @@ static void pipeline_config(trainer *t, rap_pipeline_config *p)
     p->rank.comm = c->comm;
     p->rank.gpu = c->gpu;
     p->rank.trace = c->trace;
-    p->rank.model_ready = c->resume && c->resume[0] ? train_load_weights : NULL;
+    p->rank.model_ready = t->sr.resume ? train_load_weights : NULL;
+    /* the data position of each batch for the checkpoints (one reading
+     * thread); a resumed --follow reads on from the checkpoint's */
+    p->track_positions = c->save && c->save[0] && strcmp(c->data, "-") != 0 &&
+                         (c->reader.follow || c->reader.inflate_threads <= 1);
+    p->start = &t->sr.start;
+    if (t->rk.rank == 0) {
+        p->batch_hook = c->batch_hook;
+        p->batch_hook_ctx = c->hook_ctx;
+    }
     p->rank.ctx = t;
 }
 
@@ -223,6 +232,12 @@ static rap_status setup(trainer *t)
     }
     RAP_TRY(check_config(t));
     RAP_TRY(train_claim_outputs(t));
+    RAP_TRY(rap_series_resume_path(c->resume, c->save, t->rk.rank != 0, t->sr.latest,
+                                   sizeof t->sr.latest, &t->sr.resume));
+    rap_series_init(&t->sr.series, c->save, c->save_every, c->save_every_s, c->keep, rap_now());
+    if (t->rk.dist && t->rk.R > 1 && c->save_every_s > 0)
+        return rap_fail(RAP_ERR_ARG, "--save-every with a duration: not with several ranks (each "
+                        "rank's clock would decide on its own); give it in steps");
     t->ev.holdout = c->eval_data && c->eval_data[0] ? 0 : c->eval_fraction;
     pipeline_config(t, &t->pcfg);
     RAP_TRY(rap_pipeline_plan_create(&t->pcfg, &t->pl));
@@ -235,8 +250,8 @@ static rap_status setup(trainer *t)
     RAP_TRY(plan_memory(t));
     if (c->dry_run) /* the plan made: nothing allocated, nothing more */
         return RAP_OK;
-    if (c->resume && c->resume[0]) {
-        RAP_TRY(rap_ckpt_open(c->resume, &t->ck));
+    if (t->sr.resume) {
+        RAP_TRY(rap_ckpt_open(t->sr.resume, &t->ck));
         RAP_TRY(train_check_resume(t));
     }
     if (t->rk.dist && t->rk.rank == 0) {
@@ -410,9 +425,10 @@ static rap_status log_step(trainer *t)
                             rap_json_num(loss, a), rap_json_num(rate, b), lg->t_train, starved, pv);
 }
 
-/* A checkpoint, written only when the guards are quiet under --guard fail
- * (so that the newest one is the last good one). */
-static rap_status checkpoint_guarded(trainer *t)
+/* A checkpoint (periodic: the next of the --save-every series; else
+ * --save), written only when the guards are quiet under --guard fail (so
+ * that the newest one is the last good one). */
+static rap_status checkpoint_guarded(trainer *t, bool periodic)
 {
     char pv[512];
     bool stop;
@@ -420,7 +436,7 @@ static rap_status checkpoint_guarded(trainer *t)
                                   &stop));
     if (stop)
         return guard_stopped(t);
-    return train_save(t);
+    return periodic ? train_save_periodic(t) : train_save(t, t->c->save);
 }
 
 /* ------------------------------------------------------------ the loop */
@@ -512,6 +528,11 @@ static rap_status count_step(trainer *t, const rap_step_info *in)
     rap_train_result *res = t->res;
     t->at.step++;
     t->at.pos = in->pos_after;
+    t->sr.has_dpos = in->has_data_pos && in->data_pos.valid;
+    if (t->sr.has_dpos)
+        t->sr.dpos = in->data_pos;
+    if (c->step_hook && t->rk.rank == 0)
+        c->step_hook(c->hook_ctx, t->at.step, in->seq, in->pos_after, in->rows);
     res->samples += in->rows;
     res->steps_run++;
     if (t->rk.dist) { /* rows counted once: this rank's share */
@@ -550,10 +571,9 @@ static rap_status after_step(trainer *t, double *last_log)
         RAP_TRY(train_evaluate(t, &e));
         RAP_TRY(train_log_eval(t, &e, "eval"));
     }
-    if (c->save && c->save[0] && c->save_every > 0 && t->at.step % c->save_every == 0 &&
-        !finished(t)) {
+    if (rap_series_due(&t->sr.series, t->at.step, rap_now()) && !finished(t)) {
         RAP_TRY(settle(t));
-        RAP_TRY(checkpoint_guarded(t));
+        RAP_TRY(checkpoint_guarded(t, true));
     }
     return RAP_OK;
 }
@@ -562,6 +582,8 @@ static rap_status loop(trainer *t)
 {
     const rap_train_config *c = t->c;
     t->at.step0 = t->at.step;
+    if (c->step_hook && t->rk.rank == 0) /* rows -1: where this run starts */
+        c->step_hook(c->hook_ctx, t->at.step, -1, t->at.pos, -1);
     t->at.frac0 = (double)t->at.epoch +
                   (c->data_rows > 0 ? (double)t->at.pos / (double)c->data_rows : 0);
     rap_progress_init(&t->log.pg, c->progress && t->rk.rank == 0, c->tty, c->log_interval);
@@ -601,6 +623,7 @@ static rap_status loop(trainer *t)
                                                   : "every row is held out for evaluation");
             t->at.epoch++;
             t->at.pos = 0;
+            t->sr.has_dpos = false;
             pass_start = 0;
             if (epochs == 0 && !told_passes && !finished(t)) { /* --steps past the data */
                 int64_t per = t->at.step - t->at.step0, left = c->steps - t->at.step;
@@ -670,7 +693,7 @@ static rap_status finish(trainer *t, rap_status st)
             snprintf(eval_msg, sizeof eval_msg, "%s", rap_last_error());
     }
     if (st == RAP_OK && c->save && c->save[0] && eval_st != RAP_ERR_INTERRUPTED)
-        st = checkpoint_guarded(t);
+        st = checkpoint_guarded(t, false);
     if (st == RAP_OK && eval_st != RAP_OK)
         st = rap_fail(eval_st, "%s%s", eval_msg, res->saved ? " (the checkpoint was saved)" : "");
     if (st == RAP_OK && !res->interrupted) {

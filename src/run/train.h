@@ -88,8 +88,20 @@ typedef struct {
     int64_t steps, epochs;
     /* outputs */
     const char *metrics;       /* JSON-lines file or NULL */
-    const char *save;          /* checkpoint written at the end (and every save_every) */
-    int64_t save_every;        /* steps; 0 = at the end only */
+    const char *save;          /* checkpoint written at the end (the periodic ones beside
+                                * it, train_series.h) */
+    int64_t save_every;        /* a periodic checkpoint every N steps; 0: not by steps */
+    double save_every_s;       /* ... or every this many seconds; 0: not by time */
+    int64_t keep;              /* periodic checkpoints kept (the oldest removed); 0: all */
+    /* test hooks (rank 0; NULL: none): step_hook after each step (seq: its
+     * feed batch, rows: its rows, pos_after: rows of the input consumed in
+     * the epoch after it) and once at the start of the run (seq and rows
+     * -1, pos_after: where it starts); batch_hook (the feed's, rowfeed.h)
+     * with each batch handed to the runtime. Tests count the rows trained
+     * per input line with them. */
+    void (*step_hook)(void *ctx, int64_t step, int64_t seq, int64_t pos_after, int64_t rows);
+    void (*batch_hook)(void *ctx, int64_t seq, const rap_batch *b);
+    void *hook_ctx;
     const char *resume;        /* checkpoint to continue from */
     int64_t log_every;         /* steps between progress/metrics lines; 0 = by time */
     double log_interval;       /* seconds between lines when log_every is 0 */

@@ -35,10 +35,9 @@ static char *rank_tables(const rap_model_shard *sh)
 
 /* Every rank writes SAVE.rank<r>; once all have, rank 0 writes the
  * manifest SAVE (docs/CHECKPOINT.md "Sharded checkpoints"). */
-static rap_status save_sharded(trainer *t, const rap_meta *m)
+static rap_status save_sharded(trainer *t, const rap_meta *m, const char *path)
 {
     rap_comm *c = t->c->comm;
-    const char *path = t->c->save;
     int64_t nonce = 0;
     if (t->rk.rank == 0)
         nonce = (int64_t)((uint64_t)(rap_now() * 1e6) ^ ((uint64_t)getpid() << 32));
@@ -69,7 +68,7 @@ static rap_status save_sharded(trainer *t, const rap_meta *m)
                 st = RAP_ERR_NOMEM;
         if (st == RAP_OK)
             st = rap_ckpt_save_manifest(path, t->rk.R, id, (const char *const *)tables, m,
-                                        t->save_lock);
+                                        !strcmp(path, t->c->save) ? t->save_lock : NULL);
         for (int r = 0; tables && r < t->rk.R; r++)
             rap_free(tables[r]);
         rap_free(tables);
@@ -84,7 +83,7 @@ static rap_status save_sharded(trainer *t, const rap_meta *m)
     return RAP_OK;
 }
 
-rap_status train_save(trainer *t)
+rap_status train_save(trainer *t, const char *path)
 {
     rap_meta m = {0};
     rap_ckpt_position pos = {.step = t->at.step,
@@ -97,23 +96,34 @@ rap_status train_save(trainer *t)
     rap_status st = run_meta(t, &m);
     if (st == RAP_OK)
         st = rap_ckpt_meta_position(&m, &pos);
+    if (st == RAP_OK && t->sr.has_dpos)
+        st = rap_series_meta_write(&m, &t->sr.dpos);
     if (st == RAP_OK)
         st = rap_meta_set(&m, "device", "%s", t->c->device == RAP_GPU ? "gpu" : "cpu");
     if (st == RAP_OK && t->rk.dist)
         st = rap_meta_set(&m, "ranks", "%d", t->rk.R);
     if (st == RAP_OK && t->rk.dist && t->rk.R > 1)
-        st = save_sharded(t, &m);
+        st = save_sharded(t, &m, path);
     else if (st == RAP_OK)
-        st = rap_ckpt_save(t->c->save, rap_pipeline_model(t->pipe),
-                           t->mc.optimizer != RAP_SGD, &m, t->save_lock);
+        st = rap_ckpt_save(path, rap_pipeline_model(t->pipe), t->mc.optimizer != RAP_SGD, &m,
+                           !strcmp(path, t->c->save) ? t->save_lock : NULL);
     rap_meta_free(&m);
     if (st == RAP_OK) {
         t->res->saved = true;
         t->saved_step = t->at.step;
         rap_progress_clear(&t->log.pg);
-        T_INFO(t, "saved checkpoint %s at step %lld", t->c->save, (long long)t->at.step);
+        T_INFO(t, "saved checkpoint %s at step %lld", path, (long long)t->at.step);
     }
     return st;
+}
+
+rap_status train_save_periodic(trainer *t)
+{
+    char path[4096];
+    rap_series_name(t->c->save, t->at.step, path, sizeof path);
+    RAP_TRY(train_save(t, path));
+    t->sr.series.last_t = rap_now();
+    return t->rk.rank == 0 ? rap_series_prune(&t->sr.series) : RAP_OK;
 }
 
 /* Refuses a --save or --metrics that is one of the inputs (--save equal to
@@ -165,6 +175,17 @@ rap_status train_check_resume(trainer *t)
     if (same_data) {
         t->at.epoch = pos.epoch;
         t->at.pos = pos.rows_in_epoch;
+        bool has;
+        RAP_TRY(rap_series_meta_read(ck, t->at.pos, &t->sr.start, &has));
+        if (has && t->c->reader.follow) {
+            char d[1200];
+            rap_position_describe(&t->sr.start, d, sizeof d);
+            T_INFO(t, "resume: reading on from %s", d);
+            t->sr.dpos = t->sr.start;
+            t->sr.has_dpos = true;
+        } else {
+            t->sr.start.valid = false; /* not followed: the rows before are read and skipped */
+        }
         T_INFO(t, "resume: step %lld, continuing %s at row %lld of epoch %lld",
                (long long)t->at.step, t->data_id, (long long)t->at.pos, (long long)t->at.epoch);
     } else {

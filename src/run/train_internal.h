@@ -22,6 +22,7 @@
 #include "run/progress.h"
 #include "run/train.h"
 #include "run/train_watch.h"
+#include "run/train_series.h"
 
 #define READ_ROWS 32768 /* rows per reader batch of the evaluation */
 
@@ -65,6 +66,17 @@ typedef struct {
     rap_eval_acc acc;
 } train_eval;
 
+/* Periodic checkpoints and the data position (train_series.h). */
+typedef struct {
+    rap_series series;
+    const char *resume;        /* the checkpoint to resume: --resume, or what --resume
+                                * latest found (latest); NULL: none */
+    char latest[4096];
+    bool has_dpos;             /* dpos: just past the last row trained (the checkpoint's) */
+    rap_data_position dpos;
+    rap_data_position start;   /* resumed with --follow: this run reads on from there */
+} train_series_state;
+
 typedef struct {
     const rap_train_config *c;
     rap_train_result *res;
@@ -86,6 +98,7 @@ typedef struct {
     rap_train_watch watch;     /* progressive validation and guards (train_watch.h) */
     rap_replan *replan;        /* re-planning while training (run/replan.h), or NULL */
     int64_t saved_step;        /* step of the last checkpoint this run wrote, -1 none */
+    train_series_state sr;
 } trainer;
 
 /* Messages of the run: from rank 0 only (every rank would say the same). */
@@ -107,7 +120,10 @@ void train_eval_free(trainer *t);
  * step; the resume check (fills the position) of t->ck; the pipeline's
  * model_ready loading t->ck's weights (ctx: the trainer). */
 rap_status train_claim_outputs(trainer *t);
-rap_status train_save(trainer *t);
+rap_status train_save(trainer *t, const char *path);
+/* A periodic checkpoint: the series file of this step (train_series.h),
+ * then the oldest beyond --keep removed (rank 0). */
+rap_status train_save_periodic(trainer *t);
 rap_status train_check_resume(trainer *t);
 rap_status train_load_weights(void *ctx, rap_model *m);
 
