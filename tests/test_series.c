@@ -234,9 +234,10 @@ typedef struct {
 } rot_writer;
 
 /* The single file, rows 0..9 already there: grows, is copied and
- * truncated (copytruncate), grows, is renamed with a few rows still
- * written to the renamed file and replaced by a new file (create), which
- * grows. Rows 0..49 in all, each written once. */
+ * truncated (copytruncate) and at once written past the old size again,
+ * is renamed with a few rows still written to the renamed file and
+ * replaced by a new file (create), which grows. Rows 0..64 in all, each
+ * written once. */
 static void *rotate_single(void *arg)
 {
     rot_writer *w = arg;
@@ -249,16 +250,15 @@ static void *rotate_single(void *arg)
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", w->path, old1); /* copytruncate */
     if (system(cmd) != 0 || truncate(w->path, 0) != 0)
         abort();
-    ms_sleep(300);
-    append_ids(w->path, 20, 30);
+    append_ids(w->path, 20, 45); /* longer than before the truncation */
     ms_sleep(300);
     if (rename(w->path, old2) != 0) /* create */
         abort();
-    append_ids(old2, 30, 35); /* the writer has not reopened yet */
+    append_ids(old2, 45, 50); /* the writer has not reopened yet */
     ms_sleep(50);
-    append_ids(w->path, 35, 45);
+    append_ids(w->path, 50, 60);
     ms_sleep(300);
-    append_ids(w->path, 45, 50);
+    append_ids(w->path, 60, 65);
     return NULL;
 }
 
@@ -291,14 +291,14 @@ RAP_TEST(rotation_reader_copytruncate_and_create)
     rap_status st = read_ids(t, &rc, 0, 4, ids, pos, 128, &n);
     pthread_join(th, NULL);
     REQUIRE_OK(st);
-    check_ids(t, ids, n, 50, "single file");
-    if (n == 50) { /* the last row: line 15 of the new file */
+    check_ids(t, ids, n, 65, "single file");
+    if (n == 65) { /* the last row: line 15 of the new file */
         struct stat sb;
         REQUIRE(stat(w.path, &sb) == 0);
-        CHECK_MSG(pos[50].line == 15 && pos[50].ino == (uint64_t)sb.st_ino &&
-                      pos[50].offset == (int64_t)sb.st_size,
-                  "%s:%lld at %lld", pos[50].file, (long long)pos[50].line,
-                  (long long)pos[50].offset);
+        CHECK_MSG(pos[65].line == 15 && pos[65].ino == (uint64_t)sb.st_ino &&
+                      pos[65].offset == (int64_t)sb.st_size,
+                  "%s:%lld at %lld", pos[65].file, (long long)pos[65].line,
+                  (long long)pos[65].offset);
         CHECK(pos[25].line == 5); /* line 5 of the truncated file */
     }
 }
@@ -357,7 +357,7 @@ RAP_TEST(rotation_reader_directory_deleted)
 }
 
 /* The trainer's feed on the rotated single file: the batches of B rows
- * hold rows 0..49 once each, in order; each batch's data position is the
+ * hold rows 0..64 once each, in order; each batch's data position is the
  * reader's after its last row. */
 RAP_TEST(rotation_feed_both_styles)
 {
@@ -395,11 +395,11 @@ RAP_TEST(rotation_feed_both_styles)
     pthread_join(th, NULL);
     rap_rowfeed_free(f, NULL);
     REQUIRE_OK(st);
-    check_ids(t, ids, n, 50, "feed");
+    check_ids(t, ids, n, 65, "feed");
     CHECK_MSG(last_line == 15, "last line %lld", (long long)last_line);
 }
 
-/* rap prep --follow on the rotated file: all 50 rows, none twice. */
+/* rap prep --follow on the rotated file: all 65 rows, none twice. */
 RAP_TEST(rotation_prep_follow_cli)
 {
     if (access(rap_test_bin(), X_OK) != 0)
@@ -419,14 +419,14 @@ RAP_TEST(rotation_prep_follow_cli)
     int rc = rap_test_run_rap(args, log, sizeof log);
     pthread_join(th, NULL);
     CHECK_MSG(rc == 0, "%s", log);
-    CHECK_MSG(strstr(log, "rows read 50 = used 50 + rejected 0"), "%s", log);
+    CHECK_MSG(strstr(log, "rows read 65 = used 65 + rejected 0"), "%s", log);
     FILE *f = fopen(out, "rb");
     REQUIRE(f);
     int lines = 0, ch;
     while ((ch = fgetc(f)) != EOF)
         lines += ch == '\n';
     fclose(f);
-    CHECK_MSG(lines == 51, "%d lines (a header and 50 rows expected)", lines);
+    CHECK_MSG(lines == 66, "%d lines (a header and 65 rows expected)", lines);
 }
 
 /* ------------------------------------------------------------ series */

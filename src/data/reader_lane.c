@@ -339,11 +339,6 @@ static rap_status quiet_input(lane *l, rap_source *src, int64_t dir_idx, bool *f
     }
     if (!r->cfg.follow)
         return RAP_OK; /* a pipe with nothing yet: wait on */
-    if (!pipe) {
-        RAP_TRY(rotation(l, src, final));
-        if (*final)
-            return RAP_OK;
-    }
     if (!pipe && r->is_dir) {
         int64_t added;
         RAP_TRY(reader_rescan(r, &added));
@@ -358,6 +353,10 @@ static rap_status quiet_input(lane *l, rap_source *src, int64_t dir_idx, bool *f
         if (!pipe)
             sleep_s(POLL_S);
     }
+    /* looked at after the sleep, right before the next read: a file
+     * truncated and written again meanwhile is not read at the old offset */
+    if (!pipe && !*final)
+        RAP_TRY(rotation(l, src, final));
     return RAP_OK;
 }
 

@@ -48,6 +48,9 @@ struct rap_source {
     int64_t member_no;    /* 1-based number of the current member */
     bool fell_back;       /* zlib reads the current member for ISA-L */
     bool bad;             /* corrupt data met: the next read fails */
+    unsigned char tail[64]; /* the last raw bytes read (a followed file rewritten in
+                             * place is told by them: rap_source_rotation) */
+    size_t tail_len;
 };
 
 rap_status rap_source_open(const char *path, rap_source **out)
@@ -104,6 +107,21 @@ rap_status rap_source_open_ex(const char *path, rap_inflate_kind kind, rap_sourc
     return RAP_OK;
 }
 
+/* Keeps the last bytes of the n just read in s->tail. */
+static void keep_tail(rap_source *s, const void *buf, size_t n)
+{
+    const size_t cap = sizeof s->tail;
+    if (n >= cap) {
+        memcpy(s->tail, (const char *)buf + n - cap, cap);
+        s->tail_len = cap;
+        return;
+    }
+    size_t keep = s->tail_len + n > cap ? cap - n : s->tail_len;
+    memmove(s->tail, s->tail + s->tail_len - keep, keep);
+    memcpy(s->tail + keep, buf, n);
+    s->tail_len = keep + n;
+}
+
 /* Reads raw bytes from the descriptor. A pipe is polled for at most 100 ms
  * so that the caller regains control; *got 0 then means "nothing yet". */
 static rap_status raw_read(rap_source *s, void *buf, size_t n, size_t *got)
@@ -131,6 +149,7 @@ static rap_status raw_read(rap_source *s, void *buf, size_t n, size_t *got)
             s->eof = true;
         *got = (size_t)r;
         s->raw_read += r;
+        keep_tail(s, buf, (size_t)r);
         return RAP_OK;
     }
 }
@@ -345,7 +364,16 @@ rap_status rap_source_rotation(const rap_source *s, const char *path, rap_rotati
         *out = RAP_ROT_MOVED;
         return RAP_OK;
     }
-    if ((int64_t)fd_sb.st_size < s->raw_base + s->raw_read)
+    int64_t at = s->raw_base + s->raw_read;
+    if ((int64_t)fd_sb.st_size < at) {
+        *out = RAP_ROT_TRUNCATED;
+        return RAP_OK;
+    }
+    /* truncated and grown past the offset again: the bytes before it differ */
+    unsigned char now[sizeof s->tail];
+    size_t k = s->tail_len <= (size_t)at ? s->tail_len : (size_t)at;
+    if (k > 0 && (pread(s->fd, now, k, (off_t)(at - (int64_t)k)) != (ssize_t)k ||
+                  memcmp(now, s->tail + s->tail_len - k, k) != 0))
         *out = RAP_ROT_TRUNCATED;
     return RAP_OK;
 }
@@ -361,6 +389,7 @@ rap_status rap_source_rewind(rap_source *s)
     s->raw_base = 0;
     s->raw_read = 0;
     s->in_pos = s->in_len = 0;
+    s->tail_len = 0;
     return RAP_OK;
 }
 
@@ -386,6 +415,10 @@ rap_status rap_source_skip(rap_source *s, int64_t n, char *scratch, size_t cap)
         if (lseek(s->fd, (off_t)at, SEEK_SET) < 0)
             return rap_fail(RAP_ERR_IO, "%s: seek: %s", s->name, strerror(errno));
         s->raw_read = n;
+        /* the bytes before the new offset, as if read */
+        size_t k = n < (int64_t)sizeof s->tail ? (size_t)n : sizeof s->tail;
+        ssize_t r = pread(s->fd, s->tail, k, (off_t)(at - (int64_t)k));
+        s->tail_len = r == (ssize_t)k ? k : 0;
         return RAP_OK;
     }
     while (done < n) {

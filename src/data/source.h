@@ -58,7 +58,9 @@ typedef enum {
  * RAP_ERR_IO "name: ...". */
 rap_status rap_source_identity(const rap_source *s, uint64_t *dev, uint64_t *ino);
 /* Compares the open file with what path names now and with the bytes read
- * from it. Only for a regular plain file; stdin and gzip give NONE.
+ * from it: shorter than them, or other bytes before the read offset than
+ * those read (truncated and written again past it), is TRUNCATED. Only for
+ * a regular plain file; stdin and gzip give NONE.
  * Errors: RAP_ERR_IO for a failing fstat of the open file. */
 rap_status rap_source_rotation(const rap_source *s, const char *path, rap_rotation *out);
 /* Reads a truncated plain file again from its first byte. RAP_ERR_IO for
