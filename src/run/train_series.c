@@ -118,6 +118,7 @@ static int64_t series_step(const series_list *l, const char *name)
     return v;
 }
 
+/* qsort's order of int64_t, ascending. */
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
