@@ -672,10 +672,18 @@ RAP_TEST(series_kill9_exactly_once)
              "--batch 32 --emb-dim 8 --mlp-bot 16-8 --mlp-top 16-1 --optimizer adagrad "
              "--lr 0.05 --eval-fraction 0 --threads 2 --save %s --save-every 3 --keep 2 "
              "--resume latest", log, rap_test_bin(), plan, w.dir, save);
+    /* each run is killed after 4 to 16 steps of its own (so that it wrote
+     * a checkpoint: the step after a save is logged once the save is
+     * complete) and 0 to 60 ms more, wherever that falls (in a step, in a
+     * checkpoint's write, waiting for data); at most 5 s a run */
     for (int k = 0; k < K9_RUNS; k++) {
-        int ms = 250 + (int)(rap_test_rnd(&rng) % 700);
-        snprintf(cmd, sizeof cmd, "%s --idle-timeout 30 >>'%s/run.out' 2>&1 & p=$!; "
-                 "sleep %d.%03d; kill -9 $p; wait $p; true", train, dir, ms / 1000, ms % 1000);
+        int steps = 4 + (int)(rap_test_rnd(&rng) % 13), ms = (int)(rap_test_rnd(&rng) % 61);
+        snprintf(cmd, sizeof cmd,
+                 "n() { c=$(grep -c '^S' '%s' 2>/dev/null); echo ${c:-0}; }; b=$(n); "
+                 "%s --idle-timeout 30 >>'%s/run.out' 2>&1 & p=$!; i=0; "
+                 "while [ \"$(n)\" -lt $((b + %d)) ] && [ $i -lt 250 ]; do sleep 0.02; "
+                 "i=$((i + 1)); done; sleep 0.%03d; kill -9 $p; wait $p; true",
+                 log, train, dir, steps, ms);
         rap_test_sh(cmd, out, sizeof out);
     }
     pthread_join(th, NULL);
@@ -694,6 +702,6 @@ RAP_TEST(series_kill9_exactly_once)
     out[got] = 0;
     if (f)
         fclose(f);
-    CHECK_MSG(resumed >= 2 && strstr(out, "resume: reading on from"),
+    CHECK_MSG(resumed >= K9_RUNS && strstr(out, "resume: reading on from"),
               "%d runs resumed from a checkpoint: %s", resumed, out);
 }
