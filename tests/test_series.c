@@ -667,21 +667,24 @@ RAP_TEST(series_kill9_exactly_once)
     uint64_t rng = 0x6b696c6c39ull ^ (uint64_t)time(NULL);
     static char out[1 << 16];
     char train[4096];
+    /* RAP_TEST_SERIES_DEVICE=gpu: the same on the GPU (bench/device_series.sh) */
+    const char *dev = getenv("RAP_TEST_SERIES_DEVICE");
+    dev = dev && !strcmp(dev, "gpu") ? "gpu" : "cpu";
     snprintf(train, sizeof train,
-             "RAP_TEST_STEP_LOG='%s' '%s' train --device cpu --plan %s --data %s --follow "
+             "RAP_TEST_STEP_LOG='%s' '%s' train --device %s --plan %s --data %s --follow "
              "--batch 32 --emb-dim 8 --mlp-bot 16-8 --mlp-top 16-1 --optimizer adagrad "
              "--lr 0.05 --eval-fraction 0 --threads 2 --save %s --save-every 3 --keep 2 "
-             "--resume latest", log, rap_test_bin(), plan, w.dir, save);
+             "--resume latest", log, rap_test_bin(), dev, plan, w.dir, save);
     /* each run is killed after 4 to 16 steps of its own (so that it wrote
      * a checkpoint: the step after a save is logged once the save is
      * complete) and 0 to 60 ms more, wherever that falls (in a step, in a
-     * checkpoint's write, waiting for data); at most 5 s a run */
+     * checkpoint's write, waiting for data); at most 10 s a run */
     for (int k = 0; k < K9_RUNS; k++) {
         int steps = 4 + (int)(rap_test_rnd(&rng) % 13), ms = (int)(rap_test_rnd(&rng) % 61);
         snprintf(cmd, sizeof cmd,
                  "n() { c=$(grep -c '^S' '%s' 2>/dev/null); echo ${c:-0}; }; b=$(n); "
                  "%s --idle-timeout 30 >>'%s/run.out' 2>&1 & p=$!; i=0; "
-                 "while [ \"$(n)\" -lt $((b + %d)) ] && [ $i -lt 250 ]; do sleep 0.02; "
+                 "while [ \"$(n)\" -lt $((b + %d)) ] && [ $i -lt 500 ]; do sleep 0.02; "
                  "i=$((i + 1)); done; sleep 0.%03d; kill -9 $p; wait $p; true",
                  log, train, dir, steps, ms);
         rap_test_sh(cmd, out, sizeof out);

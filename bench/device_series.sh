@@ -1,0 +1,25 @@
+#!/bin/bash
+# bench/device_series.sh BUILD: periodic checkpoints and exactly once on a
+# GPU machine, from a build whose rap_tests and rap sit side by side
+# (BUILD, default build; with a carried build put its lib/ on
+# LD_LIBRARY_PATH first). Runs tests/test_series.c as on the CPU (data
+# positions, rotation, --keep, --resume latest, SIGKILL loop), then the
+# SIGKILL loop again with rap train --device gpu (rap mode: steps queued
+# ahead on the GPU, checkpoints after a drain): every line must be trained
+# exactly once. About a minute; everything lands in $OUT (or ./out).
+set -u -o pipefail
+B=${1:-build}
+B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+echo "== rap_tests series (CPU trainer), position, rotation"
+for t in series position rotation; do
+  timeout 180 "$B/rap_tests" "$t" > "$OUT/$t.log" 2>&1
+  echo "rap_tests $t exit $?" | tee -a "$OUT/$t.log"
+  grep -E "FAIL|CHECK|passed" "$OUT/$t.log" | head -10
+done
+echo "== rap_tests series_kill9 with --device gpu"
+RAP_TEST_SERIES_DEVICE=gpu timeout 240 "$B/rap_tests" series_kill9 > "$OUT/kill9_gpu.log" 2>&1
+echo "rap_tests series_kill9 (gpu) exit $?" | tee -a "$OUT/kill9_gpu.log"
+grep -E "FAIL|CHECK|passed" "$OUT/kill9_gpu.log" | head -10
