@@ -13,6 +13,7 @@
 #include "run/input.h"
 #include "run/progressive.h"
 #include "run/train.h"
+#include "run/train_series.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -480,8 +481,15 @@ RAP_TEST(guard_auc_trips_on_random_labels)
                   strstr(rap_last_error(), "the last good checkpoint is"),
               "%s", rap_last_error());
     CHECK(r.step < 70000 / 512);
+    char err[2048];
+    snprintf(err, sizeof err, "%s", rap_last_error());
     rap_ckpt *k = NULL;
-    REQUIRE_OK(rap_ckpt_open(ck, &k)); /* the one before the trip, not the state at the stop */
+    char last[4096]; /* the newest of the --save-every series, named by the error */
+    bool found = false;
+    REQUIRE_OK(rap_series_latest(ck, last, sizeof last, &found));
+    REQUIRE(found);
+    CHECK_MSG(strstr(err, last), "%s does not name %s", err, last);
+    REQUIRE_OK(rap_ckpt_open(last, &k)); /* the one before the trip, not the state at the stop */
     const char *s = rap_meta_get(&k->meta, "step");
     CHECK_MSG(s && atoll(s) > 0 && atoll(s) < r.step, "checkpoint step %s, stopped at %lld", s,
               (long long)r.step);
@@ -546,8 +554,15 @@ RAP_TEST(guard_nan_trips)
     if (r.nan_step > 1) {
         CHECK_MSG(strstr(rap_last_error(), "the last good checkpoint is"), "%s",
                   rap_last_error());
+        char err[2048];
+        snprintf(err, sizeof err, "%s", rap_last_error());
         rap_ckpt *k = NULL;
-        REQUIRE_OK(rap_ckpt_open(ck, &k));
+        char last[4096]; /* the newest of the --save-every series, named by the error */
+        bool found = false;
+        REQUIRE_OK(rap_series_latest(ck, last, sizeof last, &found));
+        REQUIRE(found);
+        CHECK_MSG(strstr(err, last), "%s does not name %s", err, last);
+        REQUIRE_OK(rap_ckpt_open(last, &k));
         const char *s = rap_meta_get(&k->meta, "step");
         CHECK_MSG(s && atoll(s) < r.nan_step, "checkpoint step %s, NaN at %lld", s,
                   (long long)r.nan_step);

@@ -452,13 +452,15 @@ static void publish_group(lane *l, int g, int64_t max)
     l->filling = NULL;
 }
 
-/* A Parquet file (dir_idx as for read_file): its footer read and its
+/* A Parquet file (file table entry fid; dir_idx as for read_file): its footer read and its
  * columns bound to the schema here, then one slot a row group, in order,
  * each read and made into rows by a parser thread. A file is read whole
  * (no follow); with one lane, max_rows cuts the groups. */
-static rap_status read_parquet(lane *l, const char *path, int64_t dir_idx, bool *end)
+static rap_status read_parquet(lane *l, const char *path, int64_t fid, int64_t dir_idx,
+                               bool *end)
 {
     rap_reader *r = l->r;
+    l->fid = fid; /* the file table's entry of path (its slots' lines) */
     pthread_mutex_lock(&r->st_mu);
     r->st.files++;
     pthread_mutex_unlock(&r->st_mu);
@@ -539,8 +541,14 @@ static rap_status read_dir_file(lane *l, int64_t i, bool *end)
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", r->input, r->names[i]);
-    if (rap_pq_is_parquet(path))
-        return read_parquet(l, path, i, end);
+    if (rap_pq_is_parquet(path)) { /* a file table entry as for text, then its row groups */
+        rap_source *src;
+        RAP_TRY(rap_source_open(path, &src));
+        int64_t fid;
+        rap_status st = reader_ftab_add(r, src, 0, &fid);
+        rap_source_close(src);
+        return st == RAP_OK ? read_parquet(l, path, fid, i, end) : st;
+    }
     return read_path(l, path, i, end);
 }
 
@@ -574,7 +582,7 @@ static rap_status read_single(lane *l)
     r->first = NULL;
     if (strcmp(r->input, "-") && rap_pq_is_parquet(r->input)) { /* read whole, no follow */
         rap_source_close(src);
-        return read_parquet(l, r->input, 0, &end);
+        return read_parquet(l, r->input, 0, 0, &end); /* entry 0: rap_reader_open's */
     }
     bool again = r->target.then_input;
     l->final_at_end = again; /* renamed away before the position was taken */

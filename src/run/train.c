@@ -316,9 +316,12 @@ static void last_good(const trainer *t, char *buf, size_t n)
     buf[0] = 0;
     if (t->c->guards.action != RAP_GUARD_FAIL)
         return;
-    if (t->saved_step >= 0)
-        snprintf(buf, n, "; --guard fail: the last good checkpoint is %s (step %lld)",
-                 t->c->save, (long long)t->saved_step);
+    if (t->saved_step >= 0) { /* the newest of the --save-every series */
+        char path[4096];
+        rap_series_name(t->c->save, t->saved_step, path, sizeof path);
+        snprintf(buf, n, "; --guard fail: the last good checkpoint is %s (step %lld)", path,
+                 (long long)t->saved_step);
+    }
     else
         snprintf(buf, n, "; --guard fail: %s", t->c->save && t->c->save[0]
                  ? "no checkpoint was written before it in this run (--save-every writes them)"
