@@ -9,6 +9,8 @@
 #   roofline  bench/device_roofline_ab.sh (VARIANTS, default "new r1")
 #   parse     bench/device_parse.sh
 #   memory    bench/device_memory.sh
+#   schema    bench/device_schema.sh (the GPU parser over input schemas)
+#   series    bench/device_series.sh (periodic checkpoints, exactly once)
 #   rawlogs   bench/device_rawlogs.sh (when present)
 #   continuous bench/device_continuous.sh (when present)
 #   house     bench/device_house.sh (rap bench of plans 0 and 1 at 4096 and
@@ -17,7 +19,9 @@
 # batch sizes of each are its own knob here (ROOF_BATCHES, MEM_BATCHES), so
 # that one script's setting never reaches another.
 # BIN_DIR (default .carry/dev) holds rap, rap_tests, bench_train,
-# bench_parse_gpu, libraptrace.so and lib/ (bash bench/exp/carry_dev.sh).
+# bench_parse_gpu, bench_schema, libraptrace.so and lib/ (ARROW=0 bash
+# bench/exp/carry_dev.sh: a build without Arrow, whose libraries would not
+# fit the carry).
 set -u -o pipefail
 B=${1:-.carry/dev}
 B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
@@ -67,6 +71,9 @@ for item in $SUITE; do
       OUT=$d BUDGET=$secs BATCHES=${MEM_BATCHES:-4096 8192} timeout $((secs + 15)) \
         bash bench/device_memory.sh "$B" > "$d/log.txt" 2>&1; rc=$?
       echo "memory: exit $rc"; tail -30 "$d/log.txt";;
+    schema|series)
+      OUT=$d timeout "$secs" bash "bench/device_$name.sh" "$B" > "$d/log.txt" 2>&1; rc=$?
+      echo "$name: exit $rc"; tail -20 "$d/log.txt";;
     rawlogs|continuous)
       if [ -f "bench/device_$name.sh" ]; then
         OUT=$d BUDGET=$secs timeout $((secs + 15)) bash "bench/device_$name.sh" "$B" > "$d/log.txt" 2>&1; rc=$?
