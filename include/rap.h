@@ -109,6 +109,8 @@ typedef struct {
     void *block;           /* the one allocation behind the arrays */
     size_t block_bytes;
     bool pinned;           /* block is page-locked (cudaHostAlloc) */
+    bool device;           /* block is device memory (rows parsed on the GPU): only
+                            * copies and kernels read it, never the host */
 } rap_batch;
 
 /* Allocates a batch of capacity cap. pinned asks for page-locked memory when
@@ -265,6 +267,20 @@ typedef enum {
     RAP_INTERLEAVE_BATCH,    /* turns of interleave_rows rows, file i mod N, ... */
 } rap_interleave;
 
+/* Who parses the text (docs/INPUT.md "Parsing on the GPU"): the host's
+ * parser threads, or the GPU's parse kernels fed with raw line chunks (rows
+ * then stay in device memory), or the CPU reference of those kernels in
+ * their place (the same path on the host: CI and the CPU backend). AUTO is
+ * the CPU parser for a reader; the row feed resolves it (rowfeed.h). */
+typedef enum {
+    RAP_PARSE_AUTO = 0,
+    RAP_PARSE_CPU,           /* rap_parse_chunk on parser threads */
+    RAP_PARSE_GPU,           /* the GPU parse kernels (parse_gpu.h) */
+    RAP_PARSE_REF,           /* their CPU reference (parse_ref.h) */
+} rap_parse_kind;
+
+const char *rap_parse_kind_name(rap_parse_kind k);
+
 typedef struct {
     const char *input;      /* file (plain or gzip), directory, or "-" */
     int threads;            /* every thread the reader starts: lanes + parsers; 0 = all cores */
@@ -283,6 +299,8 @@ typedef struct {
                                 * one lane only */
     const struct rap_data_position *start; /* start there (checked; copied at open);
                                 * NULL: the input's start; one lane only */
+    rap_parse_kind parse;      /* who parses; GPU: rap_reader_next fills batches whose
+                                * arrays are device memory (rap_batch.device) */
 } rap_reader_config;
 
 rap_reader_config rap_reader_defaults(void);

@@ -56,6 +56,7 @@ typedef struct {
     int64_t max_rows;
     int64_t inflate_threads; /* files of a directory read at once (docs/INPUT.md) */
     int interleave;          /* rap_interleave */
+    int parse;               /* --parse: 0 auto, 1 gpu, 2 cpu (cli_reader_options) */
     int64_t gen_rows;        /* rows generated when no --input is given */
     /* the input schema (docs/SCHEMA.md) */
     char schema[RAP_OPT_STR];     /* --schema FILE; "" the built-in Criteo layout */
@@ -227,7 +228,7 @@ rap_status cli_resolve_device(int dev, rap_device *out);
  * file and points input at it; *tmp_out gets its path to remove, or "". */
 rap_status cli_default_input(cli_settings *s, char *tmp_out, size_t n);
 /* The reader options of the settings (--threads, --inflate-threads,
- * --interleave with --batch rows a turn) into rc. Cannot fail. */
+ * --interleave with --batch rows a turn, --parse) into rc. Cannot fail. */
 void cli_reader_options(const cli_settings *s, rap_reader_config *rc);
 /* Prints, unless --quiet, the reader's split of its threads for rc's input
  * ("  reader threads: ..."), the last line of the start-up settings. */

@@ -146,6 +146,7 @@ const rap_opt cli_options[] = {
     {"max-rows", RAP_OPT_INT, CMD_PREP | TR, OFF(max_rows), "0", 0, BIG, NULL, "N", "stop after reading N rows (0: all; train: per pass over --data)"},
     {"inflate-threads", RAP_OPT_INT, CMD_PREP | TB, OFF(inflate_threads), "1", 1, 256, NULL, "N", "files of an input directory read and inflated at once, each by its own thread, within --threads (docs/INPUT.md); with --follow one at a time"},
     {"interleave", RAP_OPT_ENUM, CMD_PREP | TB, OFF(interleave), "file", 0, 0, "file|batch", NULL, "order of rows with --inflate-threads N: file after file as with one thread, or batch: batch i (--batch rows) from file i mod N while the files last (docs/INPUT.md)"},
+    {"parse", RAP_OPT_ENUM, TB, OFF(parse), "auto", 0, 0, "auto|gpu|cpu", NULL, "who parses the text: gpu (kernels beside the training, rows stay on the device; the host reads, inflates and cuts lines), cpu (the host's parser threads); auto: gpu when training on a GPU in a mode that copies whole batches to it, else cpu; gpu on the CPU backend runs the kernels' CPU reference (docs/INPUT.md)"},
     /* rap plan and rap predictor train (docs/PLANNER.md) */
     {"plan", RAP_OPT_STRING, PL, OFF(plan), "default", 0, 0, NULL, "FILE", "preprocessing plan (default: the built-in plans/default.plan)"},
     {"capacity", RAP_OPT_STRING, PL, OFF(capacity), "", 0, 0, NULL, "FILE[,FILE..]", "capacity file of the training windows, or one per rank with --gpus (default: an assumed capacity, labelled so)"},
@@ -555,6 +556,8 @@ void cli_reader_options(const cli_settings *s, rap_reader_config *rc)
     rc->interleave = (rap_interleave)s->interleave;
     rc->interleave_rows = s->batch;
     rc->schema = s->in_schema;
+    static const rap_parse_kind kinds[] = {RAP_PARSE_AUTO, RAP_PARSE_GPU, RAP_PARSE_CPU};
+    rc->parse = s->parse >= 0 && s->parse < 3 ? kinds[s->parse] : RAP_PARSE_AUTO;
 }
 
 void cli_print_reader_threads(const cli_settings *s, const rap_reader_config *rc)

@@ -398,7 +398,8 @@ static __device__ void scatter(const pg_args *a, const pg_shared *sh, int tid, i
         int32_t row = E0 + sh->rank[i];
         uint32_t key = sh->key[i];
         if (key == PG_KEY_OK) {
-            a->label[row] = sh->label[i];
+            if (row < B) /* always, for offsets in order (rap_parse_rows_bound) */
+                a->label[row] = sh->label[i];
             continue;
         }
         int r = pg_key_reason(key);
@@ -413,7 +414,7 @@ static __device__ void scatter(const pg_args *a, const pg_shared *sh, int tid, i
     }
     for (int x = tid; x < a->nd * T; x += PG_THREADS) {
         int j = x / T, i = x % T;
-        if (i >= nl || sh->key[i] != PG_KEY_OK)
+        if (i >= nl || sh->key[i] != PG_KEY_OK || E0 + sh->rank[i] >= B)
             continue;
         int64_t row = E0 + sh->rank[i];
         a->dense[j * B + row] = sh->dense[j * T + i];
@@ -421,7 +422,7 @@ static __device__ void scatter(const pg_args *a, const pg_shared *sh, int tid, i
     }
     for (int x = tid; x < ns * T; x += PG_THREADS) {
         int j = x / T, i = x % T;
-        if (i >= nl || sh->key[i] != PG_KEY_OK)
+        if (i >= nl || sh->key[i] != PG_KEY_OK || E0 + sh->rank[i] >= B)
             continue;
         int64_t row = E0 + sh->rank[i];
         const int f = sh->tab->sfield[j], q = sh->tab->slist[j];
@@ -704,7 +705,7 @@ extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, 
                         (long long)p->cfg.max_lines, (long long)n_bytes);
     const int K = l->n_lists ? l->fmt.max_list : 1;
     if (!dst || dst->schema.n_dense != l->n_dense || dst->schema.n_sparse != l->n_sparse ||
-        dst->schema.ids_per_row < K || dst->cap < n_lines ||
+        dst->schema.ids_per_row < K || dst->cap < rap_parse_rows_bound(l, n_lines, n_bytes) ||
         (int64_t)n_lines * K > INT32_MAX) /* a column's ids: int32 counters */
         return rap_fail(RAP_ERR_ARG, "GPU parser: the batch does not fit %lld lines of %d "
                                      "dense, %d sparse columns of %d ids a row",

@@ -306,6 +306,8 @@ static void scatter(const rap_parse_layout *l, const uint32_t *desc, const uint8
                 res->first_line = e.line;
             continue;
         }
+        if (row >= B) /* never for offsets in order (rap_parse_rows_bound) */
+            continue;
         dst->label[row] = tl->label[i];
         for (int j = 0; j < nd; j++) {
             dst->dense[j * B + row] = tl->dense[j][i];
@@ -340,12 +342,19 @@ static rap_status check_args(const rap_parse_layout *l, const char *text, int64_
         return rap_fail(RAP_ERR_ARG, "parse: bad batch (%lld lines, %lld bytes)", (long long)n,
                         (long long)n_bytes);
     if (dst->schema.n_dense != l->n_dense || dst->schema.n_sparse != l->n_sparse ||
-        dst->schema.ids_per_row < (l->n_lists ? l->fmt.max_list : 1) || dst->cap < n)
+        dst->schema.ids_per_row < (l->n_lists ? l->fmt.max_list : 1) ||
+        dst->cap < rap_parse_rows_bound(l, n, n_bytes))
         return rap_fail(RAP_ERR_ARG, "parse: the batch (%d dense, %d sparse, %lld rows) does not "
                                      "fit %lld lines of %d dense, %d sparse columns",
                         dst->schema.n_dense, dst->schema.n_sparse, (long long)dst->cap,
                         (long long)n, l->n_dense, l->n_sparse);
     return RAP_OK;
+}
+
+int64_t rap_parse_rows_bound(const rap_parse_layout *l, int64_t n, int64_t n_bytes)
+{
+    int64_t by_bytes = n_bytes / (l->n_fields > 0 ? l->n_fields : 1);
+    return n < by_bytes ? n : by_bytes;
 }
 
 rap_status rap_parse_ref(const rap_parse_layout *l, const char *text, int64_t n_bytes,

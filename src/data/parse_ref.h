@@ -124,11 +124,19 @@ typedef struct {
     int32_t first_line;                 /* the batch's first rejected line, -1 none */
 } rap_parse_result;
 
+/* The good rows lines [0, n) of n_bytes bytes can hold at most, when their
+ * offsets are in order: min(n, n_bytes / NF) (a good line has NF - 1 tabs
+ * and its '\n'). A destination batch needs this capacity, not n: a chunk
+ * of many short lines needs no room for rows it cannot have. With offsets
+ * out of order nothing is written past it either (such rows are lost; the
+ * counts stay). Cannot fail. */
+int64_t rap_parse_rows_bound(const rap_parse_layout *l, int64_t n, int64_t n_bytes);
+
 /* The whole algorithm on the host: lines [0, n) of text (n_bytes bytes;
  * start (n + 1), non-decreasing, start[n] <= n_bytes: offsets out of order
  * or past the text are clamped, so nothing outside text[0, n_bytes) is
  * read). Writes the good rows to rows [0, used) of dst (host memory, the
- * layout's ND and NS, cap >= n, any ids_per_row), the rejects to rej[0,
+ * layout's ND and NS, cap >= rap_parse_rows_bound, any ids_per_row), the rejects to rej[0,
  * rejected) (room for n) and res. max_line as rap_parse_line's. Nothing
  * else of dst is written. Errors: RAP_ERR_ARG for a bad layout, shape or
  * size. */

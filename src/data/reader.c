@@ -102,6 +102,10 @@ static void split_threads(const rap_reader_config *cfg, bool is_dir, int64_t fil
     t->lanes = lanes < 1 ? 1 : (int)lanes;
     t->budget = cfg->threads ? cfg->threads : rap_ncores();
     t->parsers = t->budget - t->lanes >= 1 ? t->budget - t->lanes : 1;
+    /* the GPU parses; a thread only feeds it a chunk and waits (two keep
+     * it busy while one waits) */
+    if (cfg->parse == RAP_PARSE_GPU && t->parsers > 2)
+        t->parsers = 2;
     t->total = t->lanes + t->parsers;
     t->over = t->total > t->budget ? t->total - t->budget : 0;
 }
@@ -175,15 +179,22 @@ static rap_status parse_group(rap_reader *r, slot *sl)
     return st;
 }
 
-/* Parses slot sl by the reader's parser. With --header, the first line
- * of a file's first chunk is checked against the schema and taken off
- * (sl->skip = 1): a difference is RAP_ERR_DATA naming it. */
-static rap_status parse_slot(rap_reader *r, slot *sl)
+/* Parses slot sl by the reader's parser: a Parquet row group on the host,
+ * text of a schema by the schema parser, Criteo's text by the parse backend
+ * (r->ops, its thread state ps). With --header, the first line of a file's
+ * first chunk is checked against the schema and taken off (sl->skip = 1):
+ * a difference is RAP_ERR_DATA naming it. A Parquet file met by a backend
+ * of device rows (a directory's) is RAP_ERR_ARG naming it. */
+static rap_status parse_slot(rap_reader *r, slot *sl, void *ps)
 {
+    if (sl->pq_group >= 0 && r->ops->device_rows)
+        return rap_fail(RAP_ERR_ARG, "%s: a Parquet file is read on the host; --parse %s "
+                        "takes text in Criteo's layout (use --parse cpu or auto)", sl->path,
+                        r->ops->name);
     if (sl->pq_group >= 0)
         return parse_group(r, sl);
     if (!r->sp)
-        return rap_parse_chunk(sl->buf, sl->len, r->cfg.max_line, &sl->out);
+        return r->ops->chunk(ps, sl->buf, sl->len, &sl->out, &sl->stage);
     const char *text = sl->buf;
     size_t n = sl->len;
     sl->skip = 0;
@@ -203,6 +214,12 @@ static rap_status parse_slot(rap_reader *r, slot *sl)
 static void *parser_main(void *arg)
 {
     rap_reader *r = arg;
+    int me = atomic_fetch_add(&r->parser_ids, 1);
+    void *ps = r->parser_state[me];
+    rap_status dev_st = r->ops->device_rows ? rap_parse_set_device(r->pcfg.device) : RAP_OK;
+    char dev_msg[256] = "";
+    if (dev_st != RAP_OK)
+        snprintf(dev_msg, sizeof dev_msg, "%s", rap_last_error());
     pthread_mutex_lock(&r->mu);
     for (;;) {
         lane *l = NULL;
@@ -213,9 +230,10 @@ static void *parser_main(void *arg)
         slot *sl = &l->slots[l->parse_next++ % r->S];
         sl->state = SLOT_PARSING;
         pthread_mutex_unlock(&r->mu);
-        sl->parse_status = parse_slot(r, sl);
+        sl->parse_status = dev_st != RAP_OK ? dev_st : parse_slot(r, sl, ps);
         if (sl->parse_status != RAP_OK)
-            snprintf(sl->parse_msg, sizeof sl->parse_msg, "%s", rap_last_error());
+            snprintf(sl->parse_msg, sizeof sl->parse_msg, "%s",
+                     dev_st != RAP_OK ? dev_msg : rap_last_error());
         pthread_mutex_lock(&r->mu);
         sl->state = SLOT_PARSED;
         pthread_cond_broadcast(&r->cv_consumer);
@@ -256,6 +274,8 @@ static rap_status check_config(const rap_reader_config *cfg)
         (cfg->bad_rows != RAP_BAD_SKIP && cfg->bad_rows != RAP_BAD_FAIL))
         return rap_fail(RAP_ERR_ARG, "reader: expected max_rows >= 0, idle_timeout >= 0 and "
                                      "bad_rows skip or fail");
+    if ((int)cfg->parse < RAP_PARSE_AUTO || (int)cfg->parse > RAP_PARSE_REF)
+        return rap_fail(RAP_ERR_ARG, "reader: expected parse auto, cpu, gpu or reference");
     return RAP_OK;
 }
 
@@ -300,6 +320,8 @@ rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *chunks, size_t
     return RAP_OK;
 }
 
+static rap_status make_parsers(rap_reader *r);
+
 /* Sizes and allocates the lanes and their slots; starts nothing. Each
  * lane: S chunks of C + 1 bytes and a carry buffer of C (rap_reader_bytes). */
 static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
@@ -312,6 +334,7 @@ static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
     lane_shape(cfg, &t, chunk_bytes, &r->C, &r->S);
     /* every dropped line keeps max_line + 2 bytes of a slot */
     r->cap_drops = (int64_t)(r->C / ((size_t)cfg->max_line + 2)) + 1;
+    RAP_TRY(make_parsers(r));
     r->lanes = rap_calloc((size_t)r->L * sizeof *r->lanes, "reader lanes");
     r->parser_tid = rap_calloc((size_t)r->P * sizeof(pthread_t), "reader threads");
     if (!r->lanes || !r->parser_tid)
@@ -334,8 +357,27 @@ static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
                 !(l->slots[i].drops = rap_malloc((size_t)r->cap_drops * sizeof(rap_line_drop),
                                                  "reader line records")))
                 return RAP_ERR_NOMEM;
+            RAP_TRY(r->ops->stage_create(&r->pcfg, &l->slots[i].stage));
         }
     }
+    return RAP_OK;
+}
+
+/* Who parses: the backend, each parser thread's state and, on the GPU, the
+ * consumer's stream (the device is the opening thread's). */
+static rap_status make_parsers(rap_reader *r)
+{
+    r->ops = rap_parse_ops_of(r->cfg.parse);
+    r->pcfg.chunk_bytes = r->C;
+    r->pcfg.max_line = r->cfg.max_line;
+    r->pcfg.device = r->ops->device_rows ? rap_parse_device() : 0;
+    r->parser_state = rap_calloc((size_t)r->P * sizeof(void *), "reader parsers");
+    if (!r->parser_state)
+        return RAP_ERR_NOMEM;
+    for (int i = 0; i < r->P; i++)
+        RAP_TRY(r->ops->create(&r->pcfg, &r->parser_state[i]));
+    if (r->ops->device_rows)
+        RAP_TRY(rap_parse_stream_create(&r->rows_stream));
     return RAP_OK;
 }
 
@@ -392,6 +434,26 @@ static rap_status check_parquet(rap_reader *r)
     rap_status st = rap_pq_bind(p, r->input, reader_pq_schema(r), map);
     rap_pq_close(p);
     return st;
+}
+
+bool rap_reader_criteo_text(const rap_reader_config *cfg)
+{
+    if (!cfg || (cfg->schema && !rap_input_schema_is_criteo(cfg->schema)))
+        return false;
+    return !cfg->input || !strcmp(cfg->input, "-") || !rap_pq_is_parquet(cfg->input);
+}
+
+rap_status rap_reader_check_parse(const rap_reader_config *cfg)
+{
+    if ((cfg->parse != RAP_PARSE_GPU && cfg->parse != RAP_PARSE_REF) ||
+        rap_reader_criteo_text(cfg))
+        return RAP_OK;
+    const char *kind = cfg->parse == RAP_PARSE_GPU ? "gpu" : "reference";
+    if (cfg->schema && !rap_input_schema_is_criteo(cfg->schema))
+        return rap_fail(RAP_ERR_ARG, "reader: --parse %s parses text in Criteo's layout, not "
+                        "the schema %s (use --parse cpu or auto)", kind, cfg->schema->source);
+    return rap_fail(RAP_ERR_ARG, "reader: --parse %s parses text in Criteo's layout; %s is a "
+                    "Parquet file (use --parse cpu or auto)", kind, cfg->input);
 }
 
 rap_schema rap_reader_shape(const rap_reader_config *cfg)
@@ -458,6 +520,7 @@ rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, 
 {
     *out = NULL;
     RAP_TRY(check_config(cfg));
+    RAP_TRY(rap_reader_check_parse(cfg));
     rap_reader *r = rap_calloc(sizeof *r, "reader");
     if (!r)
         return RAP_ERR_NOMEM;
@@ -541,31 +604,6 @@ static void count_reject(rap_reader *r, const lane *l, const slot *sl, const rap
                      sl->out.msg[e->msg]);
     }
     pthread_mutex_unlock(&r->st_mu);
-}
-
-/* Appends good rows [u, u+n) of o to b. */
-static void copy_rows(rap_batch *b, const rap_parsed *o, int64_t u, int64_t n)
-{
-    const int64_t B = b->cap, R = o->cap, at = b->rows;
-    memcpy(b->label + at, o->label + u, (size_t)n * sizeof(float));
-    for (int j = 0; j < RAP_CRITEO_DENSE; j++) {
-        memcpy(b->dense + j * B + at, o->dense + j * R + u, (size_t)n * sizeof(float));
-        memcpy(b->dense_valid + j * B + at, o->dense_valid + j * R + u, (size_t)n);
-    }
-    for (int j = 0; j < RAP_CRITEO_SPARSE; j++) {
-        int64_t *off = b->sparse_off + j * (B + 1);
-        int64_t *ids = b->sparse_ids + j * B; /* K = 1 */
-        const int64_t *x = o->sparse + j * R + u;
-        const uint8_t *v = o->sparse_valid + j * R + u;
-        int64_t c = off[at];
-        for (int64_t i = 0; i < n; i++) {
-            ids[c] = x[i]; /* c <= at + i < B */
-            c += v[i];
-            off[at + i + 1] = c;
-        }
-        memcpy(b->sparse_valid + j * B + at, v, (size_t)n);
-    }
-    b->rows += n;
 }
 
 /* Appends good rows [u, u+n) of o (the schema parser's: sparse columns
@@ -695,10 +733,15 @@ static rap_status take_slot(rap_reader *r, lane *l, slot *sl, rap_batch *b, bool
             return RAP_OK; /* max_rows reached at a reject */
         if (r->cfg.track_positions)
             track_rows(r, l, sl, b->rows, n);
-        if (r->sp || sl->pq_group >= 0)
-            copy_rows_lists(b, o, l->c_u, n);
-        else
-            copy_rows(b, o, l->c_u, n);
+        rap_status ast = r->sp || sl->pq_group >= 0
+                             ? (copy_rows_lists(b, o, l->c_u, n), RAP_OK)
+                             : rap_parse_rows_append(r->ops, b, o, &sl->stage, l->c_u, n,
+                                                     r->rows_stream);
+        if (ast != RAP_OK) {
+            r->sticky = ast;
+            snprintf(r->sticky_msg, sizeof r->sticky_msg, "%s", rap_last_error());
+            return ast;
+        }
         l->c_u += n;
         r->used_total += n;
         r->lines_taken += n;
@@ -828,10 +871,14 @@ rap_status rap_reader_next(rap_reader *r, rap_batch *b)
                         b->schema.n_sparse != RAP_CRITEO_SPARSE || b->schema.ids_per_row != 1)))
         return rap_fail(RAP_ERR_ARG, "reader: expected a Criteo batch (13 dense, 26 sparse, "
                                      "1 id per row) of capacity >= 1");
+    if (b->device != r->ops->device_rows)
+        return rap_fail(RAP_ERR_ARG, "reader: parse %s fills batches in %s memory, got one in "
+                        "%s memory", r->ops->name, r->ops->device_rows ? "device" : "host",
+                        b->device ? "device" : "host");
     b->rows = 0;
     b->first_row = r->used_total;
-    for (int j = 0; j < b->schema.n_sparse; j++)
-        b->sparse_off[j * (b->cap + 1)] = 0;
+    for (int j = 0; !b->device && j < b->schema.n_sparse; j++)
+        b->sparse_off[j * (b->cap + 1)] = 0; /* device: the first append writes it */
     if (r->cfg.track_positions)
         RAP_TRY(positions_begin(r, b->cap));
     if (r->sticky != RAP_OK)
@@ -860,6 +907,13 @@ rap_status rap_reader_next(rap_reader *r, rap_batch *b)
         pthread_mutex_unlock(&r->mu);
         bool done;
         st = take_slot(r, l, sl, b, &done);
+        /* gpu: the slot's staging rows are parsed again once it is free, so
+         * the appends queued from them must have run */
+        if (done && st == RAP_OK && r->ops->device_rows &&
+            (st = rap_parse_sync(r->rows_stream)) != RAP_OK) {
+            r->sticky = st;
+            snprintf(r->sticky_msg, sizeof r->sticky_msg, "%s", rap_last_error());
+        }
         pthread_mutex_lock(&r->mu);
         if (done) {
             sl->state = SLOT_FREE;
@@ -1018,6 +1072,8 @@ void rap_reader_close(rap_reader *r)
             rap_free(l->slots[i].buf);
             rap_free(l->slots[i].drops);
             rap_parsed_free(&l->slots[i].out);
+            if (r->ops)
+                r->ops->stage_free(&l->slots[i].stage);
         }
         rap_free(l->slots);
         rap_free(l->carry);
@@ -1027,6 +1083,10 @@ void rap_reader_close(rap_reader *r)
     rap_schema_parser_free(r->sp);
     rap_free(r->schema);
     rap_input_schema_free(r->criteo);
+    for (int i = 0; r->parser_state && i < r->P; i++)
+        r->ops->free(r->parser_state[i]);
+    rap_free(r->parser_state);
+    rap_parse_stream_free(r->rows_stream);
     for (int64_t i = 0; i < r->n_names; i++)
         free(r->names[i]);
     rap_free(r->names);
@@ -1038,4 +1098,20 @@ void rap_reader_close(rap_reader *r)
     rap_free(r->row_line);
     free(r->input);
     rap_free(r);
+}
+
+bool rap_reader_rows_on_device(const rap_reader *r) { return r && r->ops && r->ops->device_rows; }
+
+rap_status rap_reader_append(rap_reader *r, rap_batch *dst, const rap_batch *src, int64_t a,
+                             int64_t n)
+{
+    if (dst->device || src->device)
+        return rap_batch_append_device(dst, src, a, n, r->rows_stream);
+    rap_batch_append(dst, src, a, n);
+    return RAP_OK;
+}
+
+rap_status rap_reader_sync(rap_reader *r)
+{
+    return r->ops && r->ops->device_rows ? rap_parse_sync(r->rows_stream) : RAP_OK;
 }

@@ -15,6 +15,7 @@
 #include "data/parse.h"
 #include "data/parse_schema.h"
 #include "data/position.h"
+#include "data/parse_backend.h"
 #include "data/reader_internal.h"
 #include "data/source.h"
 
@@ -38,7 +39,8 @@ typedef struct {
     rap_line_drop *drops; /* (cap_drops) lines whose tails were dropped (lines.h) */
     int64_t n_drops;
     bool added_nl;        /* the last line's '\n' is not in the file */
-    rap_parsed out;
+    rap_parsed out;       /* the chunk's accounting (cpu parser: and its rows) */
+    rap_batch stage;      /* gpu, reference: its good rows (device or host) */
     rap_status parse_status;
     char parse_msg[256];
 } slot;
@@ -98,6 +100,11 @@ struct rap_reader {
     lane *lanes;          /* (L) */
     pthread_t *parser_tid; /* (P) */
     int parsers_started;
+    const rap_parse_ops *ops; /* who parses (cfg.parse) */
+    rap_parse_backend_config pcfg;
+    void **parser_state;  /* (P) each parser thread's backend state */
+    atomic_int parser_ids; /* a starting parser thread takes the next index */
+    void *rows_stream;    /* gpu: the consumer's appends (rap_reader_next, rap_reader_append) */
     bool sync_init;
 
     pthread_mutex_t mu;   /* guards the rings and the flags below */

@@ -10,4 +10,26 @@
  * chunks let tests put many chunk boundaries in a small input. */
 rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, rap_reader **out);
 
+/* Whether a reader of cfg reads text in Criteo's layout, the one the
+ * GPU parse backend and its reference take: no schema or Criteo's, and
+ * the input not a Parquet file (a directory's Parquet files are refused
+ * when met). Cannot fail. */
+bool rap_reader_criteo_text(const rap_reader_config *cfg);
+/* RAP_OK unless cfg->parse is a backend of that layout (gpu, reference)
+ * and the input is not such text: RAP_ERR_ARG naming the schema or the
+ * Parquet file. */
+rap_status rap_reader_check_parse(const rap_reader_config *cfg);
+
+/* Whether the reader's batches are device memory (parse gpu). */
+bool rap_reader_rows_on_device(const rap_reader *r);
+/* rap_batch_append for the reader's batches: on the host, or for device
+ * batches queued on the reader's own stream, after the appends of
+ * rap_reader_next (the caller's thread: the one that calls next). */
+rap_status rap_reader_append(rap_reader *r, rap_batch *dst, const rap_batch *src, int64_t a,
+                             int64_t n);
+/* Waits until every append queued (by rap_reader_next and
+ * rap_reader_append) has run: then the batches hold their rows for any
+ * stream. Host rows: nothing to wait for. */
+rap_status rap_reader_sync(rap_reader *r);
+
 #endif /* RAP_READER_INTERNAL_H */

@@ -619,9 +619,10 @@ rap_status rap_prep_create(const rap_plan *plan, const rap_fusion *fusion,
 
 /* ------------------------------------------------------------ load */
 
-/* Checks b (schema, rows <= B, sparse offset ends) and copies it into the
- * input block: CPU synchronously (b reusable at once), GPU asynchronously
- * on the executor's stream (b unchanged until rap_prep_sync). Starts a new
+/* Checks b (schema, rows <= B, sparse offset ends: not for a batch in
+ * device memory) and copies it into the input block: CPU synchronously (b
+ * reusable at once), GPU asynchronously on the executor's stream (b, host
+ * or device memory, unchanged until rap_prep_sync). Starts a new
  * generation: COMPUTED offsets of the previous batch no longer count. */
 rap_status rap_prep_load(rap_prep *p, const rap_batch *b)
 {
@@ -642,7 +643,12 @@ rap_status rap_prep_load(rap_prep *p, const rap_batch *b)
     if (!b->label || (s.n_dense && (!b->dense || !b->dense_valid)) ||
         (s.n_sparse && (!b->sparse_off || !b->sparse_ids || !b->sparse_valid)))
         return rap_fail(RAP_ERR_ARG, "rap_prep_load: batch arrays are not allocated");
-    for (int j = 0; j < s.n_sparse; j++) {
+    if (b->device && p->device != RAP_GPU)
+        return rap_fail(RAP_ERR_ARG, "rap_prep_load: a batch in device memory for an executor "
+                                     "on the CPU");
+    /* a device batch (the GPU parser's rows) is not read by the host: its
+     * offsets were made by the kernels that the host parser's equal */
+    for (int j = 0; !b->device && j < s.n_sparse; j++) {
         const int64_t *off = b->sparse_off + (size_t)j * (size_t)(b->cap + 1);
         if (off[0] != 0 || off[rows] < 0 || off[rows] > rows * K)
             return rap_fail(RAP_ERR_DATA, "rap_prep_load: sparse column cat_%d has offsets %lld..%lld "

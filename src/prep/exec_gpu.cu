@@ -137,14 +137,16 @@ extern "C" rap_status rap_prep_gpu_load(rap_prep *p, const rap_batch *b)
     const rap_batch *d = &p->in;
     /* the usual case: a batch made for B rows mirrors the block: one copy */
     if (b->cap == p->B && b->block && b->block_bytes == d->block_bytes) {
-        RAP_CUDA_TRY(cudaMemcpyAsync(d->block, b->block, b->block_bytes, cudaMemcpyHostToDevice, st));
+        RAP_CUDA_TRY(cudaMemcpyAsync(d->block, b->block, b->block_bytes,
+                                     b->device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice,
+                                     st));
         return RAP_OK;
     }
     /* another capacity: one strided copy per array, used rows only */
     const size_t r = (size_t)b->rows, B = (size_t)p->B, cap = (size_t)b->cap;
     const size_t nd = (size_t)p->schema.n_dense, ns = (size_t)p->schema.n_sparse;
     const size_t K = (size_t)p->schema.ids_per_row;
-    const cudaMemcpyKind h2d = cudaMemcpyHostToDevice;
+    const cudaMemcpyKind h2d = b->device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
     if (r == 0)
         return RAP_OK;
     RAP_CUDA_TRY(cudaMemcpyAsync(d->label, b->label, sizeof(float) * r, h2d, st));

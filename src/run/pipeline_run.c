@@ -18,6 +18,8 @@ static rap_status open_feed(rap_pipeline *p, int64_t passes, int64_t start_pos)
     fc.batch_rows = p->pl->model.batch; /* the global batch with ranks */
     fc.n_batches = pipe_feed_batches(c, p->mode);
     fc.pinned = c->device == RAP_GPU;
+    /* the GPU modes copy whole batches to the GPU: the GPU may parse them */
+    fc.device_batches = p->mode != RAP_MODE_CPU;
     fc.holdout = c->holdout;
     fc.start_pos = start_pos;
     fc.passes = passes;

@@ -16,6 +16,7 @@
 #include "run/rowfeed.h"
 
 #include "core/core.h"
+#include "data/parse_backend.h"
 #include "data/reader_internal.h"
 #include "run/queue.h"
 #include "run/train.h"
@@ -33,7 +34,9 @@
 #define FEED_READ_ROWS 32768 /* rows of the batch the reader reads into */
 
 struct rap_rowfeed {
-    rap_rowfeed_config cfg;
+    rap_rowfeed_config cfg;    /* reader.parse resolved */
+    bool dev;                  /* the GPU parses: batches in device memory */
+    int device;                /* ... of this CUDA device (the feed thread sets it) */
     rap_row_batch *pool;       /* (P) */
     atomic_int *held;          /* (P) 1 while the consumer holds the batch */
     int n_pool;
@@ -224,7 +227,8 @@ static bool feed_fill(rap_rowfeed *f, feed_pass *p, rap_batch *tb, int64_t *n_he
                 left = room;
             while (n < left && !rap_train_held_out(idx + n, c->holdout))
                 n++;
-            rap_batch_append(tb, &f->rb, p->rb_at, n);
+            if ((p->st = rap_reader_append(p->r, tb, &f->rb, p->rb_at, n)) != RAP_OK)
+                return false;
         }
         p->rb_at += n;
         p->pos = idx + n;
@@ -254,6 +258,8 @@ static bool feed_pass_run(rap_rowfeed *f, rap_reader *r, int64_t pass, int64_t *
         int64_t n_held = 0, n_skip = 0;
         double t0 = rap_trace_host_begin(c->trace, "read batch");
         bool ok = feed_fill(f, &p, tb, &n_held, &n_skip);
+        if (ok && f->dev && (p.st = rap_reader_sync(r)) != RAP_OK) /* its bytes all there */
+            ok = false;
         atomic_fetch_add(&f->held_out, n_held);
         atomic_fetch_add(&f->skipped, n_skip);
         rap_trace_host_end(c->trace, RAP_TRACK_FEEDER, "read batch", "read", *seq, t0);
@@ -290,6 +296,12 @@ static void *feed_main(void *arg)
     rap_rowfeed *f = arg;
     const rap_rowfeed_config *c = &f->cfg;
     int64_t seq = 0;
+    rap_status dst = f->dev ? rap_parse_set_device(f->device) : RAP_OK;
+    if (dst != RAP_OK) {
+        feed_error(f, dst);
+        rap_queue_close(f->full_q);
+        return NULL;
+    }
     for (int64_t pass = 0; c->passes == 0 || pass < c->passes; pass++) {
         if (atomic_load(&f->stop))
             break;
@@ -298,7 +310,7 @@ static void *feed_main(void *arg)
             rap_reader_config rc = c->reader;
             rc.track_positions = c->track_positions;
             rc.start = pass == 0 && c->start.valid ? &c->start : NULL;
-            rap_status st = rap_reader_open_ex(&rc, c->chunk_bytes, &r);
+            rap_status st = rap_reader_open_ex(&rc, c->chunk_bytes, &r); /* resolved */
             if (st != RAP_OK) {
                 feed_error(f, st);
                 break;
@@ -343,8 +355,8 @@ void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *out)
     rap_queue_free(f->free_q);
     rap_queue_free(f->full_q);
     for (int i = 0; i < f->n_pool; i++)
-        rap_batch_free(&f->pool[i].batch);
-    rap_batch_free(&f->rb);
+        rap_batch_free_any(&f->pool[i].batch);
+    rap_batch_free_any(&f->rb);
     rap_free(f->pool);
     rap_free((void *)f->held);
     pthread_mutex_destroy(&f->rd_lock);
@@ -372,10 +384,22 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
     if (c->reader_batches && (c->holdout > 0 || c->start_pos > 0 || c->per_row))
         return rap_fail(RAP_ERR_ARG, "rowfeed: reader_batches hands out the reader's batches "
                         "as they come: no hold-out, resume position or per_row");
+    rap_parse_kind pk = rap_rowfeed_resolve_parse(c);
+    if (pk == RAP_PARSE_GPU && c->per_row)
+        return rap_fail(RAP_ERR_ARG, "rowfeed: per_row copies rows on the host: not with the "
+                        "GPU parser's device rows");
+    if (pk != RAP_PARSE_CPU && !rap_reader_criteo_text(&c->reader)) {
+        rap_reader_config rc = c->reader;
+        rc.parse = pk;
+        RAP_TRY(rap_reader_check_parse(&rc)); /* gpu or reference: refused, named */
+    }
     rap_rowfeed *f = rap_calloc(sizeof *f, "row feed");
     if (!f)
         return RAP_ERR_NOMEM;
     f->cfg = *c;
+    f->cfg.reader.parse = pk;
+    f->dev = pk == RAP_PARSE_GPU;
+    f->device = f->dev ? rap_parse_device() : 0;
     pthread_mutex_init(&f->rd_lock, NULL);
     pthread_mutex_init(&f->st_lock, NULL);
     atomic_init(&f->stop, 0);
@@ -393,8 +417,9 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
         goto fail;
     }
     for (int i = 0; i < P; i++) { /* sizes as rap_rowfeed_bytes */
-        st = rap_batch_create(&f->pool[i].batch, rap_reader_shape(&c->reader), c->batch_rows,
-                              c->pinned);
+        const rap_schema sh = rap_reader_shape(&c->reader);
+        st = f->dev ? rap_batch_create_device(&f->pool[i].batch, sh, c->batch_rows)
+                    : rap_batch_create(&f->pool[i].batch, sh, c->batch_rows, c->pinned);
         if (st != RAP_OK)
             goto fail;
         f->pool[i].slot = i;
@@ -403,8 +428,10 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
         f->n_pool = i + 1;
     }
     if (!c->reader_batches &&
-        (st = rap_batch_create(&f->rb, rap_reader_shape(&c->reader), FEED_READ_ROWS,
-                               false)) != RAP_OK)
+        (st = f->dev ? rap_batch_create_device(&f->rb, rap_reader_shape(&c->reader),
+                                               FEED_READ_ROWS)
+                     : rap_batch_create(&f->rb, rap_reader_shape(&c->reader), FEED_READ_ROWS,
+                                        false)) != RAP_OK)
         goto fail;
     if ((st = rap_queue_create(P, &f->free_q)) != RAP_OK ||
         (st = rap_queue_create(P, &f->full_q)) != RAP_OK)
@@ -418,7 +445,7 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
     }
     if (c->open_at_create) {
         rap_reader *r = NULL;
-        rap_reader_config rc = c->reader;
+        rap_reader_config rc = f->cfg.reader; /* parse resolved */
         rc.track_positions = c->track_positions;
         rc.start = c->start.valid ? &c->start : NULL;
         if ((st = rap_reader_open_ex(&rc, c->chunk_bytes, &r)) != RAP_OK)
@@ -450,6 +477,28 @@ void rap_rowfeed_stop(rap_rowfeed *f)
 }
 
 int rap_rowfeed_n_batches(const rap_rowfeed *f) { return f ? f->n_pool : 0; }
+
+rap_parse_kind rap_rowfeed_resolve_parse(const rap_rowfeed_config *c)
+{
+    rap_parse_kind k = c->reader.parse;
+    if (k == RAP_PARSE_CPU || k == RAP_PARSE_REF)
+        return k;
+    if (k == RAP_PARSE_AUTO && !rap_reader_criteo_text(&c->reader))
+        return RAP_PARSE_CPU; /* a schema's text or Parquet: the host's parsers */
+    bool gpu = c->pinned && c->device_batches && !c->reader_batches && !c->per_row;
+    if (k == RAP_PARSE_AUTO)
+        return gpu ? RAP_PARSE_GPU : RAP_PARSE_CPU;
+    if (gpu)
+        return RAP_PARSE_GPU;
+    /* gpu asked: without a GPU the kernels' CPU reference in their place;
+     * a consumer of host batches on a GPU machine keeps the host parser */
+    return c->pinned ? RAP_PARSE_CPU : RAP_PARSE_REF;
+}
+
+rap_parse_kind rap_rowfeed_parse(const rap_rowfeed *f)
+{
+    return f ? f->cfg.reader.parse : RAP_PARSE_CPU;
+}
 
 /* Batches of the pool handed out and not given back. */
 static int feed_held(rap_rowfeed *f)

@@ -24,6 +24,16 @@
  *   // st != RAP_OK: the reader's error, after every good batch before it
  *   rap_rowfeed_free(f, &stats);
  *
+ * Who parses (reader.parse, resolved by create: rap_rowfeed_parse): auto
+ * is the GPU when the consumer takes device batches (device_batches) and a
+ * GPU is in use (pinned), else the host's parser; gpu is the GPU there,
+ * the kernels' CPU reference without a GPU (the CPU backend, CI: the same
+ * feed, host memory), and the host's parser for a consumer of host batches
+ * on a GPU machine (the cpu mode). With the GPU the batches handed out are
+ * device memory (batch.device), every byte written before next returns
+ * them; the rows, the hold-out and the accounting are the same as the
+ * host parser's, bit for bit (docs/INPUT.md).
+ *
  * With reader_batches (the mps server's feed) each batch is one read of
  * the reader as it comes instead: B rows, fewer when a followed input is
  * quiet, before a reject with bad_rows = fail, or at the end; the pass's
@@ -82,6 +92,10 @@ typedef struct {
                                  * by rap_rowfeed_next with each batch of rows it hands
                                  * out; NULL: none */
     void *batch_hook_ctx;
+    bool device_batches;        /* the consumer takes batches whose arrays are device
+                                 * memory (the runtime's GPU modes): with reader.parse
+                                 * auto or gpu and pinned (a GPU in use) the GPU parses
+                                 * and the rows stay there (rap_rowfeed_parse) */
     bool open_at_create;        /* the first pass's input is opened by create, so that an
                                  * input that cannot be opened fails there (the mps server
                                  * reports it at set-up); else the thread opens it and
@@ -148,6 +162,10 @@ rap_status rap_rowfeed_release(rap_rowfeed *f, rap_row_batch *b);
 /* Ends reading: rows already read are still handed out, then the end.
  * Async-signal-safe (atomic loads and stores only). NULL accepted. */
 void rap_rowfeed_stop(rap_rowfeed *f);
+/* Who parses this feed's rows (create's resolution of reader.parse). */
+rap_parse_kind rap_rowfeed_parse(const rap_rowfeed *f);
+/* Resolves reader.parse for a feed of config c (create's rule). */
+rap_parse_kind rap_rowfeed_resolve_parse(const rap_rowfeed_config *c);
 /* P, the batches of the pool. */
 int rap_rowfeed_n_batches(const rap_rowfeed *f);
 /* Accounting; exact once the end was returned or after free's join

@@ -59,6 +59,11 @@ static rap_status evaluate_model(trainer *t, rap_model *m, rap_eval_result *out)
     rc.input = own ? c->eval_data : c->data;
     if (own)
         rc.max_rows = 0;
+    /* the evaluation reads host rows: the host's parser, or with --parse gpu
+     * on the CPU backend the kernels' reference (as the training feed) */
+    if (rc.parse != RAP_PARSE_CPU && rc.parse != RAP_PARSE_REF)
+        rc.parse = rc.parse == RAP_PARSE_GPU && c->device != RAP_GPU ? RAP_PARSE_REF
+                                                                     : RAP_PARSE_CPU;
     rap_eval_reset(&t->ev.acc);
     rap_reader *er;
     RAP_TRY(rap_reader_open(&rc, &er));

@@ -1,0 +1,217 @@
+/* parse_backend.c -- the parse backends' table (parse_backend.h): the cpu
+ * parser and the kernels' CPU reference here, the GPU's entry points in
+ * parse_backend_gpu.cu; what they share (line offsets, the reject list
+ * in the reader's form). */
+#include "data/parse_backend.h"
+
+#include "core/core.h"
+#include "data/parse_backend_internal.h"
+
+#include <string.h>
+
+/* ---- shared */
+
+int64_t rap_parse_cut_lines(const char *text, size_t n, int32_t *start)
+{
+    int64_t k = 0;
+    const char *p = text, *end = text + n;
+    while (p < end) {
+        start[k++] = (int32_t)(p - text);
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    start[k] = (int32_t)n;
+    return k;
+}
+
+int64_t rap_parse_stage_rows(size_t chunk_bytes)
+{
+    return (int64_t)(chunk_bytes / RAP_CRITEO_FIELDS) + 1;
+}
+
+rap_status rap_parse_take_rejects(rap_parsed *o, const rap_parse_rej *rej, int64_t n_rej,
+                                  const rap_parse_result *res, const char *text,
+                                  const int32_t *start, int64_t max_line)
+{
+    o->n_lines = res->n_lines;
+    o->n_used = res->rows_used;
+    o->n_rej = 0;
+    o->first_msg[0] = 0;
+    if (n_rej > o->cap_rej) {
+        rap_parse_reject *nr = rap_realloc(o->rej, (size_t)n_rej * sizeof *nr, "reject list");
+        if (!nr)
+            return RAP_ERR_NOMEM;
+        o->rej = nr;
+        o->cap_rej = n_rej;
+    }
+    for (int64_t i = 0; i < n_rej; i++) {
+        o->rej[i].line = rej[i].line;
+        o->rej[i].pos = rej[i].pos;
+        o->rej[i].reason = rej[i].reason;
+    }
+    o->n_rej = n_rej;
+    if (n_rej > 0) { /* the CPU parser's own words for the one a caller may report */
+        char msg[512];
+        rap_parse_ref_message(text, start, rej[0].line, max_line, msg, sizeof msg);
+        snprintf(o->first_msg, sizeof o->first_msg, "%s", msg);
+    }
+    return RAP_OK;
+}
+
+/* ---- cpu: the host parser, rows in the chunk's arrays */
+
+static rap_status cpu_create(const rap_parse_backend_config *c, void **state)
+{
+    rap_parse_backend_config *s = rap_malloc(sizeof *s, "parser");
+    *state = s;
+    if (!s)
+        return RAP_ERR_NOMEM;
+    *s = *c;
+    return RAP_OK;
+}
+
+static void cpu_free(void *state) { rap_free(state); }
+
+static rap_status cpu_stage_create(const rap_parse_backend_config *c, rap_batch *stage)
+{
+    (void)c;
+    memset(stage, 0, sizeof *stage);
+    return RAP_OK;
+}
+
+static void cpu_stage_free(rap_batch *stage) { memset(stage, 0, sizeof *stage); }
+
+static rap_status cpu_chunk(void *state, const char *text, size_t n, rap_parsed *out,
+                            rap_batch *stage)
+{
+    (void)stage;
+    const rap_parse_backend_config *c = state;
+    return rap_parse_chunk(text, n, c->max_line, out);
+}
+
+/* ---- reference: the kernels' algorithm on the host, in their place */
+
+typedef struct {
+    rap_parse_backend_config cfg;
+    rap_parse_layout lay;
+    int32_t *start;       /* (C + 2) line offsets */
+    rap_parse_rej *rej;   /* (C + 1) the chunk's rejects */
+} ref_state;
+
+static void ref_free(void *state)
+{
+    ref_state *s = state;
+    if (!s)
+        return;
+    rap_free(s->start);
+    rap_free(s->rej);
+    rap_free(s);
+}
+
+static rap_status ref_create(const rap_parse_backend_config *c, void **state)
+{
+    *state = NULL;
+    ref_state *s = rap_calloc(sizeof *s, "reference parser");
+    if (!s)
+        return RAP_ERR_NOMEM;
+    s->cfg = *c;
+    rap_parse_layout_criteo(&s->lay);
+    s->start = rap_malloc(sizeof(int32_t) * (c->chunk_bytes + 2), "reference parser offsets");
+    s->rej = rap_malloc(sizeof(rap_parse_rej) * (c->chunk_bytes + 1), "reference parser rejects");
+    if (!s->start || !s->rej) {
+        ref_free(s);
+        return RAP_ERR_NOMEM;
+    }
+    *state = s;
+    return RAP_OK;
+}
+
+static rap_status ref_stage_create(const rap_parse_backend_config *c, rap_batch *stage)
+{
+    return rap_batch_create(stage, rap_schema_criteo(), rap_parse_stage_rows(c->chunk_bytes),
+                            false);
+}
+
+static rap_status ref_chunk(void *state, const char *text, size_t n, rap_parsed *out,
+                            rap_batch *stage)
+{
+    ref_state *s = state;
+    if (n > s->cfg.chunk_bytes)
+        return rap_fail(RAP_ERR_INTERNAL, "reference parser: a chunk of %zu bytes, at most %zu",
+                        n, s->cfg.chunk_bytes);
+    int64_t lines = rap_parse_cut_lines(text, n, s->start);
+    rap_parse_result res;
+    RAP_TRY(rap_parse_ref(&s->lay, text, (int64_t)n, s->start, lines, s->cfg.max_line, stage,
+                          s->rej, &res));
+    return rap_parse_take_rejects(out, s->rej, res.rows_rejected, &res, text, s->start,
+                                  s->cfg.max_line);
+}
+
+/* ---- the table */
+
+static const rap_parse_ops g_ops[] = {
+    [RAP_PARSE_AUTO] = {"cpu", false, cpu_create, cpu_free, cpu_stage_create, cpu_stage_free,
+                        cpu_chunk},
+    [RAP_PARSE_CPU] = {"cpu", false, cpu_create, cpu_free, cpu_stage_create, cpu_stage_free,
+                       cpu_chunk},
+    [RAP_PARSE_GPU] = {"gpu", true, rap_parse_gpu_state_create, rap_parse_gpu_state_free,
+                       rap_parse_gpu_stage_create, rap_batch_free_any, rap_parse_gpu_chunk},
+    [RAP_PARSE_REF] = {"reference", false, ref_create, ref_free, ref_stage_create,
+                       rap_batch_free_any, ref_chunk},
+};
+
+const rap_parse_ops *rap_parse_ops_of(rap_parse_kind k)
+{
+    if ((int)k < 0 || (int)k > RAP_PARSE_REF)
+        k = RAP_PARSE_CPU;
+    return &g_ops[k];
+}
+
+const char *rap_parse_kind_name(rap_parse_kind k)
+{
+    switch (k) {
+    case RAP_PARSE_AUTO: return "auto";
+    case RAP_PARSE_CPU: return "cpu";
+    case RAP_PARSE_GPU: return "gpu";
+    case RAP_PARSE_REF: return "reference";
+    }
+    return "unknown";
+}
+
+/* Appends good rows [u, u+n) of o (the cpu parser's layout) to b. */
+static void copy_parsed(rap_batch *b, const rap_parsed *o, int64_t u, int64_t n)
+{
+    const int64_t B = b->cap, R = o->cap, at = b->rows;
+    memcpy(b->label + at, o->label + u, (size_t)n * sizeof(float));
+    for (int j = 0; j < RAP_CRITEO_DENSE; j++) {
+        memcpy(b->dense + j * B + at, o->dense + j * R + u, (size_t)n * sizeof(float));
+        memcpy(b->dense_valid + j * B + at, o->dense_valid + j * R + u, (size_t)n);
+    }
+    for (int j = 0; j < RAP_CRITEO_SPARSE; j++) {
+        int64_t *off = b->sparse_off + j * (B + 1);
+        int64_t *ids = b->sparse_ids + j * B; /* K = 1 */
+        const int64_t *x = o->sparse + j * R + u;
+        const uint8_t *v = o->sparse_valid + j * R + u;
+        int64_t c = off[at];
+        for (int64_t i = 0; i < n; i++) {
+            ids[c] = x[i]; /* c <= at + i < B */
+            c += v[i];
+            off[at + i + 1] = c;
+        }
+        memcpy(b->sparse_valid + j * B + at, v, (size_t)n);
+    }
+    b->rows += n;
+}
+
+rap_status rap_parse_rows_append(const rap_parse_ops *ops, rap_batch *b, const rap_parsed *o,
+                                 const rap_batch *stage, int64_t u, int64_t n, void *stream)
+{
+    if (ops->device_rows)
+        return rap_batch_append_device(b, stage, u, n, stream);
+    if (stage->cap > 0) {
+        rap_batch_append(b, stage, u, n);
+        return RAP_OK;
+    }
+    copy_parsed(b, o, u, n);
+    return RAP_OK;
+}

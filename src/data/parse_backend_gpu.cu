@@ -1,0 +1,299 @@
+/* parse_backend_gpu.cu -- the gpu entry of the parse backends' table
+ * (parse_backend.h) and device batches: a parser thread's pinned text and
+ * offsets, its GPU parser (parse_gpu.h) on its own stream, the chunk's
+ * parse with only the accounting coming back; a device batch's append
+ * kernel. Without nvcc this file is compiled as C and every entry says
+ * RAP_ERR_NO_GPU. */
+#include "data/parse_backend.h"
+
+#include "core/core.h"
+#include "data/parse_backend_internal.h"
+#include "data/parse_gpu.h"
+
+#include <string.h>
+
+#ifdef __CUDACC__
+#include "core/cuda_util.h"
+#include <cuda_runtime.h>
+
+/* ---- device batches */
+
+extern "C" rap_status rap_batch_create_device(rap_batch *b, rap_schema s, int64_t cap)
+{
+    memset(b, 0, sizeof *b);
+    if (cap <= 0 || s.n_dense < 0 || s.n_sparse < 0 || s.ids_per_row < 1)
+        return rap_fail(RAP_ERR_ARG, "batch: bad shape (rows %lld, dense %d, sparse %d, ids/row %d)",
+                        (long long)cap, s.n_dense, s.n_sparse, s.ids_per_row);
+    size_t n = rap_batch_bytes(s, cap);
+    void *block = NULL;
+    RAP_TRY(rap_cuda_malloc(&block, n, "device batch"));
+    rap_batch_view(b, s, cap, block);
+    b->device = true;
+    return RAP_OK;
+}
+
+extern "C" void rap_batch_free_any(rap_batch *b)
+{
+    if (!b)
+        return;
+    if (b->device) {
+        rap_cuda_free(b->block);
+        memset(b, 0, sizeof *b);
+        return;
+    }
+    rap_batch_free(b);
+}
+
+/* Thread (row i, column y): y = 0 the label; 1..ND dense column y-1; then
+ * sparse column j = y - 1 - ND: its valid byte, offset and ids, rebased on
+ * dst's offset at `at` (0 when at is 0: that thread also writes off[0]). */
+static __global__ void append_kernel(rap_batch dst, rap_batch src, int64_t a, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y;
+    if (i >= n)
+        return;
+    const int64_t at = dst.rows, bd = dst.cap, bs = src.cap, k = src.schema.ids_per_row;
+    const int nd = src.schema.n_dense;
+    if (y == 0) {
+        dst.label[at + i] = src.label[a + i];
+        return;
+    }
+    if (y <= nd) {
+        int j = y - 1;
+        dst.dense[j * bd + at + i] = src.dense[j * bs + a + i];
+        dst.dense_valid[j * bd + at + i] = src.dense_valid[j * bs + a + i];
+        return;
+    }
+    int j = y - 1 - nd;
+    const int64_t *so = src.sparse_off + j * (bs + 1);
+    int64_t *dof = dst.sparse_off + j * (bd + 1);
+    int64_t d0 = at == 0 ? 0 : dof[at];
+    if (at == 0 && i == 0)
+        dof[0] = 0;
+    int64_t base = d0 - so[a];
+    int64_t e0 = so[a + i], e1 = so[a + i + 1];
+    for (int64_t e = e0; e < e1; e++)
+        dst.sparse_ids[j * bd * k + base + e] = src.sparse_ids[j * bs * k + e];
+    dof[at + i + 1] = e1 + base;
+    dst.sparse_valid[j * bd + at + i] = src.sparse_valid[j * bs + a + i];
+}
+
+extern "C" rap_status rap_batch_append_device(rap_batch *dst, const rap_batch *src, int64_t a,
+                                              int64_t n, void *stream)
+{
+    if (n <= 0)
+        return RAP_OK;
+    if (dst->rows + n > dst->cap || a < 0 || a + n > src->cap)
+        return rap_fail(RAP_ERR_INTERNAL, "device batch append: rows [%lld, +%lld) of %lld "
+                        "after %lld of %lld", (long long)a, (long long)n, (long long)src->cap,
+                        (long long)dst->rows, (long long)dst->cap);
+    dim3 grid((unsigned)((n + 255) / 256), (unsigned)(1 + src->schema.n_dense +
+                                                     src->schema.n_sparse));
+    append_kernel<<<grid, 256, 0, (cudaStream_t)stream>>>(*dst, *src, a, n);
+    RAP_CUDA_LAUNCHED();
+    dst->rows += n;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_parse_stream_create(void **stream)
+{
+    cudaStream_t s;
+    RAP_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *stream = s;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_parse_sync(void *stream)
+{
+    RAP_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
+    return RAP_OK;
+}
+
+extern "C" void rap_parse_stream_free(void *stream)
+{
+    if (stream)
+        cudaStreamDestroy((cudaStream_t)stream);
+}
+
+extern "C" int rap_parse_device(void)
+{
+    int d = 0;
+    if (cudaGetDevice(&d) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return d;
+}
+
+extern "C" rap_status rap_parse_set_device(int device)
+{
+    RAP_CUDA_TRY(cudaSetDevice(device));
+    return RAP_OK;
+}
+
+/* ---- a parser thread on the GPU */
+
+typedef struct {
+    rap_parse_backend_config cfg;
+    cudaStream_t stream;
+    rap_parse_gpu *gp;
+    char *h_text;          /* (C + 16) pinned: the chunk's raw text */
+    int32_t *h_start;      /* (C + 2) pinned: its line offsets */
+    rap_parse_rej *h_rej;  /* (C + 1) pinned: the reject list copied back */
+} gpu_state;
+
+extern "C" void rap_parse_gpu_state_free(void *state)
+{
+    gpu_state *s = (gpu_state *)state;
+    if (!s)
+        return;
+    rap_parse_gpu_free(s->gp);
+    if (s->h_text)
+        cudaFreeHost(s->h_text);
+    if (s->h_start)
+        cudaFreeHost(s->h_start);
+    if (s->h_rej)
+        cudaFreeHost(s->h_rej);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
+    rap_free(s);
+}
+
+static rap_status gpu_state_make(gpu_state *s, const rap_parse_backend_config *c)
+{
+    RAP_TRY(rap_parse_set_device(c->device));
+    RAP_CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+    RAP_CUDA_TRY(cudaHostAlloc((void **)&s->h_text, c->chunk_bytes + 16, cudaHostAllocDefault));
+    RAP_CUDA_TRY(cudaHostAlloc((void **)&s->h_start, sizeof(int32_t) * (c->chunk_bytes + 2),
+                               cudaHostAllocDefault));
+    RAP_CUDA_TRY(cudaHostAlloc((void **)&s->h_rej, sizeof(rap_parse_rej) * (c->chunk_bytes + 1),
+                               cudaHostAllocDefault));
+    rap_parse_gpu_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.max_lines = (int64_t)c->chunk_bytes + 1;
+    pc.max_bytes = (int64_t)c->chunk_bytes;
+    pc.max_line = c->max_line;
+    return rap_parse_gpu_create(&pc, s->stream, &s->gp);
+}
+
+extern "C" rap_status rap_parse_gpu_state_create(const rap_parse_backend_config *c, void **state)
+{
+    *state = NULL;
+    gpu_state *s = (gpu_state *)rap_calloc(sizeof *s, "GPU parser thread");
+    if (!s)
+        return RAP_ERR_NOMEM;
+    s->cfg = *c;
+    rap_status st = gpu_state_make(s, c);
+    if (st != RAP_OK) {
+        rap_parse_gpu_state_free(s);
+        return st;
+    }
+    *state = s;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_parse_gpu_stage_create(const rap_parse_backend_config *c,
+                                                 rap_batch *stage)
+{
+    RAP_TRY(rap_parse_set_device(c->device));
+    return rap_batch_create_device(stage, rap_schema_criteo(),
+                                   rap_parse_stage_rows(c->chunk_bytes));
+}
+
+/* The host's part: offsets and the raw text into pinned memory, the copy
+ * and the kernel queued, then (this thread waits, the training does not)
+ * the result and the reject list back. */
+extern "C" rap_status rap_parse_gpu_chunk(void *state, const char *text, size_t n,
+                                          rap_parsed *out, rap_batch *stage)
+{
+    gpu_state *s = (gpu_state *)state;
+    if (n > s->cfg.chunk_bytes)
+        return rap_fail(RAP_ERR_INTERNAL, "GPU parser: a chunk of %zu bytes, at most %zu", n,
+                        s->cfg.chunk_bytes);
+    int64_t lines = rap_parse_cut_lines(text, n, s->h_start);
+    memcpy(s->h_text, text, n);
+    RAP_TRY(rap_parse_gpu_upload(s->gp, s->h_text, (int64_t)n, s->h_start, lines));
+    uint64_t ticket;
+    RAP_TRY(rap_parse_gpu_run(s->gp, rap_parse_gpu_text(s->gp), (int64_t)n,
+                              rap_parse_gpu_starts(s->gp), lines, stage, NULL, &ticket));
+    rap_parse_result res;
+    bool ready;
+    RAP_TRY(rap_parse_gpu_result(s->gp, ticket, true, &res, &ready));
+    if (res.rows_rejected > 0) {
+        RAP_CUDA_TRY(cudaMemcpyAsync(s->h_rej, rap_parse_gpu_rejects(s->gp),
+                                     sizeof(rap_parse_rej) * (size_t)res.rows_rejected,
+                                     cudaMemcpyDeviceToHost, s->stream));
+        RAP_CUDA_TRY(cudaStreamSynchronize(s->stream));
+    }
+    return rap_parse_take_rejects(out, s->h_rej, res.rows_rejected, &res, text, s->h_start,
+                                  s->cfg.max_line);
+}
+
+#else /* no CUDA */
+
+#define NO_GPU(what) rap_fail(RAP_ERR_NO_GPU, "%s: rap was built without CUDA (make CUDA=0)", what)
+
+rap_status rap_batch_create_device(rap_batch *b, rap_schema s, int64_t cap)
+{
+    (void)s;
+    (void)cap;
+    memset(b, 0, sizeof *b);
+    return NO_GPU("device batch");
+}
+
+void rap_batch_free_any(rap_batch *b) { rap_batch_free(b); }
+
+rap_status rap_batch_append_device(rap_batch *dst, const rap_batch *src, int64_t a, int64_t n,
+                                   void *stream)
+{
+    (void)dst, (void)src, (void)a, (void)n, (void)stream;
+    return NO_GPU("device batch append");
+}
+
+rap_status rap_parse_stream_create(void **stream)
+{
+    *stream = NULL;
+    return NO_GPU("GPU parser");
+}
+
+rap_status rap_parse_sync(void *stream)
+{
+    (void)stream;
+    return RAP_OK;
+}
+
+void rap_parse_stream_free(void *stream) { (void)stream; }
+
+int rap_parse_device(void) { return 0; }
+
+rap_status rap_parse_set_device(int device)
+{
+    (void)device;
+    return NO_GPU("GPU parser");
+}
+
+rap_status rap_parse_gpu_state_create(const rap_parse_backend_config *c, void **state)
+{
+    (void)c;
+    *state = NULL;
+    return NO_GPU("--parse gpu");
+}
+
+void rap_parse_gpu_state_free(void *state) { (void)state; }
+
+rap_status rap_parse_gpu_stage_create(const rap_parse_backend_config *c, rap_batch *stage)
+{
+    (void)c;
+    memset(stage, 0, sizeof *stage);
+    return NO_GPU("--parse gpu");
+}
+
+rap_status rap_parse_gpu_chunk(void *state, const char *text, size_t n, rap_parsed *out,
+                               rap_batch *stage)
+{
+    (void)state, (void)text, (void)n, (void)out, (void)stage;
+    return NO_GPU("--parse gpu");
+}
+
+#endif /* __CUDACC__ */

@@ -1,0 +1,567 @@
+/* test_parse_feed.c -- the parse backends inside the reader and the row
+ * feed (data/parse_backend.h): the kernels' CPU reference in place of the
+ * launches gives, through the same reader and feed, exactly the CPU
+ * parser's batches and accounting (rows, rejects, reasons, first lines,
+ * bad_rows fail's message) on random text with every kind of malformed
+ * line, over files, gzip, directories, lanes, interleave, max_rows, small
+ * chunks, the hold-out and resume; the feed's resolution of --parse; on a
+ * GPU the kernels' device batches equal the CPU parser's and the device
+ * append equals rap_batch_append (skipped without one). */
+#include "test.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "core/core.h"
+#include "data/parse_backend.h"
+#include "data/parse_ref.h"
+#include "data/reader_internal.h"
+#include "run/rowfeed.h"
+#include "run/train.h"
+
+#ifdef RAP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define ND RAP_CRITEO_DENSE
+#define NS RAP_CRITEO_SPARSE
+
+/* ------------------------------------------------------------ helpers */
+
+/* A good line for (seed, i): nulls, negative ints, mixed-case hex. */
+static int good_line(char *out, uint64_t seed, int64_t i)
+{
+    uint64_t s = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)i;
+    int n = sprintf(out, "%d\t%lld", (int)(rap_splitmix64(&s) & 1), (long long)i);
+    for (int j = 1; j < ND; j++) {
+        uint64_t z = rap_splitmix64(&s);
+        n += z % 9 == 0 ? sprintf(out + n, "\t")
+                        : sprintf(out + n, "\t%lld", (long long)((int64_t)(z >> 40) % 5000) - 3);
+    }
+    for (int j = 0; j < NS; j++) {
+        uint64_t z = rap_splitmix64(&s);
+        n += z % 9 == 0 ? sprintf(out + n, "\t")
+                        : sprintf(out + n, (z & 1024) ? "\t%08x" : "\t%X", (unsigned)(z >> 32));
+    }
+    out[n++] = '\n';
+    out[n] = 0;
+    return n;
+}
+
+/* Replaces field f (0-based) of line l (k bytes with '\n') by v. */
+static int set_field(char *l, int k, int f, const char *v)
+{
+    int a = 0;
+    for (int i = 0; i < f; i++)
+        a = (int)(strchr(l + a, '\t') - l) + 1;
+    int b = a;
+    while (l[b] != '\t' && l[b] != '\n')
+        b++;
+    int vl = (int)strlen(v);
+    memmove(l + a + vl, l + b, (size_t)(k - b + 1));
+    memcpy(l + a, v, (size_t)vl);
+    return k - (b - a) + vl;
+}
+
+/* lines lines, about one in four malformed in one of many ways (the CPU
+ * parser's every reason, overflow at the boundaries, CRLF, empty, long,
+ * binary, garbage); the last line without '\n' when tail. */
+static size_t make_text(char *out, int64_t lines, uint64_t seed, bool tail)
+{
+    static const char *ints[] = {"2147483648", "-2147483649", "99999999999", "12a", "-", "+5",
+                                 "2147483647", "-2147483648", "00000000002147483647"};
+    static const char *cats[] = {"123456789", "xyz", "0000000g", "ABCDEF01", "-1", "fffffffff"};
+    size_t n = 0;
+    uint64_t s = seed;
+    char l[4096];
+    for (int64_t i = 0; i < lines; i++) {
+        int k = good_line(l, seed, i);
+        uint64_t z = rap_splitmix64(&s);
+        switch (z % 24) {
+        case 0: k = set_field(l, k, 0, (z & 256) ? "2" : ""); break;
+        case 1: k = set_field(l, k, 1 + (int)((z >> 8) % ND), ints[(z >> 16) % 9]); break;
+        case 2: k = set_field(l, k, 1 + ND + (int)((z >> 8) % NS), cats[(z >> 16) % 6]); break;
+        case 3: l[k - 1] = '\r'; l[k++] = '\n'; break;
+        case 4: l[0] = '\n'; k = 1; break;
+        case 5: { /* a field dropped or doubled */
+            char *tb = strchr(l, '\t');
+            if (z & 256) {
+                memmove(tb, tb + 1, (size_t)k - (size_t)(tb - l));
+                k--;
+            } else {
+                memmove(tb + 1, tb, (size_t)k - (size_t)(tb - l));
+                k++;
+            }
+            break;
+        }
+        case 6: { /* long, maybe a binary byte or '\r' late */
+            int len = 250 + (int)((z >> 8) % 900);
+            for (int j = 0; j < len; j++)
+                l[j] = (j % 9 == 8) ? '\t' : '7';
+            if (z & (1 << 20))
+                l[len - 1 - (int)((z >> 24) % 200)] = (z & (1 << 21)) ? '\r' : 0x01;
+            l[len] = '\n';
+            k = len + 1;
+            break;
+        }
+        case 7: /* a byte changed */
+            l[(z >> 8) % (uint64_t)(k - 1)] = (char)((z >> 32) | 1);
+            if (l[(z >> 8) % (uint64_t)(k - 1)] == '\n')
+                l[(z >> 8) % (uint64_t)(k - 1)] = 'n';
+            break;
+        case 8: /* garbage */
+            k = (int)((z >> 8) % 100);
+            for (int j = 0; j < k; j++) {
+                l[j] = (char)(rap_splitmix64(&s) & 0xff);
+                if (l[j] == '\n')
+                    l[j] = '\t';
+            }
+            l[k++] = '\n';
+            break;
+        default: break;
+        }
+        memcpy(out + n, l, (size_t)k);
+        n += (size_t)k;
+    }
+    if (tail && n > 0 && out[n - 1] == '\n')
+        n--;
+    return n;
+}
+
+static void write_file(const char *path, const char *d, size_t n, bool gz)
+{
+    if (gz) {
+        gzFile g = gzopen(path, "wb");
+        if (!g || gzwrite(g, d, (unsigned)n) != (int)n)
+            abort();
+        gzclose(g);
+        return;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f || (n && fwrite(d, 1, n, f) != n))
+        abort();
+    fclose(f);
+}
+
+/* Every used byte of the batches handed out, in a canonical form: rows,
+ * first_row, then per row label, dense + valid, per sparse column the id
+ * count, ids and valid. */
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+    int64_t batches;
+} dump_t;
+
+static void put(dump_t *d, const void *x, size_t n)
+{
+    if (d->n + n > d->cap) {
+        d->cap = (d->n + n) * 2 + 4096;
+        d->p = realloc(d->p, d->cap);
+    }
+    memcpy(d->p + d->n, x, n);
+    d->n += n;
+}
+
+static void dump_batch(dump_t *d, const rap_batch *b)
+{
+    put(d, &b->rows, 8);
+    put(d, &b->first_row, 8);
+    int64_t B = b->cap;
+    for (int64_t i = 0; i < b->rows; i++) {
+        put(d, &b->label[i], 4);
+        for (int j = 0; j < ND; j++) {
+            put(d, &b->dense[j * B + i], 4);
+            put(d, &b->dense_valid[j * B + i], 1);
+        }
+        for (int j = 0; j < NS; j++) {
+            const int64_t *off = b->sparse_off + j * (B + 1);
+            int64_t c = off[i + 1] - off[i];
+            put(d, &c, 8);
+            for (int64_t e = off[i]; e < off[i + 1]; e++)
+                put(d, &b->sparse_ids[j * B + e], 8);
+            put(d, &b->sparse_valid[j * B + i], 1);
+        }
+    }
+    d->batches++;
+}
+
+/* A host copy of batch b (device or host) in h (made with b's cap). */
+static rap_status host_copy(const rap_batch *b, rap_batch *h)
+{
+    if (!h->block)
+        RAP_TRY(rap_batch_create(h, b->schema, b->cap, false));
+#ifdef RAP_HAVE_CUDA
+    if (b->device) {
+        if (cudaMemcpy(h->block, b->block, b->block_bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+            return rap_fail(RAP_ERR_CUDA, "test: copy of a device batch");
+    } else
+#endif
+        memcpy(h->block, b->block, b->block_bytes);
+    h->rows = b->rows;
+    h->first_row = b->first_row;
+    return RAP_OK;
+}
+
+/* Reads everything of cfg (parse kind k) in batches of bcap rows. */
+static rap_status read_all(const rap_reader_config *cfg0, rap_parse_kind k, size_t chunk,
+                           int64_t bcap, dump_t *d, rap_reader_stats *st, char *msg, size_t mn)
+{
+    rap_reader_config cfg = *cfg0;
+    cfg.parse = k;
+    memset(d, 0, sizeof *d);
+    msg[0] = 0;
+    rap_reader *rd;
+    rap_status s = rap_reader_open_ex(&cfg, chunk, &rd);
+    if (s != RAP_OK) {
+        snprintf(msg, mn, "%s", rap_last_error());
+        return s;
+    }
+    rap_batch b, h;
+    memset(&h, 0, sizeof h);
+    s = k == RAP_PARSE_GPU ? rap_batch_create_device(&b, rap_schema_criteo(), bcap)
+                           : rap_batch_create(&b, rap_schema_criteo(), bcap, false);
+    while (s == RAP_OK) {
+        s = rap_reader_next(rd, &b);
+        if (s != RAP_OK) {
+            snprintf(msg, mn, "%s", rap_last_error());
+            break;
+        }
+        if (b.rows == 0)
+            break;
+        if ((s = rap_reader_sync(rd)) != RAP_OK || (s = host_copy(&b, &h)) != RAP_OK)
+            break;
+        dump_batch(d, &h);
+    }
+    rap_reader_get_stats(rd, st);
+    rap_batch_free_any(&b);
+    rap_batch_free(&h);
+    rap_reader_close(rd);
+    return s;
+}
+
+/* The accounting equal; bytes and files too unless the read stopped early
+ * (bad_rows fail: how far the lanes read ahead is timing). */
+static bool same_stats_ex(rap_test_ctx *t, const rap_reader_stats *a, const rap_reader_stats *b,
+                          bool bytes)
+{
+    bool ok = a->rows_read == b->rows_read && a->rows_used == b->rows_used &&
+              a->rows_rejected == b->rows_rejected &&
+              (!bytes || (a->bytes_read == b->bytes_read && a->files == b->files)) &&
+              !memcmp(a->rejected, b->rejected, sizeof a->rejected);
+    for (int r = 0; r < RAP_REJ_COUNT; r++)
+        for (int e = 0; e < RAP_REJ_EXAMPLES; e++)
+            ok = ok && !strcmp(a->example[r][e], b->example[r][e]);
+    CHECK_MSG(ok, "accounting differs: read %lld/%lld used %lld/%lld rejected %lld/%lld",
+              (long long)a->rows_read, (long long)b->rows_read, (long long)a->rows_used,
+              (long long)b->rows_used, (long long)a->rows_rejected, (long long)b->rows_rejected);
+    return ok;
+}
+
+static bool same_stats(rap_test_ctx *t, const rap_reader_stats *a, const rap_reader_stats *b)
+{
+    return same_stats_ex(t, a, b, true);
+}
+
+static void same_dump(rap_test_ctx *t, const dump_t *a, const dump_t *b, const char *what)
+{
+    CHECK_MSG(a->batches == b->batches && a->n == b->n && !memcmp(a->p, b->p, a->n),
+              "%s: batches %lld/%lld, bytes %zu/%zu differ", what, (long long)a->batches,
+              (long long)b->batches, a->n, b->n);
+}
+
+/* The input set: one plain file, one gzip file, a directory of 5 files
+ * (plain and gzip, different lengths). */
+static const char *inputs(int which)
+{
+    static char p[3][512];
+    static bool made;
+    if (!made) {
+        char *d = malloc(6000 * 1300);
+        snprintf(p[0], 512, "%s/pf_plain.tsv", rap_test_tmpdir());
+        write_file(p[0], d, make_text(d, 6000, 3, true), false);
+        snprintf(p[1], 512, "%s/pf_gz.tsv.gz", rap_test_tmpdir());
+        write_file(p[1], d, make_text(d, 4000, 4, false), true);
+        snprintf(p[2], 512, "%s/pf_dir", rap_test_tmpdir());
+        mkdir(p[2], 0755);
+        for (int f = 0; f < 5; f++) {
+            char q[600];
+            snprintf(q, sizeof q, "%s/part_%d%s", p[2], f, f % 2 ? ".gz" : ".tsv");
+            write_file(q, d, make_text(d, 700 + 450 * f, 10 + (uint64_t)f, f == 4), f % 2);
+        }
+        free(d);
+        made = true;
+    }
+    return p[which];
+}
+
+/* ------------------------------------------------------------- tests */
+
+RAP_TEST(parse_feed_reader_reference_equals_cpu)
+{
+    /* every input, threads, lanes, both orders, max_rows, small chunks,
+     * odd batch sizes: the same batches and accounting */
+    struct {
+        int input, threads, lanes, interleave;
+        int64_t max_rows, bcap;
+        size_t chunk;
+    } cases[] = {
+        {0, 1, 1, 0, 0, 1000, 0},      {0, 3, 1, 0, 0, 97, 3000},   {0, 2, 1, 0, 2500, 333, 0},
+        {1, 2, 1, 0, 0, 512, 0},       {1, 3, 1, 0, 0, 61, 2048},   {2, 2, 1, 0, 0, 256, 0},
+        {2, 4, 3, 0, 0, 128, 4096},    {2, 4, 3, 1, 0, 200, 4096},  {2, 5, 5, 1, 1234, 77, 0},
+        {2, 3, 2, 1, 0, 1, 1500},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        rap_reader_config rc = rap_reader_defaults();
+        rc.input = inputs(cases[c].input);
+        rc.threads = cases[c].threads;
+        rc.inflate_threads = cases[c].lanes;
+        rc.interleave = cases[c].interleave ? RAP_INTERLEAVE_BATCH : RAP_INTERLEAVE_FILE;
+        rc.interleave_rows = 150;
+        rc.max_rows = cases[c].max_rows;
+        rc.max_line = 300;
+        dump_t a, b;
+        rap_reader_stats sa, sb;
+        char ma[2048], mb[2048];
+        REQUIRE_OK(read_all(&rc, RAP_PARSE_CPU, cases[c].chunk, cases[c].bcap, &a, &sa, ma,
+                            sizeof ma));
+        REQUIRE_OK(read_all(&rc, RAP_PARSE_REF, cases[c].chunk, cases[c].bcap, &b, &sb, mb,
+                            sizeof mb));
+        CHECK_MSG(sa.rows_rejected > 50 && sa.rows_used > 500, "case %zu: %lld used, %lld "
+                  "rejected (the text must mix both)", c, (long long)sa.rows_used,
+                  (long long)sa.rows_rejected);
+        /* every reason Criteo's tab text can have (quote and list are a
+         * schema's: CSV quoting, lists) */
+        int kinds = 0;
+        for (int r = 0; r < RAP_REJ_QUOTE; r++)
+            kinds += sa.rejected[r] > 0;
+        CHECK_MSG(kinds == RAP_REJ_QUOTE || cases[c].max_rows > 0, "case %zu: %d reasons", c,
+                  kinds);
+        same_stats(t, &sa, &sb);
+        same_dump(t, &a, &b, "reference vs cpu");
+        free(a.p);
+        free(b.p);
+    }
+}
+
+RAP_TEST(parse_feed_reader_reference_fail_mode)
+{
+    /* bad_rows fail: the rows before the first reject, then the same
+     * "file:line: expected ..." message naming the field */
+    for (int in = 0; in < 3; in++) {
+        rap_reader_config rc = rap_reader_defaults();
+        rc.input = inputs(in);
+        rc.threads = 3;
+        rc.inflate_threads = in == 2 ? 3 : 1;
+        rc.bad_rows = RAP_BAD_FAIL;
+        rc.max_line = 300;
+        dump_t a, b;
+        rap_reader_stats sa, sb;
+        char ma[2048], mb[2048];
+        rap_status xa = read_all(&rc, RAP_PARSE_CPU, 2500, 100, &a, &sa, ma, sizeof ma);
+        rap_status xb = read_all(&rc, RAP_PARSE_REF, 2500, 100, &b, &sb, mb, sizeof mb);
+        CHECK(xa == RAP_ERR_DATA && xb == RAP_ERR_DATA);
+        CHECK_MSG(!strcmp(ma, mb) && strstr(ma, ":") && strstr(ma, "expected"),
+                  "messages differ: '%s' vs '%s'", ma, mb);
+        same_stats_ex(t, &sa, &sb, false);
+        same_dump(t, &a, &b, "fail mode");
+        free(a.p);
+        free(b.p);
+    }
+}
+
+/* Runs a feed over input (parse kind k) and dumps every batch. */
+static rap_status feed_all(rap_rowfeed_config fc, rap_parse_kind k, dump_t *d,
+                           rap_rowfeed_stats *st)
+{
+    fc.reader.parse = k;
+    memset(d, 0, sizeof *d);
+    rap_rowfeed *f;
+    RAP_TRY(rap_rowfeed_create(&fc, &f));
+    rap_row_batch *rb;
+    rap_batch h;
+    memset(&h, 0, sizeof h);
+    rap_status s;
+    while ((s = rap_rowfeed_next(f, &rb, NULL)) == RAP_OK && rb) {
+        if (rb->batch.rows > 0 && (s = host_copy(&rb->batch, &h)) != RAP_OK)
+            break;
+        h.rows = rb->batch.rows;
+        h.first_row = rb->batch.first_row;
+        int64_t tag[4] = {rb->seq, rb->pass, rb->pos_after, rb->end_of_pass};
+        put(d, tag, sizeof tag);
+        if (rb->batch.rows > 0)
+            dump_batch(d, &h);
+        rap_rowfeed_release(f, rb);
+    }
+    rap_batch_free(&h);
+    rap_rowfeed_free(f, st);
+    return s;
+}
+
+RAP_TEST(parse_feed_rowfeed_reference_equals_cpu)
+{
+    /* the training feed: hold-out by the accepted-row index, a resume
+     * position, two passes: the same batches, markers and accounting */
+    for (int in = 0; in < 3; in++) {
+        rap_rowfeed_config fc;
+        memset(&fc, 0, sizeof fc);
+        fc.reader = rap_reader_defaults();
+        fc.reader.input = inputs(in);
+        fc.reader.threads = 3;
+        fc.reader.inflate_threads = in == 2 ? 2 : 1;
+        fc.reader.max_line = 300;
+        fc.chunk_bytes = 5000;
+        fc.batch_rows = 250;
+        fc.n_batches = 4;
+        fc.holdout = in == 1 ? 0 : 0.1;
+        fc.start_pos = in == 0 ? 777 : 0;
+        fc.passes = 2;
+        fc.device_batches = true; /* no GPU in use (pinned false): the reference */
+        CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_CPU); /* auto: the host parser */
+        dump_t a, b;
+        rap_rowfeed_stats sa, sb;
+        REQUIRE_OK(feed_all(fc, RAP_PARSE_CPU, &a, &sa));
+        REQUIRE_OK(feed_all(fc, RAP_PARSE_GPU, &b, &sb)); /* resolved to the reference */
+        CHECK(sa.rows_out > 1000 && sa.rows_out == sb.rows_out);
+        CHECK(sa.rows_held_out == sb.rows_held_out && sa.rows_skipped == sb.rows_skipped);
+        CHECK(in == 1 || sa.rows_held_out > 100);
+        CHECK(sa.passes_done == 2 && sb.passes_done == 2);
+        same_stats(t, &sa.reader, &sb.reader);
+        same_dump(t, &a, &b, "feed");
+        free(a.p);
+        free(b.p);
+    }
+}
+
+RAP_TEST(parse_feed_resolve)
+{
+    rap_rowfeed_config fc;
+    memset(&fc, 0, sizeof fc);
+    struct {
+        rap_parse_kind asked;
+        bool pinned, device_batches, reader_batches;
+        rap_parse_kind want;
+    } cases[] = {
+        {RAP_PARSE_AUTO, true, true, false, RAP_PARSE_GPU},  /* GPU mode on a GPU */
+        {RAP_PARSE_AUTO, false, true, false, RAP_PARSE_CPU}, /* the CPU backend */
+        {RAP_PARSE_AUTO, true, false, false, RAP_PARSE_CPU}, /* cpu mode: host batches */
+        {RAP_PARSE_AUTO, true, true, true, RAP_PARSE_CPU},   /* the mps server's feed */
+        {RAP_PARSE_GPU, true, true, false, RAP_PARSE_GPU},
+        {RAP_PARSE_GPU, false, true, false, RAP_PARSE_REF},  /* no GPU: the reference */
+        {RAP_PARSE_GPU, false, false, false, RAP_PARSE_REF},
+        {RAP_PARSE_GPU, true, false, false, RAP_PARSE_CPU},  /* cpu mode on a GPU */
+        {RAP_PARSE_CPU, true, true, false, RAP_PARSE_CPU},
+        {RAP_PARSE_REF, true, true, false, RAP_PARSE_REF},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        fc.reader.parse = cases[c].asked;
+        fc.pinned = cases[c].pinned;
+        fc.device_batches = cases[c].device_batches;
+        fc.reader_batches = cases[c].reader_batches;
+        CHECK_MSG(rap_rowfeed_resolve_parse(&fc) == cases[c].want, "case %zu: %s, want %s", c,
+                  rap_parse_kind_name(rap_rowfeed_resolve_parse(&fc)),
+                  rap_parse_kind_name(cases[c].want));
+    }
+}
+
+RAP_TEST(parse_feed_reference_short_lines)
+{
+    /* a chunk of many empty lines: the staging batch needs room for the
+     * good rows the bytes can hold (rap_parse_rows_bound), not one a line */
+    rap_parse_layout lay;
+    rap_parse_layout_criteo(&lay);
+    char text[4096 + 1024];
+    size_t n = 0;
+    for (int i = 0; i < 4096; i++)
+        text[n++] = '\n';
+    n += (size_t)good_line(text + n, 1, 5);
+    int32_t start[4100];
+    int64_t lines = 0;
+    for (size_t p = 0; p < n;) {
+        start[lines++] = (int32_t)p;
+        p = (size_t)((char *)memchr(text + p, '\n', n - p) - text) + 1;
+    }
+    start[lines] = (int32_t)n;
+    CHECK(lines == 4097);
+    int64_t bound = rap_parse_rows_bound(&lay, lines, (int64_t)n);
+    CHECK(bound == (int64_t)n / RAP_CRITEO_FIELDS && bound < lines);
+    rap_batch b;
+    REQUIRE_OK(rap_batch_create(&b, rap_schema_criteo(), bound, false));
+    rap_parse_rej *rej = malloc(sizeof *rej * (size_t)lines);
+    rap_parse_result res;
+    REQUIRE_OK(rap_parse_ref(&lay, text, (int64_t)n, start, lines, 65536, &b, rej, &res));
+    CHECK(res.rows_used == 1 && res.rows_rejected == 4096 && b.dense[0] == 5.0f);
+    CHECK(res.rejected[RAP_REJ_FIELDS] == 4096 && rej[4095].line == 4095);
+    rap_batch small;
+    REQUIRE_OK(rap_batch_create(&small, rap_schema_criteo(), bound - 1, false));
+    CHECK(rap_parse_ref(&lay, text, (int64_t)n, start, lines, 65536, &small, rej, &res) ==
+          RAP_ERR_ARG);
+    rap_batch_free(&small);
+    rap_batch_free(&b);
+    free(rej);
+}
+
+/* ------------------------------------------------------------- GPU */
+
+RAP_TEST(parse_feed_gpu_reader_equals_cpu)
+{
+    char why[256];
+    if (!rap_gpu_available(why, sizeof why))
+        SKIP(why);
+    for (int in = 0; in < 3; in++) {
+        rap_reader_config rc = rap_reader_defaults();
+        rc.input = inputs(in);
+        rc.threads = 3;
+        rc.inflate_threads = in == 2 ? 3 : 1;
+        rc.interleave = in == 2 ? RAP_INTERLEAVE_BATCH : RAP_INTERLEAVE_FILE;
+        rc.interleave_rows = 150;
+        rc.max_line = 300;
+        dump_t a, b;
+        rap_reader_stats sa, sb;
+        char ma[2048], mb[2048];
+        REQUIRE_OK(read_all(&rc, RAP_PARSE_CPU, 3000, 333, &a, &sa, ma, sizeof ma));
+        REQUIRE_OK(read_all(&rc, RAP_PARSE_GPU, 3000, 333, &b, &sb, mb, sizeof mb));
+        same_stats(t, &sa, &sb);
+        same_dump(t, &a, &b, "gpu vs cpu");
+        free(a.p);
+        free(b.p);
+        rc.bad_rows = RAP_BAD_FAIL;
+        CHECK(read_all(&rc, RAP_PARSE_CPU, 3000, 100, &a, &sa, ma, sizeof ma) == RAP_ERR_DATA);
+        CHECK(read_all(&rc, RAP_PARSE_GPU, 3000, 100, &b, &sb, mb, sizeof mb) == RAP_ERR_DATA);
+        CHECK_MSG(!strcmp(ma, mb), "'%s' vs '%s'", ma, mb);
+        same_dump(t, &a, &b, "gpu fail mode");
+        free(a.p);
+        free(b.p);
+    }
+}
+
+RAP_TEST(parse_feed_gpu_rowfeed_equals_cpu)
+{
+    char why[256];
+    if (!rap_gpu_available(why, sizeof why))
+        SKIP(why);
+    rap_rowfeed_config fc;
+    memset(&fc, 0, sizeof fc);
+    fc.reader = rap_reader_defaults();
+    fc.reader.input = inputs(2);
+    fc.reader.threads = 3;
+    fc.reader.max_line = 300;
+    fc.chunk_bytes = 5000;
+    fc.batch_rows = 250;
+    fc.n_batches = 4;
+    fc.holdout = 0.1;
+    fc.passes = 2;
+    fc.pinned = true;
+    fc.device_batches = true;
+    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU);
+    dump_t a, b;
+    rap_rowfeed_stats sa, sb;
+    REQUIRE_OK(feed_all(fc, RAP_PARSE_CPU, &a, &sa));
+    REQUIRE_OK(feed_all(fc, RAP_PARSE_AUTO, &b, &sb));
+    CHECK(sa.rows_out == sb.rows_out && sa.rows_held_out == sb.rows_held_out);
+    same_stats(t, &sa.reader, &sb.reader);
+    same_dump(t, &a, &b, "gpu feed");
+    free(a.p);
+    free(b.p);
+}
