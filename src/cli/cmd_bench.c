@@ -42,6 +42,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* --steps 0 (the default): measured steps per mode. On the H200 a step is
@@ -67,6 +68,9 @@ typedef struct {
                               * manifests with moves: what this rank's moves send per
                               * step (NaN: none) */
     double starved_s;
+    double cpu_s_per_mrow;   /* host CPU seconds of the process (getrusage: user +
+                              * system, every thread) over the measured steps, per
+                              * million rows trained */
     int64_t steps, samples;
     double gpu_gb;
     /* the memory plan (run/memplan.h) beside the measured use: GiB of
@@ -74,6 +78,16 @@ typedef struct {
      * on the GPU the drop of free memory after set-up and after the steps */
     double plan_gib, reserve_gib, used_setup_gib, used_steps_gib;
 } bench_row;
+
+/* User + system seconds of the whole process so far. */
+static double process_cpu_s(void)
+{
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0)
+        return NAN;
+    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec +
+           (double)u.ru_stime.tv_sec + 1e-6 * (double)u.ru_stime.tv_usec;
+}
 
 static int cmp_float(const void *a, const void *b)
 {
@@ -153,6 +167,7 @@ static void summarize(const bench_row *runs, int R, int n, bench_row *out, doubl
         MED(step_ms);
         MED(exposed_ms);
         MED(starved_s);
+        MED(cpu_s_per_mrow);
         for (int p = 0; p < 4; p++)
             MED(phase_ms[p]);
         MED(grad_comm_ms);
@@ -204,7 +219,7 @@ typedef struct {
 
 /* What the measured steps start from: the sums taken after the warm-up. */
 typedef struct {
-    double t0, pre0, starved0;
+    double t0, pre0, starved0, cpu0;
     int64_t measured0;
     int64_t sent_mine0, sent_all0; /* preprocessed bytes sent between ranks */
 } bench_mark;
@@ -227,6 +242,7 @@ static rap_status mark_start(rap_pipeline *p, rap_trace *tr, bench_mark *m)
     m->starved0 = rs.starved_s;
     m->measured0 = rs.samples;
     rap_trace_set_enabled(tr, true);
+    m->cpu0 = process_cpu_s();
     m->t0 = rap_now();
     return RAP_OK;
 }
@@ -244,6 +260,8 @@ static rap_status measure(const bench_ctx *b, rap_pipeline *p, double wall, cons
     row->samples = rs.samples - m->measured0;
     row->samples_per_s = wall > 0 ? (double)row->samples / wall : 0;
     row->starved_s = rs.starved_s - m->starved0;
+    double cpu_s = process_cpu_s() - m->cpu0;
+    row->cpu_s_per_mrow = row->samples > 0 ? cpu_s / ((double)row->samples / 1e6) : NAN;
     row->gpu_gb = (double)rs.gpu_bytes_used / 1e9;
     if (b->dev == RAP_GPU) {
         size_t used = 0;
@@ -590,6 +608,7 @@ static void print_json(const bench_row *rows, const bench_row *runs, int n, cons
             fprintf(f, ",\"prep_bytes_per_step\":%s", rap_json_num(r->prep_bytes, x));
         }
         fprintf(f, ",\"starved_s\":%s", rap_json_num(r->starved_s, x));
+        fprintf(f, ",\"host_cpu_s_per_mrow\":%s", rap_json_num(r->cpu_s_per_mrow, x));
         fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s", (long long)r->samples,
                 rap_json_num(r->gpu_gb, x));
         fprintf(f, ",\"mem_plan_gib\":%s", rap_json_num(r->plan_gib, x));

@@ -1,0 +1,97 @@
+#!/bin/bash
+# bench/device_rawlogs.sh [BIN_DIR]: raw Criteo text parsed on the GPU
+# inside the training (--parse gpu) against the host's parser threads
+# (--parse cpu), in one device call from a carried build (nothing is built
+# here). Data made on the device by `rap gen` (kaggle cardinalities): one
+# plain TSV of ROWS rows, and a directory of 4 .gz files of ROWS/4 rows each.
+# Then, for plans 0 and 1 at batch 4096 and 8192 (the paper's model, the
+# shipped schedules plans/h200/planP_B.schedule, CUDA graphs), `rap bench
+# --modes ideal,rap` in four input configurations:
+#   gpu_tsv  --parse gpu --threads 1 on the plain TSV
+#   gpu_gz   --parse gpu --threads 4 --inflate-threads 4 --interleave batch
+#            on the .gz directory
+#   cpu_tsv  --parse cpu --threads 16 on the plain TSV
+#   cpu_gz   --parse cpu --threads 16 --inflate-threads 4 --interleave batch
+#            on the .gz directory
+# Reported (bench/exp/rawlogs_table.py, the last lines printed): rap's
+# samples/s, rap / ideal, the seconds rap waited for rows, and the host CPU
+# seconds per million rows trained (getrusage of the rap process over the
+# measured steps, every thread: rap bench's host_cpu_s_per_mrow).
+# Knobs: OUT (default out), BUDGET (seconds for the whole call, default
+# 540: every step runs under timeout with what is left, and is skipped,
+# saying so, when too little is), ROWS (4000000), STEPS (200), WARMUP (20),
+# PLANS (plan0 plan1), BATCHES (4096 8192), CONFIGS (gpu_tsv gpu_gz cpu_tsv
+# cpu_gz), GRAPH (--cuda-graph; GRAPH="" runs without).
+# BIN_DIR (default .carry/dev) holds rap and lib/; `bash bench/exp/carry_dev.sh`
+# prepares it. Run from the repository root (the plans are read from there).
+set -u -o pipefail
+B=${1:-.carry/dev}
+B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+BUDGET=${BUDGET:-540}
+ROWS=${ROWS:-4000000}
+STEPS=${STEPS:-200}
+WARMUP=${WARMUP:-20}
+PLANS=${PLANS:-plan0 plan1}
+BATCHES=${BATCHES:-4096 8192}
+CONFIGS=${CONFIGS:-gpu_tsv gpu_gz cpu_tsv cpu_gz}
+G=${GRAPH---cuda-graph}
+T0=$(date +%s)
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+
+left() { echo $((BUDGET - ($(date +%s) - T0))); }
+note() { echo "$*" | tee -a "$SUMMARY"; }
+# lim NAME LIMIT MIN: the timeout for a step (LIMIT, or what is left less
+# 5 s); empty when under MIN s are left (the step is skipped, and said so)
+lim() {
+  local l; l=$(left)
+  if [ "$l" -lt "$3" ]; then echo "skipped $1: ${l}s left" | tee -a "$SUMMARY" >&2; return; fi
+  l=$((l - 5)); [ "$2" -lt "$l" ] && l=$2; echo "$l"
+}
+
+note "== $(cat "$B/COMMIT" 2>/dev/null || echo 'commit unknown') on $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1); $(nproc) cores"
+
+# the data, on the device's local disk
+D=${DATA_DIR:-/tmp/rap_rawlogs}
+mkdir -p "$D/gz"
+start=$(date +%s)
+if [ ! -s "$D/rows.tsv" ]; then
+  timeout "$(lim gen 120 30 || echo 1)" "$B/rap" gen --rows "$ROWS" --seed 7 --out "$D/rows.tsv" \
+    --quiet > "$OUT/gen_tsv.log" 2>&1
+fi
+for k in 0 1 2 3; do
+  [ -s "$D/gz/day_$k.gz" ] || timeout 150 "$B/rap" gen --rows $((ROWS / 4)) --seed $((10 + k)) \
+    --threads 4 --out "$D/gz/day_$k.gz" --quiet > "$OUT/gen_gz_$k.log" 2>&1 &
+done
+wait
+note "data: $(du -sh "$D/rows.tsv" | cut -f1) plain, $(du -sh "$D/gz" | cut -f1) gzip in $(( $(date +%s) - start )) s"
+
+args_of() {
+  case $1 in
+    gpu_tsv) echo "--parse gpu --threads 1 --data $D/rows.tsv";;
+    gpu_gz)  echo "--parse gpu --threads 4 --inflate-threads 4 --interleave batch --data $D/gz";;
+    cpu_tsv) echo "--parse cpu --threads 16 --data $D/rows.tsv";;
+    cpu_gz)  echo "--parse cpu --threads 16 --inflate-threads 4 --interleave batch --data $D/gz";;
+  esac
+}
+
+for plan in $PLANS; do for b in $BATCHES; do for cf in $CONFIGS; do
+  S=plans/h200/${plan}_$b.schedule
+  t=$(lim "bench $plan $b $cf" 90 30)
+  [ -z "$t" ] && continue
+  J=$OUT/bench_${plan}_${b}_$cf.json
+  timeout "$t" "$B/rap" bench --plan plans/$plan.plan --model paper --batch "$b" \
+    --steps "$STEPS" --warmup "$WARMUP" --modes ideal,rap --schedule "$S" $G $(args_of "$cf") \
+    --json --quiet > "$J" 2> "${J%.json}.err"
+  note "bench $plan $b $cf: exit $?; $(tail -1 "${J%.json}.err")"
+done; done; done
+
+python3 bench/exp/rawlogs_table.py "$OUT" > "$OUT/table.txt" 2>&1
+note "done in $(($(date +%s) - T0)) s"
+cat "$SUMMARY" > "$OUT/summary_all.txt"
+cat "$OUT/table.txt" >> "$OUT/summary_all.txt"
+# last: the table (the reply carries the end of the output)
+cat "$OUT/table.txt"

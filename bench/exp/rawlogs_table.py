@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""The table of bench/device_rawlogs.sh: per plan and batch, for each input
+configuration (gpu_tsv, gpu_gz, cpu_tsv, cpu_gz: bench_<plan>_<B>_<cfg>.json),
+rap mode's samples/s, rap / ideal (the same invocation's ideal), the seconds
+rap waited for rows over the measured steps, and the host CPU seconds per
+million rows trained (getrusage of the process: user + system of every
+thread, over the measured steps); a skipped mode says why, a missing file is
+said.
+
+Usage: rawlogs_table.py OUTDIR
+"""
+import json
+import os
+import sys
+
+CONFIGS = ("gpu_tsv", "gpu_gz", "cpu_tsv", "cpu_gz")
+WHAT = {
+    "gpu_tsv": "--parse gpu --threads 1, plain TSV",
+    "gpu_gz": "--parse gpu --threads 4, 4 .gz files",
+    "cpu_tsv": "--parse cpu --threads 16, plain TSV",
+    "cpu_gz": "--parse cpu --threads 16, 4 .gz files",
+}
+
+
+def num(x, fmt):
+    return fmt % x if isinstance(x, (int, float)) else "-"
+
+
+def main(out):
+    print("rap bench --modes ideal,rap with raw text (the paper's model, shipped schedules)")
+    print("%-6s %5s %-8s %12s %8s %9s %12s  %s" % ("plan", "batch", "input", "rap rows/s",
+                                                  "rap/ideal", "waited_s", "cpu_s/Mrow",
+                                                  "configuration"))
+    for plan in ("plan0", "plan1"):
+        for b in (4096, 8192):
+            for cf in CONFIGS:
+                p = os.path.join(out, "bench_%s_%d_%s.json" % (plan, b, cf))
+                if not os.path.exists(p):
+                    continue
+                try:
+                    with open(p) as f:
+                        j = json.load(f)
+                except (OSError, ValueError) as e:
+                    print("%-6s %5d %-8s (%s)" % (plan, b, cf, e))
+                    continue
+                rap = [m for m in j.get("modes", []) if m.get("mode") == "rap"]
+                if not rap:
+                    print("%-6s %5d %-8s (no rap row)" % (plan, b, cf))
+                    continue
+                m = rap[0]
+                if "skipped" in m:
+                    print("%-6s %5d %-8s skipped: %s" % (plan, b, cf, m["skipped"]))
+                    continue
+                print("%-6s %5d %-8s %12s %8s %9s %12s  %s" % (
+                    plan, b, cf, num(m.get("samples_per_s"), "%.0f"),
+                    num(m.get("vs_ideal"), "%.3f"), num(m.get("starved_s"), "%.2f"),
+                    num(m.get("host_cpu_s_per_mrow"), "%.3f"), WHAT[cf]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "out")
