@@ -86,8 +86,8 @@ rap_status rap_parse_gpu_upload(rap_parse_gpu *p, const char *text, int64_t n_by
  * parse_ref.h; text 16-byte aligned and readable up to n_bytes rounded up
  * to 16, as the parser's own buffer and any cudaMalloc'd buffer of that
  * size are) into rows [0, used) of dst (device arrays, the layout's
- * columns, cap >= n_lines). Nothing is waited for. *result_dev (may be
- * NULL) gets the batch's result on the device, valid once the stream
+ * columns, cap >= rap_parse_rows_bound, n_lines at most). Nothing is
+ * waited for. *result_dev (may be NULL) gets the batch's result on the device, valid once the stream
  * reaches it; *ticket names it for rap_parse_gpu_result. The reject list
  * (rap_parse_gpu_rejects) belongs to the latest batch. Errors: RAP_ERR_ARG
  * for arguments that do not fit, RAP_ERR_CUDA for a failed launch. */

@@ -388,11 +388,13 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
     if (pk == RAP_PARSE_GPU && c->per_row)
         return rap_fail(RAP_ERR_ARG, "rowfeed: per_row copies rows on the host: not with the "
                         "GPU parser's device rows");
-    if (pk != RAP_PARSE_CPU && !rap_reader_criteo_text(&c->reader)) {
-        rap_reader_config rc = c->reader;
-        rc.parse = pk;
-        RAP_TRY(rap_reader_check_parse(&rc)); /* gpu or reference: refused, named */
-    }
+    RAP_TRY(rap_reader_check_parse(&c->reader)); /* gpu asked for a schema, Parquet */
+    if (c->reader.parse == RAP_PARSE_GPU && pk == RAP_PARSE_CPU)
+        rap_warn("--parse gpu: this run takes rows in host memory (the cpu mode, a row share "
+                 "over ranks, or the mps server): the host parses them");
+    else
+        rap_debug("row feed: parse %s (asked: %s)", rap_parse_kind_name(pk),
+                  rap_parse_kind_name(c->reader.parse));
     rap_rowfeed *f = rap_calloc(sizeof *f, "row feed");
     if (!f)
         return RAP_ERR_NOMEM;
