@@ -322,16 +322,25 @@ rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *chunks, size_t
 
 static rap_status make_parsers(rap_reader *r);
 
+/* L lanes, P parser threads, S slots a lane and C chunk bytes of a reader
+ * of cfg over an input of `files` files (is_dir). Cannot fail. */
+static void reader_sizes(const rap_reader_config *cfg, bool is_dir, int64_t files,
+                         size_t chunk_bytes, int *L, int *P, int *S, size_t *C)
+{
+    rap_reader_threads t;
+    split_threads(cfg, is_dir, files, &t);
+    *L = t.lanes;
+    *P = t.parsers;
+    lane_shape(cfg, &t, chunk_bytes, C, S);
+}
+
 /* Sizes and allocates the lanes and their slots; starts nothing. Each
  * lane: S chunks of C + 1 bytes and a carry buffer of C (rap_reader_bytes). */
 static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
 {
     const rap_reader_config *cfg = &r->cfg;
-    rap_reader_threads t;
-    split_threads(cfg, r->is_dir, r->is_dir ? r->n_names : 1, &t);
-    r->L = t.lanes;
-    r->P = t.parsers;
-    lane_shape(cfg, &t, chunk_bytes, &r->C, &r->S);
+    reader_sizes(&r->cfg, r->is_dir, r->is_dir ? r->n_names : 1, chunk_bytes, &r->L, &r->P,
+                 &r->S, &r->C);
     /* every dropped line keeps max_line + 2 bytes of a slot */
     r->cap_drops = (int64_t)(r->C / ((size_t)cfg->max_line + 2)) + 1;
     RAP_TRY(make_parsers(r));
@@ -357,20 +366,35 @@ static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
                 !(l->slots[i].drops = rap_malloc((size_t)r->cap_drops * sizeof(rap_line_drop),
                                                  "reader line records")))
                 return RAP_ERR_NOMEM;
-            RAP_TRY(r->ops->stage_create(&r->pcfg, &l->slots[i].stage));
+            if (r->res)
+                l->slots[i].stage = r->res->stage[j * r->S + i]; /* lent */
+            else
+                RAP_TRY(r->ops->stage_create(&r->pcfg, &l->slots[i].stage));
         }
     }
     return RAP_OK;
 }
 
 /* Who parses: the backend, each parser thread's state and, on the GPU, the
- * consumer's stream (the device is the opening thread's). */
+ * consumer's stream (the device is the opening thread's); lent by res
+ * (r->res) when it was made for this reader's sizes. */
 static rap_status make_parsers(rap_reader *r)
 {
     r->ops = rap_parse_ops_of(r->cfg.parse);
     r->pcfg.chunk_bytes = r->C;
     r->pcfg.max_line = r->cfg.max_line;
     r->pcfg.device = r->ops->device_rows ? rap_parse_device() : 0;
+    rap_parse_res *res = r->res;
+    r->res = NULL;
+    if (res && res->ops == r->ops && res->pcfg.chunk_bytes == r->C &&
+        res->pcfg.max_line == r->cfg.max_line && res->n_state >= r->P &&
+        res->n_stage >= (int64_t)r->L * r->S) {
+        r->res = res;
+        r->pcfg = res->pcfg;
+        r->parser_state = res->state;
+        r->rows_stream = res->stream;
+        return RAP_OK;
+    }
     r->parser_state = rap_calloc((size_t)r->P * sizeof(void *), "reader parsers");
     if (!r->parser_state)
         return RAP_ERR_NOMEM;
@@ -378,6 +402,60 @@ static rap_status make_parsers(rap_reader *r)
         RAP_TRY(r->ops->create(&r->pcfg, &r->parser_state[i]));
     if (r->ops->device_rows)
         RAP_TRY(rap_parse_stream_create(&r->rows_stream));
+    return RAP_OK;
+}
+
+void rap_parse_res_free(rap_parse_res *x)
+{
+    if (!x)
+        return;
+    if (x->stream)
+        rap_parse_sync(x->stream);
+    for (int i = 0; x->state && i < x->n_state; i++)
+        x->ops->free(x->state[i]);
+    for (int64_t i = 0; x->stage && i < x->n_stage; i++)
+        x->ops->stage_free(&x->stage[i]);
+    rap_free(x->state);
+    rap_free(x->stage);
+    rap_parse_stream_free(x->stream);
+    rap_free(x);
+}
+
+rap_status rap_parse_res_create(const rap_reader_config *cfg, size_t chunk_bytes,
+                                rap_parse_res **out)
+{
+    *out = NULL;
+    rap_reader_threads t;
+    RAP_TRY(check_config(cfg));
+    RAP_TRY(rap_reader_check_parse(cfg));
+    RAP_TRY(rap_reader_plan_threads(cfg, &t));
+    const rap_parse_ops *ops = rap_parse_ops_of(cfg->parse);
+    if (!ops->device_rows)
+        return RAP_OK; /* nothing worth keeping: host memory */
+    rap_parse_res *x = rap_calloc(sizeof *x, "parse resources");
+    if (!x)
+        return RAP_ERR_NOMEM;
+    int L, P, S;
+    size_t C;
+    reader_sizes(cfg, t.files > 1 || t.lanes > 1, t.files, chunk_bytes, &L, &P, &S, &C);
+    x->ops = ops;
+    x->pcfg.chunk_bytes = C;
+    x->pcfg.max_line = cfg->max_line;
+    x->pcfg.device = rap_parse_device();
+    x->state = rap_calloc((size_t)P * sizeof(void *), "parse resources");
+    x->stage = rap_calloc((size_t)L * (size_t)S * sizeof(rap_batch), "parse resources");
+    rap_status st = x->state && x->stage ? RAP_OK : RAP_ERR_NOMEM;
+    for (int i = 0; st == RAP_OK && i < P; i++, x->n_state++)
+        st = ops->create(&x->pcfg, &x->state[i]);
+    for (int64_t i = 0; st == RAP_OK && i < (int64_t)L * S; i++, x->n_stage++)
+        st = ops->stage_create(&x->pcfg, &x->stage[i]);
+    if (st == RAP_OK)
+        st = rap_parse_stream_create(&x->stream);
+    if (st != RAP_OK) {
+        rap_parse_res_free(x);
+        return st;
+    }
+    *out = x;
     return RAP_OK;
 }
 
@@ -518,6 +596,12 @@ static rap_status open_start(rap_reader *r)
 
 rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, rap_reader **out)
 {
+    return rap_reader_open_res(cfg, chunk_bytes, NULL, out);
+}
+
+rap_status rap_reader_open_res(const rap_reader_config *cfg, size_t chunk_bytes,
+                               rap_parse_res *res, rap_reader **out)
+{
     *out = NULL;
     RAP_TRY(check_config(cfg));
     RAP_TRY(rap_reader_check_parse(cfg));
@@ -525,6 +609,7 @@ rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, 
     if (!r)
         return RAP_ERR_NOMEM;
     r->cfg = *cfg;
+    r->res = res; /* kept by make_parsers if it fits */
     r->input = strdup(cfg->input);
     r->cfg.input = r->input;
     r->cfg.schema = NULL;
@@ -1072,7 +1157,7 @@ void rap_reader_close(rap_reader *r)
             rap_free(l->slots[i].buf);
             rap_free(l->slots[i].drops);
             rap_parsed_free(&l->slots[i].out);
-            if (r->ops)
+            if (r->ops && !r->res)
                 r->ops->stage_free(&l->slots[i].stage);
         }
         rap_free(l->slots);
@@ -1083,10 +1168,14 @@ void rap_reader_close(rap_reader *r)
     rap_schema_parser_free(r->sp);
     rap_free(r->schema);
     rap_input_schema_free(r->criteo);
-    for (int i = 0; r->parser_state && i < r->P; i++)
-        r->ops->free(r->parser_state[i]);
-    rap_free(r->parser_state);
-    rap_parse_stream_free(r->rows_stream);
+    if (r->res) { /* lent: the appends queued from its stages done, nothing freed */
+        rap_parse_sync(r->rows_stream);
+    } else {
+        for (int i = 0; r->parser_state && i < r->P; i++)
+            r->ops->free(r->parser_state[i]);
+        rap_free(r->parser_state);
+        rap_parse_stream_free(r->rows_stream);
+    }
     for (int64_t i = 0; i < r->n_names; i++)
         free(r->names[i]);
     rap_free(r->names);

@@ -47,6 +47,17 @@ typedef struct {
 
 struct rap_reader;
 
+/* What a caller lends readers one after the other (rap_parse_res_create). */
+struct rap_parse_res {
+    const rap_parse_ops *ops;
+    rap_parse_backend_config pcfg;
+    void **state;         /* (n_state) parser threads' states */
+    int n_state;
+    rap_batch *stage;     /* (n_stage) slot j * S + i of lane j */
+    int64_t n_stage;
+    void *stream;         /* the consumer's appends */
+};
+
 /* One lane: a thread that reads its files one after the other (files
  * id, id + L, id + 2L, ... of a directory; every file when L = 1), cuts
  * them into chunks of whole lines and publishes the chunks, in its own
@@ -105,6 +116,7 @@ struct rap_reader {
     void **parser_state;  /* (P) each parser thread's backend state */
     atomic_int parser_ids; /* a starting parser thread takes the next index */
     void *rows_stream;    /* gpu: the consumer's appends (rap_reader_next, rap_reader_append) */
+    rap_parse_res *res;   /* lent parser states, stages and stream (not freed); NULL: own */
     bool sync_init;
 
     pthread_mutex_t mu;   /* guards the rings and the flags below */

@@ -19,6 +19,23 @@ bool rap_reader_criteo_text(const rap_reader_config *cfg);
  * and the input is not such text: RAP_ERR_ARG naming the schema or the
  * Parquet file. */
 rap_status rap_reader_check_parse(const rap_reader_config *cfg);
+/* What a reader with the GPU parser allocates on the device (its parser
+ * threads' buffers, its slots' staging batches, its stream), made once by
+ * a caller that opens one reader after the other (the row feed: one a
+ * pass), so that the next reader allocates nothing there: sized as a
+ * reader of cfg over its input as it is now. *out NULL (nothing to keep)
+ * for a parser whose rows are host memory. Errors as rap_reader_open's
+ * for the input, RAP_ERR_NOMEM, RAP_ERR_CUDA. */
+typedef struct rap_parse_res rap_parse_res;
+rap_status rap_parse_res_create(const rap_reader_config *cfg, size_t chunk_bytes,
+                                rap_parse_res **out);
+/* Waits for the appends queued from it and frees it. Accepts NULL. */
+void rap_parse_res_free(rap_parse_res *x);
+/* rap_reader_open_ex with res lent (may be NULL): used when it was made for
+ * this reader's sizes (else the reader makes its own); not freed by close.
+ * One reader at a time may borrow it. */
+rap_status rap_reader_open_res(const rap_reader_config *cfg, size_t chunk_bytes,
+                               rap_parse_res *res, rap_reader **out);
 
 /* Whether the reader's batches are device memory (parse gpu). */
 bool rap_reader_rows_on_device(const rap_reader *r);

@@ -37,6 +37,7 @@ struct rap_rowfeed {
     rap_rowfeed_config cfg;    /* reader.parse resolved */
     bool dev;                  /* the GPU parses: batches in device memory */
     int device;                /* ... of this CUDA device (the feed thread sets it) */
+    rap_parse_res *res;        /* the GPU parser's device memory, lent to each pass's reader */
     rap_row_batch *pool;       /* (P) */
     atomic_int *held;          /* (P) 1 while the consumer holds the batch */
     int n_pool;
@@ -310,7 +311,7 @@ static void *feed_main(void *arg)
             rap_reader_config rc = c->reader;
             rc.track_positions = c->track_positions;
             rc.start = pass == 0 && c->start.valid ? &c->start : NULL;
-            rap_status st = rap_reader_open_ex(&rc, c->chunk_bytes, &r); /* resolved */
+            rap_status st = rap_reader_open_res(&rc, c->chunk_bytes, f->res, &r); /* resolved */
             if (st != RAP_OK) {
                 feed_error(f, st);
                 break;
@@ -357,6 +358,7 @@ void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *out)
     for (int i = 0; i < f->n_pool; i++)
         rap_batch_free_any(&f->pool[i].batch);
     rap_batch_free_any(&f->rb);
+    rap_parse_res_free(f->res);
     rap_free(f->pool);
     rap_free((void *)f->held);
     pthread_mutex_destroy(&f->rd_lock);
@@ -435,6 +437,11 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
                      : rap_batch_create(&f->rb, rap_reader_shape(&c->reader), FEED_READ_ROWS,
                                         false)) != RAP_OK)
         goto fail;
+    /* the GPU parser's buffers once, not each pass (a reader a pass) */
+    if (f->dev && rap_parse_res_create(&f->cfg.reader, c->chunk_bytes, &f->res) != RAP_OK) {
+        f->res = NULL; /* each reader makes its own, and says what is wrong */
+        rap_clear_error();
+    }
     if ((st = rap_queue_create(P, &f->free_q)) != RAP_OK ||
         (st = rap_queue_create(P, &f->full_q)) != RAP_OK)
         goto fail;
@@ -450,7 +457,7 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
         rap_reader_config rc = f->cfg.reader; /* parse resolved */
         rc.track_positions = c->track_positions;
         rc.start = c->start.valid ? &c->start : NULL;
-        if ((st = rap_reader_open_ex(&rc, c->chunk_bytes, &r)) != RAP_OK)
+        if ((st = rap_reader_open_res(&rc, c->chunk_bytes, f->res, &r)) != RAP_OK)
             goto fail;
         atomic_store(&f->reader, r);
     }
