@@ -623,3 +623,51 @@ RAP_TEST(dist_gpus2_matches_one_gpu)
     rap_test_tune_restore(&env);
     free(out);
 }
+
+/* --parse gpu on 2 thread ranks with row shares (--placement batch: each
+ * rank preprocesses its rows of the global batch): on the CPU the kernels'
+ * reference parses in their place, and every rank trains exactly what
+ * --parse cpu trains, bit for bit (on a GPU: the kernels, the rows copied
+ * into the share on the device). */
+static void dist_parse_case(rap_test_ctx *t, const char *dev)
+{
+    if (!setup(t))
+        return;
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    char a[512], b[512], args[2048];
+    snprintf(a, sizeof a, "%s/dist_parse_cpu_%s.st", rap_test_tmpdir(), dev);
+    snprintf(b, sizeof b, "%s/dist_parse_gpu_%s.st", rap_test_tmpdir(), dev);
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "--steps %d --eval-fraction 0.1 --placement batch --parse %s "
+                 "--save %s%s", STEPS, k ? "gpu" : "cpu", k ? b : a,
+                 strcmp(dev, "gpu") ? "" : " --device gpu");
+        int rc = train(-2, args, out, OUT);
+        CHECK_MSG(rc == 0, "2 thread ranks, --parse %s: %s", k ? "gpu" : "cpu", out);
+        if (rc != 0) {
+            free(out);
+            return;
+        }
+    }
+    /* sharded checkpoints: each gathered (with its state), then exactly equal */
+    double worst = 1;
+    char msg[512] = "", ga[600];
+    snprintf(ga, sizeof ga, "%s.whole", a);
+    CHECK_OK(rap_ckpt_gather(a, ga, true));
+    CHECK_MSG(rap_test_close_weights(b, ga, true, 0, &worst, msg, sizeof msg) && worst == 0,
+              "--parse gpu trained other weights: %s", msg);
+    free(out);
+}
+
+RAP_TEST(dist_parse_gpu_row_shares_cpu) { dist_parse_case(t, "cpu"); }
+
+RAP_TEST(dist_parse_gpu_row_shares_gpu)
+{
+    REQUIRE_GPU();
+    if (!rap_comm_have_nccl())
+        SKIP("rap was built without NCCL");
+    rap_test_env env;
+    rap_test_tune_off(&env);
+    dist_parse_case(t, "gpu");
+    rap_test_tune_restore(&env);
+}

@@ -392,8 +392,8 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
                         "GPU parser's device rows");
     RAP_TRY(rap_reader_check_parse(&c->reader)); /* gpu asked for a schema, Parquet */
     if (c->reader.parse == RAP_PARSE_GPU && pk == RAP_PARSE_CPU)
-        rap_warn("--parse gpu: this run takes rows in host memory (the cpu mode, a row share "
-                 "over ranks, or the mps server): the host parses them");
+        rap_warn("--parse gpu: this run takes rows in host memory (the cpu mode or the mps "
+                 "server): the host parses them");
     else
         rap_debug("row feed: parse %s (asked: %s)", rap_parse_kind_name(pk),
                   rap_parse_kind_name(c->reader.parse));

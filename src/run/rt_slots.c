@@ -7,6 +7,7 @@
  */
 #include "run/rt_internal.h"
 
+#include "data/parse_backend.h"
 #include "dist/hybrid.h"
 #include "prep/exec_internal.h"
 #include "run/input.h"
@@ -121,7 +122,18 @@ rap_status rt_load_slot(rap_runtime *rt, rt_slot *s, rap_row_batch *b)
      * copy synchronous: half the throughput on two GPUs, bench/RESULTS.md) */
     if (rt->cfg.row_share_ranks > 1)
         RAP_TRY(rap_rt_event_wait(s->ev_copied, RT_GPU_WAIT_S, "a batch's copy"));
-    RAP_TRY(rap_prep_load(s->prep, rt_share_rows(rt, &b->batch, &s->share)));
+    const rap_batch *src;
+    if (rt->cfg.row_share_ranks > 1 && b->batch.device) { /* this rank's rows, on the GPU */
+        int64_t r0, n;
+        rap_hybrid_rows(b->batch.rows, rt->cfg.row_share_ranks, rt->cfg.row_share_rank, &r0, &n);
+        s->share.rows = 0;
+        RAP_TRY(rap_batch_append_device(&s->share, &b->batch, r0, n, rt->copy_s));
+        s->share.first_row = b->batch.first_row + r0;
+        src = &s->share;
+    } else {
+        src = rt_share_rows(rt, &b->batch, &s->share);
+    }
+    RAP_TRY(rap_prep_load(s->prep, src));
     if (sp >= 0)
         RAP_TRY(rap_trace_gpu_end(rt->cfg.trace, sp, rt->copy_s));
     RAP_TRY(rap_rt_record(s->ev_copied, rt->copy_s));
@@ -337,7 +349,9 @@ static rap_status make_slot(rap_runtime *rt, rt_slot *s, bool prep, void *exec_s
     pc.threads = rt->cfg.prep_threads;
     pc.stream = exec_stream;
     RAP_TRY(rap_prep_create(rt->plan, rt->fus, &pc, &s->prep));
-    if (rt->cfg.row_share_ranks > 1)
+    if (rt->cfg.row_share_ranks > 1 && rt->feed && rap_rowfeed_parse(rt->feed) == RAP_PARSE_GPU)
+        RAP_TRY(rap_batch_create_device(&s->share, rt->plan->schema, rt->B)); /* rows on the GPU */
+    else if (rt->cfg.row_share_ranks > 1)
         RAP_TRY(rap_batch_create(&s->share, rt->plan->schema, rt->B, on_gpu(rt)));
     RAP_TRY(rap_input_create(rt->plan, rt->dev, rt->B, pack_stream, &s->input));
     /* row kernels that compute every dense column pack them in place */
@@ -364,7 +378,7 @@ void rt_slots_free(rap_runtime *rt)
             rap_rowfeed_release(rt->feed, s->rb);
         rap_input_free(s->input);
         rap_prep_free(s->prep);
-        rap_batch_free(&s->share);
+        rap_batch_free_any(&s->share);
         if (s->dev_block)
             rap_cuda_free(s->dev_block);
         rap_rt_event_free(s->ev_copied);

@@ -209,11 +209,10 @@ static rap_status create_common(rap_runtime *rt)
     /* the GPU parser's rows are device memory: only the modes that copy a
      * feed batch whole into a GPU executor take them */
     if (rt->feed && rap_rowfeed_parse(rt->feed) == RAP_PARSE_GPU &&
-        (!on_gpu(rt) || rt->mode == RAP_MODE_CPU || rt->mode == RAP_MODE_MPS ||
-         c->row_share_ranks > 1))
+        (!on_gpu(rt) || rt->mode == RAP_MODE_CPU || rt->mode == RAP_MODE_MPS))
         return rap_fail(RAP_ERR_ARG, "runtime: the row feed's rows were parsed on the GPU "
-                        "(device memory): mode %s%s takes host rows (--parse cpu)",
-                        rap_mode_name(rt->mode), c->row_share_ranks > 1 ? " with a row share" : "");
+                        "(device memory): mode %s takes host rows (--parse cpu)",
+                        rap_mode_name(rt->mode));
     if (c->max_records > 0) {
         rt->st.records = rap_calloc(sizeof(rap_step_record) * (size_t)c->max_records, "step records");
         if (!rt->st.records)
