@@ -565,3 +565,79 @@ RAP_TEST(parse_feed_gpu_rowfeed_equals_cpu)
     free(a.p);
     free(b.p);
 }
+
+RAP_TEST(parse_feed_gpu_append_equals_host)
+{
+    /* rap_batch_append_device against rap_batch_append: runs of rows from
+     * two sources at odd offsets and lengths, nulls in every column, the
+     * destination's used bytes equal */
+    char why[256];
+    if (!rap_gpu_available(why, sizeof why))
+        SKIP(why);
+#ifdef RAP_HAVE_CUDA
+    const int64_t cap = 700;
+    rap_batch src[2], hd, dd, back;
+    memset(&back, 0, sizeof back);
+    uint64_t s = 77;
+    for (int k = 0; k < 2; k++) {
+        REQUIRE_OK(rap_batch_create(&src[k], rap_schema_criteo(), cap, false));
+        rap_batch *b = &src[k];
+        for (int j = 0; j < NS; j++)
+            b->sparse_off[j * (cap + 1)] = 0;
+        for (int64_t i = 0; i < cap; i++) {
+            b->label[i] = (float)(rap_splitmix64(&s) & 1);
+            for (int j = 0; j < ND; j++) {
+                uint64_t z = rap_splitmix64(&s);
+                b->dense_valid[j * cap + i] = z % 7 != 0;
+                b->dense[j * cap + i] = z % 7 ? (float)(int)(z >> 40) : 0.0f;
+            }
+            for (int j = 0; j < NS; j++) {
+                uint64_t z = rap_splitmix64(&s);
+                int64_t *off = b->sparse_off + j * (cap + 1);
+                uint8_t v = z % 5 != 0;
+                b->sparse_valid[j * cap + i] = v;
+                if (v)
+                    b->sparse_ids[j * cap + off[i]] = (int64_t)(z >> 20);
+                off[i + 1] = off[i] + v;
+            }
+        }
+        b->rows = cap;
+    }
+    rap_batch dsrc[2];
+    for (int k = 0; k < 2; k++) {
+        REQUIRE_OK(rap_batch_create_device(&dsrc[k], rap_schema_criteo(), cap));
+        REQUIRE(cudaMemcpy(dsrc[k].block, src[k].block, src[k].block_bytes,
+                           cudaMemcpyHostToDevice) == cudaSuccess);
+    }
+    REQUIRE_OK(rap_batch_create(&hd, rap_schema_criteo(), 1000, false));
+    REQUIRE_OK(rap_batch_create_device(&dd, rap_schema_criteo(), 1000));
+    const int64_t runs[][3] = {{0, 0, 1}, {1, 5, 250}, {0, 1, 1}, {1, 300, 399}, {0, 699, 1},
+                               {0, 64, 300}, {1, 0, 48}};
+    hd.rows = dd.rows = 0;
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        rap_batch_append(&hd, &src[runs[r][0]], runs[r][1], runs[r][2]);
+        REQUIRE_OK(rap_batch_append_device(&dd, &dsrc[runs[r][0]], runs[r][1], runs[r][2], NULL));
+    }
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE_OK(host_copy(&dd, &back));
+    CHECK(hd.rows == 1000 && back.rows == 1000);
+    dump_t a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    dump_batch(&a, &hd);
+    dump_batch(&b, &back);
+    same_dump(t, &a, &b, "device append");
+    for (int j = 0; j < NS; j++)
+        CHECK(back.sparse_off[j * 1001] == 0 &&
+              back.sparse_off[j * 1001 + 1000] == hd.sparse_off[j * 1001 + 1000]);
+    free(a.p);
+    free(b.p);
+    for (int k = 0; k < 2; k++) {
+        rap_batch_free(&src[k]);
+        rap_batch_free_any(&dsrc[k]);
+    }
+    rap_batch_free(&hd);
+    rap_batch_free_any(&dd);
+    rap_batch_free(&back);
+#endif
+}
