@@ -311,13 +311,14 @@ rap_schema rap_reader_shape(const rap_reader_config *cfg);
 /* How the reader splits its thread budget (docs/INPUT.md): `lanes` threads
  * each read, inflate and cut one file at a time (min(inflate_threads,
  * files) for a directory without follow, else 1) and `parsers` =
- * max(1, budget - lanes) parse. budget is threads, or the cores for 0; the
+ * max(1, budget - lanes) parse (parse gpu: at most 2, feeding the GPU). budget is threads, or the cores for 0; the
  * reader's smallest form is lanes + 1 threads, so total can pass a budget
  * below that (over says by how much). Looks at the input (a directory's
  * file count); errors as rap_reader_open's for a missing input. */
 typedef struct {
     int lanes, parsers, total, budget, over;
     int64_t files;          /* files of the directory (1 for a file or stdin) */
+    rap_parse_kind parse;   /* cfg's: gpu's "parsers" only feed the GPU (at most 2) */
 } rap_reader_threads;
 rap_status rap_reader_plan_threads(const rap_reader_config *cfg, rap_reader_threads *out);
 /* The bytes a reader of cfg allocates, from the sizing rap_reader_open

@@ -7,6 +7,7 @@
 #include "plan/replan_search.h"
 #include "run/mps.h"
 #include "run/pipeline.h"
+#include "run/rowfeed.h"
 #include "run/train.h"
 #include "run/train_series.h"
 
@@ -309,6 +310,14 @@ static rap_status configure(cli_settings *s, train_job *j, int ranks, rap_train_
     if (gen && !rap_runtime_is_shard(c.data)) {
         rap_reader_config prc = c.reader;
         prc.input = c.data;
+        /* who parses, as the row feed will resolve it (the trainer's mode
+         * rule: auto is rap on a GPU without --cuda-graph, else sequential) */
+        rap_rowfeed_config fc;
+        memset(&fc, 0, sizeof fc);
+        fc.reader = prc;
+        fc.pinned = c.device == RAP_GPU;
+        fc.device_batches = c.mode != RAP_MODE_CPU && c.mode != RAP_MODE_MPS;
+        prc.parse = rap_rowfeed_resolve_parse(&fc);
         cli_print_reader_threads(s, &prc);
     }
     c.steps = s->steps;

@@ -108,6 +108,7 @@ static void split_threads(const rap_reader_config *cfg, bool is_dir, int64_t fil
         t->parsers = 2;
     t->total = t->lanes + t->parsers;
     t->over = t->total > t->budget ? t->total - t->budget : 0;
+    t->parse = cfg->parse;
 }
 
 rap_status rap_reader_plan_threads(const rap_reader_config *cfg, rap_reader_threads *out)
@@ -139,8 +140,11 @@ rap_status rap_reader_plan_threads(const rap_reader_config *cfg, rap_reader_thre
 
 void rap_reader_threads_line(const rap_reader_threads *t, char *out, size_t n)
 {
-    int k = snprintf(out, n, "%d reading+inflating (one file each), %d parsing = %d threads "
-                     "of a budget of %d", t->lanes, t->parsers, t->total, t->budget);
+    const char *what = t->parse == RAP_PARSE_GPU   ? "feeding the GPU parser"
+                       : t->parse == RAP_PARSE_REF ? "parsing (the GPU parser's CPU reference)"
+                                                   : "parsing";
+    int k = snprintf(out, n, "%d reading+inflating (one file each), %d %s = %d threads "
+                     "of a budget of %d", t->lanes, t->parsers, what, t->total, t->budget);
     if (t->over > 0 && k >= 0 && (size_t)k < n)
         snprintf(out + k, n - (size_t)k, " (%d over: the reader needs a parser beside its "
                  "lanes)", t->over);
