@@ -21,7 +21,9 @@
 # 540: every step runs under timeout with what is left, and is skipped,
 # saying so, when too little is), ROWS (4000000), STEPS (200), WARMUP (20),
 # PLANS (plan0 plan1), BATCHES (4096 8192), CONFIGS (gpu_tsv gpu_gz cpu_tsv
-# cpu_gz), GRAPH (--cuda-graph; GRAPH="" runs without).
+# cpu_gz), GRAPH (--cuda-graph; GRAPH="" runs without), RAW_TESTS (1: first the
+# GPU tests of --parse gpu when BIN_DIR has rap_tests; 0 skips them),
+# DATA_DIR (/tmp/rap_rawlogs: the generated data, kept between calls).
 # BIN_DIR (default .carry/dev) holds rap and lib/; `bash bench/exp/carry_dev.sh`
 # prepares it. Run from the repository root (the plans are read from there).
 set -u -o pipefail
@@ -53,6 +55,19 @@ lim() {
 }
 
 note "== $(cat "$B/COMMIT" 2>/dev/null || echo 'commit unknown') on $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1); $(nproc) cores"
+
+# first the GPU tests of this path (the kernels through the reader, the
+# feed, the trainer and thread ranks against the CPU parser), if rap_tests
+# was carried: a failure here makes the numbers below suspect
+if [ -x "$B/rap_tests" ] && [ "${RAW_TESTS-1}" = 1 ]; then
+  for tp in parse_feed_gpu train_parse_gpu_equals_cpu_gpu dist_parse_gpu_row_shares_gpu; do
+    t=$(lim "tests $tp" 120 30)
+    [ -z "$t" ] && continue
+    timeout "$t" "$B/rap_tests" "$tp" > "$OUT/tests_$tp.log" 2>&1
+    note "rap_tests $tp: exit $?; $(tail -1 "$OUT/tests_$tp.log")"
+    grep -E "CHECK|FAIL|SKIP" "$OUT/tests_$tp.log" | head -5 | tee -a "$SUMMARY"
+  done
+fi
 
 # the data, on the device's local disk
 D=${DATA_DIR:-/tmp/rap_rawlogs}
