@@ -1173,7 +1173,8 @@ void rap_reader_close(rap_reader *r)
     rap_free(r->schema);
     rap_input_schema_free(r->criteo);
     if (r->res) { /* lent: the appends queued from its stages done, nothing freed */
-        rap_parse_sync(r->rows_stream);
+        if (r->rows_stream)
+            rap_parse_sync(r->rows_stream);
     } else {
         for (int i = 0; r->parser_state && i < r->P; i++)
             r->ops->free(r->parser_state[i]);
