@@ -570,7 +570,8 @@ RAP_TEST(parse_feed_gpu_append_equals_host)
 {
     /* rap_batch_append_device against rap_batch_append: runs of rows from
      * two sources at odd offsets and lengths, nulls in every column, the
-     * destination's used bytes equal */
+     * destination's used bytes equal; rap_batch_gather_device against
+     * appending row by row */
     char why[256];
     if (!rap_gpu_available(why, sizeof why))
         SKIP(why);
@@ -632,6 +633,41 @@ RAP_TEST(parse_feed_gpu_append_equals_host)
               back.sparse_off[j * 1001 + 1000] == hd.sparse_off[j * 1001 + 1000]);
     free(a.p);
     free(b.p);
+    /* the gather: rows by index (any order, repeats), in two gathers after
+     * an append, against appending each row alone on the host; more rows
+     * than a block's chunk (1024) */
+    rap_batch hg, dg;
+    REQUIRE_OK(rap_batch_create(&hg, rap_schema_criteo(), 2600, false));
+    REQUIRE_OK(rap_batch_create_device(&dg, rap_schema_criteo(), 2600));
+    int32_t *h_idx, *d_idx;
+    REQUIRE_OK(rap_parse_idx_create(2600, &h_idx, &d_idx));
+    hg.rows = dg.rows = 0;
+    rap_batch_append(&hg, &src[0], 3, 100);
+    REQUIRE_OK(rap_batch_append_device(&dg, &dsrc[0], 3, 100, NULL));
+    int64_t n1 = 1500, n2 = 1000;
+    for (int64_t i = 0; i < n1 + n2; i++)
+        h_idx[i] = (int32_t)(rap_splitmix64(&s) % (uint64_t)cap);
+    for (int64_t i = 0; i < n1 + n2; i++)
+        rap_batch_append(&hg, &src[1], h_idx[i], 1);
+    REQUIRE_OK(rap_parse_idx_upload(d_idx, h_idx, n1 + n2, NULL));
+    REQUIRE_OK(rap_batch_gather_device(&dg, &dsrc[1], d_idx, n1, NULL));
+    REQUIRE_OK(rap_batch_gather_device(&dg, &dsrc[1], d_idx + n1, n2, NULL));
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    rap_batch gback;
+    memset(&gback, 0, sizeof gback);
+    REQUIRE_OK(host_copy(&dg, &gback));
+    CHECK(hg.rows == 2600 && gback.rows == 2600);
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    dump_batch(&a, &hg);
+    dump_batch(&b, &gback);
+    same_dump(t, &a, &b, "device gather");
+    free(a.p);
+    free(b.p);
+    rap_parse_idx_free(h_idx, d_idx);
+    rap_batch_free(&hg);
+    rap_batch_free_any(&dg);
+    rap_batch_free(&gback);
     for (int k = 0; k < 2; k++) {
         rap_batch_free(&src[k]);
         rap_batch_free_any(&dsrc[k]);

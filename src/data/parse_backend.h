@@ -81,6 +81,19 @@ void rap_batch_free_any(rap_batch *b);
  * rap_batch_append. Errors: RAP_ERR_CUDA; RAP_ERR_NO_GPU without CUDA. */
 rap_status rap_batch_append_device(rap_batch *dst, const rap_batch *src, int64_t a, int64_t n,
                                    void *stream);
+/* Rows idx[0, n) of src (device indices d_idx, in any order) after dst's
+ * rows, queued on stream: the bytes of rap_batch_append of each row in
+ * turn (one launch for the row arrays, one for the sparse columns). The
+ * row feed's hold-out: the kept rows of a reader batch in one gather
+ * instead of an append per run. Errors: RAP_ERR_CUDA; RAP_ERR_NO_GPU
+ * without CUDA. */
+rap_status rap_batch_gather_device(rap_batch *dst, const rap_batch *src, const int32_t *d_idx,
+                                   int64_t n, void *stream);
+/* n gather indices: a pinned host list and its device copy; the copy
+ * queued on stream (the host list unchanged until the stream reached it). */
+rap_status rap_parse_idx_create(int64_t n, int32_t **h_idx, int32_t **d_idx);
+void rap_parse_idx_free(int32_t *h_idx, int32_t *d_idx);
+rap_status rap_parse_idx_upload(int32_t *d_idx, const int32_t *h_idx, int64_t n, void *stream);
 /* A stream for the consumer's appends on the current device; sync; free. */
 rap_status rap_parse_stream_create(void **stream);
 rap_status rap_parse_sync(void *stream);

@@ -14,6 +14,7 @@
 
 #ifdef __CUDACC__
 #include "core/cuda_util.h"
+#include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
 
 /* ---- device batches */
@@ -93,6 +94,112 @@ extern "C" rap_status rap_batch_append_device(rap_batch *dst, const rap_batch *s
     append_kernel<<<grid, 256, 0, (cudaStream_t)stream>>>(*dst, *src, a, n);
     RAP_CUDA_LAUNCHED();
     dst->rows += n;
+    return RAP_OK;
+}
+
+/* Gather, the row arrays: thread (row i, column y) as append_kernel's, from
+ * source row idx[i]. */
+static __global__ void gather_rows_kernel(rap_batch dst, rap_batch src, const int32_t *idx,
+                                          int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int y = blockIdx.y;
+    if (i >= n)
+        return;
+    const int64_t at = dst.rows, bd = dst.cap, bs = src.cap, r = idx[i];
+    const int nd = src.schema.n_dense;
+    if (y == 0) {
+        dst.label[at + i] = src.label[r];
+    } else if (y <= nd) {
+        int j = y - 1;
+        dst.dense[j * bd + at + i] = src.dense[j * bs + r];
+        dst.dense_valid[j * bd + at + i] = src.dense_valid[j * bs + r];
+    } else {
+        int j = y - 1 - nd;
+        dst.sparse_valid[j * bd + at + i] = src.sparse_valid[j * bs + r];
+    }
+}
+
+#define GATHER_THREADS 1024
+
+/* Gather, the sparse columns: a block a column; the rows' id counts
+ * scanned a block-wide chunk at a time (in row order), each row's ids
+ * copied after the ids before it, offsets rebased on dst's at `at`. */
+static __global__ void gather_sparse_kernel(rap_batch dst, rap_batch src, const int32_t *idx,
+                                            int64_t n)
+{
+    typedef cub::BlockScan<int64_t, GATHER_THREADS> scan_t;
+    __shared__ typename scan_t::TempStorage tmp;
+    const int j = blockIdx.x;
+    const int64_t at = dst.rows, bd = dst.cap, bs = src.cap, k = src.schema.ids_per_row;
+    const int64_t *so = src.sparse_off + j * (bs + 1);
+    const int64_t *sid = src.sparse_ids + j * bs * k;
+    int64_t *dof = dst.sparse_off + j * (bd + 1);
+    int64_t *did = dst.sparse_ids + j * bd * k;
+    int64_t base = at == 0 ? 0 : dof[at];
+    if (at == 0 && threadIdx.x == 0)
+        dof[0] = 0;
+    for (int64_t c0 = 0; c0 < n; c0 += GATHER_THREADS) {
+        int64_t i = c0 + threadIdx.x, cnt = 0, e0 = 0;
+        if (i < n) {
+            e0 = so[idx[i]];
+            cnt = so[idx[i] + 1] - e0;
+        }
+        int64_t excl, agg;
+        scan_t(tmp).ExclusiveSum(cnt, excl, agg);
+        if (i < n) {
+            for (int64_t e = 0; e < cnt; e++)
+                did[base + excl + e] = sid[e0 + e];
+            dof[at + i + 1] = base + excl + cnt;
+        }
+        base += agg;
+        __syncthreads(); /* tmp reused by the next chunk's scan */
+    }
+}
+
+extern "C" rap_status rap_batch_gather_device(rap_batch *dst, const rap_batch *src,
+                                              const int32_t *d_idx, int64_t n, void *stream)
+{
+    if (n <= 0)
+        return RAP_OK;
+    if (dst->rows + n > dst->cap)
+        return rap_fail(RAP_ERR_INTERNAL, "device batch gather: %lld rows after %lld of %lld",
+                        (long long)n, (long long)dst->rows, (long long)dst->cap);
+    cudaStream_t st = (cudaStream_t)stream;
+    dim3 grid((unsigned)((n + 255) / 256), (unsigned)(1 + src->schema.n_dense +
+                                                     src->schema.n_sparse));
+    gather_rows_kernel<<<grid, 256, 0, st>>>(*dst, *src, d_idx, n);
+    RAP_CUDA_LAUNCHED();
+    if (src->schema.n_sparse > 0) {
+        gather_sparse_kernel<<<(unsigned)src->schema.n_sparse, GATHER_THREADS, 0, st>>>(
+            *dst, *src, d_idx, n);
+        RAP_CUDA_LAUNCHED();
+    }
+    dst->rows += n;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_parse_idx_create(int64_t n, int32_t **h_idx, int32_t **d_idx)
+{
+    *h_idx = NULL;
+    *d_idx = NULL;
+    RAP_CUDA_TRY(cudaHostAlloc((void **)h_idx, sizeof(int32_t) * (size_t)n, cudaHostAllocDefault));
+    return rap_cuda_malloc((void **)d_idx, sizeof(int32_t) * (size_t)n, "row gather indices");
+}
+
+extern "C" void rap_parse_idx_free(int32_t *h_idx, int32_t *d_idx)
+{
+    if (h_idx)
+        cudaFreeHost(h_idx);
+    rap_cuda_free(d_idx);
+}
+
+extern "C" rap_status rap_parse_idx_upload(int32_t *d_idx, const int32_t *h_idx, int64_t n,
+                                           void *stream)
+{
+    if (n > 0)
+        RAP_CUDA_TRY(cudaMemcpyAsync(d_idx, h_idx, sizeof(int32_t) * (size_t)n,
+                                     cudaMemcpyHostToDevice, (cudaStream_t)stream));
     return RAP_OK;
 }
 
@@ -249,6 +356,29 @@ rap_status rap_batch_append_device(rap_batch *dst, const rap_batch *src, int64_t
 {
     (void)dst, (void)src, (void)a, (void)n, (void)stream;
     return NO_GPU("device batch append");
+}
+
+rap_status rap_batch_gather_device(rap_batch *dst, const rap_batch *src, const int32_t *d_idx,
+                                   int64_t n, void *stream)
+{
+    (void)dst, (void)src, (void)d_idx, (void)n, (void)stream;
+    return NO_GPU("device batch gather");
+}
+
+rap_status rap_parse_idx_create(int64_t n, int32_t **h_idx, int32_t **d_idx)
+{
+    (void)n;
+    *h_idx = NULL;
+    *d_idx = NULL;
+    return NO_GPU("device batch gather");
+}
+
+void rap_parse_idx_free(int32_t *h_idx, int32_t *d_idx) { (void)h_idx, (void)d_idx; }
+
+rap_status rap_parse_idx_upload(int32_t *d_idx, const int32_t *h_idx, int64_t n, void *stream)
+{
+    (void)d_idx, (void)h_idx, (void)n, (void)stream;
+    return NO_GPU("device batch gather");
 }
 
 rap_status rap_parse_stream_create(void **stream)

@@ -1205,6 +1205,8 @@ rap_status rap_reader_append(rap_reader *r, rap_batch *dst, const rap_batch *src
     return RAP_OK;
 }
 
+void *rap_reader_rows_stream(rap_reader *r) { return r ? r->rows_stream : NULL; }
+
 rap_status rap_reader_sync(rap_reader *r)
 {
     return r->ops && r->ops->device_rows ? rap_parse_sync(r->rows_stream) : RAP_OK;

@@ -44,6 +44,9 @@ bool rap_reader_rows_on_device(const rap_reader *r);
  * rap_reader_next (the caller's thread: the one that calls next). */
 rap_status rap_reader_append(rap_reader *r, rap_batch *dst, const rap_batch *src, int64_t a,
                              int64_t n);
+/* The stream of the reader's appends (gpu), for more work ordered with
+ * them; NULL for host rows. */
+void *rap_reader_rows_stream(rap_reader *r);
 /* Waits until every append queued (by rap_reader_next and
  * rap_reader_append) has run: then the batches hold their rows for any
  * stream. Host rows: nothing to wait for. */

@@ -38,6 +38,13 @@ struct rap_rowfeed {
     bool dev;                  /* the GPU parses: batches in device memory */
     int device;                /* ... of this CUDA device (the feed thread sets it) */
     rap_parse_res *res;        /* the GPU parser's device memory, lent to each pass's reader */
+    /* device rows with a hold-out: the kept rows of the reader batch are
+     * gathered by index, once before the reader batch is read again and
+     * once when the pool batch is full (an append per run would be a
+     * launch per few rows) */
+    bool gather;
+    int32_t *h_idx, *d_idx;    /* (32768) rows of rb: pinned, device */
+    int64_t n_idx;             /* indices waiting */
     rap_row_batch *pool;       /* (P) */
     atomic_int *held;          /* (P) 1 while the consumer holds the batch */
     int n_pool;
@@ -160,6 +167,21 @@ typedef struct {
     rap_status st;      /* the reader's error */
 } feed_pass;
 
+/* Gathers the waiting kept rows of f->rb into tb (device rows with a
+ * hold-out); the index list is free again after. False on an error (p->st). */
+static bool feed_flush(rap_rowfeed *f, feed_pass *p, rap_batch *tb)
+{
+    if (f->n_idx == 0)
+        return true;
+    void *st = rap_reader_rows_stream(p->r);
+    if ((p->st = rap_parse_idx_upload(f->d_idx, f->h_idx, f->n_idx, st)) != RAP_OK ||
+        (p->st = rap_batch_gather_device(tb, &f->rb, f->d_idx, f->n_idx, st)) != RAP_OK ||
+        (p->st = rap_reader_sync(p->r)) != RAP_OK)
+        return false;
+    f->n_idx = 0;
+    return true;
+}
+
 /* Fills pool batch tb (emptied) with the pass's next training rows; the
  * rows held out and skipped before the resume position are counted into
  * *n_held and *n_skip. Returns false on a reader error (p->st); p->eod
@@ -168,7 +190,7 @@ static bool feed_fill(rap_rowfeed *f, feed_pass *p, rap_batch *tb, int64_t *n_he
                       int64_t *n_skip)
 {
     const rap_rowfeed_config *c = &f->cfg;
-    while (tb->rows < tb->cap) {
+    while (tb->rows + f->n_idx < tb->cap) {
         if (p->rb_at >= f->rb.rows) {
             if (p->direct && tb->rows == 0 && p->pos <= p->next_idx) {
                 p->st = rap_reader_next(p->r, tb);
@@ -187,6 +209,8 @@ static bool feed_fill(rap_rowfeed *f, feed_pass *p, rap_batch *tb, int64_t *n_he
                 continue; /* a short batch (a followed input, a reject
                            * in fail mode) is filled up below */
             }
+            if (!feed_flush(f, p, tb)) /* its rows refer to the reader batch */
+                return false;
             p->st = rap_reader_next(p->r, &f->rb);
             p->rb_at = 0;
             if (p->st != RAP_OK)
@@ -223,18 +247,22 @@ static bool feed_fill(rap_rowfeed *f, feed_pass *p, rap_batch *tb, int64_t *n_he
                 n++;
             *n_held += n;
         } else { /* a run of kept rows, as much as fits */
-            int64_t room = tb->cap - tb->rows;
+            int64_t room = tb->cap - tb->rows - f->n_idx;
             if (left > room)
                 left = room;
             while (n < left && !rap_train_held_out(idx + n, c->holdout))
                 n++;
-            if ((p->st = rap_reader_append(p->r, tb, &f->rb, p->rb_at, n)) != RAP_OK)
+            if (f->gather) {
+                for (int64_t k = 0; k < n; k++)
+                    f->h_idx[f->n_idx++] = (int32_t)(p->rb_at + k);
+            } else if ((p->st = rap_reader_append(p->r, tb, &f->rb, p->rb_at, n)) != RAP_OK) {
                 return false;
+            }
         }
         p->rb_at += n;
         p->pos = idx + n;
     }
-    return true;
+    return feed_flush(f, p, tb);
 }
 
 /* Reads pass `pass` (its reader r) into pool batches and queues them, the
@@ -248,6 +276,7 @@ static bool feed_pass_run(rap_rowfeed *f, rap_reader *r, int64_t pass, int64_t *
                    RAP_OK};
     int64_t pass_rows = 0;
     f->rb.rows = 0;
+    f->n_idx = 0;
     while (!p.eod) {
         void *it;
         if (rap_queue_pop(f->free_q, &it) != RAP_Q_OK)
@@ -359,6 +388,7 @@ void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *out)
         rap_batch_free_any(&f->pool[i].batch);
     rap_batch_free_any(&f->rb);
     rap_parse_res_free(f->res);
+    rap_parse_idx_free(f->h_idx, f->d_idx);
     rap_free(f->pool);
     rap_free((void *)f->held);
     pthread_mutex_destroy(&f->rd_lock);
@@ -436,6 +466,9 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
                                                FEED_READ_ROWS)
                      : rap_batch_create(&f->rb, rap_reader_shape(&c->reader), FEED_READ_ROWS,
                                         false)) != RAP_OK)
+        goto fail;
+    f->gather = f->dev && c->holdout > 0;
+    if (f->gather && (st = rap_parse_idx_create(32768, &f->h_idx, &f->d_idx)) != RAP_OK)
         goto fail;
     /* the GPU parser's buffers once, not each pass (a reader a pass) */
     if (f->dev && rap_parse_res_create(&f->cfg.reader, c->chunk_bytes, &f->res) != RAP_OK) {
