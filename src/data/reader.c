@@ -385,12 +385,12 @@ static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
 static rap_status make_parsers(rap_reader *r)
 {
     r->ops = rap_parse_ops_of(r->cfg.parse);
-    r->pcfg.chunk_bytes = r->C;
+    r->pcfg.chunk_bytes = r->C + 1; /* a slot: C bytes and a last line's added '\n' */
     r->pcfg.max_line = r->cfg.max_line;
     r->pcfg.device = r->ops->device_rows ? rap_parse_device() : 0;
     rap_parse_res *res = r->res;
     r->res = NULL;
-    if (res && res->ops == r->ops && res->pcfg.chunk_bytes == r->C &&
+    if (res && res->ops == r->ops && res->pcfg.chunk_bytes == r->C + 1 &&
         res->pcfg.max_line == r->cfg.max_line && res->n_state >= r->P &&
         res->n_stage >= (int64_t)r->L * r->S) {
         r->res = res;
@@ -443,7 +443,7 @@ rap_status rap_parse_res_create(const rap_reader_config *cfg, size_t chunk_bytes
     size_t C;
     reader_sizes(cfg, t.files > 1 || t.lanes > 1, t.files, chunk_bytes, &L, &P, &S, &C);
     x->ops = ops;
-    x->pcfg.chunk_bytes = C;
+    x->pcfg.chunk_bytes = C + 1;
     x->pcfg.max_line = cfg->max_line;
     x->pcfg.device = rap_parse_device();
     x->state = rap_calloc((size_t)P * sizeof(void *), "parse resources");
