@@ -465,6 +465,61 @@ RAP_TEST(parse_feed_resolve)
     }
 }
 
+/* The GPU parse backend (and its reference) takes Criteo's text only: an
+ * input read by another schema resolves auto to the host's parsers, and
+ * gpu or reference asked for it is refused naming the schema, by the
+ * reader and by the row feed before anything is read. */
+RAP_TEST(parse_feed_schema_input_host)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/pf_schema.tsv", rap_test_tmpdir());
+    const char *text = "1\t2.5\t7\n0\t1\t9\n";
+    write_file(path, text, strlen(text), false);
+    rap_input_schema *sc = NULL, *cr = NULL;
+    REQUIRE_OK(rap_input_schema_parse("y label\nprice dense\nuser sparse dec\n", "pf.schema",
+                                      &sc));
+    REQUIRE_OK(rap_input_schema_criteo(&cr));
+    rap_reader_config rc = rap_reader_defaults();
+    rc.input = path;
+    CHECK(rap_reader_criteo_text(&rc));
+    rc.schema = cr;
+    CHECK(rap_reader_criteo_text(&rc));
+    rc.schema = sc;
+    CHECK(!rap_reader_criteo_text(&rc));
+    rap_reader *r = NULL;
+    const rap_parse_kind refused[] = {RAP_PARSE_GPU, RAP_PARSE_REF};
+    for (int k = 0; k < 2; k++) {
+        rc.parse = refused[k];
+        rap_status st = rap_reader_open(&rc, &r);
+        CHECK_MSG(st == RAP_ERR_ARG && !r && strstr(rap_last_error(), "Criteo's layout, not the "
+                  "schema pf.schema (use --parse cpu or auto)"), "%d: %s", st, rap_last_error());
+        rap_clear_error();
+    }
+    rc.parse = RAP_PARSE_CPU;
+    REQUIRE_OK(rap_reader_open(&rc, &r));
+    rap_reader_close(r);
+    rap_rowfeed_config fc;
+    memset(&fc, 0, sizeof fc);
+    fc.reader = rc;
+    fc.reader.parse = RAP_PARSE_AUTO;
+    fc.pinned = fc.device_batches = true; /* where auto is the GPU for Criteo's text */
+    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_CPU);
+    fc.reader.schema = cr;
+    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU);
+    fc.reader.schema = sc;
+    fc.reader.parse = RAP_PARSE_GPU;
+    fc.batch_rows = 64;
+    fc.n_batches = 2;
+    fc.passes = 1;
+    rap_rowfeed *f = NULL;
+    rap_status st = rap_rowfeed_create(&fc, &f);
+    CHECK_MSG(st == RAP_ERR_ARG && !f && strstr(rap_last_error(), "not the schema pf.schema"),
+              "%d: %s", st, rap_last_error());
+    rap_clear_error();
+    rap_input_schema_free(sc);
+    rap_input_schema_free(cr);
+}
+
 RAP_TEST(parse_feed_reference_short_lines)
 {
     /* a chunk of many empty lines: the staging batch needs room for the
