@@ -9,6 +9,8 @@
  *   mlp.cu          cuBLASLt MLP layers (fused bias/ReLU epilogues, or
  *                   plain GEMMs + own kernels, whichever the create-time
  *                   tuning measured faster)
+ *   mlp_tune.cu     the GEMMs' algorithms: cuBLASLt heuristics and listed
+ *                   configurations, timing, the process's tune cache
  *   mlp_kernels.cu  the own kernels: bias/ReLU, ReLU backward with the bias
  *                   gradient, column sums, the logit layer
  *   interaction.cu  dot interaction forward and backward
@@ -77,7 +79,7 @@ rap_status rap_gpu_model_emb_backward_from(rap_model *m, const rap_model_batch *
                                            const float *demb);
 
 /* Test hook: how many tuning decisions models took from the process's
- * tune cache (mlp.cu) so far; 0 without CUDA. */
+ * tune cache (mlp_tune.cu) so far; 0 without CUDA. */
 long long rap_gpu_tune_cache_hits(void);
 
 /* Test hook (interaction.cu): the interaction kernels of version ver (1:
