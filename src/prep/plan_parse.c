@@ -14,8 +14,14 @@
  * the DAG), a number, a list of numbers, a string or a dtype. Every op
  * applied to a column appends one node; arithmetic on numbers alone is
  * folded. Errors are RAP_ERR_PLAN "source:line:col: what was expected".
+ *
+ * This file holds the tokens and the lexer, the parser's helpers, the op
+ * table and the application of an op to its arguments, mapid files and the
+ * entry points; the grammar of expressions and statements is plan_expr.c
+ * (the shared types and declarations in plan_parse_internal.h).
  */
 #include "core/core.h"
+#include "prep/plan_parse_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -25,74 +31,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_ARGS 8
-/* deepest nesting of parentheses, calls and unary signs */
-#define MAX_DEPTH 100
-#define MAX_NUM_TEXT 128
-/* integers up to 2^53 convert to double exactly */
-#define EXACT_INT_LIMIT 9007199254740992.0
-
-static const char *const k_unsupported =
+const char *const k_unsupported =
     "rap ops take one column and constants; see docs/PLAN_LANGUAGE.md";
 
-/* ------------------------------------------------------------- tokens */
-
-typedef enum { T_EOL = 0, T_IDENT, T_NUM, T_STR, T_PUNCT } tok_kind;
-
-typedef struct {
-    tok_kind k;
-    int col;          /* 1-based byte column */
-    const char *s;    /* the token's source text (s, len) */
-    int len;
-    bool is_int;      /* T_NUM: written without '.' or exponent */
-    int64_t i;        /* T_NUM, is_int */
-    double d;         /* T_NUM: value (also for integers) */
-} tok;
-
-/* ------------------------------------------------------------- values */
-
-typedef struct {
-    bool is_int;
-    int64_t i; /* is_int only */
-    double d;  /* always */
-} num;
-
-/* an element of a list literal, kept in the parser's per-line arena */
-typedef struct {
-    num n;
-    int col;
-    const char *src;
-    int len;
-} list_elem;
-
-typedef enum { V_NUM, V_COL, V_LIST, V_STR, V_DTYPE } vkind;
-
-typedef struct {
-    vkind k;
-    int col;            /* where the value's text starts */
-    const char *src;    /* its source text (src, len), for messages */
-    int len;
-    num n;              /* V_NUM */
-    int node;           /* V_COL: node index */
-    int list0, nlist;   /* V_LIST: P->elems[list0 .. list0+nlist) */
-    const char *str;    /* V_STR: contents without quotes (str, str_len) */
-    int str_len;
-    rap_kind dtype;     /* V_DTYPE: RAP_DENSE float32, RAP_SPARSE int64 */
-} val;
-
 /* ------------------------------------------------------------- op table */
-
-typedef enum { A_FLOAT, A_INT, A_BORDERS, A_MAP, A_DTYPE } arg_type;
-
-typedef struct {
-    const char *name;
-    rap_op_type op;
-    int np;                 /* parameters after the input */
-    const char *pn[3];      /* their names (keyword arguments) */
-    arg_type pt[3];
-    const char *alias[3];   /* TorchArrow's name of a parameter where it differs */
-    const char *in_alias;   /* TorchArrow's name of the input, besides "input" */
-} op_spec;
 
 /* Parameter names follow TorchArrow where it has the op (fill_null,
  * cast, sigrid_hash, bucketize, firstx; TorchArrow's own keyword names
@@ -117,29 +59,8 @@ static const op_spec g_ops[] = {
 };
 #define N_OPS ((int)(sizeof g_ops / sizeof g_ops[0]))
 
-/* ------------------------------------------------------------- parser */
-
-typedef struct {
-    rap_plan *plan;
-    const char *text;       /* the whole plan */
-    const char *base_dir;   /* directory of the plan file, for mapid files ("" = cwd) */
-    int line;               /* current line, 1-based */
-    const char *line_start;
-    const char *next_line;  /* start of the line after the current one (or NULL) */
-    tok *toks;              /* (n_toks) current line's tokens, ending with T_EOL */
-    int n_toks, cap_toks;
-    int pos;                /* next token */
-    int depth;              /* nesting of expressions, bounded (stack) */
-    list_elem *elems;       /* (n_elems) list literals of the current line */
-    int n_elems, cap_elems;
-    rap_column_ref *deleted; /* (n_deleted) name, line of each del */
-    int n_deleted, cap_deleted;
-    const rap_input_schema *schema; /* the input's, for messages; NULL: Criteo's */
-} parser;
-
 /* Records "source:line:col: msg" and returns RAP_ERR_PLAN. */
-static rap_status perr(const parser *P, int col, const char *fmt, ...) RAP_PRINTF(3, 4);
-static rap_status perr(const parser *P, int col, const char *fmt, ...)
+rap_status perr(const parser *P, int col, const char *fmt, ...)
 {
     char msg[1200];
     va_list ap;
@@ -149,25 +70,25 @@ static rap_status perr(const parser *P, int col, const char *fmt, ...)
     return rap_fail(RAP_ERR_PLAN, "%s:%d:%d: %s", P->plan->source, P->line, col, msg);
 }
 
-static tok *cur(parser *P) { return &P->toks[P->pos]; }
-static tok *peek(parser *P, int ahead)
+tok *cur(parser *P) { return &P->toks[P->pos]; }
+tok *peek(parser *P, int ahead)
 {
     int i = P->pos + ahead;
     return &P->toks[i < P->n_toks ? i : P->n_toks - 1];
 }
 
-static bool is_punct(const tok *t, const char *p)
+bool is_punct(const tok *t, const char *p)
 {
     return t->k == T_PUNCT && (int)strlen(p) == t->len && memcmp(t->s, p, (size_t)t->len) == 0;
 }
 
-static bool is_ident(const tok *t, const char *name)
+bool is_ident(const tok *t, const char *name)
 {
     return t->k == T_IDENT && (int)strlen(name) == t->len && memcmp(t->s, name, (size_t)t->len) == 0;
 }
 
 /* Writes how a token reads in a message: 'x', a string, end of line. */
-static const char *describe(const tok *t, char *buf, size_t n)
+const char *describe(const tok *t, char *buf, size_t n)
 {
     if (t->k == T_EOL)
         snprintf(buf, n, "end of line");
@@ -208,7 +129,7 @@ static int open_brackets(const parser *P)
 /* "expected WHAT, got TOKEN" at the current token. At the end of a line
  * with brackets still open whose next line reads as its rest, a hint: a
  * statement is one line. */
-static rap_status expected(parser *P, const char *what)
+rap_status expected(parser *P, const char *what)
 {
     char b[64];
     tok *t = cur(P);
@@ -222,7 +143,7 @@ static rap_status expected(parser *P, const char *what)
     return perr(P, t->col, "expected %s, got %s", what, describe(t, b, sizeof b));
 }
 
-static rap_status expect_punct(parser *P, const char *p)
+rap_status expect_punct(parser *P, const char *p)
 {
     if (!is_punct(cur(P), p)) {
         char what[16];
@@ -379,7 +300,7 @@ static rap_status lex_line(parser *P, const char *s)
 /* ------------------------------------------------------------- helpers */
 
 /* Sets v's source span from token b to the token before the current one. */
-static void span(parser *P, val *v, int b)
+void span(parser *P, val *v, int b)
 {
     const tok *first = &P->toks[b];
     const tok *last = &P->toks[P->pos > b ? P->pos - 1 : b];
@@ -388,7 +309,7 @@ static void span(parser *P, val *v, int b)
     v->len = (int)(last->s + last->len - first->s);
 }
 
-static const char *describe_val(const val *v, char *buf, size_t n)
+const char *describe_val(const val *v, char *buf, size_t n)
 {
     switch (v->k) {
     case V_COL: snprintf(buf, n, "a column"); break;
@@ -423,7 +344,7 @@ static int edit_distance(const char *a, int la, const char *b)
     return d[la][lb];
 }
 
-static const op_spec *find_op(const tok *t)
+const op_spec *find_op(const tok *t)
 {
     for (int k = 0; k < N_OPS; k++)
         if (is_ident(t, g_ops[k].name))
@@ -431,7 +352,7 @@ static const op_spec *find_op(const tok *t)
     return NULL;
 }
 
-static rap_status unknown_op(parser *P, const tok *t)
+rap_status unknown_op(parser *P, const tok *t)
 {
     int best = -1, bd = 99;
     for (int k = 0; k < N_OPS; k++) {
@@ -519,7 +440,7 @@ static rap_status schema_column(parser *P, int col, const char *name)
                 "inputs: %s)", name, s->source, name, have[0] ? have : "none");
 }
 
-static rap_status undefined_column(parser *P, int col, const char *name)
+rap_status undefined_column(parser *P, int col, const char *name)
 {
     int later = defined_later(P, name);
     int del = 0;
@@ -539,7 +460,7 @@ static rap_status undefined_column(parser *P, int col, const char *name)
 }
 
 /* Parses `[ "name" ]` after df (the current token is '['); copies the name. */
-static rap_status parse_column_name(parser *P, char *name, size_t cap, int *name_col)
+rap_status parse_column_name(parser *P, char *name, size_t cap, int *name_col)
 {
     RAP_TRY(expect_punct(P, "["));
     tok *t = cur(P);
@@ -557,7 +478,7 @@ static rap_status parse_column_name(parser *P, char *name, size_t cap, int *name
     return expect_punct(P, "]");
 }
 
-static rap_status add_node(parser *P, rap_node *n, int *idx)
+rap_status add_node(parser *P, rap_node *n, int *idx)
 {
     RAP_TRY(rap_plan_add_op(P->plan, n, idx));
     return RAP_OK;
@@ -653,11 +574,6 @@ static rap_status read_map_file(parser *P, int col, const val *v, int64_t **out,
 
 /* ------------------------------------------------------------- ops */
 
-typedef struct {
-    const tok *kw;   /* keyword name token, or NULL for a positional argument */
-    val v;
-} arg;
-
 static void param_list(const op_spec *op, bool with_input, char *buf, size_t n)
 {
     buf[0] = 0;
@@ -699,7 +615,7 @@ static rap_status arg_int(parser *P, const op_spec *op, int k, const val *v, int
  * style, args excludes the receiver; for the functional style, args[0] or
  * input= is the input). name is the op's name token (the node's position).
  * Appends the node and returns it as a column value in *out. */
-static rap_status apply_op(parser *P, const tok *name, const op_spec *op, bool functional,
+rap_status apply_op(parser *P, const tok *name, const op_spec *op, bool functional,
                            const val *receiver, arg *args, int nargs, val *out)
 {
     int nslots = op->np + (functional ? 1 : 0);
@@ -823,430 +739,6 @@ static rap_status apply_op(parser *P, const tok *name, const op_spec *op, bool f
     out->k = V_COL;
     out->node = idx;
     return RAP_OK;
-}
-
-/* ------------------------------------------------------------- expressions */
-
-static rap_status parse_expr(parser *P, val *out);
-
-/* Parses an argument list after '(' up to and including ')'. */
-static rap_status parse_args(parser *P, arg *args, int *nargs)
-{
-    int n = 0;
-    bool seen_kw = false;
-    *nargs = 0;
-    if (is_punct(cur(P), ")")) {
-        P->pos++;
-        return RAP_OK;
-    }
-    for (;;) {
-        if (n == MAX_ARGS)
-            return perr(P, cur(P)->col, "too many arguments (at most %d)", MAX_ARGS);
-        arg *a = &args[n];
-        memset(a, 0, sizeof *a);
-        if (cur(P)->k == T_IDENT && is_punct(peek(P, 1), "=")) {
-            a->kw = cur(P);
-            seen_kw = true;
-            P->pos += 2;
-        } else if (seen_kw) {
-            return perr(P, cur(P)->col, "positional argument after a keyword argument");
-        }
-        RAP_TRY(parse_expr(P, &a->v));
-        n++;
-        *nargs = n;
-        if (is_punct(cur(P), ",")) {
-            P->pos++;
-            if (is_punct(cur(P), ")")) {
-                P->pos++;
-                return RAP_OK;
-            }
-            continue;
-        }
-        if (is_punct(cur(P), ")")) {
-            P->pos++;
-            return RAP_OK;
-        }
-        if (cur(P)->k == T_EOL)
-            return expected(P, "')'");
-        return expected(P, "',' or ')'");
-    }
-}
-
-/* op name token at the current position, then '(' args ')'. */
-static rap_status parse_call(parser *P, bool functional, const val *receiver, val *out)
-{
-    tok *name = cur(P);
-    if (name->k != T_IDENT)
-        return expected(P, functional ? "an operation name after 'functional.'"
-                                      : "an operation name after '.'");
-    const op_spec *op = find_op(name);
-    if (!op)
-        return unknown_op(P, name);
-    P->pos++;
-    if (!is_punct(cur(P), "(")) {
-        char what[64];
-        snprintf(what, sizeof what, "'(' after %s", op->name);
-        return expected(P, what);
-    }
-    P->pos++;
-    arg args[MAX_ARGS];
-    int nargs;
-    RAP_TRY(parse_args(P, args, &nargs));
-    return apply_op(P, name, op, functional, receiver, args, nargs, out);
-}
-
-static rap_status parse_list(parser *P, val *out)
-{
-    P->pos++; /* '[' */
-    out->k = V_LIST;
-    out->list0 = P->n_elems;
-    out->nlist = 0;
-    while (!is_punct(cur(P), "]")) {
-        if (cur(P)->k == T_EOL)
-            return expected(P, "']'");
-        val e;
-        memset(&e, 0, sizeof e);
-        RAP_TRY(parse_expr(P, &e));
-        if (e.k != V_NUM) {
-            char b[64];
-            return perr(P, e.col, "a list holds numbers only, got %s", describe_val(&e, b, sizeof b));
-        }
-        if (P->n_elems == P->cap_elems) {
-            int cap = P->cap_elems ? 2 * P->cap_elems : 256;
-            list_elem *g = rap_realloc(P->elems, sizeof *g * (size_t)cap, "plan list");
-            if (!g)
-                return RAP_ERR_NOMEM;
-            P->elems = g;
-            P->cap_elems = cap;
-        }
-        list_elem *le = &P->elems[P->n_elems++];
-        le->n = e.n;
-        le->col = e.col;
-        le->src = e.src;
-        le->len = e.len;
-        out->nlist++;
-        if (is_punct(cur(P), ","))
-            P->pos++;
-        else if (!is_punct(cur(P), "]"))
-            return expected(P, cur(P)->k == T_EOL ? "']'" : "',' or ']'");
-    }
-    P->pos++;
-    return RAP_OK;
-}
-
-static rap_status parse_primary(parser *P, val *out)
-{
-    tok *t = cur(P);
-    if (t->k == T_NUM) {
-        out->k = V_NUM;
-        out->n.is_int = t->is_int;
-        out->n.i = t->i;
-        out->n.d = t->d;
-        P->pos++;
-        return RAP_OK;
-    }
-    if (t->k == T_STR) {
-        out->k = V_STR;
-        out->str = t->s + 1;
-        out->str_len = t->len - 2;
-        P->pos++;
-        return RAP_OK;
-    }
-    if (is_punct(t, "["))
-        return parse_list(P, out);
-    if (is_punct(t, "(")) {
-        P->pos++;
-        RAP_TRY(parse_expr(P, out));
-        return expect_punct(P, ")");
-    }
-    if (is_ident(t, "df")) {
-        P->pos++;
-        if (!is_punct(cur(P), "["))
-            return expected(P, "'[' after df");
-        char name[sizeof P->plan->cols[0].name];
-        int name_col;
-        RAP_TRY(parse_column_name(P, name, sizeof name, &name_col));
-        int c = rap_plan_find(P->plan, name);
-        if (c < 0)
-            return undefined_column(P, t->col, name);
-        out->k = V_COL;
-        out->node = P->plan->cols[c].node;
-        return RAP_OK;
-    }
-    if (is_ident(t, "functional")) {
-        P->pos++;
-        RAP_TRY(expect_punct(P, "."));
-        return parse_call(P, true, NULL, out);
-    }
-    if (is_ident(t, "dt")) {
-        P->pos++;
-        RAP_TRY(expect_punct(P, "."));
-        tok *d = cur(P);
-        if (is_ident(d, "int64"))
-            out->dtype = RAP_SPARSE;
-        else if (is_ident(d, "float32"))
-            out->dtype = RAP_DENSE;
-        else if (d->k == T_IDENT)
-            return perr(P, d->col, "unknown dtype dt.%.*s: expected dt.int64 or dt.float32", d->len, d->s);
-        else
-            return expected(P, "a dtype name after 'dt.'");
-        out->k = V_DTYPE;
-        P->pos++;
-        return RAP_OK;
-    }
-    if (t->k == T_IDENT)
-        return perr(P, t->col, "unknown name \"%.*s\": expected df[\"column\"], functional.OP(...), "
-                               "a number, a list or a string", t->len, t->s);
-    return expected(P, "an expression");
-}
-
-static rap_status parse_postfix(parser *P, val *out)
-{
-    int b = P->pos;
-    RAP_TRY(parse_primary(P, out));
-    span(P, out, b);
-    for (;;) {
-        if (is_punct(cur(P), ".")) {
-            P->pos++;
-            val r = *out;
-            RAP_TRY(parse_call(P, false, &r, out));
-        } else if (is_punct(cur(P), "[")) {
-            return perr(P, cur(P)->col, "indexing is not supported: %s", k_unsupported);
-        } else if (is_punct(cur(P), "(")) {
-            return perr(P, cur(P)->col, "calling a value is not supported: expected an operation "
-                                        "as df[\"x\"].OP(...) or functional.OP(...)");
-        } else {
-            break;
-        }
-        span(P, out, b);
-    }
-    return RAP_OK;
-}
-
-static rap_status parse_unary(parser *P, val *out)
-{
-    tok *t = cur(P);
-    if (is_punct(t, "-") || is_punct(t, "+")) {
-        int b = P->pos;
-        P->pos++;
-        if (++P->depth > MAX_DEPTH)
-            return perr(P, t->col, "expression nested too deeply (at most %d levels)", MAX_DEPTH);
-        rap_status s = parse_unary(P, out);
-        P->depth--;
-        if (s != RAP_OK)
-            return s;
-        if (out->k != V_NUM) {
-            char d[64];
-            if (out->k == V_COL)
-                return perr(P, t->col, "unary %c on a column is not supported: %s (write "
-                                       "column * -1)", *t->s, k_unsupported);
-            return perr(P, t->col, "unary %c expects a number, got %s", *t->s,
-                        describe_val(out, d, sizeof d));
-        }
-        if (*t->s == '-') {
-            if (out->n.is_int) {
-                if (out->n.i == INT64_MIN)
-                    return perr(P, t->col, "integer out of range (64-bit signed)");
-                out->n.i = -out->n.i;
-            }
-            out->n.d = -out->n.d;
-        }
-        span(P, out, b);
-        return RAP_OK;
-    }
-    return parse_postfix(P, out);
-}
-
-static bool unsupported_binop(const tok *t)
-{
-    static const char *const ops[] = {"/", "//", "%", "**", "@", "&", "|", "^", "<<", ">>",
-                                      "<", ">", "<=", ">=", "==", "!="};
-    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
-        if (is_punct(t, ops[k]))
-            return true;
-    return false;
-}
-
-static const char *binop_word(char op)
-{
-    return op == '+' ? "adding" : op == '-' ? "subtracting" : "multiplying";
-}
-
-/* a OP b for OP in + - *, folding numbers; column OP number appends an
- * add/mul node positioned at the operator. */
-static rap_status binop(parser *P, const tok *op, const val *a, const val *b, val *out)
-{
-    char c = *op->s;
-    char d1[64], d2[64];
-    if ((a->k != V_NUM && a->k != V_COL) || (b->k != V_NUM && b->k != V_COL)) {
-        const val *bad = (a->k != V_NUM && a->k != V_COL) ? a : b;
-        return perr(P, op->col, "'%c' expects columns and numbers, got %s", c,
-                    describe_val(bad, d1, sizeof d1));
-    }
-    if (a->k == V_NUM && b->k == V_NUM) {
-        out->k = V_NUM;
-        num x = a->n, y = b->n, r;
-        r.is_int = x.is_int && y.is_int;
-        r.i = 0;
-        if (r.is_int) {
-            bool ovf = c == '+'   ? __builtin_add_overflow(x.i, y.i, &r.i)
-                       : c == '-' ? __builtin_sub_overflow(x.i, y.i, &r.i)
-                                  : __builtin_mul_overflow(x.i, y.i, &r.i);
-            if (ovf)
-                return perr(P, op->col, "integer overflow in %.*s %c %.*s", a->len, a->src, c,
-                            b->len, b->src);
-            r.d = (double)r.i;
-        } else {
-            r.d = c == '+' ? x.d + y.d : c == '-' ? x.d - y.d : x.d * y.d;
-            if (!isfinite(r.d))
-                return perr(P, op->col, "%.*s %c %.*s is out of range", a->len, a->src, c, b->len, b->src);
-        }
-        out->n = r;
-        return RAP_OK;
-    }
-    if (a->k == V_COL && b->k == V_COL)
-        return perr(P, op->col, "%s two columns is not supported: %s", binop_word(c), k_unsupported);
-    if (c == '-' && a->k == V_NUM)
-        return perr(P, op->col, "number - column is not supported: %s (write column * -1 + %.*s)",
-                    k_unsupported, a->len, a->src);
-    const val *col = a->k == V_COL ? a : b;
-    const val *k = a->k == V_COL ? b : a;
-    if (k->n.is_int && fabs((double)k->n.i) > EXACT_INT_LIMIT)
-        return perr(P, k->col, "constant %s is not exact as a double (at most 2^53)",
-                    describe_val(k, d2, sizeof d2));
-    rap_node n;
-    memset(&n, 0, sizeof n);
-    n.op = c == '*' ? RAP_OP_MUL : RAP_OP_ADD;
-    n.input = col->node;
-    n.f[0] = c == '-' ? -k->n.d : k->n.d; /* x - c == x + (-c), exactly */
-    n.line = P->line;
-    n.col = op->col;
-    int idx;
-    RAP_TRY(add_node(P, &n, &idx));
-    out->k = V_COL;
-    out->node = idx;
-    return RAP_OK;
-}
-
-static rap_status parse_term(parser *P, val *out)
-{
-    int b = P->pos;
-    RAP_TRY(parse_unary(P, out));
-    for (;;) {
-        tok *t = cur(P);
-        if (is_punct(t, "/"))
-            return perr(P, t->col, "division is not supported: %s", k_unsupported);
-        if (unsupported_binop(t) && !is_punct(t, "/"))
-            return perr(P, t->col, "'%.*s' is not supported: %s", t->len, t->s, k_unsupported);
-        if (!is_punct(t, "*"))
-            return RAP_OK;
-        P->pos++;
-        val rhs;
-        memset(&rhs, 0, sizeof rhs);
-        RAP_TRY(parse_unary(P, &rhs));
-        val lhs = *out;
-        RAP_TRY(binop(P, t, &lhs, &rhs, out));
-        span(P, out, b);
-    }
-}
-
-static rap_status parse_sum(parser *P, val *out);
-
-/* An expression; bounds the nesting so that no plan can exhaust the stack. */
-static rap_status parse_expr(parser *P, val *out)
-{
-    if (++P->depth > MAX_DEPTH)
-        return perr(P, cur(P)->col, "expression nested too deeply (at most %d levels)", MAX_DEPTH);
-    rap_status s = parse_sum(P, out);
-    P->depth--;
-    return s;
-}
-
-static rap_status parse_sum(parser *P, val *out)
-{
-    int b = P->pos;
-    memset(out, 0, sizeof *out);
-    RAP_TRY(parse_term(P, out));
-    for (;;) {
-        tok *t = cur(P);
-        if (!is_punct(t, "+") && !is_punct(t, "-"))
-            return RAP_OK;
-        P->pos++;
-        val rhs;
-        memset(&rhs, 0, sizeof rhs);
-        RAP_TRY(parse_term(P, &rhs));
-        val lhs = *out;
-        RAP_TRY(binop(P, t, &lhs, &rhs, out));
-        span(P, out, b);
-    }
-}
-
-/* ------------------------------------------------------------- statements */
-
-static rap_status expect_eol(parser *P)
-{
-    tok *t = cur(P);
-    if (t->k == T_EOL)
-        return RAP_OK;
-    char b[64];
-    if (is_punct(t, "="))
-        return perr(P, t->col, "expected end of line, got '=' (one assignment per statement)");
-    return perr(P, t->col, "expected end of line, got %s", describe(t, b, sizeof b));
-}
-
-static rap_status parse_statement(parser *P)
-{
-    tok *t = cur(P);
-    if (t->k == T_EOL)
-        return RAP_OK; /* blank or comment */
-    /* `import ...` / `from ... import ...` lines of a pasted TorchArrow
-     * script carry no operation: skipped */
-    if (is_ident(t, "import") || is_ident(t, "from"))
-        return RAP_OK;
-    char name[sizeof P->plan->cols[0].name];
-    int name_col;
-    if (is_ident(t, "del")) {
-        P->pos++;
-        tok *d = cur(P);
-        if (!is_ident(d, "df"))
-            return expected(P, "df[\"name\"] after del");
-        P->pos++;
-        RAP_TRY(parse_column_name(P, name, sizeof name, &name_col));
-        RAP_TRY(expect_eol(P));
-        if (rap_plan_find(P->plan, name) < 0)
-            return undefined_column(P, d->col, name);
-        RAP_TRY(rap_plan_drop(P->plan, name));
-        if (P->n_deleted == P->cap_deleted) {
-            int cap = P->cap_deleted ? 2 * P->cap_deleted : 16;
-            rap_column_ref *g = rap_realloc(P->deleted, sizeof *g * (size_t)cap, "plan deletions");
-            if (!g)
-                return RAP_ERR_NOMEM;
-            P->deleted = g;
-            P->cap_deleted = cap;
-        }
-        rap_column_ref *r = &P->deleted[P->n_deleted++];
-        snprintf(r->name, sizeof r->name, "%s", name);
-        r->node = P->line;
-        return RAP_OK;
-    }
-    if (!is_ident(t, "df"))
-        return perr(P, t->col, "not a statement: expected df[\"name\"] = EXPR or del df[\"name\"]");
-    P->pos++;
-    if (!is_punct(cur(P), "["))
-        return expected(P, "'[' after df");
-    RAP_TRY(parse_column_name(P, name, sizeof name, &name_col));
-    if (!is_punct(cur(P), "="))
-        return expected(P, "'='");
-    P->pos++;
-    val v;
-    RAP_TRY(parse_expr(P, &v));
-    RAP_TRY(expect_eol(P));
-    if (v.k != V_COL) {
-        char b[64];
-        return perr(P, v.col, "expected a column expression, got %s (a column is df[\"name\"] "
-                              "or an op applied to one)", describe_val(&v, b, sizeof b));
-    }
-    return rap_plan_assign(P->plan, name, v.node);
 }
 
 /* ------------------------------------------------------------- entry points */
