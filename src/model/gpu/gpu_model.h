@@ -13,7 +13,9 @@
  *                   configurations, timing, the process's tune cache
  *   mlp_kernels.cu  the own kernels: bias/ReLU, ReLU backward with the bias
  *                   gradient, column sums, the logit layer
- *   interaction.cu  dot interaction forward and backward
+ *   interaction.cu  dot interaction forward and backward: v1, the choice
+ *                   of kernel generation
+ *   interaction_v2.cu  the v2 and v3 interaction kernels and launchers
  *   loss.cu         BCE loss, dense optimizer, init/fill/convert kernels
  * and, shared with the CPU reference: half.h (16-bit table types,
  * stochastic rounding) and emb_math.h (the row update's arithmetic).

@@ -1,0 +1,49 @@
+/*
+ * interaction_internal.h -- what interaction.cu (v1, the dispatch, the test
+ * hook) and interaction_v2.cu (the v2 and v3 kernels and their launchers)
+ * share: the act-type conversions, the cp.async helpers, and the v2 and v3
+ * launchers. CUDA only: included by those two .cu files, compiled by nvcc.
+ */
+#ifndef RAP_MODEL_GPU_INTERACTION_INTERNAL_H
+#define RAP_MODEL_GPU_INTERACTION_INTERNAL_H
+
+#include "model/gpu/gpu_model.h"
+
+#if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
+
+template <typename T> static __device__ __forceinline__ T to_act(float x);
+template <> __device__ __forceinline__ float to_act<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 to_act<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+static __device__ __forceinline__ float act_f(float x) { return x; }
+static __device__ __forceinline__ float act_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+static __device__ __forceinline__ void cp_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+static __device__ __forceinline__ void cp_wait1()
+{
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+static __device__ __forceinline__ void cp_wait0()
+{
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+/* interaction_v2.cu: the v2 instance for (ia_fmax, ia_lanes): op 0
+ * occupancy, 1 forward, 2 backward. */
+rap_status ia2_call(rap_gpu *g, int op, int64_t rows);
+/* interaction_v2.cu: the v3 instance for (ia_fmax, ia_lanes): op 0
+ * prepare (*fits), 1 forward, 2 backward. */
+rap_status ia3_call(rap_gpu *g, int op, int64_t rows, bool *fits);
+
+#endif
+#endif
