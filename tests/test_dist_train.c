@@ -666,6 +666,9 @@ RAP_TEST(dist_parse_gpu_row_shares_gpu)
     REQUIRE_GPU();
     if (!rap_comm_have_nccl())
         SKIP("rap was built without NCCL");
+    int have = 0;
+    if (rap_rt_device_count(&have) != RAP_OK || have < 2)
+        SKIP("needs two GPUs (2 thread ranks, a GPU each); this machine has %d", have);
     rap_test_env env;
     rap_test_tune_off(&env);
     dist_parse_case(t, "gpu");
