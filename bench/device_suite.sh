@@ -28,7 +28,7 @@ B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-SUITE=${SUITE:-tests:200 roofline:240 parse:90 memory:240}
+SUITE=${SUITE:-tests:320 roofline:240 parse:90 memory:240}
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 T0=$(date +%s)
 R=$OUT/r
