@@ -427,6 +427,7 @@ RAP_TEST(parse_feed_rowfeed_reference_equals_cpu)
         CHECK(sa.rows_held_out == sb.rows_held_out && sa.rows_skipped == sb.rows_skipped);
         CHECK(in == 1 || sa.rows_held_out > 100);
         CHECK(sa.passes_done == 2 && sb.passes_done == 2);
+        CHECK(sa.ids_out[0] > 0 && !memcmp(sa.ids_out, sb.ids_out, sizeof sa.ids_out));
         same_stats(t, &sa.reader, &sb.reader);
         same_dump(t, &a, &b, "feed");
         free(a.p);
@@ -443,8 +444,7 @@ RAP_TEST(parse_feed_resolve)
         bool pinned, device_batches, reader_batches;
         rap_parse_kind want;
     } cases[] = {
-        {RAP_PARSE_AUTO, true, true, false, RAP_PARSE_CPU},  /* GPU mode on a GPU: the host's
-                                                              * parser until --parse gpu is proven */
+        {RAP_PARSE_AUTO, true, true, false, RAP_PARSE_GPU},  /* GPU mode on a GPU */
         {RAP_PARSE_AUTO, false, true, false, RAP_PARSE_CPU}, /* the CPU backend */
         {RAP_PARSE_AUTO, true, false, false, RAP_PARSE_CPU}, /* cpu mode: host batches */
         {RAP_PARSE_AUTO, true, true, true, RAP_PARSE_CPU},   /* the mps server's feed */
@@ -503,13 +503,10 @@ RAP_TEST(parse_feed_schema_input_host)
     memset(&fc, 0, sizeof fc);
     fc.reader = rc;
     fc.reader.parse = RAP_PARSE_AUTO;
-    fc.pinned = fc.device_batches = true; /* where gpu is the GPU for Criteo's text */
+    fc.pinned = fc.device_batches = true; /* where auto is the GPU for Criteo's text */
     CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_CPU);
     fc.reader.schema = cr;
-    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_CPU); /* auto: the host's parser */
-    fc.reader.parse = RAP_PARSE_GPU;
-    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU); /* Criteo's layout as a schema */
-    fc.reader.parse = RAP_PARSE_AUTO;
+    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU);
     fc.reader.schema = sc;
     fc.reader.parse = RAP_PARSE_GPU;
     fc.batch_rows = 64;
@@ -597,32 +594,41 @@ RAP_TEST(parse_feed_gpu_reader_equals_cpu)
 
 RAP_TEST(parse_feed_gpu_rowfeed_equals_cpu)
 {
+    /* --parse gpu against the host's parser through the row feed: with a
+     * hold-out (the kept rows gathered by index on the GPU) and without
+     * (the reader's batches straight into the pool's, as rap bench reads) */
     char why[256];
     if (!rap_gpu_available(why, sizeof why))
         SKIP(why);
-    rap_rowfeed_config fc;
-    memset(&fc, 0, sizeof fc);
-    fc.reader = rap_reader_defaults();
-    fc.reader.input = inputs(2);
-    fc.reader.threads = 3;
-    fc.reader.max_line = 300;
-    fc.chunk_bytes = 5000;
-    fc.batch_rows = 250;
-    fc.n_batches = 4;
-    fc.holdout = 0.1;
-    fc.passes = 2;
-    fc.pinned = true;
-    fc.device_batches = true;
-    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU);
-    dump_t a, b;
-    rap_rowfeed_stats sa, sb;
-    REQUIRE_OK(feed_all(fc, RAP_PARSE_CPU, &a, &sa));
-    REQUIRE_OK(feed_all(fc, RAP_PARSE_AUTO, &b, &sb));
-    CHECK(sa.rows_out == sb.rows_out && sa.rows_held_out == sb.rows_held_out);
-    same_stats(t, &sa.reader, &sb.reader);
-    same_dump(t, &a, &b, "gpu feed");
-    free(a.p);
-    free(b.p);
+    for (int h = 0; h < 2; h++) {
+        rap_rowfeed_config fc;
+        memset(&fc, 0, sizeof fc);
+        fc.reader = rap_reader_defaults();
+        fc.reader.input = inputs(2);
+        fc.reader.threads = 3;
+        fc.reader.max_line = 300;
+        fc.chunk_bytes = 5000;
+        fc.batch_rows = 250;
+        fc.n_batches = 4;
+        fc.holdout = h == 0 ? 0.1 : 0.0;
+        fc.passes = 2;
+        fc.pinned = true;
+        fc.device_batches = true;
+        fc.reader.parse = RAP_PARSE_AUTO;
+        CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU);
+        dump_t a, b;
+        rap_rowfeed_stats sa, sb;
+        REQUIRE_OK(feed_all(fc, RAP_PARSE_CPU, &a, &sa));
+        REQUIRE_OK(feed_all(fc, h == 0 ? RAP_PARSE_AUTO : RAP_PARSE_GPU, &b, &sb));
+        CHECK(sa.rows_out == sb.rows_out && sa.rows_held_out == sb.rows_held_out);
+        /* the ids a column (the re-planner's list lengths), counted on
+         * the host from the GPU's offsets copied back */
+        CHECK(sa.ids_out[0] > 0 && !memcmp(sa.ids_out, sb.ids_out, sizeof sa.ids_out));
+        same_stats(t, &sa.reader, &sb.reader);
+        same_dump(t, &a, &b, h == 0 ? "gpu feed, hold-out" : "gpu feed");
+        free(a.p);
+        free(b.p);
+    }
 }
 
 RAP_TEST(parse_feed_gpu_append_equals_host)

@@ -89,6 +89,11 @@ rap_status rap_batch_append_device(rap_batch *dst, const rap_batch *src, int64_t
  * without CUDA. */
 rap_status rap_batch_gather_device(rap_batch *dst, const rap_batch *src, const int32_t *d_idx,
                                    int64_t n, void *stream);
+/* The ids in the rows of the first n sparse columns of device batch b
+ * (ids[j] = off[rows] - off[0] of column j), copied back on stream and
+ * waited for. The host never reads a device batch's offsets itself.
+ * Errors: RAP_ERR_CUDA; RAP_ERR_NO_GPU without CUDA. */
+rap_status rap_batch_ids_device(const rap_batch *b, int n, int64_t *ids, void *stream);
 /* n gather indices: a pinned host list and its device copy; the copy
  * queued on stream (the host list unchanged until the stream reached it). */
 rap_status rap_parse_idx_create(int64_t n, int32_t **h_idx, int32_t **d_idx);

@@ -120,12 +120,15 @@ static __global__ void gather_rows_kernel(rap_batch dst, rap_batch src, const in
     }
 }
 
-#define GATHER_THREADS 1024
+/* 256 threads a block: the kernel takes 87 registers a thread on sm_90,
+ * and 1024 of them passed the 65536 registers of a block ("too many
+ * resources requested for launch" on the H200, 2026-12-02, aa545c8) */
+#define GATHER_THREADS 256
 
 /* Gather, the sparse columns: a block a column; the rows' id counts
  * scanned a block-wide chunk at a time (in row order), each row's ids
  * copied after the ids before it, offsets rebased on dst's at `at`. */
-static __global__ void gather_sparse_kernel(rap_batch dst, rap_batch src, const int32_t *idx,
+static __global__ void __launch_bounds__(GATHER_THREADS) gather_sparse_kernel(rap_batch dst, rap_batch src, const int32_t *idx,
                                             int64_t n)
 {
     typedef cub::BlockScan<int64_t, GATHER_THREADS> scan_t;
@@ -176,6 +179,28 @@ extern "C" rap_status rap_batch_gather_device(rap_batch *dst, const rap_batch *s
         RAP_CUDA_LAUNCHED();
     }
     dst->rows += n;
+    return RAP_OK;
+}
+
+extern "C" rap_status rap_batch_ids_device(const rap_batch *b, int n, int64_t *ids, void *stream)
+{
+    if (n <= 0 || b->rows <= 0) {
+        for (int j = 0; j < n; j++)
+            ids[j] = 0;
+        return RAP_OK;
+    }
+    int64_t first[64], last[64];
+    if (n > 64)
+        return rap_fail(RAP_ERR_INTERNAL, "device batch ids: %d columns, at most 64", n);
+    const size_t pitch = sizeof(int64_t) * (size_t)(b->cap + 1);
+    cudaStream_t st = (cudaStream_t)stream;
+    RAP_CUDA_TRY(cudaMemcpy2DAsync(first, sizeof(int64_t), b->sparse_off, pitch, sizeof(int64_t),
+                                   (size_t)n, cudaMemcpyDeviceToHost, st));
+    RAP_CUDA_TRY(cudaMemcpy2DAsync(last, sizeof(int64_t), b->sparse_off + b->rows, pitch,
+                                   sizeof(int64_t), (size_t)n, cudaMemcpyDeviceToHost, st));
+    RAP_CUDA_TRY(cudaStreamSynchronize(st));
+    for (int j = 0; j < n; j++)
+        ids[j] = last[j] - first[j];
     return RAP_OK;
 }
 
@@ -363,6 +388,12 @@ rap_status rap_batch_gather_device(rap_batch *dst, const rap_batch *src, const i
 {
     (void)dst, (void)src, (void)d_idx, (void)n, (void)stream;
     return NO_GPU("device batch gather");
+}
+
+rap_status rap_batch_ids_device(const rap_batch *b, int n, int64_t *ids, void *stream)
+{
+    (void)b, (void)n, (void)ids, (void)stream;
+    return NO_GPU("device batch ids");
 }
 
 rap_status rap_parse_idx_create(int64_t n, int32_t **h_idx, int32_t **d_idx)

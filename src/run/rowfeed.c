@@ -77,13 +77,28 @@ struct rap_rowfeed {
 
 /* The list lengths handed out: ids of each raw sparse column (its offsets'
  * span: O(columns) a batch). */
-static void count_ids(rap_rowfeed *f, const rap_batch *b)
+/* The ids of each raw sparse column (the first RAP_FEED_ID_COLS) in fb's
+ * rows into fb->ids, by the feed thread: from the offsets of a host batch,
+ * copied back on the reader's stream for a device batch (the host never
+ * reads a device batch's arrays). */
+static rap_status batch_ids(rap_row_batch *fb, rap_reader *r)
 {
+    const rap_batch *b = &fb->batch;
     int ns = b->schema.n_sparse < RAP_FEED_ID_COLS ? b->schema.n_sparse : RAP_FEED_ID_COLS;
+    memset(fb->ids, 0, sizeof fb->ids);
+    if (b->device)
+        return rap_batch_ids_device(b, ns, fb->ids, rap_reader_rows_stream(r));
     for (int j = 0; j < ns && b->rows > 0; j++) {
         const int64_t *off = b->sparse_off + (size_t)j * (size_t)(b->cap + 1);
-        f->ids_out[j] += off[b->rows] - off[0];
+        fb->ids[j] = off[b->rows] - off[0];
     }
+    return RAP_OK;
+}
+
+static void count_ids(rap_rowfeed *f, const rap_row_batch *fb)
+{
+    for (int j = 0; j < RAP_FEED_ID_COLS; j++)
+        f->ids_out[j] += fb->ids[j];
 }
 
 static void add_stats(rap_reader_stats *sum, const rap_reader_stats *s)
@@ -289,6 +304,8 @@ static bool feed_pass_run(rap_rowfeed *f, rap_reader *r, int64_t pass, int64_t *
         double t0 = rap_trace_host_begin(c->trace, "read batch");
         bool ok = feed_fill(f, &p, tb, &n_held, &n_skip);
         if (ok && f->dev && (p.st = rap_reader_sync(r)) != RAP_OK) /* its bytes all there */
+            ok = false;
+        if (ok && (p.st = batch_ids(fb, r)) != RAP_OK)
             ok = false;
         atomic_fetch_add(&f->held_out, n_held);
         atomic_fetch_add(&f->skipped, n_skip);
@@ -528,11 +545,8 @@ rap_parse_kind rap_rowfeed_resolve_parse(const rap_rowfeed_config *c)
     if (k == RAP_PARSE_AUTO && !rap_reader_criteo_text(&c->reader))
         return RAP_PARSE_CPU; /* a schema's text or Parquet: the host's parsers */
     bool gpu = c->pinned && c->device_batches && !c->reader_batches && !c->per_row;
-    /* auto: the host's parser. The GPU parse path crashed on its first run
-     * on a GPU (2026-12-02, 0795670, bench/RESULTS.md), so it is taken only
-     * when asked for (--parse gpu) until its GPU tests pass */
     if (k == RAP_PARSE_AUTO)
-        return RAP_PARSE_CPU;
+        return gpu ? RAP_PARSE_GPU : RAP_PARSE_CPU;
     if (gpu)
         return RAP_PARSE_GPU;
     /* gpu asked: without a GPU the kernels' CPU reference in their place;
@@ -605,7 +619,7 @@ rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_
         atomic_store(&f->held[fb->slot], 1);
         f->batches_out++;
         f->rows_out += fb->batch.rows;
-        count_ids(f, &fb->batch);
+        count_ids(f, fb);
         if (f->cfg.batch_hook && fb->batch.rows > 0)
             f->cfg.batch_hook(f->cfg.batch_hook_ctx, fb->seq, &fb->batch);
         *out = fb;

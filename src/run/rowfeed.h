@@ -102,6 +102,8 @@ typedef struct {
                                  * next returns the error */
 } rap_rowfeed_config;
 
+#define RAP_FEED_ID_COLS 64     /* raw sparse columns whose ids are counted */
+
 typedef struct {
     rap_batch batch;            /* rows <= B; 0 only on an end-of-pass marker */
     int64_t seq;                /* 0, 1, 2, ... over all passes */
@@ -112,10 +114,11 @@ typedef struct {
     bool has_data_pos;          /* track_positions: data_pos is known */
     rap_data_position data_pos; /* just past the batch's last row: where the input's first
                                  * row not in this batch or before it is */
+    int64_t ids[RAP_FEED_ID_COLS]; /* ids of raw sparse column j in its rows,
+                                 * counted by the feed thread (internal) */
     int slot;                   /* pool index (internal) */
 } rap_row_batch;
 
-#define RAP_FEED_ID_COLS 64     /* raw sparse columns whose ids are counted */
 
 typedef struct {
     int64_t batches_out;        /* batches (markers included) handed out */
