@@ -26,7 +26,9 @@
 # whole call, default 480: each step under timeout with what is left, and
 # skipped, saying so, when too little is), ROUNDS (pv: 3), STEPS (rap bench
 # timed steps, 200), ROWS (generated rows per part, 2000000), PART2_AFTER
-# (seconds, 25), EVERY (--replan-every, 50).
+# (seconds, 25), EVERY (--replan-every, 50), DATA_DIR (/tmp/rap_continuous:
+# the generated data and the followed directory, outside OUT so that the
+# results stay small).
 # Run from the repository root (plans/ are read from there).
 set -u -o pipefail
 B=${1:-.carry/dev}
@@ -114,21 +116,22 @@ PY
 fi
 
 if has replan; then
-  D=$OUT/follow
+  DATA=${DATA_DIR:-/tmp/rap_continuous}
+  D=$DATA/follow
   rm -rf "$D" "$OUT/rs"*; mkdir -p "$D"
   t=$(lim "replan gen" 120 30)
   if [ -n "$t" ]; then
-    timeout "$t" "$B/rap" gen --rows "$ROWS" --seed 7 --out "$OUT/part1.tsv" 2> "$OUT/gen1.err"
-    timeout "$t" "$B/rap" gen --rows "$ROWS" --seed 8 --out "$OUT/part2_full.tsv" 2> "$OUT/gen2.err"
+    timeout "$t" "$B/rap" gen --rows "$ROWS" --seed 7 --out "$DATA/part1.tsv" 2> "$OUT/gen1.err"
+    timeout "$t" "$B/rap" gen --rows "$ROWS" --seed 8 --out "$DATA/part2_full.tsv" 2> "$OUT/gen2.err"
     # label, 13 dense, 26 categorical: blank categorical fields 15..27 (empty lists)
-    awk 'BEGIN{FS=OFS="\t"} {for (i = 15; i <= 27; i++) $i = ""; print}' "$OUT/part2_full.tsv" \
-      > "$OUT/part2.tsv"
-    cp "$OUT/part1.tsv" "$D/a.tsv"
-    note "replan data: $(wc -l < "$OUT/part1.tsv") rows, then $(wc -l < "$OUT/part2.tsv") with 13 categorical columns empty"
+    awk 'BEGIN{FS=OFS="\t"} {for (i = 15; i <= 27; i++) $i = ""; print}' "$DATA/part2_full.tsv" \
+      > "$DATA/part2.tsv"
+    cp "$DATA/part1.tsv" "$D/a.tsv"
+    note "replan data: $(wc -l < "$DATA/part1.tsv") rows, then $(wc -l < "$DATA/part2.tsv") with 13 categorical columns empty"
   fi
   t=$(lim "replan train" 150 60)
   if [ -n "$t" ]; then
-    ( sleep "$PART2_AFTER"; cp "$OUT/part2.tsv" "$D/.b.tsv.tmp" && mv "$D/.b.tsv.tmp" "$D/b.tsv" ) &  # a dot file is never read as data
+    ( sleep "$PART2_AFTER"; cp "$DATA/part2.tsv" "$D/.b.tsv.tmp" && mv "$D/.b.tsv.tmp" "$D/b.tsv" ) &  # a dot file is never read as data
     timeout "$t" "$B/rap" train --plan $PLAN $MODEL --schedule $SCHED --data "$D" --follow \
       --idle-timeout 15 --eval-fraction 0 --replan --replan-every "$EVERY" --capacity $CAP \
       --predictor $PRED --replan-out "$OUT/rs" --trace "$OUT/replan_trace.json" --trace-steps 1000 \
@@ -145,7 +148,7 @@ if has replan; then
       S=$SCHED; [ "$s" = new ] && S=$NEW
       [ -z "$S" ] && { note "bench $part $s: no schedule swapped in"; continue; }
       t=$(lim "bench $part $s" 90 30); [ -z "$t" ] && continue
-      timeout "$t" "$B/rap" bench --plan $PLAN $MODEL --schedule "$S" --data "$OUT/$part.tsv" \
+      timeout "$t" "$B/rap" bench --plan $PLAN $MODEL --schedule "$S" --data "$DATA/$part.tsv" \
         --modes ideal,rap --cuda-graph --steps "$STEPS" --warmup 20 --json --quiet \
         > "$OUT/bench_${part}_$s.json" 2> "$OUT/bench_${part}_$s.err"
       note "bench $part with the $s schedule: exit $? $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("rap/ideal", [round(m["vs_ideal"],4) for m in d["modes"] if m["mode"]=="rap"])' "$OUT/bench_${part}_$s.json" 2>&1)"
