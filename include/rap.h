@@ -464,6 +464,9 @@ typedef struct {
     bool bounded;       /* sparse: every id lies in [lo, hi] */
     int64_t lo, hi;
     rap_off_mode off;
+    double mean_ids;    /* sparse INPUT: mean ids a row measured on the data (set by
+                         * re-planning while training, never by the parser); 0:
+                         * unknown, the cost model takes the bound ids_per_row */
     int level;          /* 0 for inputs, else 1 + the input's level */
     int line, col;      /* position in the plan source (0 for inputs) */
     bool live;          /* some output column depends on it */

@@ -658,9 +658,10 @@ RAP_TEST(replan_rules)
 /* A planner that always hands back a schedule of another fusion: refused
  * by the runtime, training goes on. */
 static rap_status foreign_plan(void *ctx, const rap_plan *p, const rap_fusion *f, int64_t batch,
-                               const double *cap, rap_schedule **out)
+                               const double *cap, const double *lists, int n_lists,
+                               rap_schedule **out)
 {
-    (void)f, (void)batch, (void)cap;
+    (void)f, (void)batch, (void)cap, (void)lists, (void)n_lists;
     rap_fusion *other = ctx;
     return rap_schedule_all_in(p, other, RAP_WIN_EXPOSED, out);
 }
@@ -802,6 +803,129 @@ RAP_TEST(replan_rules_lists)
     CHECK(rap_replan_lists_drift(&c, base, now, 3, 5, why, sizeof why) && strstr(why, "cat_2"));
     c.list_threshold = 0;
     CHECK(!rap_replan_lists_drift(&c, base, now, 3, 5, why, sizeof why));
+}
+
+/* A phase whose window holds no work measures the phase alone: it becomes
+ * the reference (no re-plan at every check for a phase nothing can be
+ * moved out of); a window with load keeps its reference and drifts. */
+RAP_TEST(replan_reference_of_phases_without_load)
+{
+    rap_replan_config c;
+    memset(&c, 0, sizeof c);
+    c.every = 10;
+    c.threshold = 0.25;
+    c.tolerance = 0.05;
+    double T[RAP_REPLAN_WINDOWS] = {2, 1, 2, 3, 0}, C[RAP_REPLAN_WINDOWS] = {1, 0.5, 0.5, 1, 0};
+    memcpy(c.standalone_ms, T, sizeof T);
+    rap_plan *plan = NULL;
+    REQUIRE_OK(load_plan(&plan));
+    rap_fusion f;
+    REQUIRE_OK(rap_fuse(plan, RAP_FUSE_LEVELS, &f));
+    rap_schedule *s = NULL;
+    REQUIRE_OK(rap_schedule_create(plan, &f, "test", &s));
+    REQUIRE_OK(rap_schedule_add(s, RAP_WIN_EMB_FORWARD, 0, 0, f.kernels[0].n, 0, RAP_ROWS_END, 0.5));
+    for (int k = 1; k < f.n; k++)
+        REQUIRE_OK(rap_schedule_add(s, RAP_WIN_EXPOSED, k, 0, f.kernels[k].n, 0, RAP_ROWS_END,
+                                    0.1));
+    rap_replan_measure m;
+    memset(&m, 0, sizeof m);
+    rap_replan_predict(&c, C, s, &m);
+    m.steps = 10;
+    for (int w = 0; w < 4; w++)
+        m.phase_ms[w] = m.pred_phase_ms[w];
+    m.exposed_ms = m.pred_exposed_ms;
+    m.phase_ms[3] = 4.5; /* emb_backward 50 % slower, nothing in its window */
+    char why[512];
+    CHECK(rap_replan_drift(&c, &m, why, sizeof why) && strstr(why, "emb_backward"));
+    CHECK(rap_replan_reference(&c, C, s, &m) == 1);
+    CHECK(c.standalone_ms[3] == 4.5 && c.standalone_ms[0] == 2 && c.standalone_ms[1] == 1);
+    CHECK(!rap_replan_drift(&c, &m, why, sizeof why));
+    CHECK(rap_replan_reference(&c, C, s, &m) == 0); /* measured again: nothing changes */
+    m.phase_ms[0] = 2.6; /* the window with load: its reference stays, it drifts */
+    CHECK(rap_replan_reference(&c, C, s, &m) == 0 && c.standalone_ms[0] == 2);
+    CHECK(rap_replan_drift(&c, &m, why, sizeof why) && strstr(why, "emb_forward"));
+    rap_schedule_free(s);
+    rap_fusion_free(&f);
+    rap_plan_free(plan);
+}
+
+/* rap_schedule_same_slices: the same slices with other predictions are the
+ * same; another row split, window or kernel is not. */
+RAP_TEST(replan_same_slices_kept)
+{
+    rap_plan *plan = NULL;
+    REQUIRE_OK(load_plan(&plan));
+    rap_fusion f;
+    REQUIRE_OK(rap_fuse(plan, RAP_FUSE_LEVELS, &f));
+    REQUIRE(f.n >= 2);
+    rap_schedule *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    REQUIRE_OK(rap_schedule_create(plan, &f, "a", &a));
+    REQUIRE_OK(rap_schedule_create(plan, &f, "b", &b));
+    REQUIRE_OK(rap_schedule_create(plan, &f, "c", &c));
+    REQUIRE_OK(rap_schedule_create(plan, &f, "d", &d));
+    for (int k = 0; k < f.n; k++) {
+        int n = f.kernels[k].n;
+        REQUIRE_OK(rap_schedule_add(a, RAP_WIN_MLP_FORWARD, k, 0, n, 0, RAP_ROWS_END, 0.1));
+        REQUIRE_OK(rap_schedule_add(b, RAP_WIN_MLP_FORWARD, k, 0, n, 0, RAP_ROWS_END, 0.3));
+        REQUIRE_OK(rap_schedule_add(c, k == f.n - 1 ? RAP_WIN_EXPOSED : RAP_WIN_MLP_FORWARD, k,
+                                    0, n, 0, RAP_ROWS_END, 0.1));
+        REQUIRE_OK(rap_schedule_add(d, RAP_WIN_MLP_FORWARD, k, 0, n, 0, k == 0 ? 64 :
+                                    RAP_ROWS_END, 0.1));
+    }
+    CHECK(rap_schedule_same_slices(a, b) && rap_schedule_same_slices(b, a));
+    CHECK(!rap_schedule_same_slices(a, c) && !rap_schedule_same_slices(a, d));
+    CHECK(!rap_schedule_same_slices(a, NULL) && rap_schedule_same_slices(NULL, NULL));
+    rap_schedule_free(a);
+    rap_schedule_free(b);
+    rap_schedule_free(c);
+    rap_schedule_free(d);
+    rap_fusion_free(&f);
+    rap_plan_free(plan);
+}
+
+/* The re-planner's search on measured list lengths: the kernels reading
+ * near-empty lists are predicted cheaper than on the plan's bounds, and
+ * the schedule is still the plan's (it validates against the plan as
+ * loaded, whose nodes the search did not write). */
+RAP_TEST(replan_search_on_measured_lists)
+{
+    rap_plan *plan = NULL;
+    REQUIRE_OK(load_plan(&plan));
+    rap_fusion f;
+    REQUIRE_OK(rap_fuse(plan, RAP_FUSE_LEVELS, &f));
+    rap_replan_search_ctx rs;
+    memset(&rs, 0, sizeof rs);
+    rap_model_shape sh = {0};
+    rap_capacity_assumed(&sh, "", &rs.base);
+    double cap[RAP_REPLAN_WINDOWS];
+    for (int w = 0; w < RAP_REPLAN_WINDOWS; w++)
+        cap[w] = rs.base.capacity_ms[w];
+    const int64_t B = 65536;
+    double lists[26];
+    for (int j = 0; j < 26; j++)
+        lists[j] = 0.05;
+    rap_schedule *bound = NULL, *measured = NULL;
+    REQUIRE_OK(rap_replan_search(&rs, plan, &f, B, cap, NULL, 0, &bound));
+    REQUIRE_OK(rap_replan_search(&rs, plan, &f, B, cap, lists, 26, &measured));
+    double pb = 0, pm = 0;
+    for (int w = 0; w < RAP_WIN_COUNT; w++) {
+        int nb = 0, nm = 0;
+        const rap_slice *sb = rap_schedule_window(bound, (rap_window)w, &nb);
+        const rap_slice *sm = rap_schedule_window(measured, (rap_window)w, &nm);
+        for (int i = 0; i < nb; i++)
+            pb += sb[i].predicted_ms;
+        for (int i = 0; i < nm; i++)
+            pm += sm[i].predicted_ms;
+    }
+    CHECK_MSG(pm < pb && pm > 0, "predicted %.6g ms on the measured lists, %.6g on the bounds",
+              pm, pb);
+    CHECK_OK(rap_schedule_validate(measured, plan, &f, B));
+    for (int i = 0; i < plan->n_nodes; i++)
+        CHECK(plan->nodes[i].mean_ids == 0);
+    rap_schedule_free(bound);
+    rap_schedule_free(measured);
+    rap_fusion_free(&f);
+    rap_plan_free(plan);
 }
 
 /* A growing input whose lists empty halfway re-plans on the list lengths

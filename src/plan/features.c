@@ -20,11 +20,29 @@ double rap_analytic_ms(const rap_analytic *a, const rap_kfeat *f)
     return launches * a->launch_ms + f->bytes / (a->gbytes_per_s * 1e9) * 1e3;
 }
 
+/* The measured mean ids a row of node's output (rap_node.mean_ids of its
+ * raw column, through a chain of ops that keep the input's lengths); 0
+ * when not measured or when some op on the way changes the lengths. */
+static double measured_width(const rap_plan *p, int node)
+{
+    const rap_node *n = &p->nodes[node];
+    while (n->op != RAP_OP_INPUT) {
+        if (n->off != RAP_OFF_SAME || n->input < 0)
+            return 0;
+        n = &p->nodes[n->input];
+    }
+    return n->kind == RAP_SPARSE ? n->mean_ids : 0;
+}
+
 double rap_node_in_width(const rap_plan *p, int node)
 {
-    const rap_node *in = &p->nodes[p->nodes[node].input];
+    const int i = p->nodes[node].input;
+    const rap_node *in = &p->nodes[i];
     if (in->kind != RAP_SPARSE)
         return 1.0;
+    double m = measured_width(p, i);
+    if (m > 0)
+        return m;
     return in->ids_per_row > 0 ? (double)in->ids_per_row : 1.0;
 }
 
@@ -44,9 +62,11 @@ double rap_node_row_bytes(const rap_plan *p, int node)
         b += 4;
     else if (n->kind == RAP_VECTOR)
         b += 4.0 * n->width;
-    else
-        b += 8.0 * (n->ids_per_row > 0 ? (double)n->ids_per_row : 1.0) +
+    else {
+        double m = n->off == RAP_OFF_SAME ? measured_width(p, node) : 0;
+        b += 8.0 * (m > 0 ? m : n->ids_per_row > 0 ? (double)n->ids_per_row : 1.0) +
              (n->off == RAP_OFF_COMPUTED ? 8 : 0);
+    }
     return b;
 }
 

@@ -2,7 +2,8 @@
  * features.h -- what the latency predictor knows about a kernel slice, and
  * the analytic fallback model. Every feature is computed from the plan,
  * the fusion and the batch size alone (static facts of rap_node: kinds,
- * widths, bounds on ids per row), so nothing has to run to predict.
+ * widths, bounds on ids per row; while training, the raw columns' measured
+ * mean ids a row in place of the bound), so nothing has to run to predict.
  * docs/PLANNER.md ("Cost model") defines each one.
  */
 #ifndef RAP_PLAN_FEATURES_H
@@ -47,7 +48,9 @@ double rap_analytic_ms(const rap_analytic *a, const rap_kfeat *f);
 
 /* Estimated bytes one row of node `node` reads and writes (per desc). */
 double rap_node_row_bytes(const rap_plan *p, int node);
-/* Ids (or values) per row of node's input (1 for dense inputs). */
+/* Ids (or values) per row of node's input (1 for dense inputs): the
+ * measured mean of its raw column where re-planning set one (rap_node.
+ * mean_ids, through ops that keep lengths), else the bound ids_per_row. */
 double rap_node_in_width(const rap_plan *p, int node);
 
 /* Features of descs [d0, d1) of the kernel made of nodes[0..n) (all of

@@ -25,9 +25,13 @@ typedef struct {
 } rap_replan_search_ctx;
 
 /* A rap_replan_fn over ctx = a rap_replan_search_ctx (read only: safe on
- * the replan thread while nothing else writes it). */
+ * the replan thread while nothing else writes it). With lists (the raw
+ * sparse columns' measured mean ids a row) the latency models see those
+ * lengths instead of the plan's bounds (rap_node.mean_ids on a copy of the
+ * plan's nodes; p itself is not written). */
 rap_status rap_replan_search(void *ctx, const rap_plan *p, const rap_fusion *f, int64_t batch,
-                             const double *capacity_ms, rap_schedule **out);
+                             const double *capacity_ms, const double *lists, int n_lists,
+                             rap_schedule **out);
 
 #ifdef __cplusplus
 }

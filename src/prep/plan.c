@@ -412,6 +412,7 @@ rap_status rap_plan_add_op(rap_plan *p, const rap_node *src, int *idx)
         memcpy(n.map, src->map, sizeof(int64_t) * (size_t)src->n_aux);
     }
     n.raw = -1;
+    n.mean_ids = 0; /* measured on raw columns only (re-planning) */
     n.live = false;
     rap_status s = derive(p, &n);
     if (s != RAP_OK) {

@@ -75,6 +75,21 @@ bool rap_replan_lists_drift(const rap_replan_config *c, const double *base, cons
     return false;
 }
 
+int rap_replan_reference(rap_replan_config *c, const double *cap, const rap_schedule *s,
+                         rap_replan_measure *m)
+{
+    int changed = 0;
+    for (int w = 0; m->steps > 0 && w < 4; w++) {
+        double x = m->phase_ms[w], t = c->standalone_ms[w];
+        if (m->load_ms[w] > 0 || !(x > 0) || !(t > 0))
+            continue;
+        changed += fabs(x - t) > c->threshold * t;
+        c->standalone_ms[w] = x;
+    }
+    rap_replan_predict(c, cap, s, m);
+    return changed;
+}
+
 void rap_replan_capacities(const rap_replan_config *c, const rap_replan_measure *m,
                            const double *cap_now, double *cap_new)
 {
@@ -117,6 +132,8 @@ struct rap_replan {
     pthread_t tid;
     atomic_int state;
     double want[RAP_REPLAN_WINDOWS];
+    double want_lists[RAP_FEED_ID_COLS]; /* the period's mean ids a row, or n 0 */
+    int n_want_lists;
     rap_schedule *made;
     rap_status made_st;
     char made_err[1024];
@@ -132,7 +149,9 @@ static void *plan_main(void *arg)
     rap_replan *r = arg;
     r->t0 = rap_now();
     r->made = NULL;
-    r->made_st = r->c.plan_fn(r->c.plan_ctx, r->plan, r->fus, r->batch, r->want, &r->made);
+    r->made_st = r->c.plan_fn(r->c.plan_ctx, r->plan, r->fus, r->batch, r->want,
+                              r->n_want_lists > 0 ? r->want_lists : NULL, r->n_want_lists,
+                              &r->made);
     snprintf(r->made_err, sizeof r->made_err, "%s", r->made_st == RAP_OK ? "" : rap_last_error());
     r->t1 = rap_now();
     atomic_store(&r->state, PL_DONE);
@@ -204,8 +223,8 @@ static rap_status check(rap_replan *r, rap_runtime *rt, int64_t step)
     r->checks++;
     char why[512];
     double lists[RAP_FEED_ID_COLS];
-    bool drift = false;
-    if (period_lists(r, lists)) {
+    bool drift = false, have_lists = period_lists(r, lists);
+    if (have_lists) {
         if (!r->have_base) {
             memcpy(r->base_lists, lists, sizeof lists);
             r->have_base = true;
@@ -214,9 +233,18 @@ static rap_status check(rap_replan *r, rap_runtime *rt, int64_t step)
                                            sizeof why);
         }
     }
+    if (!drift && rap_replan_reference(&r->c, r->cap, r->cur, &m) > 0)
+        rap_info("replan at step %lld: the phases took %.4g/%.4g/%.4g/%.4g ms a step "
+                 "(emb_forward/mlp_forward/mlp_backward/emb_backward); each one with no "
+                 "preprocessing in its window takes that long alone on this input: its "
+                 "reference from now on",
+                 (long long)step, m.phase_ms[0], m.phase_ms[1], m.phase_ms[2], m.phase_ms[3]);
     if (!drift && !rap_replan_drift(&r->c, &m, why, sizeof why))
         return RAP_OK;
     rap_replan_capacities(&r->c, &m, r->cap, r->want);
+    r->n_want_lists = have_lists ? r->ns : 0;
+    if (have_lists)
+        memcpy(r->want_lists, lists, sizeof(double) * (size_t)r->ns);
     snprintf(r->why, sizeof r->why, "%s", why);
     r->checked_step = step;
     atomic_store(&r->state, PL_RUNNING);
@@ -243,6 +271,15 @@ static rap_status take(rap_replan *r, rap_runtime *rt, int64_t step, rap_trace *
     if (r->made_st != RAP_OK) {
         rap_warn("replan: the planner failed (%s); training goes on with the schedule in use",
                  r->made_err);
+        return RAP_OK;
+    }
+    if (rap_schedule_same_slices(s, r->cur)) {
+        rap_info("replan: the schedule planned from the check at step %lld places every slice "
+                 "as the one in use: kept (%s)", (long long)r->checked_step, r->why);
+        rap_schedule_free(s);
+        memcpy(r->cap, r->want, sizeof r->cap);
+        rap_runtime_get_stats(rt, &r->last);
+        r->last.records = NULL;
         return RAP_OK;
     }
     double t0 = rap_now();

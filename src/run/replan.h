@@ -22,12 +22,19 @@
  * tolerance), at most 2 C_w; one that did not slow keeps
  * max(C_w, min(2 C_w, 2 L_w)); a window without load keeps C_w.
  *
+ * A phase whose window holds no load measures the phase alone: its mean
+ * becomes T_w (rap_replan_reference) instead of a drift, since nothing
+ * could be moved out of it. A plan whose schedule places every slice as
+ * the one in use is not swapped in (its capacities are kept).
+ *
  * The input's list lengths: the row feed counts each raw sparse column's
  * ids (rap_rowfeed_stats.ids_out); the mean ids a row of a period is set
  * against that of the first period measured with the schedule in use, and
  * a change by more than list_threshold x max(that, 0.05) re-plans too,
  * checked before the times (the kernels' work changed: their latencies
- * with it).
+ * with it). The planner gets the period's means: its latency models
+ * predict each kernel on the measured lengths instead of the plan's
+ * bounds.
  *
  * The planner itself is the caller's (a function, so that this layer does
  * not include the planner's: src/plan is above src/run); it runs on its own
@@ -48,11 +55,14 @@ extern "C" {
 #define RAP_REPLAN_WINDOWS RAP_WIN_EXPOSED /* windows with a capacity */
 
 /* The planner: a schedule of plan p with fusion f over batch rows for the
- * capacities capacity_ms (RAP_REPLAN_WINDOWS). Called on the replan thread;
- * must not touch what the training loop writes. */
+ * capacities capacity_ms (RAP_REPLAN_WINDOWS), with lists[j] (n_lists
+ * raw sparse columns; NULL, 0: not measured) the mean ids a row that
+ * column held over the period checked, for the latency models in place of
+ * the plan's bounds. Called on the replan thread; must not touch what the
+ * training loop writes. */
 typedef rap_status (*rap_replan_fn)(void *ctx, const rap_plan *p, const rap_fusion *f,
                                     int64_t batch, const double *capacity_ms,
-                                    rap_schedule **out);
+                                    const double *lists, int n_lists, rap_schedule **out);
 
 typedef struct {
     int64_t every;                              /* steps between checks (>= 1) */
@@ -92,6 +102,14 @@ void rap_replan_predict(const rap_replan_config *c, const double *cap, const rap
 /* Whether m drifts from its prediction (see above); why says how. */
 bool rap_replan_drift(const rap_replan_config *c, const rap_replan_measure *m, char *why,
                       size_t why_len);
+/* The phases whose windows hold no load in m: their measured mean is the
+ * phase alone on this input (the capacity file's T_w was measured on other
+ * rows or another GPU), so it becomes their T_w in standalone (m's
+ * prediction redone). Without this a slower phase with nothing to move
+ * out of it would re-plan at every check. Returns how many changed by more
+ * than the threshold. */
+int rap_replan_reference(rap_replan_config *c, const double *cap, const rap_schedule *s,
+                         rap_replan_measure *m);
 /* Capacities re-estimated from m (see above): cap_now -> cap_new. */
 void rap_replan_capacities(const rap_replan_config *c, const rap_replan_measure *m,
                            const double *cap_now, double *cap_new);

@@ -142,6 +142,26 @@ const rap_slice *rap_schedule_window(const rap_schedule *s, rap_window w, int *n
     return s->slices ? s->slices + s->win_first[w] : NULL; /* none yet: NULL, *n 0 */
 }
 
+bool rap_schedule_same_slices(const rap_schedule *a, const rap_schedule *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->plan_hash != b->plan_hash || a->fusion_hash != b->fusion_hash ||
+        a->n_kernels != b->n_kernels || a->n_slices != b->n_slices ||
+        a->n_received != b->n_received)
+        return false;
+    for (int w = 0; w <= RAP_WIN_COUNT; w++)
+        if (a->win_first[w] != b->win_first[w])
+            return false;
+    for (int i = 0; i < a->n_slices; i++) {
+        const rap_slice *x = &a->slices[i], *y = &b->slices[i];
+        if (x->kernel != y->kernel || x->d0 != y->d0 || x->d1 != y->d1 || x->r0 != y->r0 ||
+            x->r1 != y->r1 || x->share != y->share || x->shares != y->shares)
+            return false;
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------ writer */
 
 rap_status rap_schedule_write(const rap_schedule *s, FILE *f)

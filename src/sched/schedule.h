@@ -99,6 +99,11 @@ rap_status rap_schedule_add(rap_schedule *s, rap_window w, int kernel, int d0, i
 rap_status rap_schedule_add_slice(rap_schedule *s, rap_window w, const rap_slice *sl);
 /* The slices of window w, in launch order; *n their number. */
 const rap_slice *rap_schedule_window(const rap_schedule *s, rap_window w, int *n);
+/* Whether a and b run the same slices (kernel, descriptors, rows, share)
+ * in the same windows and order, for the same plan and fusion; their
+ * predicted latencies, sources and line numbers may differ. NULL equals
+ * only NULL. */
+bool rap_schedule_same_slices(const rap_schedule *a, const rap_schedule *b);
 
 /* Parses schedule text. On a syntax error: RAP_ERR_PLAN with
  * "source:line: expected ...". Does not validate against a plan. */
