@@ -46,8 +46,11 @@ bool rap_replan_drift(const rap_replan_config *c, const rap_replan_measure *m, c
             return true;
         }
     }
-    double p = m->pred_exposed_ms, x = m->exposed_ms;
-    if (fabs(x - p) > c->threshold * (p > 0.01 ? p : 0.01)) {
+    /* the exposed time's floor: 2 % of the measured step (a few us of an
+     * empty exposed window's timing are not a drift), at least 0.01 ms */
+    double step = m->phase_ms[0] + m->phase_ms[1] + m->phase_ms[2] + m->phase_ms[3];
+    double p = m->pred_exposed_ms, x = m->exposed_ms, lo = fmax(0.01, 0.02 * step);
+    if (fabs(x - p) > c->threshold * (p > lo ? p : lo)) {
         snprintf(why, why_len, "exposed preprocessing took %.4g ms a step over the last %lld "
                  "steps, the schedule predicts %.4g ms (off by more than %g)", x,
                  (long long)m->steps, p, c->threshold);

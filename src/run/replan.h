@@ -16,8 +16,9 @@
  *   exposed = L_exposed                    (the slices after the step)
  * Drift: some phase with T_w > 0 whose measured mean is off its prediction
  * by more than threshold x prediction, or a measured exposed time off by
- * more than threshold x max(predicted, 0.01 ms). The re-estimate: a
- * window with load whose phase slowed by s_w = measured / T_w - 1 > 0 hides
+ * more than threshold x max(predicted, 0.01 ms, 2 % of the measured
+ * step). The re-estimate: a window with load whose phase slowed by
+ * s_w = measured / T_w - 1 > 0 hides
  * C'_w = tol L_w / s_w (the load at which the measured rate reaches the
  * tolerance), at most 2 C_w; one that did not slow keeps
  * max(C_w, min(2 C_w, 2 L_w)); a window without load keeps C_w.
