@@ -20,8 +20,9 @@
 # Knobs: OUT (default out), BUDGET (seconds for the whole call, default
 # 540: every step runs under timeout with what is left, and is skipped,
 # saying so, when too little is), ROWS (4000000), STEPS (200), WARMUP (20),
+# REPEAT (rap bench --repeat: 3, the medians reported),
 # PLANS (plan0 plan1), BATCHES (4096 8192), CONFIGS (gpu_tsv gpu_gz cpu_tsv
-# cpu_gz), GRAPH (--cuda-graph; GRAPH="" runs without), RAW_TESTS (1: first the
+# cpu_gz; a gpu one with _tN appended runs with RAP_PARSE_GPU_TILES=N), GRAPH (--cuda-graph; GRAPH="" runs without), RAW_TESTS (1: first the
 # GPU tests of --parse gpu when BIN_DIR has rap_tests; 0 skips them),
 # DATA_DIR (/tmp/rap_rawlogs: the generated data, kept between calls).
 # BIN_DIR (default .carry/dev) holds rap and lib/; `bash bench/exp/carry_dev.sh`
@@ -36,6 +37,7 @@ BUDGET=${BUDGET:-540}
 ROWS=${ROWS:-4000000}
 STEPS=${STEPS:-200}
 WARMUP=${WARMUP:-20}
+REPEAT=${REPEAT:-3}
 PLANS=${PLANS:-plan0 plan1}
 BATCHES=${BATCHES:-4096 8192}
 CONFIGS=${CONFIGS:-gpu_tsv gpu_gz cpu_tsv cpu_gz}
@@ -84,8 +86,11 @@ done
 wait
 note "data: $(du -sh "$D/rows.tsv" | cut -f1) plain, $(du -sh "$D/gz" | cut -f1) gzip in $(( $(date +%s) - start )) s"
 
+# CONFIG_tN (N a number): that configuration with RAP_PARSE_GPU_TILES=N
+# (the GPU parser's tiles a launch; 0 a chunk in one launch)
+env_of() { case $1 in *_t[0-9]*) echo "RAP_PARSE_GPU_TILES=${1##*_t}";; esac; }
 args_of() {
-  case $1 in
+  case ${1%_t[0-9]*} in
     gpu_tsv) echo "--parse gpu --threads 1 --data $D/rows.tsv";;
     gpu_gz)  echo "--parse gpu --threads 4 --inflate-threads 4 --interleave batch --data $D/gz";;
     cpu_tsv) echo "--parse cpu --threads 16 --data $D/rows.tsv";;
@@ -102,8 +107,9 @@ for plan in $PLANS; do for b in $BATCHES; do for cf in $CONFIGS; do
   t=$(lim "bench $plan $b $cf" 90 30)
   [ -z "$t" ] && continue
   J=$OUT/bench_${plan}_${b}_$cf.json
-  timeout "$t" "$B/rap" bench --plan plans/$plan.plan --model paper --batch "$b" \
-    --steps "$STEPS" --warmup "$WARMUP" --modes ideal,rap --schedule "$S" $G $(args_of "$cf") $(types_of "$plan") \
+  env $(env_of "$cf") timeout "$t" "$B/rap" bench --plan plans/$plan.plan --model paper --batch "$b" \
+    --steps "$STEPS" --warmup "$WARMUP" --repeat "$REPEAT" --modes ideal,rap --schedule "$S" $G \
+    $(args_of "$cf") $(types_of "$plan") \
     --json --quiet > "$J" 2> "${J%.json}.err"
   note "bench $plan $b $cf: exit $?; $(tail -1 "${J%.json}.err")"
 done; done; done

@@ -322,7 +322,7 @@ static int gpu_bench(const settings *set, const char *text, int64_t bytes, const
     c.n = n;
     c.bytes = bytes;
     c.batch = set->batch;
-    rap_parse_gpu_config pc = {n, bytes, 65536, NULL};
+    rap_parse_gpu_config pc = {n, bytes, 65536, NULL, 0};
     void *block = NULL;
     rap_schema sch = rap_schema_criteo();
     if (rap_parse_gpu_create(&pc, stream, &c.p) != RAP_OK ||

@@ -192,7 +192,7 @@ static void gpu_rows(const rap_input_schema *s, const char *text, size_t n)
             start[++L] = (int32_t)(i + 1);
             bytes = i + 1;
         }
-    rap_parse_gpu_config pc = {L, (int64_t)bytes, 65536, &lay};
+    rap_parse_gpu_config pc = {L, (int64_t)bytes, 65536, &lay, 0};
     rap_parse_gpu *p = NULL;
     rap_schema sh = rap_input_schema_shape(s);
     void *d = NULL;

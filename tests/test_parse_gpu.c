@@ -673,7 +673,11 @@ static rap_status run_gpu(rap_parse_gpu *p, const text_t *x, int64_t cap, const 
         st = rap_fail(RAP_ERR_CUDA, "test: cudaMemset");
     if (st == RAP_OK)
         st = rap_parse_gpu_upload(p, x->text, (int64_t)x->n, x->start, x->lines);
-    if (st == RAP_OK)
+    uint64_t ticket = 0;
+    if (st == RAP_OK && ncuts == 0) /* rap_parse_gpu_run: its config's launches */
+        st = rap_parse_gpu_run(p, rap_parse_gpu_text(p), (int64_t)x->n, rap_parse_gpu_starts(p),
+                               x->lines, &dev, NULL, &ticket);
+    if (st == RAP_OK && ncuts > 0)
         st = rap_parse_gpu_begin(p, rap_parse_gpu_text(p), (int64_t)x->n,
                                  rap_parse_gpu_starts(p), x->lines, &dev);
     int64_t at = 0;
@@ -681,8 +685,7 @@ static rap_status run_gpu(rap_parse_gpu *p, const text_t *x, int64_t cap, const 
         st = rap_parse_gpu_piece(p, at, cuts[k]);
         at = cuts[k];
     }
-    uint64_t ticket = 0;
-    if (st == RAP_OK)
+    if (st == RAP_OK && ncuts > 0)
         st = rap_parse_gpu_end(p, NULL, &ticket);
     bool ready = false;
     if (st == RAP_OK)
@@ -776,9 +779,11 @@ RAP_TEST(parse_gpu_matches_ref)
     const int64_t max_line = 2000;
     text_t all;
     gen_text(&all, 31337, 20000, max_line);
-    rap_parse_gpu_config pc = {20000, (int64_t)all.n, max_line, NULL};
-    rap_parse_gpu *p;
+    rap_parse_gpu_config pc = {20000, (int64_t)all.n, max_line, NULL, 0};
+    rap_parse_gpu *p, *p3;
     REQUIRE_OK(rap_parse_gpu_create(&pc, NULL, &p));
+    pc.tiles_per_launch = 3; /* rap_parse_gpu_run in launches of 3 tiles */
+    REQUIRE_OK(rap_parse_gpu_create(&pc, NULL, &p3));
     const int64_t sizes[] = {1, 2, 7, 31, 63, 64, 65, 127, 129, 1000, 4099, 20000};
     uint64_t s = 77;
     for (int k = 0; k < 12 && !t->failures; k++) {
@@ -805,8 +810,12 @@ RAP_TEST(parse_gpu_matches_ref)
         snprintf(what, sizeof what, "%lld lines from %lld, %d pieces", (long long)n,
                  (long long)first, nc);
         check_gpu(t, p, &x, max_line, cuts, nc, what);
+        snprintf(what, sizeof what, "%lld lines from %lld, 3 tiles a launch", (long long)n,
+                 (long long)first);
+        check_gpu(t, p3, &x, max_line, NULL, 0, what);
         free(x.start);
     }
+    rap_parse_gpu_free(p3);
     rap_parse_gpu_free(p);
     text_free(&all);
 #endif
@@ -847,7 +856,7 @@ RAP_TEST(parse_gpu_long_lines)
             put(&x, "\r", 1);
         end_line(&x);
     }
-    rap_parse_gpu_config pc = {x.lines, (int64_t)x.n, max_line, NULL};
+    rap_parse_gpu_config pc = {x.lines, (int64_t)x.n, max_line, NULL, 0};
     rap_parse_gpu *p;
     REQUIRE_OK(rap_parse_gpu_create(&pc, NULL, &p));
     int64_t whole[] = {x.lines};
@@ -862,7 +871,7 @@ RAP_TEST(parse_gpu_long_lines)
     rap_parse_gpu_free(p);
     text_free(&x);
     gen_text(&x, 99, 3000, 300);
-    pc = (rap_parse_gpu_config){x.lines, (int64_t)x.n, 300, NULL};
+    pc = (rap_parse_gpu_config){x.lines, (int64_t)x.n, 300, NULL, 0};
     REQUIRE_OK(rap_parse_gpu_create(&pc, NULL, &p));
     int64_t w2[] = {x.lines};
     check_gpu(t, p, &x, 300, w2, 1, "max_line 300");
@@ -879,7 +888,7 @@ RAP_TEST(parse_gpu_results_and_args)
 #ifdef RAP_HAVE_CUDA
     text_t x;
     gen_text(&x, 8, 4000, 65536);
-    rap_parse_gpu_config pc = {4000, (int64_t)x.n, 65536, NULL};
+    rap_parse_gpu_config pc = {4000, (int64_t)x.n, 65536, NULL, 0};
     rap_parse_gpu *p;
     REQUIRE_OK(rap_parse_gpu_create(&pc, NULL, &p));
     rap_batch want;
@@ -932,7 +941,7 @@ RAP_TEST(parse_gpu_results_and_args)
     CHECK_OK(rap_parse_gpu_end(p, NULL, &t0));
     REQUIRE_OK(rap_parse_gpu_result(p, t0, true, &r, &ready));
     CHECK(ready && memcmp(&r, &res_w, sizeof r) == 0);
-    rap_parse_gpu_config bad = {0, 10, 10, NULL};
+    rap_parse_gpu_config bad = {0, 10, 10, NULL, 0};
     rap_parse_gpu *q = NULL;
     CHECK(rap_parse_gpu_create(&bad, NULL, &q) == RAP_ERR_ARG && q == NULL);
     rap_cuda_free(d);
@@ -948,7 +957,7 @@ RAP_TEST(parse_gpu_without_gpu)
 {
     if (rap_gpu_available(NULL, 0))
         SKIP("a GPU is present: the stubs are not built");
-    rap_parse_gpu_config pc = {10, 10, 10, NULL};
+    rap_parse_gpu_config pc = {10, 10, 10, NULL, 0};
     rap_parse_gpu *p = (rap_parse_gpu *)1;
     rap_status st = rap_parse_gpu_create(&pc, NULL, &p);
     CHECK(st == RAP_ERR_NO_GPU || st == RAP_ERR_NOMEM || st == RAP_ERR_CUDA);

@@ -436,7 +436,7 @@ RAP_TEST(parse_schema_gpu_str_hash)
     }
     rap_parse_layout lay;
     REQUIRE_OK(rap_parse_layout_schema(s, &lay));
-    rap_parse_gpu_config pc = {64, (int64_t)x.n + 16, 65536, &lay};
+    rap_parse_gpu_config pc = {64, (int64_t)x.n + 16, 65536, &lay, 0};
     rap_parse_gpu *p = NULL;
     REQUIRE_OK(rap_parse_gpu_create(&pc, NULL, &p));
     rap_schema sh = rap_input_schema_shape(s);
@@ -489,7 +489,7 @@ RAP_TEST(parse_schema_gpu_matches_ref)
         REQUIRE_OK(run_ref_schema(s, &x, 65536, &want, &rej_w, &res_w));
         rap_parse_layout lay;
         REQUIRE_OK(rap_parse_layout_schema(s, &lay));
-        rap_parse_gpu_config pc = {x.lines, (int64_t)x.n, 65536, &lay};
+        rap_parse_gpu_config pc = {x.lines, (int64_t)x.n, 65536, &lay, 0};
         rap_parse_gpu *p = NULL;
         REQUIRE_OK(rap_parse_gpu_create(&pc, NULL, &p));
         size_t bytes = want.block_bytes;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The table of bench/device_rawlogs.sh: per plan and batch, for each input
-configuration (gpu_tsv, gpu_gz, cpu_tsv, cpu_gz: bench_<plan>_<B>_<cfg>.json),
+configuration (gpu_tsv, gpu_gz, cpu_tsv, cpu_gz, and a gpu one with _tN:
+RAP_PARSE_GPU_TILES=N; bench_<plan>_<B>_<cfg>.json),
 rap mode's samples/s, rap / ideal (the same invocation's ideal), the seconds
 rap waited for rows over the measured steps, and the host CPU seconds per
 million rows trained (getrusage of the process: user + system of every
@@ -9,8 +10,10 @@ said.
 
 Usage: rawlogs_table.py OUTDIR
 """
+import glob
 import json
 import os
+import re
 import sys
 
 CONFIGS = ("gpu_tsv", "gpu_gz", "cpu_tsv", "cpu_gz")
@@ -22,21 +25,30 @@ WHAT = {
 }
 
 
+def split(cf):
+    """'gpu_tsv_t16' -> ('gpu_tsv', '16'); 'gpu_tsv' -> ('gpu_tsv', '')."""
+    m = re.match(r"^(.*)_t(\d+)$", cf)
+    return (m.group(1), m.group(2)) if m else (cf, "")
+
+
 def num(x, fmt):
     return fmt % x if isinstance(x, (int, float)) else "-"
 
 
 def main(out):
     print("rap bench --modes ideal,rap with raw text (the paper's model, shipped schedules)")
-    print("%-6s %5s %-8s %12s %8s %9s %12s  %s" % ("plan", "batch", "input", "rap rows/s",
+    print("%-6s %5s %-11s %12s %8s %9s %12s  %s" % ("plan", "batch", "input", "rap rows/s",
                                                   "rap/ideal", "waited_s", "cpu_s/Mrow",
                                                   "configuration"))
     for plan in ("plan0", "plan1"):
         for b in (4096, 8192):
-            for cf in CONFIGS:
-                p = os.path.join(out, "bench_%s_%d_%s.json" % (plan, b, cf))
-                if not os.path.exists(p):
-                    continue
+            pre = os.path.join(out, "bench_%s_%d_" % (plan, b))
+            found = [f[len(pre):-5] for f in glob.glob(pre + "*.json")]
+            def order(cf):
+                base, t = split(cf)
+                return (CONFIGS.index(base) if base in CONFIGS else 9, int(t) if t.isdigit() else -1)
+            for cf in sorted(found, key=order):
+                p = pre + cf + ".json"
                 try:
                     with open(p) as f:
                         j = json.load(f)
@@ -51,10 +63,13 @@ def main(out):
                 if "skipped" in m:
                     print("%-6s %5d %-8s skipped: %s" % (plan, b, cf, m["skipped"]))
                     continue
-                print("%-6s %5d %-8s %12s %8s %9s %12s  %s" % (
+                base, t = split(cf)
+                what = WHAT.get(base, cf) + (", RAP_PARSE_GPU_TILES=" + t if t else "")
+                runs = " ".join("%.3f" % x for x in m.get("vs_ideal_runs", []))
+                print("%-6s %5d %-11s %12s %8s %9s %12s  %s (runs %s)" % (
                     plan, b, cf, num(m.get("samples_per_s"), "%.0f"),
                     num(m.get("vs_ideal"), "%.3f"), num(m.get("starved_s"), "%.2f"),
-                    num(m.get("host_cpu_s_per_mrow"), "%.3f"), WHAT[cf]))
+                    num(m.get("host_cpu_s_per_mrow"), "%.3f"), what, runs))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 #include "data/parse_backend_internal.h"
 #include "data/parse_gpu.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef __CUDACC__
@@ -266,6 +267,21 @@ extern "C" rap_status rap_parse_set_device(int device)
 
 /* ---- a parser thread on the GPU */
 
+extern "C" rap_status rap_parse_gpu_tiles_per_launch(int64_t *tiles)
+{
+    *tiles = RAP_PARSE_GPU_TILES_DEFAULT;
+    const char *e = getenv("RAP_PARSE_GPU_TILES");
+    if (!e || !e[0])
+        return RAP_OK;
+    char *end = NULL;
+    long long v = strtoll(e, &end, 10);
+    if (*end || v < 0 || v > (1LL << 30))
+        return rap_fail(RAP_ERR_ARG, "RAP_PARSE_GPU_TILES=%s: expected a whole number of tiles "
+                        "a launch, 0 (every tile of a chunk in one launch) to 2^30", e);
+    *tiles = v;
+    return RAP_OK;
+}
+
 typedef struct {
     rap_parse_backend_config cfg;
     cudaStream_t stream;
@@ -306,6 +322,7 @@ static rap_status gpu_state_make(gpu_state *s, const rap_parse_backend_config *c
     pc.max_lines = (int64_t)c->chunk_bytes + 1;
     pc.max_bytes = (int64_t)c->chunk_bytes;
     pc.max_line = c->max_line;
+    RAP_TRY(rap_parse_gpu_tiles_per_launch(&pc.tiles_per_launch));
     return rap_parse_gpu_create(&pc, s->stream, &s->gp);
 }
 
@@ -432,6 +449,12 @@ rap_status rap_parse_set_device(int device)
 {
     (void)device;
     return NO_GPU("GPU parser");
+}
+
+rap_status rap_parse_gpu_tiles_per_launch(int64_t *tiles)
+{
+    *tiles = RAP_PARSE_GPU_TILES_DEFAULT;
+    return RAP_OK;
 }
 
 rap_status rap_parse_gpu_state_create(const rap_parse_backend_config *c, void **state)

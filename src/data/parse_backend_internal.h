@@ -23,6 +23,13 @@ rap_status rap_parse_take_rejects(rap_parsed *o, const rap_parse_rej *rej, int64
                                   const rap_parse_result *res, const char *text,
                                   const int32_t *start, int64_t max_line);
 
+/* Tiles (RAP_PARSE_TILE lines, a thread block each) a launch of the GPU
+ * parser beside the training: RAP_PARSE_GPU_TILES_DEFAULT, or the
+ * environment's RAP_PARSE_GPU_TILES (an A/B knob: 0 launches a chunk's
+ * tiles at once). RAP_ERR_ARG for a value that is not a count. */
+#define RAP_PARSE_GPU_TILES_DEFAULT 0
+rap_status rap_parse_gpu_tiles_per_launch(int64_t *tiles);
+
 /* The gpu entries of the table (parse_backend_gpu.cu). */
 rap_status rap_parse_gpu_state_create(const rap_parse_backend_config *c, void **state);
 void rap_parse_gpu_state_free(void *state);

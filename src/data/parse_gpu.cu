@@ -796,7 +796,14 @@ extern "C" rap_status rap_parse_gpu_run(rap_parse_gpu *p, const char *d_text, in
                                         uint64_t *ticket)
 {
     RAP_TRY(rap_parse_gpu_begin(p, d_text, n_bytes, d_start, n_lines, dst));
-    rap_status st = rap_parse_gpu_piece(p, 0, n_lines);
+    const int64_t step = p->cfg.tiles_per_launch > 0 ? p->cfg.tiles_per_launch * T : n_lines;
+    rap_status st = RAP_OK;
+    int64_t l0 = 0;
+    do { /* pieces of whole tiles, the last to the end (one when n_lines is 0) */
+        int64_t l1 = n_lines - l0 > step ? l0 + step : n_lines;
+        st = rap_parse_gpu_piece(p, l0, l1);
+        l0 = l1;
+    } while (st == RAP_OK && l0 < n_lines);
     if (st != RAP_OK) {
         p->open = false;
         return st;

@@ -59,6 +59,10 @@ typedef struct {
     int64_t max_bytes;               /* text of a batch at most: the parser's own buffer */
     int64_t max_line;                /* longer lines are RAP_REJ_LONG (as rap_parse_line) */
     const rap_parse_layout *layout;  /* NULL: Criteo's 40 fields (copied) */
+    int64_t tiles_per_launch;        /* rap_parse_gpu_run: at most this many tiles
+                                      * (RAP_PARSE_TILE lines, a block each) a launch,
+                                      * so that the kernel holds few SMs at a time beside
+                                      * the training's kernels; 0: one launch a batch */
 } rap_parse_gpu_config;
 
 typedef struct rap_parse_gpu rap_parse_gpu;
