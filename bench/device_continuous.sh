@@ -26,7 +26,8 @@
 # whole call, default 480: each step under timeout with what is left, and
 # skipped, saying so, when too little is), ROUNDS (pv: 3), STEPS (rap bench
 # timed steps, 200), ROWS (generated rows per part, 2000000), PART2_AFTER
-# (seconds, 25), EVERY (--replan-every, 50), DATA_DIR (/tmp/rap_continuous:
+# (seconds, 8: within the run's --idle-timeout 15 of the first part's end),
+# EVERY (--replan-every, 50), DATA_DIR (/tmp/rap_continuous:
 # the generated data and the followed directory, outside OUT so that the
 # results stay small).
 # Run from the repository root (plans/ are read from there).
@@ -42,7 +43,7 @@ BUDGET=${BUDGET:-480}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-200}
 ROWS=${ROWS:-2000000}
-PART2_AFTER=${PART2_AFTER:-25}
+PART2_AFTER=${PART2_AFTER:-8}
 EVERY=${EVERY:-50}
 T0=$(date +%s)
 SUMMARY=$OUT/summary.txt
