@@ -5,8 +5,10 @@
 # LD_LIBRARY_PATH first). Runs tests/test_series.c as on the CPU (data
 # positions, rotation, --keep, --resume latest, SIGKILL loop), then the
 # SIGKILL loop again with rap train --device gpu (rap mode: steps queued
-# ahead on the GPU, checkpoints after a drain): every line must be trained
-# exactly once. About a minute; everything lands in $OUT (or ./out).
+# ahead on the GPU, checkpoints after a drain), once for each --parse in
+# KILL9_PARSE (default "auto gpu": the host's parser, then the GPU's):
+# every line must be trained exactly once. About two minutes; everything
+# lands in $OUT (or ./out).
 set -u -o pipefail
 B=${1:-build}
 B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
@@ -19,7 +21,10 @@ for t in series position rotation; do
   echo "rap_tests $t exit $?" | tee -a "$OUT/$t.log"
   grep -E "FAIL|CHECK|passed" "$OUT/$t.log" | head -10
 done
-echo "== rap_tests series_kill9 with --device gpu"
-RAP_TEST_SERIES_DEVICE=gpu timeout 240 "$B/rap_tests" series_kill9 > "$OUT/kill9_gpu.log" 2>&1
-echo "rap_tests series_kill9 (gpu) exit $?" | tee -a "$OUT/kill9_gpu.log"
-grep -E "FAIL|CHECK|passed" "$OUT/kill9_gpu.log" | head -10
+for parse in ${KILL9_PARSE:-auto gpu}; do
+  echo "== rap_tests series_kill9 with --device gpu --parse $parse"
+  RAP_TEST_SERIES_DEVICE=gpu RAP_TEST_SERIES_PARSE=$parse timeout 240 "$B/rap_tests" series_kill9 \
+    > "$OUT/kill9_gpu_$parse.log" 2>&1
+  echo "rap_tests series_kill9 (gpu, --parse $parse) exit $?" | tee -a "$OUT/kill9_gpu_$parse.log"
+  grep -E "FAIL|CHECK|passed|Segmentation" "$OUT/kill9_gpu_$parse.log" | head -10
+done

@@ -444,7 +444,8 @@ RAP_TEST(parse_feed_resolve)
         bool pinned, device_batches, reader_batches;
         rap_parse_kind want;
     } cases[] = {
-        {RAP_PARSE_AUTO, true, true, false, RAP_PARSE_GPU},  /* GPU mode on a GPU */
+        {RAP_PARSE_AUTO, true, true, false, RAP_PARSE_CPU},  /* GPU mode on a GPU: the host's
+                                                              * parser (docs/INPUT.md) */
         {RAP_PARSE_AUTO, false, true, false, RAP_PARSE_CPU}, /* the CPU backend */
         {RAP_PARSE_AUTO, true, false, false, RAP_PARSE_CPU}, /* cpu mode: host batches */
         {RAP_PARSE_AUTO, true, true, true, RAP_PARSE_CPU},   /* the mps server's feed */
@@ -503,10 +504,13 @@ RAP_TEST(parse_feed_schema_input_host)
     memset(&fc, 0, sizeof fc);
     fc.reader = rc;
     fc.reader.parse = RAP_PARSE_AUTO;
-    fc.pinned = fc.device_batches = true; /* where auto is the GPU for Criteo's text */
+    fc.pinned = fc.device_batches = true; /* where gpu is the GPU for Criteo's text */
     CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_CPU);
     fc.reader.schema = cr;
-    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU);
+    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_CPU); /* auto: the host's parser */
+    fc.reader.parse = RAP_PARSE_GPU;
+    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU); /* Criteo's layout as a schema */
+    fc.reader.parse = RAP_PARSE_AUTO;
     fc.reader.schema = sc;
     fc.reader.parse = RAP_PARSE_GPU;
     fc.batch_rows = 64;
@@ -614,12 +618,12 @@ RAP_TEST(parse_feed_gpu_rowfeed_equals_cpu)
         fc.passes = 2;
         fc.pinned = true;
         fc.device_batches = true;
-        fc.reader.parse = RAP_PARSE_AUTO;
+        fc.reader.parse = RAP_PARSE_GPU;
         CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU);
         dump_t a, b;
         rap_rowfeed_stats sa, sb;
         REQUIRE_OK(feed_all(fc, RAP_PARSE_CPU, &a, &sa));
-        REQUIRE_OK(feed_all(fc, h == 0 ? RAP_PARSE_AUTO : RAP_PARSE_GPU, &b, &sb));
+        REQUIRE_OK(feed_all(fc, RAP_PARSE_GPU, &b, &sb));
         CHECK(sa.rows_out == sb.rows_out && sa.rows_held_out == sb.rows_held_out);
         /* the ids a column (the re-planner's list lengths), counted on
          * the host from the GPU's offsets copied back */

@@ -667,14 +667,17 @@ RAP_TEST(series_kill9_exactly_once)
     uint64_t rng = 0x6b696c6c39ull ^ (uint64_t)time(NULL);
     static char out[1 << 16];
     char train[4096];
-    /* RAP_TEST_SERIES_DEVICE=gpu: the same on the GPU (bench/device_series.sh) */
+    /* RAP_TEST_SERIES_DEVICE=gpu: the same on the GPU, and with
+     * RAP_TEST_SERIES_PARSE=gpu parsed there (bench/device_series.sh) */
     const char *dev = getenv("RAP_TEST_SERIES_DEVICE");
     dev = dev && !strcmp(dev, "gpu") ? "gpu" : "cpu";
+    const char *parse = getenv("RAP_TEST_SERIES_PARSE");
+    parse = parse && !strcmp(parse, "gpu") ? "gpu" : "auto";
     snprintf(train, sizeof train,
-             "RAP_TEST_STEP_LOG='%s' '%s' train --device %s --plan %s --data %s --follow "
-             "--batch 32 --emb-dim 8 --mlp-bot 16-8 --mlp-top 16-1 --optimizer adagrad "
+             "RAP_TEST_STEP_LOG='%s' '%s' train --device %s --parse %s --plan %s --data %s "
+             "--follow --batch 32 --emb-dim 8 --mlp-bot 16-8 --mlp-top 16-1 --optimizer adagrad "
              "--lr 0.05 --eval-fraction 0 --threads 2 --save %s --save-every 3 --keep 2 "
-             "--resume latest", log, rap_test_bin(), dev, plan, w.dir, save);
+             "--resume latest", log, rap_test_bin(), dev, parse, plan, w.dir, save);
     /* each run is killed after 4 to 16 steps of its own (so that it wrote
      * a checkpoint: the step after a save is logged once the save is
      * complete) and 0 to 60 ms more, wherever that falls (in a step, in a

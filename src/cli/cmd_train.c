@@ -3,6 +3,7 @@
  * generates training and evaluation rows (same generator world, seeds S and
  * S+1) into temporary files, removed at the end. */
 #include "cli/cli.h"
+#include "data/parse_backend.h"
 #include "dist/comm.h"
 #include "plan/replan_search.h"
 #include "run/mps.h"
@@ -208,10 +209,27 @@ static void step_log(void *ctx, int64_t step, int64_t seq, int64_t pos_after, in
 static void batch_log(void *ctx, int64_t seq, const rap_batch *b)
 {
     (void)ctx;
+    const float *val = b->dense;
+    const uint8_t *ok = b->dense_valid;
+    float *hv = NULL;
+    uint8_t *hk = NULL;
+    if (b->device && b->rows > 0) { /* the GPU parser's rows: int_0 copied back */
+        hv = malloc(sizeof(float) * (size_t)b->rows);
+        hk = malloc((size_t)b->rows);
+        if (!hv || !hk || rap_batch_dense_to_host(b, 0, hv, hk) != RAP_OK) {
+            rap_warn("RAP_TEST_STEP_LOG: batch %lld not logged (%s)", (long long)seq,
+                     hv && hk ? rap_last_error() : "out of memory");
+            free(hv);
+            free(hk);
+            return;
+        }
+        val = hv;
+        ok = hk;
+    }
     flockfile(g_step_log);
     fprintf(g_step_log, "B %lld", (long long)seq);
     for (int64_t i = 0; i < b->rows; i++) /* int_0: dense column 0 */
-        fprintf(g_step_log, " %.0f", b->dense_valid[i] ? (double)b->dense[i] : -1.0);
+        fprintf(g_step_log, " %.0f", ok[i] ? (double)val[i] : -1.0);
     fprintf(g_step_log, "\n");
     fflush(g_step_log);
     funlockfile(g_step_log);

@@ -94,6 +94,11 @@ rap_status rap_batch_gather_device(rap_batch *dst, const rap_batch *src, const i
  * waited for. The host never reads a device batch's offsets itself.
  * Errors: RAP_ERR_CUDA; RAP_ERR_NO_GPU without CUDA. */
 rap_status rap_batch_ids_device(const rap_batch *b, int n, int64_t *ids, void *stream);
+/* Dense column j of rows [0, b->rows) of device batch b into vals and
+ * valid (b->rows each, host memory), waited for: for test hooks and
+ * messages, never the training's path. Errors: RAP_ERR_CUDA;
+ * RAP_ERR_NO_GPU without CUDA. */
+rap_status rap_batch_dense_to_host(const rap_batch *b, int j, float *vals, uint8_t *valid);
 /* n gather indices: a pinned host list and its device copy; the copy
  * queued on stream (the host list unchanged until the stream reached it). */
 rap_status rap_parse_idx_create(int64_t n, int32_t **h_idx, int32_t **d_idx);

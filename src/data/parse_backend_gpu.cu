@@ -205,6 +205,19 @@ extern "C" rap_status rap_batch_ids_device(const rap_batch *b, int n, int64_t *i
     return RAP_OK;
 }
 
+extern "C" rap_status rap_batch_dense_to_host(const rap_batch *b, int j, float *vals,
+                                              uint8_t *valid)
+{
+    if (j < 0 || j >= b->schema.n_dense || b->rows <= 0)
+        return b->rows <= 0 ? RAP_OK
+                            : rap_fail(RAP_ERR_INTERNAL, "device batch: no dense column %d", j);
+    RAP_CUDA_TRY(cudaMemcpy(vals, b->dense + (size_t)j * (size_t)b->cap,
+                            sizeof(float) * (size_t)b->rows, cudaMemcpyDeviceToHost));
+    RAP_CUDA_TRY(cudaMemcpy(valid, b->dense_valid + (size_t)j * (size_t)b->cap, (size_t)b->rows,
+                            cudaMemcpyDeviceToHost));
+    return RAP_OK;
+}
+
 extern "C" rap_status rap_parse_idx_create(int64_t n, int32_t **h_idx, int32_t **d_idx)
 {
     *h_idx = NULL;
@@ -411,6 +424,12 @@ rap_status rap_batch_ids_device(const rap_batch *b, int n, int64_t *ids, void *s
 {
     (void)b, (void)n, (void)ids, (void)stream;
     return NO_GPU("device batch ids");
+}
+
+rap_status rap_batch_dense_to_host(const rap_batch *b, int j, float *vals, uint8_t *valid)
+{
+    (void)b, (void)j, (void)vals, (void)valid;
+    return NO_GPU("device batch copy");
 }
 
 rap_status rap_parse_idx_create(int64_t n, int32_t **h_idx, int32_t **d_idx)
