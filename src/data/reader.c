@@ -33,7 +33,8 @@
  * (a parser) -> PARSED -> FREE (rap_reader_next). Errors of a lane (I/O,
  * corrupt gzip) reach the caller where the rule reaches them, after the
  * rows before them. Stop: rap_reader_stop sets an atomic flag the lanes
- * look at (reader_lane.c).
+ * look at (reader_lane.c). Data positions (a start position, each row's
+ * position with track_positions): reader_pos.c.
  */
 #include "data/reader_impl.h"
 
@@ -545,59 +546,6 @@ rap_schema rap_reader_shape(const rap_reader_config *cfg)
     return rap_schema_criteo();
 }
 
-/* The start position's file of the directory: its index in name order. */
-static rap_status start_index(rap_reader *r)
-{
-    const char *name = strrchr(r->start.file, '/');
-    name = name ? name + 1 : r->start.file;
-    for (int64_t i = 0; i < r->n_names; i++)
-        if (!strcmp(r->names[i], name)) {
-            r->target.dir_index = i;
-            return RAP_OK;
-        }
-    return rap_fail(RAP_ERR_DATA, "data position %s: not a regular file of %s", r->start.file,
-                    r->input);
-}
-
-/* Opens the start position's file as r->first (file table entry 0, its
- * lines counted from the position's) and skips to its offset, which must
- * be 0, the file's end or just past a '\n'. */
-static rap_status open_start(rap_reader *r)
-{
-    RAP_TRY(rap_position_resolve(r->input, r->is_dir, &r->start, &r->target));
-    if (r->is_dir)
-        RAP_TRY(start_index(r));
-    RAP_TRY(rap_source_open(r->target.path, &r->first));
-    int64_t fid;
-    RAP_TRY(reader_ftab_add(r, r->first, r->start.line, &fid));
-    int64_t off = r->start.offset;
-    if (off == 0)
-        return RAP_OK;
-    char *scratch = rap_malloc(1 << 16, "position scratch");
-    if (!scratch)
-        return RAP_ERR_NOMEM;
-    char c = 0, c2;
-    size_t got = 0, got2 = 0;
-    rap_status st = rap_source_skip(r->first, off - 1, scratch, 1 << 16);
-    if (st == RAP_OK)
-        st = rap_source_read(r->first, &c, 1, &got);
-    if (st == RAP_OK && got == 1 && c != '\n')
-        st = rap_source_read(r->first, &c2, 1, &got2);
-    rap_free(scratch);
-    if (st == RAP_OK && got == 0)
-        st = rap_fail(RAP_ERR_DATA, "%s: the file ends before byte %lld", r->target.path,
-                      (long long)off);
-    if (st == RAP_OK && c != '\n' && got2 != 0)
-        st = rap_fail(RAP_ERR_DATA, "%s: byte offset %lld is not the start of a line",
-                      r->target.path, (long long)off);
-    if (st != RAP_OK) {
-        char d[1200];
-        rap_position_describe(&r->start, d, sizeof d);
-        return rap_fail_context(st, "data position %s (truncated or rewritten since?)", d);
-    }
-    return RAP_OK;
-}
-
 rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, rap_reader **out)
 {
     return rap_reader_open_res(cfg, chunk_bytes, NULL, out);
@@ -653,7 +601,7 @@ rap_status rap_reader_open_res(const rap_reader_config *cfg, size_t chunk_bytes,
         r->prev_fid = 0;
         r->prev_off = r->start.offset;
         r->prev_line = r->start.line;
-        if ((st = open_start(r)) != RAP_OK)
+        if ((st = reader_open_start(r)) != RAP_OK)
             goto fail;
     } else {
         r->cfg.start = NULL;
@@ -716,30 +664,6 @@ static void copy_rows_lists(rap_batch *b, const rap_parsed *o, int64_t u, int64_
         memcpy(b->sparse_valid + j * B + at, o->sparse_valid + j * R + u, (size_t)n);
     }
     b->rows += n;
-}
-
-/* Records the positions just past rows [l->c_u, l->c_u + n) of slot sl,
- * to be rows [at, at + n) of the batch: each row's line found by walking
- * the slot's lines once (rejects before row u: l->c_k of them), its file
- * offset from the slot's and the dropped tails before it. */
-static void track_rows(rap_reader *r, lane *l, const slot *sl, int64_t at, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        int64_t j = l->c_u + i + l->c_k; /* the row's line in the slot */
-        while (l->c_line <= j) {
-            const char *nl = memchr(sl->buf + l->c_byte, '\n', sl->len - (size_t)l->c_byte);
-            l->c_byte = nl ? (int64_t)(nl - sl->buf) + 1 : (int64_t)sl->len;
-            l->c_line++;
-        }
-        while (l->c_drop < sl->n_drops && (int64_t)sl->drops[l->c_drop].at < l->c_byte)
-            l->c_dsum += sl->drops[l->c_drop++].n;
-        int64_t off = sl->file_off + l->c_byte + l->c_dsum;
-        if (sl->added_nl && l->c_byte == (int64_t)sl->len)
-            off--;
-        r->row_fid[at + i] = sl->fid;
-        r->row_off[at + i] = off;
-        r->row_line[at + i] = l->c_slot_base + j + 1;
-    }
 }
 
 /* Good rows the reader may still hand out in this call of take_slot: the
@@ -821,7 +745,7 @@ static rap_status take_slot(rap_reader *r, lane *l, slot *sl, rap_batch *b, bool
         if (n == 0)
             return RAP_OK; /* max_rows reached at a reject */
         if (r->cfg.track_positions)
-            track_rows(r, l, sl, b->rows, n);
+            reader_track_rows(r, l, sl, b->rows, n);
         rap_status ast = r->sp || sl->pq_group >= 0
                              ? (copy_rows_lists(b, o, l->c_u, n), RAP_OK)
                              : rap_parse_rows_append(r->ops, b, o, &sl->stage, l->c_u, n,
@@ -840,37 +764,6 @@ static rap_status take_slot(rap_reader *r, lane *l, slot *sl, rap_batch *b, bool
         r->st.rows_used += n;
         pthread_mutex_unlock(&r->st_mu);
     }
-}
-
-/* A new batch of capacity cap: the last batch's last row becomes the
- * position before it; the row arrays grow to cap (the first batch, or a
- * larger one). */
-static rap_status positions_begin(rap_reader *r, int64_t cap)
-{
-    if (r->pos_n > 0) {
-        int64_t k = r->pos_n - 1;
-        r->prev_fid = r->row_fid[k];
-        r->prev_off = r->row_off[k];
-        r->prev_line = r->row_line[k];
-    }
-    r->pos_first = r->used_total;
-    r->pos_n = 0;
-    if (cap <= r->cap_rows)
-        return RAP_OK;
-    int64_t *a = rap_realloc(r->row_fid, (size_t)cap * sizeof *a, "reader positions");
-    if (!a)
-        return RAP_ERR_NOMEM;
-    r->row_fid = a;
-    int64_t *o = rap_realloc(r->row_off, (size_t)cap * sizeof *o, "reader positions");
-    if (!o)
-        return RAP_ERR_NOMEM;
-    r->row_off = o;
-    int64_t *li = rap_realloc(r->row_line, (size_t)cap * sizeof *li, "reader positions");
-    if (!li)
-        return RAP_ERR_NOMEM;
-    r->row_line = li;
-    r->cap_rows = cap;
-    return RAP_OK;
 }
 
 enum { NL_TAKE, NL_WAIT, NL_END, NL_ERR };
@@ -969,7 +862,7 @@ rap_status rap_reader_next(rap_reader *r, rap_batch *b)
     for (int j = 0; !b->device && j < b->schema.n_sparse; j++)
         b->sparse_off[j * (b->cap + 1)] = 0; /* device: the first append writes it */
     if (r->cfg.track_positions)
-        RAP_TRY(positions_begin(r, b->cap));
+        RAP_TRY(reader_positions_begin(r, b->cap));
     if (r->sticky != RAP_OK)
         return rap_fail(r->sticky, "%s", r->sticky_msg);
     rap_status st = RAP_OK;
@@ -1023,41 +916,6 @@ rap_status rap_reader_next(rap_reader *r, rap_batch *b)
     r->pos_n = b->rows;
     if (st != RAP_OK)
         return rap_fail(st, "%s", r->sticky_msg);
-    return RAP_OK;
-}
-
-rap_status rap_reader_position_at(rap_reader *r, int64_t row, rap_data_position *out)
-{
-    memset(out, 0, sizeof *out);
-    if (!r || !r->cfg.track_positions)
-        return rap_fail(RAP_ERR_ARG, "reader: positions asked of a reader that does not keep "
-                                     "them (track_positions)");
-    int64_t fid, off, line;
-    if (row == r->pos_first) {
-        fid = r->prev_fid;
-        off = r->prev_off;
-        line = r->prev_line;
-    } else if (row > r->pos_first && row <= r->pos_first + r->pos_n) {
-        int64_t k = row - r->pos_first - 1;
-        fid = r->row_fid[k];
-        off = r->row_off[k];
-        line = r->row_line[k];
-    } else {
-        return rap_fail(RAP_ERR_ARG, "reader: the position of row %lld asked, the last batch "
-                        "holds rows %lld to %lld", (long long)row, (long long)r->pos_first,
-                        (long long)(r->pos_first + r->pos_n));
-    }
-    out->rows = row;
-    if (fid < 0)
-        return RAP_OK; /* the start of the input */
-    out->valid = true;
-    out->offset = off;
-    out->line = line;
-    pthread_mutex_lock(&r->mu);
-    snprintf(out->file, sizeof out->file, "%s", r->ftab[fid].path);
-    out->dev = r->ftab[fid].dev;
-    out->ino = r->ftab[fid].ino;
-    pthread_mutex_unlock(&r->mu);
     return RAP_OK;
 }
 

@@ -1,7 +1,8 @@
 /*
  * reader_impl.h -- the reader's inside, shared by reader.c (open, parser
- * threads, rap_reader_next) and reader_lane.c (the lane threads that read,
- * inflate and cut files). Nothing outside src/data/reader*.c includes it.
+ * threads, rap_reader_next), reader_lane.c (the lane threads that read,
+ * inflate and cut files) and reader_pos.c (data positions). Nothing outside
+ * src/data/reader*.c includes it.
  *
  * Letters: L lanes, S slots per lane, C chunk bytes, P parser threads.
  */
@@ -166,5 +167,21 @@ void *reader_lane_main(void *arg);
 /* The schema Parquet columns are read by: cfg.schema's copy, else the
  * built-in Criteo one. */
 const rap_input_schema *reader_pq_schema(const struct rap_reader *r);
+
+/* reader_pos.c */
+
+/* Opens the start position's file as r->first (file table entry 0, its
+ * lines counted from the position's) and skips to its offset, which must
+ * be 0, the file's end or just past a '\n'. RAP_ERR_DATA naming the
+ * position when it does not fit the input (rap_position_resolve), errors
+ * of the source, RAP_ERR_NOMEM. */
+rap_status reader_open_start(struct rap_reader *r);
+/* Records the positions just past rows [l->c_u, l->c_u + n) of slot sl,
+ * to be rows [at, at + n) of the batch (rap_reader_next only; the row
+ * arrays hold at + n rows). Cannot fail. */
+void reader_track_rows(struct rap_reader *r, lane *l, const slot *sl, int64_t at, int64_t n);
+/* A new batch of capacity cap: the last batch's last row becomes the
+ * position before it; the row arrays grow to cap. RAP_ERR_NOMEM. */
+rap_status reader_positions_begin(struct rap_reader *r, int64_t cap);
 
 #endif /* RAP_READER_IMPL_H */
