@@ -117,11 +117,14 @@ LIB_CU := $(shell find src -name '*.cu' | sort)
 CLI_C  := $(sort $(wildcard src/cli/*.c))
 TEST_C := $(sort $(wildcard tests/*.c))
 BENCH_C := $(sort $(wildcard bench/*.c))
+# helpers every benchmark links (bench/common/*.c: no main)
+BENCH_COMMON_C := $(sort $(wildcard bench/common/*.c))
 
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o) $(LIB_CC:%.cc=$(BUILD)/%.cc.o)
 CLI_OBJ := $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/gen/default_plan.o
 TEST_OBJ := $(TEST_C:%.c=$(BUILD)/%.o)
 BENCH_BIN := $(BENCH_C:bench/%.c=$(BUILD)/bench_%)
+BENCH_COMMON_OBJ := $(BENCH_COMMON_C:%.c=$(BUILD)/%.o)
 
 # Fuzzing (docs/FUZZ.md): one entry point per file format, fuzz/fuzz_FORMAT.c.
 FUZZ_FORMATS := tsv gzip plan safetensors shard schedule fusion capacity predictor \
@@ -194,7 +197,7 @@ $(BUILD)/rap: $(CLI_OBJ) $(BUILD)/librap.a
 $(BUILD)/rap_tests: $(TEST_OBJ) $(BUILD)/librap.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bench_%: $(BUILD)/bench/%.o $(BUILD)/librap.a
+$(BUILD)/bench_%: $(BUILD)/bench/%.o $(BENCH_COMMON_OBJ) $(BUILD)/librap.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.c

@@ -1,16 +1,16 @@
 /*
  * bench/parse.c -- how fast the Criteo TSV reader turns text into batches.
  *
- * Writes a synthetic Criteo-shaped file (label 25 % positive; 13 integer
- * counts, mostly small, some negative; 26 categoricals as 8 lowercase hex
- * digits drawn from the Kaggle cardinalities with a skew; about 10 % nulls)
- * to /tmp, and a gzip copy, then reads each with 1, 2, 4 ... N parser
- * threads and prints: threads, rows/s, MB/s (uncompressed text, 1 MB =
- * 1e6 bytes), cores busy (process CPU time / wall time) and MB/s per busy
- * core. First it times the line parser alone on one core (thread CPU time,
- * so other load on the machine does not count). Ends with the peak RSS, to
- * show that memory does not follow the input size. --json FILE writes the
- * same as JSON.
+ * Writes a synthetic Criteo-shaped file (bench/common/criteo_text.h: label
+ * 25 % positive; 13 integer counts, mostly small, some negative; 26
+ * categoricals as 8 lowercase hex digits drawn from the Kaggle
+ * cardinalities with a skew; about 10 % nulls) to /tmp, and a gzip copy,
+ * then reads each with 1, 2, 4 ... N parser threads and prints: threads,
+ * rows/s, MB/s (uncompressed text, 1 MB = 1e6 bytes), cores busy (process
+ * CPU time / wall time) and MB/s per busy core. First it times the line
+ * parser alone on one core (thread CPU time, so other load on the machine
+ * does not count). Ends with the peak RSS, to show that memory does not
+ * follow the input size. --json FILE writes the same as JSON.
  *
  *   build/bench_parse [--rows N] [--threads N] [--gzip|--no-gzip]
  *                     [--out PATH] [--json FILE] [--keep]
@@ -24,6 +24,7 @@
 
 #include <time.h>
 
+#include "common/criteo_text.h"
 #include "core/core.h"
 #include "core/options.h"
 #include "core/out.h"
@@ -58,62 +59,6 @@ static const rap_opt OPTS[] = {
 };
 #define NOPTS ((int)(sizeof OPTS / sizeof OPTS[0]))
 
-/* Criteo Kaggle cardinalities (docs/DATA.md). */
-static const int64_t CARD[26] = {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3,
-                                 93145, 5683, 8351593, 3194, 27, 14992, 5461306, 10, 5652,
-                                 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
-
-static char *put_int(char *p, int64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)(-v) : (uint64_t)v;
-    if (v < 0)
-        *p++ = '-';
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
-}
-
-/* One synthetic row for index i into p; returns the end (after '\n'). */
-static char *put_row(char *p, int64_t i)
-{
-    static const char HEX[] = "0123456789abcdef";
-    uint64_t s = (uint64_t)i * 0x2545f4914f6cdd1dULL + 12345;
-    uint64_t z = rap_splitmix64(&s);
-    *p++ = (z % 4 == 0) ? '1' : '0';
-    for (int j = 0; j < 13; j++) {
-        z = rap_splitmix64(&s);
-        *p++ = '\t';
-        if (z % 100 < (uint64_t)(4 + 2 * (j % 5)))
-            continue; /* null: 4 .. 12 % per column */
-        int64_t v;
-        int bits = (int)((z >> 8) % 14);     /* log-uniform magnitudes */
-        v = (int64_t)((z >> 20) & ((1ULL << bits) - 1));
-        if (j == 1 && (z & 0x80000) && v < 4)
-            v = -v; /* int_1 holds small negatives */
-        p = put_int(p, v);
-    }
-    for (int j = 0; j < 26; j++) {
-        z = rap_splitmix64(&s);
-        *p++ = '\t';
-        if (z % 100 < (uint64_t)(3 + (j * 7) % 20))
-            continue; /* null: 3 .. 22 % per column */
-        /* skewed id: the square of a uniform number favours small ids */
-        double u = (double)(z >> 11) * (1.0 / 9007199254740992.0);
-        uint64_t id = (uint64_t)(u * u * (double)CARD[j]);
-        uint32_t h = (uint32_t)rap_mix64(id * 131 + (uint64_t)j);
-        for (int k = 7; k >= 0; k--)
-            *p++ = HEX[(h >> (4 * k)) & 15];
-    }
-    *p++ = '\n';
-    return p;
-}
-
 /* Opens a gzip stream (level 1) on o's file: a dup, closed by gzclose
  * before o's commit or abort. NULL on failure (the message is printed). */
 static gzFile gz_on(rap_out *o, const char *path)
@@ -145,7 +90,7 @@ static int write_data(const char *path, const char *gz_path, int64_t rows, int64
     while (st == RAP_OK && i < rows) {
         char *p = buf;
         while (i < rows && (size_t)(p - buf) < cap)
-            p = put_row(p, i++);
+            p = bench_criteo_row(p, i++, 0);
         size_t n = (size_t)(p - buf);
         if (fwrite(buf, 1, n, rap_out_file(o)) != n ||
             (g && gzwrite(g, buf, (unsigned)n) != (int)n))

@@ -2,11 +2,12 @@
  * bench/parse_gpu.c -- how fast the GPU parser (src/data/parse_gpu.cu)
  * turns Criteo text in device memory into a columnar batch.
  *
- * Generates Criteo-shaped rows in memory (bench/parse.c's shape: 25 %
- * positive, 13 small counts with nulls, 26 categories of 8 hex digits with
- * nulls; --bad per mille of them malformed in one of five ways), cuts them
- * into lines, copies text and offsets to the GPU once, and times with
- * device events, after --warmup runs, the median of --reps runs of:
+ * Generates Criteo-shaped rows in memory (bench/common/criteo_text.h, the
+ * rows bench/parse.c times: 25 % positive, 13 small counts with nulls, 26
+ * categories of 8 hex digits with nulls; --bad per mille of them malformed
+ * in one of five ways), cuts them into lines, copies text and offsets to
+ * the GPU once, and times with device events, after --warmup runs, the
+ * median of --reps runs of:
  *   - one batch of all rows (one launch);
  *   - batches of --batch lines, one after the other on the stream (one
  *     launch and one 504-byte result copy each: what the runtime would do);
@@ -29,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/criteo_text.h"
 #include "core/core.h"
 #include "core/options.h"
 #include "core/out.h"
@@ -65,73 +67,6 @@ static const rap_opt OPTS[] = {
      "also write the results as JSON to FILE"},
 };
 #define NOPTS ((int)(sizeof OPTS / sizeof OPTS[0]))
-
-/* Criteo Kaggle cardinalities (docs/DATA.md). */
-static const int64_t CARD[26] = {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3,
-                                 93145, 5683, 8351593, 3194, 27, 14992, 5461306, 10, 5652,
-                                 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
-
-static char *put_int(char *p, int64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)(-v) : (uint64_t)v;
-    if (v < 0)
-        *p++ = '-';
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
-}
-
-/* Row i into p (bench/parse.c's shape), malformed when i's hash says so
- * (bad per mille): returns the end (after '\n'). */
-static char *put_row(char *p, int64_t i, int64_t bad)
-{
-    static const char HEX[] = "0123456789abcdef";
-    char *p0 = p;
-    uint64_t s = (uint64_t)i * 0x2545f4914f6cdd1dULL + 12345;
-    uint64_t z = rap_splitmix64(&s);
-    int fault = (int)(rap_mix64((uint64_t)i) % 1000) < bad ? (int)(z >> 40) % 5 + 1 : 0;
-    *p++ = (z % 4 == 0) ? '1' : '0';
-    for (int j = 0; j < 13; j++) {
-        z = rap_splitmix64(&s);
-        *p++ = '\t';
-        if (z % 100 < (uint64_t)(4 + 2 * (j % 5)))
-            continue;
-        int bits = (int)((z >> 8) % 14);
-        int64_t v = (int64_t)((z >> 20) & ((1ULL << bits) - 1));
-        if (j == 1 && (z & 0x80000) && v < 4)
-            v = -v;
-        p = put_int(p, v);
-        if (fault == 1 && j == 5)
-            *p++ = 'x'; /* not an integer */
-    }
-    for (int j = 0; j < 26; j++) {
-        z = rap_splitmix64(&s);
-        *p++ = '\t';
-        if (z % 100 < (uint64_t)(3 + (j * 7) % 20) && !(fault == 2 && j == 9))
-            continue;
-        double u = (double)(z >> 11) * (1.0 / 9007199254740992.0);
-        uint64_t id = (uint64_t)(u * u * (double)CARD[j]);
-        uint32_t h = (uint32_t)rap_mix64(id * 131 + (uint64_t)j);
-        for (int k = 7; k >= 0; k--)
-            *p++ = HEX[(h >> (4 * k)) & 15];
-        if (fault == 2 && j == 9)
-            *p++ = '0'; /* 9 hex digits */
-    }
-    if (fault == 3)
-        *p++ = '\t'; /* 41 fields */
-    if (fault == 4)
-        p0[(p - p0) / 2] = 0x01; /* binary */
-    if (fault == 5)
-        p0[0] = '2'; /* label */
-    *p++ = '\n';
-    return p;
-}
 
 static double thread_cpu(void)
 {
@@ -420,7 +355,7 @@ int main(int argc, char **argv)
     }
     rap_opts_print(OPTS, NOPTS, CMD, &set, "  ", stdout);
     const int64_t n = set.rows;
-    char *text = malloc((size_t)n * 400 + 16);
+    char *text = malloc((size_t)n * BENCH_CRITEO_ROW_MAX + 16);
     int32_t *start = malloc(((size_t)n + 1) * sizeof *start);
     if (!text || !start) {
         fprintf(stderr, "bench_parse_gpu: out of memory\n");
@@ -429,7 +364,7 @@ int main(int argc, char **argv)
     char *p = text;
     start[0] = 0;
     for (int64_t i = 0; i < n; i++) {
-        p = put_row(p, i, set.bad);
+        p = bench_criteo_row(p, i, set.bad);
         start[i + 1] = (int32_t)(p - text);
     }
     const int64_t bytes = p - text;
