@@ -6,6 +6,7 @@
  * for every negative with an equal score (the average-rank method). Memory:
  * 4 bytes per row for the keys plus 4 bytes per row of the larger class as
  * scratch, so millions of rows are cheap; time is linear in n. */
+#include "core/bits.h"
 #include "core/core.h"
 
 #include <math.h>
@@ -17,10 +18,9 @@
  * or below -inf (negative NaN), by their bits. */
 static inline uint32_t float_key(float x)
 {
-    uint32_t u;
     if (x == 0.0f)
         x = 0.0f;
-    memcpy(&u, &x, sizeof u);
+    const uint32_t u = rap_f32_bits(x);
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 

@@ -5,8 +5,9 @@
  *
  * One header for C (the CPU backend, the tests) and CUDA (the GPU
  * kernels): every function is static inline, __host__ __device__ under
- * nvcc, and integer-only apart from the fp32 <-> bits casts, so the CPU
- * reference and the GPU kernel produce the same bits from the same input.
+ * nvcc, and integer-only apart from the fp32 <-> bits casts (core/bits.h),
+ * so the CPU reference and the GPU kernel produce the same bits from the
+ * same input.
  *
  * Rules (docs/MODEL.md, "16-bit tables"):
  *
@@ -59,8 +60,9 @@
 #ifndef RAP_MODEL_HALF_H
 #define RAP_MODEL_HALF_H
 
+#include "core/bits.h"
+
 #include <stdint.h>
-#include <string.h>
 
 #ifdef __CUDACC__
 #define RAP_HALF_HD __host__ __device__
@@ -71,30 +73,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ------------------------------------------------------------ bits */
-
-static inline RAP_HALF_HD uint32_t rap_f32_bits(float x)
-{
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(x);
-#else
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-#endif
-}
-
-static inline RAP_HALF_HD float rap_bits_f32(uint32_t u)
-{
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-#endif
-}
 
 /* ------------------------------------------------------------ bf16 */
 

@@ -11,6 +11,8 @@
  */
 #include "sched/hash.h"
 
+#include "core/bits.h"
+
 #include <string.h>
 
 #define SEED_PLAN 0x7261702d706c616eULL    /* "rap-plan" */
@@ -23,9 +25,7 @@ static uint64_t hmix(uint64_t h, uint64_t v) { return rap_mix64(h ^ rap_mix64(v)
 /* h absorbs the bit pattern of x. */
 static uint64_t hdouble(uint64_t h, double x)
 {
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return hmix(h, u);
+    return hmix(h, rap_f64_bits(x));
 }
 
 /* rank[i]: index of node i among live nodes, -1 when not live. */

@@ -833,6 +833,35 @@ static void gpu_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
     out->direct = g->direct;
 }
 
+/* ------------------------------------------------------------ kernel test data */
+
+/* Host float to bf16 as the kernel test hooks have always rounded their
+ * inputs: to nearest even (half.h), every NaN as the quiet 0x7fc0. */
+static uint16_t test_bf16(float f)
+{
+    return f != f ? (uint16_t)0x7fc0u : rap_f32_to_bf16_rn(f);
+}
+
+rap_status rap_gpu_test_put(void *dst, const float *src, size_t n, bool bf16, void *stage)
+{
+    if (bf16)
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)stage)[i] = test_bf16(src[i]);
+    RAP_CUDA_TRY(cudaMemcpy(dst, bf16 ? stage : (const void *)src, n * (bf16 ? 2 : 4),
+                            cudaMemcpyHostToDevice));
+    return RAP_OK;
+}
+
+rap_status rap_gpu_test_get(float *dst, const void *src, size_t n, bool bf16, void *stage)
+{
+    RAP_CUDA_TRY(cudaMemcpy(bf16 ? stage : (void *)dst, src, n * (bf16 ? 2 : 4),
+                            cudaMemcpyDeviceToHost));
+    if (bf16)
+        for (size_t i = 0; i < n; i++)
+            dst[i] = rap_bf16_to_f32(((const uint16_t *)stage)[i]);
+    return RAP_OK;
+}
+
 /* ------------------------------------------------------------ the table */
 
 static const float *gpu_last_logits(const rap_model *m)

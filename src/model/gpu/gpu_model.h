@@ -350,6 +350,14 @@ rap_status rap_gpu_init_table(rap_gpu *g, void *p, uint64_t seed, int t, int64_t
 /* wc = act(MLP params), all tensors (after create and set). */
 rap_status rap_gpu_refresh_copy(rap_gpu *g, const rap_model *m);
 
+/* gpu_model.cu: host data of the kernel test hooks (interaction.cu,
+ * mlp_kernels.cu), synchronous. put: n host floats of src to device dst as
+ * act values (bf16: rounded to nearest even, a NaN as 0x7fc0); get: n act
+ * values of device src to host floats (bf16 exact). stage: host scratch of
+ * n * 2 bytes, used with bf16 only. RAP_ERR_CUDA. */
+rap_status rap_gpu_test_put(void *dst, const float *src, size_t n, bool bf16, void *stage);
+rap_status rap_gpu_test_get(float *dst, const void *src, size_t n, bool bf16, void *stage);
+
 static inline unsigned rap_gpu_blocks(int64_t n, int threads, int cap)
 {
     int64_t b = (n + threads - 1) / threads;

@@ -597,45 +597,6 @@ rap_status rap_gpu_interact_backward(rap_gpu *g, int64_t rows)
 
 /* ------------------------------------------------------------ test hook */
 
-/* Host float <-> bf16 (round to nearest even; NaN stays NaN). */
-static uint16_t host_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float host_from_bf16(uint16_t h)
-{
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* n floats of host src to device dst as act type (stage: n * es bytes). */
-static rap_status ia_put(void *dst, const float *src, size_t n, bool bf16, void *stage)
-{
-    if (bf16)
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)stage)[i] = host_bf16(src[i]);
-    RAP_CUDA_TRY(cudaMemcpy(dst, bf16 ? stage : (const void *)src, n * (bf16 ? 2 : 4),
-                            cudaMemcpyHostToDevice));
-    return RAP_OK;
-}
-
-static rap_status ia_get(float *dst, const void *src, size_t n, bool bf16, void *stage)
-{
-    RAP_CUDA_TRY(cudaMemcpy(bf16 ? stage : (void *)dst, src, n * (bf16 ? 2 : 4),
-                            cudaMemcpyDeviceToHost));
-    if (bf16)
-        for (size_t i = 0; i < n; i++)
-            dst[i] = host_from_bf16(((const uint16_t *)stage)[i]);
-    return RAP_OK;
-}
-
 static rap_status ia_test_run(rap_gpu *g, int64_t rows, int ver, const float *z, const float *dy,
                               float *out, float *dx, float *de, void **stage)
 {
@@ -658,7 +619,7 @@ static rap_status ia_test_run(rap_gpu *g, int64_t rows, int ver, const float *z,
     if (!*stage)
         return RAP_ERR_NOMEM;
     RAP_CUDA_TRY(cudaMemcpy(g->z, z, sizeof(float) * nz, cudaMemcpyHostToDevice));
-    RAP_TRY(ia_put(g->dtin, dy, nt, g->bf16, *stage));
+    RAP_TRY(rap_gpu_test_put(g->dtin, dy, nt, g->bf16, *stage));
     /* poison: every element the kernels must write reads back as NaN if not */
     RAP_CUDA_TRY(cudaMemset(g->tin, 0xff, g->es * nt));
     RAP_CUDA_TRY(cudaMemset(g->bot[0].da, 0xff, g->es * nx));
@@ -668,8 +629,8 @@ static rap_status ia_test_run(rap_gpu *g, int64_t rows, int ver, const float *z,
     RAP_TRY(rap_gpu_interact_backward(g, rows));
     RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
     RAP_CUDA_TRY(cudaGetLastError());
-    RAP_TRY(ia_get(out, g->tin, nt, g->bf16, *stage));
-    RAP_TRY(ia_get(dx, g->bot[0].da, nx, g->bf16, *stage));
+    RAP_TRY(rap_gpu_test_get(out, g->tin, nt, g->bf16, *stage));
+    RAP_TRY(rap_gpu_test_get(dx, g->bot[0].da, nx, g->bf16, *stage));
     RAP_CUDA_TRY(cudaMemcpy(de, g->de, sizeof(float) * ne, cudaMemcpyDeviceToHost));
     return RAP_OK;
 }

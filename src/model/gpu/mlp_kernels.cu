@@ -907,38 +907,6 @@ rap_status rap_gpu_gemv_backward(rap_gpu *g, const rap_gpu_layer *l, const rap_g
 
 /* ------------------------------------------------------------ test hook */
 
-static uint16_t mk_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-/* n host floats to device act values, and back (stage: n * es bytes). */
-static rap_status mk_put(void *dst, const float *src, size_t n, bool bf16, void *stage)
-{
-    if (bf16)
-        for (size_t i = 0; i < n; i++)
-            ((uint16_t *)stage)[i] = mk_bf16(src[i]);
-    RAP_CUDA_TRY(cudaMemcpy(dst, bf16 ? stage : (const void *)src, n * (bf16 ? 2 : 4),
-                            cudaMemcpyHostToDevice));
-    return RAP_OK;
-}
-static rap_status mk_get(float *dst, const void *src, size_t n, bool bf16, void *stage)
-{
-    RAP_CUDA_TRY(cudaMemcpy(bf16 ? stage : (void *)dst, src, n * (bf16 ? 2 : 4),
-                            cudaMemcpyDeviceToHost));
-    if (bf16)
-        for (size_t i = 0; i < n; i++) {
-            const uint32_t u = (uint32_t)((const uint16_t *)stage)[i] << 16;
-            memcpy(&dst[i], &u, 4);
-        }
-    return RAP_OK;
-}
-
 typedef struct {
     void *y, *da, *stage;
     float *b, *db, *part;
@@ -964,8 +932,8 @@ static rap_status mk_run(rap_gpu *g, rap_gpu_layer *l, mk_bufs *d, int op, int64
     d->stage = rap_malloc(g->es * (ny > nd ? ny : nd), "kernel test staging");
     if (!d->stage)
         return RAP_ERR_NOMEM;
-    RAP_TRY(mk_put(d->y, y, ny, g->bf16, d->stage));
-    RAP_TRY(mk_put(d->da, da, nd, g->bf16, d->stage));
+    RAP_TRY(rap_gpu_test_put(d->y, y, ny, g->bf16, d->stage));
+    RAP_TRY(rap_gpu_test_put(d->da, da, nd, g->bf16, d->stage));
     RAP_CUDA_TRY(cudaMemcpy(d->b, b, sizeof(float) * (size_t)cols, cudaMemcpyHostToDevice));
     RAP_CUDA_TRY(cudaMemcpy(d->mask, mask, sizeof(uint32_t) * nm, cudaMemcpyHostToDevice));
     RAP_CUDA_TRY(cudaMemset(d->db, 0xff, sizeof(float) * (size_t)cols));
@@ -988,8 +956,8 @@ static rap_status mk_run(rap_gpu *g, rap_gpu_layer *l, mk_bufs *d, int op, int64
     }
     RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
     RAP_CUDA_TRY(cudaGetLastError());
-    RAP_TRY(mk_get(y, d->y, ny, g->bf16, d->stage));
-    RAP_TRY(mk_get(da, d->da, nd, g->bf16, d->stage));
+    RAP_TRY(rap_gpu_test_get(y, d->y, ny, g->bf16, d->stage));
+    RAP_TRY(rap_gpu_test_get(da, d->da, nd, g->bf16, d->stage));
     RAP_CUDA_TRY(cudaMemcpy(mask, d->mask, sizeof(uint32_t) * nm, cudaMemcpyDeviceToHost));
     RAP_CUDA_TRY(cudaMemcpy(db, d->db, sizeof(float) * (size_t)cols, cudaMemcpyDeviceToHost));
     return RAP_OK;

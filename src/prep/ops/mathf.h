@@ -23,10 +23,10 @@
 #ifndef RAP_OPS_MATHF_H
 #define RAP_OPS_MATHF_H
 
+#include "core/bits.h"
 #include "prep/ops/op.h"
 
 #include <stdint.h>
-#include <string.h>
 
 #ifdef __cplusplus
 #define RAP_OP_EXPORT extern "C"
@@ -36,49 +36,7 @@
 
 /* ------------------------------------------------------------ bit moves */
 
-RAP_HD static inline uint64_t rap_f64_bits(double d)
-{
-#ifdef __CUDA_ARCH__
-    return (uint64_t)__double_as_longlong(d);
-#else
-    uint64_t u;
-    memcpy(&u, &d, sizeof u);
-    return u;
-#endif
-}
-
-RAP_HD static inline double rap_bits_f64(uint64_t u)
-{
-#ifdef __CUDA_ARCH__
-    return __longlong_as_double((long long)u);
-#else
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-#endif
-}
-
-RAP_HD static inline uint32_t rap_f32_bits(float f)
-{
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
-#else
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-#endif
-}
-
-RAP_HD static inline float rap_bits_f32(uint32_t u)
-{
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-#endif
-}
+/* rap_f32_bits, rap_bits_f32, rap_f64_bits, rap_bits_f64: core/bits.h. */
 
 /* The one NaN ops write (quiet, positive). */
 RAP_HD static inline float rap_nanf(void) { return rap_bits_f32(0x7fc00000u); }
