@@ -171,29 +171,46 @@ static void describe(const rap_gpu_gemm *x, char *buf, size_t n)
     snprintf(buf, n, "algo %d tile %u stages %u splitK %u", (int)id, tile, stages, splitk);
 }
 
-/* The op's GEMM x was made fused (flag, flag2 set); times it against the
- * plain GEMM of spec plain plus the fallback kernel and keeps the faster
- * (the flags follow). */
-static rap_status fused_or_plain(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool *flag,
-                                 bool *flag2, gemm_spec *plain, const char *what)
+/* How keep_faster names its two candidates in RAP_GPU_VERBOSE lines: the
+ * first, the alternative, and the alternative as timed. */
+typedef struct {
+    const char *first, *alt, *alt_timed;
+} choice_names;
+
+/* The role of a tuning decision in the tune cache: FNV-1a of what, from
+ * seed. */
+static uint64_t role_hash(uint64_t seed, const char *what)
+{
+    uint64_t h = seed;
+    for (const char *c = what; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    return h;
+}
+
+/* The op's GEMM *x as made (with *flag and *flag2, when not NULL, as they
+ * are) against the GEMM of spec alt made in its place with the flags
+ * cleared: times both through o, unless the tune cache holds the decision
+ * (keyed by alt and role), and keeps alt (flags cleared) when it is at
+ * least 3 % faster, else the first (x and the flags as they were: the more
+ * fused form wins a tie). Says which under RAP_GPU_VERBOSE, named by nm.
+ * Errors of gemm_make and time_op. */
+static rap_status keep_faster(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool *flag, bool *flag2,
+                              const gemm_spec *alt, uint64_t role, const char *what,
+                              const choice_names *nm)
 {
     char d1[96], d2[96] = "-";
-    float tf = 0.0f, tp = 1e30f;
-    /* the decision is keyed by the plain GEMM (the fused one follows from
-     * it and the layer) */
-    tune_key key = key_of(g, plain, 1);
-    key.role = 1469598103934665603ull; /* FNV-1a of what */
-    for (const char *c = what; *c; c++)
-        key.role = (key.role ^ (unsigned char)*c) * 1099511628211ull;
+    float t1 = 0.0f, t2 = 1e30f;
+    tune_key key = key_of(g, alt, 1);
+    key.role = role;
     tune_entry te;
     const bool cached = tune_find(&key, &te);
     if (!cached)
-        RAP_TRY(time_op(g, run_layer_op, o, &tf));
+        RAP_TRY(time_op(g, run_layer_op, o, &t1));
     describe(x, d1, sizeof d1);
     const bool f1 = *flag, f2 = flag2 ? *flag2 : false;
     rap_gpu_gemm keep = *x;
     bool ok = false;
-    rap_status s = gemm_make(g, x, plain, &ok);
+    rap_status s = gemm_make(g, x, alt, &ok);
     if (s != RAP_OK) {
         gemm_destroy(&keep);
         return s;
@@ -203,17 +220,17 @@ static rap_status fused_or_plain(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool 
         if (flag2)
             *flag2 = false;
         if (!cached)
-            s = time_op(g, run_layer_op, o, &tp);
+            s = time_op(g, run_layer_op, o, &t2);
         describe(x, d2, sizeof d2);
         if (s != RAP_OK) {
             gemm_destroy(&keep);
             return s;
         }
     }
-    const bool use_plain = ok && (cached ? te.found : tp < 0.97f * tf);
+    const bool use_alt = ok && (cached ? te.found : t2 < 0.97f * t1);
     if (!cached)
-        tune_keep(&key, use_plain, NULL);
-    if (use_plain) {
+        tune_keep(&key, use_alt, NULL);
+    if (use_alt) {
         gemm_destroy(&keep);
     } else {
         if (ok)
@@ -225,11 +242,23 @@ static rap_status fused_or_plain(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool 
     }
     if (verbose() && cached)
         fprintf(stderr, "rap GPU tune: %s: as tuned before [%s] -> %s\n", what,
-                use_plain ? d2 : d1, use_plain ? "plain" : "fused");
+                use_alt ? d2 : d1, use_alt ? nm->alt : nm->first);
     else if (verbose())
-        fprintf(stderr, "rap GPU tune: %s: fused %.4f ms [%s], plain+kernel %.4f ms [%s] -> %s\n",
-                what, tf, d1, tp, d2, use_plain ? "plain" : "fused");
+        fprintf(stderr, "rap GPU tune: %s: %s %.4f ms [%s], %s %.4f ms [%s] -> %s\n", what,
+                nm->first, t1, d1, nm->alt_timed, t2, d2, use_alt ? nm->alt : nm->first);
     return RAP_OK;
+}
+
+/* The op's GEMM x was made fused (flag, flag2 set); times it against the
+ * plain GEMM of spec plain plus the fallback kernel and keeps the faster
+ * (the flags follow). The decision is keyed by the plain GEMM (the fused
+ * one follows from it and the layer). */
+static rap_status fused_or_plain(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool *flag,
+                                 bool *flag2, gemm_spec *plain, const char *what)
+{
+    static const choice_names names = {"fused", "plain", "plain+kernel"};
+    return keep_faster(g, o, x, flag, flag2, plain, role_hash(1469598103934665603ull, what),
+                       what, &names);
 }
 
 const char *epi_name(uint32_t e)
@@ -250,57 +279,67 @@ const char *epi_name(uint32_t e)
  * sum of prev's masked gradient (mode 0 of the own pass) and keeps the
  * faster in l->bx, the flags following (DRELU must win by 3 %: the more
  * fused form is kept on a tie). The decision is cached like
- * fused_or_plain's. The winner then meets the plain GEMM there. */
+ * fused_or_plain's. The winner then meets the plain GEMM there. Called
+ * with l->bx_drelu and l->bx_bgrad set (DRELU_BGRAD made). */
 static rap_status bgrad_or_drelu(rap_gpu *g, layer_op *o, gemm_spec *dr, const char *what)
 {
-    rap_gpu_layer *l = o->l;
-    char d1[96], d2[96] = "-";
-    float tb = 0.0f, td = 1e30f;
-    tune_key key = key_of(g, dr, 1);
-    key.role = 1469598103934665603ull ^ 0x9e3779b97f4a7c15ull;
-    for (const char *c = what; *c; c++)
-        key.role = (key.role ^ (unsigned char)*c) * 1099511628211ull;
-    tune_entry te;
-    const bool cached = tune_find(&key, &te);
-    if (!cached)
-        RAP_TRY(time_op(g, run_layer_op, o, &tb));
-    describe(&l->bx, d1, sizeof d1);
-    rap_gpu_gemm keep = l->bx;
-    bool ok = false;
-    rap_status s = gemm_make(g, &l->bx, dr, &ok);
-    if (s != RAP_OK) {
-        gemm_destroy(&keep);
-        return s;
-    }
-    if (ok) {
-        l->bx_bgrad = false; /* DRELU: the mask in the GEMM, the column sum after */
-        if (!cached)
-            s = time_op(g, run_layer_op, o, &td);
-        describe(&l->bx, d2, sizeof d2);
-        if (s != RAP_OK) {
-            gemm_destroy(&keep);
-            return s;
-        }
-    }
-    const bool use_drelu = ok && (cached ? te.found : td < 0.97f * tb);
-    if (!cached)
-        tune_keep(&key, use_drelu, NULL);
-    if (use_drelu) {
-        gemm_destroy(&keep);
-    } else {
-        if (ok)
-            gemm_destroy(&l->bx);
-        l->bx = keep;
-        l->bx_bgrad = true;
-    }
-    if (verbose() && cached)
-        fprintf(stderr, "rap GPU tune: %s: as tuned before [%s] -> %s\n", what,
-                use_drelu ? d2 : d1, use_drelu ? "DRELU" : "DRELU_BGRAD");
-    else if (verbose())
-        fprintf(stderr,
-                "rap GPU tune: %s: DRELU_BGRAD %.4f ms [%s], DRELU+colsum %.4f ms [%s] -> %s\n",
-                what, tb, d1, td, d2, use_drelu ? "DRELU" : "DRELU_BGRAD");
-    return RAP_OK;
+    /* DRELU: the mask in the GEMM, the column sum after (bx_bgrad cleared) */
+    static const choice_names names = {"DRELU_BGRAD", "DRELU", "DRELU+colsum"};
+    return keep_faster(g, o, &o->l->bx, &o->l->bx_bgrad, NULL, dr,
+                       role_hash(1469598103934665603ull ^ 0x9e3779b97f4a7c15ull, what), what,
+                       &names);
+}
+
+/* One matrix of a GEMM as cuBLASLt sees it (column major): type, rows,
+ * columns, leading dimension, data. */
+typedef struct {
+    cudaDataType t;
+    uint64_t r, c;
+    int64_t ld;
+    const void *p;
+} gemm_mat;
+
+static gemm_mat mat(cudaDataType t, int64_t r, int64_t c, int64_t ld, const void *p)
+{
+    gemm_mat m = {t, (uint64_t)r, (uint64_t)c, ld, p};
+    return m;
+}
+
+/* The spec of D = op_a(A) op_b(B): everything else zero (no epilogue
+ * chosen yet, no bias, no aux, no operand in the row count). */
+static gemm_spec spec_of(cublasOperation_t ta, cublasOperation_t tb, gemm_mat a, gemm_mat b,
+                         gemm_mat d)
+{
+    gemm_spec s;
+    memset(&s, 0, sizeof s);
+    s.ta = ta;
+    s.tb = tb;
+    s.at = a.t;
+    s.ar = a.r;
+    s.ac = a.c;
+    s.lda = a.ld;
+    s.pa = a.p;
+    s.bt = b.t;
+    s.br = b.r;
+    s.bc = b.c;
+    s.ldb = b.ld;
+    s.pb = b.p;
+    s.dt = d.t;
+    s.dr = d.r;
+    s.dc = d.c;
+    s.ldd = d.ld;
+    s.pd = (void *)d.p;
+    return s;
+}
+
+/* s as the plain GEMM: the default epilogue, no bias, no aux. */
+static void spec_plain(gemm_spec *s)
+{
+    s->epi = CUBLASLT_EPILOGUE_DEFAULT;
+    s->bias = NULL;
+    s->bias_type = -1;
+    s->aux = NULL;
+    s->aux_ld = 0;
 }
 
 /* RAP_GPU_VERBOSE: says which fused candidate cuBLASLt offered nothing for. */
@@ -318,25 +357,9 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l, const char *name)
         l->fwd_bias = true;
         return RAP_OK;
     }
-    gemm_spec s;
-    memset(&s, 0, sizeof s);
-    s.ta = CUBLAS_OP_T;
-    s.tb = CUBLAS_OP_N;
-    s.at = g->act;
-    s.ar = (uint64_t)l->kg;
-    s.ac = (uint64_t)l->out;
-    s.lda = l->ldw;
-    s.pa = l->wc;
-    s.bt = g->act;
-    s.br = (uint64_t)l->kg;
-    s.bc = (uint64_t)g->B;
-    s.ldb = l->ldx;
-    s.pb = l->x;
-    s.dt = l->ytype;
-    s.dr = (uint64_t)l->out;
-    s.dc = (uint64_t)g->B;
-    s.ldd = l->ldy;
-    s.pd = l->y;
+    gemm_spec s = spec_of(CUBLAS_OP_T, CUBLAS_OP_N, mat(g->act, l->kg, l->out, l->ldw, l->wc),
+                          mat(g->act, l->kg, g->B, l->ldx, l->x),
+                          mat(l->ytype, l->out, g->B, l->ldy, l->y));
     s.n_in_d = true;
     bool ok = false;
     /* (epilogue, aux, bias pointer, bias type) candidates, most fused first */
@@ -362,11 +385,7 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l, const char *name)
         }
     }
     const uint32_t fused_epi = ok ? (uint32_t)s.epi : 0u;
-    s.epi = CUBLASLT_EPILOGUE_DEFAULT;
-    s.bias = NULL;
-    s.bias_type = -1;
-    s.aux = NULL;
-    s.aux_ld = 0;
+    spec_plain(&s);
     if (ok && tuning()) {
         layer_op o = {l, NULL, 0};
         char what[64];
@@ -392,26 +411,10 @@ static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l, const char *name)
         l->bw_bgrad = true;
         return RAP_OK;
     }
-    gemm_spec s;
-    memset(&s, 0, sizeof s);
-    s.ta = CUBLAS_OP_N;
-    s.tb = CUBLAS_OP_T;
-    s.at = g->act;
-    s.ar = (uint64_t)l->kg;
-    s.ac = (uint64_t)g->B;
-    s.lda = l->ldx;
-    s.pa = l->x;
+    gemm_spec s = spec_of(CUBLAS_OP_N, CUBLAS_OP_T, mat(g->act, l->kg, g->B, l->ldx, l->x),
+                          mat(g->act, l->out, g->B, l->out, l->da),
+                          mat(CUDA_R_32F, l->kg, l->out, l->ldw, l->dw));
     s.n_in_a = true;
-    s.bt = g->act;
-    s.br = (uint64_t)l->out;
-    s.bc = (uint64_t)g->B;
-    s.ldb = l->out;
-    s.pb = l->da;
-    s.dt = CUDA_R_32F;
-    s.dr = (uint64_t)l->kg;
-    s.dc = (uint64_t)l->out;
-    s.ldd = l->ldw;
-    s.pd = l->dw;
     s.epi = CUBLASLT_EPILOGUE_BGRADB;
     s.bias = l->db;
     s.bias_type = -1;
@@ -423,8 +426,7 @@ static rap_status setup_bw(rap_gpu *g, rap_gpu_layer *l, const char *name)
             say_none(name, "dW", &s);
     }
     l->bw_bgrad = ok;
-    s.epi = CUBLASLT_EPILOGUE_DEFAULT;
-    s.bias = NULL;
+    spec_plain(&s);
     if (ok && tuning()) {
         layer_op o = {l, NULL, 1};
         char what[64];
@@ -461,25 +463,9 @@ static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, rap_gpu_layer *prev, co
         l->bx_drelu = true;
         return RAP_OK;
     }
-    gemm_spec s;
-    memset(&s, 0, sizeof s);
-    s.ta = CUBLAS_OP_N;
-    s.tb = CUBLAS_OP_N;
-    s.at = g->act;
-    s.ar = (uint64_t)l->kg;
-    s.ac = (uint64_t)l->out;
-    s.lda = l->ldw;
-    s.pa = l->wc;
-    s.bt = g->act;
-    s.br = (uint64_t)l->out;
-    s.bc = (uint64_t)g->B;
-    s.ldb = l->out;
-    s.pb = l->da;
-    s.dt = g->act;
-    s.dr = (uint64_t)l->kg;
-    s.dc = (uint64_t)g->B;
-    s.ldd = l->lddx;
-    s.pd = l->dx;
+    gemm_spec s = spec_of(CUBLAS_OP_N, CUBLAS_OP_N, mat(g->act, l->kg, l->out, l->ldw, l->wc),
+                          mat(g->act, l->out, g->B, l->out, l->da),
+                          mat(g->act, l->kg, g->B, l->lddx, l->dx));
     s.n_in_d = true;
     bool ok = false;
     l->bx_drelu = l->bx_bgrad = false;
@@ -526,11 +512,7 @@ static rap_status setup_bx(rap_gpu *g, rap_gpu_layer *l, rap_gpu_layer *prev, co
         }
     }
     const uint32_t fused_epi = ok ? (uint32_t)s.epi : 0u;
-    s.epi = CUBLASLT_EPILOGUE_DEFAULT;
-    s.aux = NULL;
-    s.aux_ld = 0;
-    s.bias = NULL;
-    s.bias_type = -1;
+    spec_plain(&s);
     if (ok && tuning()) {
         layer_op o = {l, prev, 2};
         char what[64];
@@ -591,18 +573,16 @@ static __global__ void tune_fill_kernel(uint32_t *p, int64_t n)
 
 static size_t al256b(size_t x) { return (x + 255) / 256 * 256; }
 
-/* Runs the probe GEMM of spec s (DRELU or DRELU_BGRAD on the buffers of
- * probe_epilogues) and checks it: *ran whether cuBLASLt had an algorithm,
- * *out_ok the output equals the mask's bits, *db_ok (DRELU_BGRAD) the bias
- * gradient equals their row sums. */
-static rap_status probe_run(rap_gpu *g, const gemm_spec *s, const uint32_t *mask, char *host,
-                            float *hdb, bool *ran, bool *out_ok, bool *db_ok)
+/* Builds, picks and runs the probe GEMM of spec s and waits for it: *ran
+ * false (and RAP_OK) where cuBLASLt has no algorithm for it or refuses it
+ * at run time. RAP_ERR_CUDA when the run fails on the device. */
+static rap_status probe_gemm(rap_gpu *g, const gemm_spec *s, bool *ran)
 {
-    *ran = *out_ok = *db_ok = false;
+    *ran = false;
     rap_gpu_gemm x;
-    bool ok = false, found = false;
-    RAP_TRY(gemm_build(g, &x, s, &ok));
-    if (!ok)
+    bool built = false, found = false;
+    RAP_TRY(gemm_build(g, &x, s, &built));
+    if (!built)
         return RAP_OK;
     rap_status st = gemm_pick(g, &x, &found);
     if (st != RAP_OK || !found) {
@@ -618,6 +598,36 @@ static rap_status probe_run(rap_gpu *g, const gemm_spec *s, const uint32_t *mask
     gemm_destroy(&x);
     if (e != cudaSuccess)
         return rap_fail(RAP_ERR_CUDA, "GPU model: epilogue probe: %s", cudaGetErrorString(e));
+    *ran = true;
+    return RAP_OK;
+}
+
+/* Element i of a host copy of act values (bf16 or fp32, g->bf16) as a
+ * float. */
+static float probe_value(const rap_gpu *g, const char *host, size_t i)
+{
+    float v;
+    if (g->bf16) {
+        uint16_t h;
+        memcpy(&h, host + 2 * i, 2);
+        return rap_bf16_to_f32(h);
+    }
+    memcpy(&v, host + 4 * i, 4);
+    return v;
+}
+
+/* Runs the probe GEMM of spec s (DRELU or DRELU_BGRAD on the buffers of
+ * probe_epilogues) and checks it: *ran whether cuBLASLt had an algorithm,
+ * *out_ok the output equals the mask's bits, *db_ok (DRELU_BGRAD) the bias
+ * gradient equals their row sums. */
+static rap_status probe_run(rap_gpu *g, const gemm_spec *s, const uint32_t *mask, char *host,
+                            float *hdb, bool *ran, bool *out_ok, bool *db_ok)
+{
+    *ran = *out_ok = *db_ok = false;
+    bool done = false;
+    RAP_TRY(probe_gemm(g, s, &done));
+    if (!done)
+        return RAP_OK;
     RAP_CUDA_TRY(cudaMemcpy(host, s->pd, g->es * PROBE_M * PROBE_N, cudaMemcpyDeviceToHost));
     if (s->bias)
         RAP_CUDA_TRY(
@@ -628,15 +638,7 @@ static rap_status probe_run(rap_gpu *g, const gemm_spec *s, const uint32_t *mask
         int sum = 0;
         for (int n = 0; n < PROBE_N; n++) {
             const int bit = (int)((mask[n * (PROBE_M / 32) + m / 32] >> (m % 32)) & 1u);
-            float v;
-            if (g->bf16) {
-                uint16_t h;
-                memcpy(&h, host + 2 * ((size_t)n * PROBE_M + m), 2);
-                const uint32_t u = (uint32_t)h << 16;
-                memcpy(&v, &u, 4);
-            } else {
-                memcpy(&v, host + 4 * ((size_t)n * PROBE_M + m), 4);
-            }
+            const float v = probe_value(g, host, (size_t)n * PROBE_M + m);
             if (v != (float)bit)
                 *out_ok = false;
             sum += bit;
@@ -693,25 +695,10 @@ static rap_status probe_fwd_mask(rap_gpu *g, gemm_spec *s, char *dev, char *host
     s->bias_type = g->bf16 ? (int)CUDA_R_32F : -1;
     s->aux = dev + off_m;
     s->aux_ld = PROBE_M;
-    rap_gpu_gemm x;
-    bool built = false, found = false;
-    RAP_TRY(gemm_build(g, &x, s, &built));
-    if (!built)
+    bool done = false;
+    RAP_TRY(probe_gemm(g, s, &done));
+    if (!done)
         return RAP_OK;
-    rap_status st = gemm_pick(g, &x, &found);
-    if (st != RAP_OK || !found) {
-        gemm_destroy(&x);
-        return st;
-    }
-    if (gemm_run(g, &x) != RAP_OK) { /* refused at run time: as not offered */
-        rap_clear_error();
-        gemm_destroy(&x);
-        return RAP_OK;
-    }
-    const cudaError_t e = cudaStreamSynchronize(g->stream);
-    gemm_destroy(&x);
-    if (e != cudaSuccess)
-        return rap_fail(RAP_ERR_CUDA, "GPU model: epilogue probe: %s", cudaGetErrorString(e));
     RAP_CUDA_TRY(cudaMemcpy(hm, dev + off_m, 4 * words, cudaMemcpyDeviceToHost));
     char *hd = host + ((const char *)s->pd - dev); /* D's room in the host copy */
     RAP_CUDA_TRY(cudaMemcpy(hd, s->pd, es * PROBE_M * PROBE_N, cudaMemcpyDeviceToHost));
@@ -721,15 +708,7 @@ static rap_status probe_fwd_mask(rap_gpu *g, gemm_spec *s, char *dev, char *host
         for (int m = 0; m < PROBE_M; m++) {
             const float want = sn[n] + bm[m] > 0.0f ? sn[n] + bm[m] : 0.0f;
             const uint32_t bit = (hm[(size_t)n * (PROBE_M / 32) + m / 32] >> (m % 32)) & 1u;
-            float v;
-            if (g->bf16) {
-                uint16_t h;
-                memcpy(&h, hd + 2 * ((size_t)n * PROBE_M + m), 2);
-                const uint32_t u = (uint32_t)h << 16;
-                memcpy(&v, &u, 4);
-            } else {
-                memcpy(&v, hd + 4 * ((size_t)n * PROBE_M + m), 4);
-            }
+            const float v = probe_value(g, hd, (size_t)n * PROBE_M + m);
             if (bit != (uint32_t)(want > 0.0f) || v != want)
                 *ok = false;
         }

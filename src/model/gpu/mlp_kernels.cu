@@ -616,6 +616,14 @@ static __global__ void __launch_bounds__(256)
 
 static bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* v at most most (first), then at least 1: a count of blocks or splits. */
+static int64_t clamp_blocks(int64_t v, int64_t most)
+{
+    if (v > most)
+        v = most;
+    return v < 1 ? 1 : v;
+}
+
 /* Block and grid of the v2 kernels for chunks (V-column pieces) a row:
  * bx a multiple of 32 (at most 256), by = 256 / bx; gy row blocks (at most
  * cap_y). */
@@ -626,15 +634,30 @@ static void vec_shape(int chunks, int64_t rows, int64_t cap_y, dim3 *blk, dim3 *
         bx = 256;
     const int by = 256 / bx;
     const unsigned gx = (unsigned)((chunks + bx - 1) / bx);
-    int64_t gy = (rows + by - 1) / by;
-    if (gy > cap_y)
-        gy = cap_y;
-    if (gy < 1)
-        gy = 1;
+    int64_t gy = clamp_blocks((rows + by - 1) / by, cap_y);
     if (gy > 65535)
         gy = 65535;
     *blk = dim3((unsigned)bx, (unsigned)by);
     *grd = dim3(gx, (unsigned)gy);
+}
+
+/* The bias/ReLU kernel of generation ver (3, 2 or 1) for element type T
+ * on grid grd (blocks blk; v1: MLP_THREADS) over l->y. */
+template <typename T>
+static void bias_act_launch(rap_gpu *g, int ver, dim3 grd, dim3 blk, const rap_gpu_layer *l,
+                            int64_t rows, uint32_t *mask, int64_t mld)
+{
+    T *y = (T *)l->y;
+    const int relu = l->relu ? 1 : 0;
+    if (ver == 3)
+        bias_act3_kernel<T><<<grd, blk, 0, g->stream>>>(y, l->ldy, rows, l->out, l->b, relu,
+                                                         mask, mld);
+    else if (ver == 2)
+        bias_act_vec_kernel<T><<<grd, blk, 0, g->stream>>>(y, l->ldy, rows, l->out, l->b, relu,
+                                                            mask, mld);
+    else
+        bias_act_kernel<T><<<grd, MLP_THREADS, 0, g->stream>>>(y, l->ldy, rows, l->out, l->b,
+                                                              relu, mask, mld);
 }
 
 rap_status rap_gpu_bias_act(rap_gpu *g, const rap_gpu_layer *l, int64_t rows, uint32_t *mask)
@@ -642,41 +665,21 @@ rap_status rap_gpu_bias_act(rap_gpu *g, const rap_gpu_layer *l, int64_t rows, ui
     const int64_t mld = l->aux_ld / 32;
     const bool b16 = l->ytype == CUDA_R_16BF;
     const int V = b16 ? 8 : 4;
-    if (g->mlp_ver >= 3 && l->out % V == 0 && l->ldy % V == 0 && al16(l->y)) {
-        /* one wave of BA3_BLOCKS blocks an SM */
-        dim3 blk, grd;
-        const int chunks = l->out / V;
+    const bool vec = l->out % V == 0 && l->ldy % V == 0 && al16(l->y);
+    const int ver = vec && g->mlp_ver >= 3 ? 3 : vec && g->mlp_ver >= 2 ? 2 : 1;
+    const int chunks = l->out / V;
+    dim3 blk, grd;
+    if (ver == 3) /* one wave of BA3_BLOCKS blocks an SM */
         vec_shape(chunks, rows, (int64_t)g->sms * BA3_BLOCKS / ((chunks + 255) / 256), &blk,
                   &grd);
-        if (b16)
-            bias_act3_kernel<__nv_bfloat16><<<grd, blk, 0, g->stream>>>(
-                (__nv_bfloat16 *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
-        else
-            bias_act3_kernel<float><<<grd, blk, 0, g->stream>>>(
-                (float *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
-        RAP_CUDA_LAUNCHED();
-        return RAP_OK;
-    }
-    if (g->mlp_ver >= 2 && l->out % V == 0 && l->ldy % V == 0 && al16(l->y)) {
-        dim3 blk, grd;
-        const int chunks = l->out / V;
+    else if (ver == 2)
         vec_shape(chunks, rows, (int64_t)g->sms * 8 / ((chunks + 255) / 256) + 1, &blk, &grd);
-        if (b16)
-            bias_act_vec_kernel<__nv_bfloat16><<<grd, blk, 0, g->stream>>>(
-                (__nv_bfloat16 *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
-        else
-            bias_act_vec_kernel<float><<<grd, blk, 0, g->stream>>>(
-                (float *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
-        RAP_CUDA_LAUNCHED();
-        return RAP_OK;
-    }
-    const dim3 grid = row_grid(g, rows, l->out);
-    if (b16)
-        bias_act_kernel<__nv_bfloat16><<<grid, MLP_THREADS, 0, g->stream>>>(
-            (__nv_bfloat16 *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
     else
-        bias_act_kernel<float><<<grid, MLP_THREADS, 0, g->stream>>>(
-            (float *)l->y, l->ldy, rows, l->out, l->b, l->relu ? 1 : 0, mask, mld);
+        grd = row_grid(g, rows, l->out);
+    if (b16)
+        bias_act_launch<__nv_bfloat16>(g, ver, grd, blk, l, rows, mask, mld);
+    else
+        bias_act_launch<float>(g, ver, grd, blk, l, rows, mask, mld);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -684,11 +687,7 @@ rap_status rap_gpu_bias_act(rap_gpu *g, const rap_gpu_layer *l, int64_t rows, ui
 /* v1 column sums: colsum_kernel, then the fixed-order final sum. */
 static rap_status colsum_v1(rap_gpu *g, const void *da, int64_t rows, int cols, float *db)
 {
-    int S = (int)((rows + 63) / 64);
-    if (S > 256)
-        S = 256;
-    if (S < 1)
-        S = 1;
+    const int S = (int)clamp_blocks((rows + 63) / 64, 256);
     dim3 grid((unsigned)((cols + 31) / 32), (unsigned)S), block(32, 8);
     if (g->bf16)
         colsum_kernel<__nv_bfloat16>
@@ -736,6 +735,57 @@ static int64_t colsum_room(const rap_gpu *g)
     return 256 * (int64_t)((g->maxw > g->ld_in ? g->maxw : g->ld_in) + g->maxw);
 }
 
+/* One launch of the one-pass ReLU backward and column partials (v2's
+ * drelu_colsum_kernel or v3's drelu_colsum3_kernel): its grid and the
+ * kernels' arguments. */
+typedef struct {
+    bool v3;
+    dim3 grd, blk;           /* blk: v2 (v3: DC3_THREADS threads) */
+    int cpb, rpb;            /* v3: chunks and rows a block */
+    void *da;                /* (rows, cols) act */
+    int64_t rows;
+    int cols;
+    const void *y;           /* (rows, ldy) act, mode 1 */
+    int64_t ldy;
+    const uint32_t *mask;    /* (rows, mask_ld) words, mode 2 */
+    int64_t mask_ld;
+    float *part;             /* (grd.y, cols) partial sums */
+} dc_launch;
+
+template <typename T, int M>
+static void dc_kernel(rap_gpu *g, const dc_launch *a)
+{
+    if (a->v3)
+        drelu_colsum3_kernel<T, M><<<a->grd, DC3_THREADS, 0, g->stream>>>(
+            (T *)a->da, a->rows, a->cols, a->cpb, a->rpb, (const T *)a->y, a->ldy, a->mask,
+            a->mask_ld, a->part);
+    else
+        drelu_colsum_kernel<T, M><<<a->grd, a->blk, 0, g->stream>>>(
+            (T *)a->da, a->rows, a->cols, (const T *)a->y, a->ldy, a->mask, a->mask_ld,
+            a->part);
+}
+
+template <typename T> static void dc_mode(rap_gpu *g, int mode, const dc_launch *a)
+{
+    if (mode == 0)
+        dc_kernel<T, 0>(g, a);
+    else if (mode == 1)
+        dc_kernel<T, 1>(g, a);
+    else
+        dc_kernel<T, 2>(g, a);
+}
+
+/* Launches a for g's act type and mode (0, 1, else 2). */
+static rap_status dc_run(rap_gpu *g, int mode, const dc_launch *a)
+{
+    if (g->bf16)
+        dc_mode<__nv_bfloat16>(g, mode, a);
+    else
+        dc_mode<float>(g, mode, a);
+    RAP_CUDA_LAUNCHED();
+    return RAP_OK;
+}
+
 /* v3 launch of drelu_colsum3_kernel (mode as drelu_colsum_v2; da, y and
  * the widths already checked for 16-byte access) and the final sums. */
 static rap_status drelu_colsum_v3(rap_gpu *g, void *da, int64_t rows, int cols, const void *y,
@@ -759,33 +809,12 @@ static rap_status drelu_colsum_v3(rap_gpu *g, void *da, int64_t rows, int cols, 
         S = most;
     if (S > room)
         S = room;
-    if (S > 65535)
-        S = 65535;
-    if (S < 1)
-        S = 1;
-    const dim3 grd(gx, (unsigned)S);
-    float *part = g->colsum;
-#define DC3_LAUNCH(T, M)                                                                 \
-    drelu_colsum3_kernel<T, M><<<grd, DC3_THREADS, 0, g->stream>>>(                       \
-        (T *)da, rows, cols, cpb, rpb, (const T *)y, ldy, mask, mask_ld, part)
-    if (g->bf16) {
-        if (mode == 0)
-            DC3_LAUNCH(__nv_bfloat16, 0);
-        else if (mode == 1)
-            DC3_LAUNCH(__nv_bfloat16, 1);
-        else
-            DC3_LAUNCH(__nv_bfloat16, 2);
-    } else {
-        if (mode == 0)
-            DC3_LAUNCH(float, 0);
-        else if (mode == 1)
-            DC3_LAUNCH(float, 1);
-        else
-            DC3_LAUNCH(float, 2);
-    }
-#undef DC3_LAUNCH
-    RAP_CUDA_LAUNCHED();
-    colsum_final3_kernel<<<(cols + 31) / 32, dim3(32, 8), 0, g->stream>>>(part, (int)S, cols, db);
+    S = clamp_blocks(S, 65535);
+    const dc_launch a = {true, dim3(gx, (unsigned)S), dim3(DC3_THREADS), cpb, rpb, da, rows,
+                         cols, y, ldy, mask, mask_ld, g->colsum};
+    RAP_TRY(dc_run(g, mode, &a));
+    colsum_final3_kernel<<<(cols + 31) / 32, dim3(32, 8), 0, g->stream>>>(a.part, (int)S, cols,
+                                                                          db);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -811,35 +840,12 @@ static rap_status drelu_colsum_v2(rap_gpu *g, void *da, int64_t rows, int cols, 
     const int chunks = cols / V;
     vec_shape(chunks, rows, 1, &blk, &grd);
     /* at least 8 rows a thread, at most 256 splits (the partials' room) */
-    int64_t S = (rows + (int64_t)blk.y * 8 - 1) / ((int64_t)blk.y * 8);
-    if (S > 256)
-        S = 256;
-    if (S < 1)
-        S = 1;
+    const int64_t S = clamp_blocks((rows + (int64_t)blk.y * 8 - 1) / ((int64_t)blk.y * 8), 256);
     grd.y = (unsigned)S;
-    float *part = g->colsum;
-#define DC_LAUNCH(T, M)                                                                  \
-    drelu_colsum_kernel<T, M><<<grd, blk, 0, g->stream>>>((T *)da, rows, cols,           \
-                                                          (const T *)y, ldy, mask,       \
-                                                          mask_ld, part)
-    if (g->bf16) {
-        if (mode == 0)
-            DC_LAUNCH(__nv_bfloat16, 0);
-        else if (mode == 1)
-            DC_LAUNCH(__nv_bfloat16, 1);
-        else
-            DC_LAUNCH(__nv_bfloat16, 2);
-    } else {
-        if (mode == 0)
-            DC_LAUNCH(float, 0);
-        else if (mode == 1)
-            DC_LAUNCH(float, 1);
-        else
-            DC_LAUNCH(float, 2);
-    }
-#undef DC_LAUNCH
-    RAP_CUDA_LAUNCHED();
-    colsum_final_kernel<<<(cols + 255) / 256, 256, 0, g->stream>>>(part, (int)S, cols, db);
+    const dc_launch a = {false, grd, blk, 0, 0, da, rows, cols, y, ldy, mask, mask_ld,
+                         g->colsum};
+    RAP_TRY(dc_run(g, mode, &a));
+    colsum_final_kernel<<<(cols + 255) / 256, 256, 0, g->stream>>>(a.part, (int)S, cols, db);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -873,11 +879,7 @@ rap_status rap_gpu_gemv_forward(rap_gpu *g, const rap_gpu_layer *l, int64_t rows
 rap_status rap_gpu_gemv_backward(rap_gpu *g, const rap_gpu_layer *l, const rap_gpu_layer *prev,
                                  int64_t rows, float *prev_db)
 {
-    int S = (int)((rows + 127) / 128);
-    if (S > 256)
-        S = 256;
-    if (S < 1)
-        S = 1;
+    const int S = (int)clamp_blocks((rows + 127) / 128, 256);
     const int mask = prev && prev->relu ? 1 : 0;
     void *dx = l->need_dx ? l->dx : NULL;
     if (!dx)
