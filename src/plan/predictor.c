@@ -40,8 +40,9 @@ static rap_status xgb_fail(const char *what)
     return rap_fail(RAP_ERR_INTERNAL, "xgboost: %s: %s", what, XGBGetLastError());
 }
 
-/* An op type by name; "rows" (row kernels) is RAP_OP_INPUT (features.h). */
-static int op_parse(const char *name)
+/* An op type by name; "rows" (row kernels) is RAP_OP_INPUT (features.h);
+ * -1 for an unknown name. */
+int rap_pred_op_parse(const char *name)
 {
     if (!strcmp(name, "rows"))
         return RAP_OP_INPUT;
@@ -51,7 +52,9 @@ static int op_parse(const char *name)
     return -1;
 }
 
-static void trim(char *s)
+/* Strips s's leading blanks and tabs and its trailing blanks, tabs and
+ * line ends, in place. */
+void rap_pred_trim(char *s)
 {
     size_t n = strlen(s);
     while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
@@ -314,7 +317,7 @@ static rap_status load_model(const char *dir, const rap_pred_manifest *man, cons
                          "p95=%lf p99=%lf",
                    m->q.type, op, &m->variant, &m->q.n_train, &m->q.n_test, &m->q.within10,
                    &m->q.median, &m->q.p95, &m->q.p99);
-    int o = n >= 3 ? op_parse(op) : -1;
+    int o = n >= 3 ? rap_pred_op_parse(op) : -1;
     if (o >= 0)
         rap_ktype_name((rap_op_type)o, m->variant, want, sizeof want);
     if (o < 0 || m->variant < 0 || m->variant > RAP_PRED_MAX_VARIANT || strcmp(want, m->q.type))
@@ -343,7 +346,7 @@ static rap_status load_line(rap_predictor *p, const rap_pred_manifest *man, cons
 {
     if (!strncmp(line, "gpu ", 4)) {
         snprintf(p->gpu, sizeof p->gpu, "%s", line + 4);
-        trim(p->gpu);
+        rap_pred_trim(p->gpu);
         *have_gpu = p->gpu[0] != 0;
         return RAP_OK;
     }
@@ -388,7 +391,7 @@ static rap_status load_text(rap_predictor *p, const rap_pred_manifest *man, cons
         lineno++;
         if (strlen(line) > 1000)
             return rap_fail(RAP_ERR_DATA, "%s:%d: line longer than 1000 bytes", path, lineno);
-        trim(line);
+        rap_pred_trim(line);
         if (!line[0] || line[0] == '#')
             continue;
         if (magic) {

@@ -22,29 +22,6 @@ static const char *const g_cols[] = {"gpu", "op", "variant", "descs", "rows", "a
  * inside a float (the models' features are floats). */
 #define MAX_VALUE 1e18
 
-/* An op type by name; "rows" (row kernels) is RAP_OP_INPUT (features.h). */
-static int op_parse(const char *name)
-{
-    if (!strcmp(name, "rows"))
-        return RAP_OP_INPUT;
-    for (int t = 1; t < RAP_OP_COUNT; t++)
-        if (!strcmp(rap_op_name((rap_op_type)t), name))
-            return t;
-    return -1;
-}
-
-static void trim(char *s)
-{
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
-        s[--n] = 0;
-    size_t i = 0;
-    while (s[i] == ' ' || s[i] == '\t')
-        i++;
-    if (i)
-        memmove(s, s + i, n - i + 1);
-}
-
 /* Splits line at commas in place; returns the number of fields (<= max). */
 static int split_csv(char *line, char **f, int max)
 {
@@ -59,7 +36,7 @@ static int split_csv(char *line, char **f, int max)
         p = c + 1;
     }
     for (int i = 0; i < n; i++)
-        trim(f[i]);
+        rap_pred_trim(f[i]);
     return n;
 }
 
@@ -107,7 +84,7 @@ static rap_status read_row(const char *path, int lineno, char **f, int nf, const
     else if (strcmp(gpu, g))
         return rap_fail(RAP_ERR_DATA, "%s:%d: GPU \"%.60s\" differs from the file's first GPU "
                         "\"%s\" (one predictor per GPU: split the file)", path, lineno, g, gpu);
-    int op = op_parse(f[idx[1]]);
+    int op = rap_pred_op_parse(f[idx[1]]);
     if (op < 0)
         return rap_fail(RAP_ERR_DATA, "%s:%d: unknown op \"%.40s\"", path, lineno, f[idx[1]]);
     if (!rap_float_to_int_ok(v[2], 0, RAP_PRED_MAX_VARIANT, &r->f.variant))
@@ -142,7 +119,7 @@ static rap_status read_lines(FILE *fp, const char *path, rap_pred_row **rows, in
         if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(fp))
             return rap_fail(RAP_ERR_DATA, "%s:%d: line longer than %d bytes", path, lineno,
                             (int)sizeof line - 2);
-        trim(line);
+        rap_pred_trim(line);
         if (!line[0] || line[0] == '#')
             continue;
         char *f[64];

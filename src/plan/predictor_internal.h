@@ -28,6 +28,14 @@ typedef struct {
     int line;
 } rap_pred_row;
 
+/* predictor.c, for the readers of predictor.txt and the CSV: */
+/* An op type by name; "rows" (row kernels) is RAP_OP_INPUT (features.h);
+ * -1 for an unknown name. */
+int rap_pred_op_parse(const char *name);
+/* Strips s's leading blanks and tabs and its trailing blanks, tabs and
+ * line ends, in place. */
+void rap_pred_trim(char *s);
+
 /* Reads the measurements CSV at path (docs/PLANNER.md "Measurements CSV"):
  * *rows (rap_free them; *n of them, at least one) and the GPU name (gpu,
  * RAP_GPU_NAME bytes). Every value is range-checked before it is
