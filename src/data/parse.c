@@ -285,7 +285,7 @@ static rap_status reserve(rap_parsed *o, int64_t rows)
     return RAP_OK;
 }
 
-static rap_status add_reject(rap_parsed *o, int64_t line, int reason, const char *msg)
+rap_status rap_parsed_reject(rap_parsed *o, int64_t line, int reason)
 {
     if (o->n_rej == o->cap_rej) {
         int64_t c = o->cap_rej ? o->cap_rej * 2 : 64;
@@ -295,13 +295,23 @@ static rap_status add_reject(rap_parsed *o, int64_t line, int reason, const char
         o->rej = n;
         o->cap_rej = c;
     }
-    if (o->n_rej == 0)
-        snprintf(o->first_msg, sizeof o->first_msg, "%s", msg);
     rap_parse_reject *e = &o->rej[o->n_rej++];
     e->line = line;
     e->pos = o->n_used;
     e->reason = reason;
     e->msg = -1;
+    return RAP_OK;
+}
+
+/* rap_parsed_reject with msg: the chunk's first message when it is the
+ * first reject, and kept in o->msg while the reason has fewer than
+ * RAP_REJ_EXAMPLES there (and o->msg has room). RAP_ERR_NOMEM. */
+static rap_status add_reject(rap_parsed *o, int64_t line, int reason, const char *msg)
+{
+    RAP_TRY(rap_parsed_reject(o, line, reason));
+    if (o->n_rej == 1)
+        snprintf(o->first_msg, sizeof o->first_msg, "%s", msg);
+    rap_parse_reject *e = &o->rej[o->n_rej - 1];
     if (o->n_msg < RAP_PARSE_MSGS && reason >= 0 && reason < RAP_REJ_COUNT &&
         o->reason_msgs[reason] < RAP_REJ_EXAMPLES) {
         o->reason_msgs[reason]++;

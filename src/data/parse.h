@@ -64,6 +64,10 @@ typedef struct {
  * with RAP_ERR_NOMEM. */
 rap_status rap_parse_chunk(const char *text, size_t n, int64_t max_line, rap_parsed *out);
 void rap_parsed_free(rap_parsed *p);
+/* Appends a reject of line for reason (before the next good row: pos =
+ * n_used), with no message (msg -1), growing the reject list; for every
+ * producer of a rap_parsed. RAP_ERR_NOMEM. */
+rap_status rap_parsed_reject(rap_parsed *o, int64_t line, int reason);
 /* Bytes of one row of a rap_parsed's arrays (what its growth allocates
  * per row of capacity). Can't fail. */
 size_t rap_parsed_row_bytes(void);

@@ -344,23 +344,6 @@ rap_status rap_parsed_reserve_ids(rap_parsed *o, int j, int64_t used, int64_t k)
     return RAP_OK;
 }
 
-rap_status rap_parsed_reject(rap_parsed *o, int64_t line, int reason)
-{
-    if (o->n_rej == o->cap_rej) {
-        int64_t c = o->cap_rej ? o->cap_rej * 2 : 64;
-        rap_parse_reject *n = rap_realloc(o->rej, (size_t)c * sizeof *n, "reject list");
-        if (!n)
-            return RAP_ERR_NOMEM;
-        o->rej = n;
-        o->cap_rej = c;
-    }
-    rap_parse_reject *e = &o->rej[o->n_rej++];
-    e->line = line;
-    e->pos = o->n_used;
-    e->reason = reason;
-    return RAP_OK;
-}
-
 /* Converts the fields of a line with good boundaries into row r of o;
  * returns the smallest field key (PG_KEY_OK: the row is good). A
  * rejected row leaves its ids behind the columns' ends, where the next

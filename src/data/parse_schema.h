@@ -54,11 +54,9 @@ int rap_parse_line_schema(const rap_schema_parser *p, const char *s, size_t len,
 /* The list-shaped rap_parsed of nd dense, ns sparse columns, for other
  * producers of it (parquet_rows.c). reserve: row arrays for at least
  * rows, keeping the n_used rows there (the first call makes the id
- * lists); reserve_ids: room for k more ids in sparse column j, used held;
- * reject: appends a reject of line (before the next good row). Errors:
- * RAP_ERR_NOMEM. */
+ * lists); reserve_ids: room for k more ids in sparse column j, used held
+ * (rejects: rap_parsed_reject, parse.h). Errors: RAP_ERR_NOMEM. */
 rap_status rap_parsed_reserve(rap_parsed *o, int nd, int ns, int64_t rows);
 rap_status rap_parsed_reserve_ids(rap_parsed *o, int j, int64_t used, int64_t k);
-rap_status rap_parsed_reject(rap_parsed *o, int64_t line, int reason);
 
 #endif /* RAP_PARSE_SCHEMA_H */
