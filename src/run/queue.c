@@ -188,26 +188,27 @@ rap_queue_result rap_queue_pop_timed(rap_queue *q, void **item, double timeout_s
     return pop_impl(q, item, 2, &d);
 }
 
-void rap_queue_close(rap_queue *q)
+/* Sets *flag (closed or stopped) under q's lock and wakes every waiter,
+ * pushers and poppers, to look at it. */
+static void set_and_wake(rap_queue *q, bool *flag)
 {
-    if (!q)
-        return;
     pthread_mutex_lock(&q->mu);
-    q->closed = true;
+    *flag = true;
     pthread_cond_broadcast(&q->not_full);
     pthread_cond_broadcast(&q->not_empty);
     pthread_mutex_unlock(&q->mu);
 }
 
+void rap_queue_close(rap_queue *q)
+{
+    if (q)
+        set_and_wake(q, &q->closed);
+}
+
 void rap_queue_stop(rap_queue *q)
 {
-    if (!q)
-        return;
-    pthread_mutex_lock(&q->mu);
-    q->stopped = true;
-    pthread_cond_broadcast(&q->not_full);
-    pthread_cond_broadcast(&q->not_empty);
-    pthread_mutex_unlock(&q->mu);
+    if (q)
+        set_and_wake(q, &q->stopped);
 }
 
 int rap_queue_size(rap_queue *q)
