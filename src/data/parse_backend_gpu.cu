@@ -129,8 +129,8 @@ static __global__ void gather_rows_kernel(rap_batch dst, rap_batch src, const in
 /* Gather, the sparse columns: a block a column; the rows' id counts
  * scanned a block-wide chunk at a time (in row order), each row's ids
  * copied after the ids before it, offsets rebased on dst's at `at`. */
-static __global__ void __launch_bounds__(GATHER_THREADS) gather_sparse_kernel(rap_batch dst, rap_batch src, const int32_t *idx,
-                                            int64_t n)
+static __global__ void __launch_bounds__(GATHER_THREADS)
+    gather_sparse_kernel(rap_batch dst, rap_batch src, const int32_t *idx, int64_t n)
 {
     typedef cub::BlockScan<int64_t, GATHER_THREADS> scan_t;
     __shared__ typename scan_t::TempStorage tmp;
@@ -190,9 +190,9 @@ extern "C" rap_status rap_batch_ids_device(const rap_batch *b, int n, int64_t *i
             ids[j] = 0;
         return RAP_OK;
     }
-    int64_t first[64], last[64];
     if (n > 64)
         return rap_fail(RAP_ERR_INTERNAL, "device batch ids: %d columns, at most 64", n);
+    int64_t first[64], last[64]; /* (n) column j's first and last offset */
     const size_t pitch = sizeof(int64_t) * (size_t)(b->cap + 1);
     cudaStream_t st = (cudaStream_t)stream;
     RAP_CUDA_TRY(cudaMemcpy2DAsync(first, sizeof(int64_t), b->sparse_off, pitch, sizeof(int64_t),

@@ -75,8 +75,6 @@ struct rap_rowfeed {
     rap_status end_status;
 };
 
-/* The list lengths handed out: ids of each raw sparse column (its offsets'
- * span: O(columns) a batch). */
 /* The ids of each raw sparse column (the first RAP_FEED_ID_COLS) in fb's
  * rows into fb->ids, by the feed thread: from the offsets of a host batch,
  * copied back on the reader's stream for a device batch (the host never
@@ -95,6 +93,8 @@ static rap_status batch_ids(rap_row_batch *fb, rap_reader *r)
     return RAP_OK;
 }
 
+/* The list lengths handed out: fb's ids added to the feed's (its offsets'
+ * span, counted by batch_ids: O(columns) a batch). */
 static void count_ids(rap_rowfeed *f, const rap_row_batch *fb)
 {
     for (int j = 0; j < RAP_FEED_ID_COLS; j++)
