@@ -86,6 +86,10 @@ float rap_test_rnd_float(uint64_t *state);
 /* n dense values of rap_test_rnd_float into a new *x; nulls: a new *valid
  * with ~15 % null rows (their values 0), else *valid NULL. */
 void rap_test_rnd_dense(uint64_t *state, int64_t n, bool nulls, float **x, uint8_t **valid);
+/* Parses plan text (Criteo's schema, source name for messages) and drops
+ * the raw columns it leaves untouched, so that only the columns it
+ * computes feed a model; rap_plan_finish'ed. */
+rap_status rap_test_plan_text(const char *text, const char *source, rap_plan **out);
 /* The shipped plan file `name` looked up in plans/ from the working
  * directory or up to two folders above: buf, or NULL when not found. */
 const char *rap_test_plan_path(const char *name, char *buf, size_t n);

@@ -36,16 +36,7 @@ static const char *k_plan_other =
 
 static rap_status plan_of(const char *text, const char *name, rap_plan **out)
 {
-    RAP_TRY(rap_plan_parse(text, name, rap_schema_criteo(), out));
-    rap_plan *p = *out;
-    for (int c = p->n_cols - 1; c >= 0; c--)
-        if (p->nodes[p->cols[c].node].op == RAP_OP_INPUT) {
-            char n[64];
-            snprintf(n, sizeof n, "%s", p->cols[c].name);
-            RAP_TRY(rap_plan_drop(p, n));
-        }
-    rap_plan_finish(p);
-    return RAP_OK;
+    return rap_test_plan_text(text, name, out);
 }
 
 static rap_status gen(const char *path, int64_t rows, uint64_t seed)

@@ -31,16 +31,7 @@ static const char *k_plan =
 
 static rap_status load_plan(rap_plan **out)
 {
-    RAP_TRY(rap_plan_parse(k_plan, "pv.plan", rap_schema_criteo(), out));
-    rap_plan *p = *out;
-    for (int c = p->n_cols - 1; c >= 0; c--)
-        if (p->nodes[p->cols[c].node].op == RAP_OP_INPUT) {
-            char n[64];
-            snprintf(n, sizeof n, "%s", p->cols[c].name);
-            RAP_TRY(rap_plan_drop(p, n));
-        }
-    rap_plan_finish(p);
-    return RAP_OK;
+    return rap_test_plan_text(k_plan, "pv.plan", out);
 }
 
 static rap_status gen(const char *name, int64_t rows, uint64_t seed, char *path, size_t n)
@@ -602,34 +593,63 @@ RAP_TEST(progressive_cli)
 #include "plan/replan_search.h"
 #include "sched/fusion_file.h"
 
+/* The rules' fixture: a config (every 10 steps, threshold 0.25, tolerance
+ * 0.05, standalone phases 2, 1, 2, 3 ms, capacities C = 1, 0.5, 0.5, 1 ms)
+ * and a schedule of the small plan with kernel 0 (0.5 ms) in emb_forward
+ * and every other kernel (0.1 ms each) exposed. */
+typedef struct {
+    rap_replan_config c;
+    double C[RAP_REPLAN_WINDOWS];
+    rap_plan *plan;
+    rap_fusion f;
+    rap_schedule *s;
+} rules_fixture;
+
+static rap_status rules_make(rules_fixture *x)
+{
+    memset(x, 0, sizeof *x);
+    x->c.every = 10;
+    x->c.threshold = 0.25;
+    x->c.tolerance = 0.05;
+    const double T[RAP_REPLAN_WINDOWS] = {2, 1, 2, 3, 0};
+    const double C[RAP_REPLAN_WINDOWS] = {1, 0.5, 0.5, 1, 0};
+    memcpy(x->c.standalone_ms, T, sizeof T);
+    memcpy(x->c.capacity_ms, C, sizeof C);
+    memcpy(x->C, C, sizeof C);
+    RAP_TRY(load_plan(&x->plan));
+    RAP_TRY(rap_fuse(x->plan, RAP_FUSE_LEVELS, &x->f));
+    if (x->f.n < 2)
+        return rap_fail(RAP_ERR_INTERNAL, "test plan fused into %d kernels, expected >= 2", x->f.n);
+    RAP_TRY(rap_schedule_create(x->plan, &x->f, "test", &x->s));
+    RAP_TRY(rap_schedule_add(x->s, RAP_WIN_EMB_FORWARD, 0, 0, x->f.kernels[0].n, 0, RAP_ROWS_END,
+                             0.5));
+    for (int k = 1; k < x->f.n; k++)
+        RAP_TRY(rap_schedule_add(x->s, RAP_WIN_EXPOSED, k, 0, x->f.kernels[k].n, 0,
+                                 RAP_ROWS_END, 0.1));
+    return RAP_OK;
+}
+
+static void rules_free(rules_fixture *x)
+{
+    rap_schedule_free(x->s);
+    rap_fusion_free(&x->f);
+    rap_plan_free(x->plan);
+}
+
 RAP_TEST(replan_rules)
 {
-    rap_replan_config c;
-    memset(&c, 0, sizeof c);
-    c.every = 10;
-    c.threshold = 0.25;
-    c.tolerance = 0.05;
-    double T[RAP_REPLAN_WINDOWS] = {2, 1, 2, 3, 0}, C[RAP_REPLAN_WINDOWS] = {1, 0.5, 0.5, 1, 0};
-    memcpy(c.standalone_ms, T, sizeof T);
-    memcpy(c.capacity_ms, C, sizeof C);
-    rap_plan *plan = NULL;
-    REQUIRE_OK(load_plan(&plan));
-    rap_fusion f;
-    REQUIRE_OK(rap_fuse(plan, RAP_FUSE_LEVELS, &f));
-    REQUIRE(f.n >= 2);
-    rap_schedule *s = NULL;
-    REQUIRE_OK(rap_schedule_create(plan, &f, "test", &s));
-    REQUIRE_OK(rap_schedule_add(s, RAP_WIN_EMB_FORWARD, 0, 0, f.kernels[0].n, 0, RAP_ROWS_END, 0.5));
-    for (int k = 1; k < f.n; k++)
-        REQUIRE_OK(rap_schedule_add(s, RAP_WIN_EXPOSED, k, 0, f.kernels[k].n, 0, RAP_ROWS_END,
-                                    0.1));
+    rules_fixture x;
+    REQUIRE_OK(rules_make(&x));
+    rap_replan_config c = x.c;
+    const double *C = x.C;
+    const rap_schedule *s = x.s;
     rap_replan_measure m;
     memset(&m, 0, sizeof m);
     rap_replan_predict(&c, C, s, &m);
     CHECK(fabs(m.load_ms[RAP_WIN_EMB_FORWARD] - 0.5) < 1e-12);
     CHECK(fabs(m.pred_phase_ms[0] - 2 * (1 + 0.05 * 0.5 / 1)) < 1e-12); /* 2.05 */
     CHECK(fabs(m.pred_phase_ms[1] - 1) < 1e-12);
-    CHECK(fabs(m.pred_exposed_ms - 0.1 * (f.n - 1)) < 1e-9);
+    CHECK(fabs(m.pred_exposed_ms - 0.1 * (x.f.n - 1)) < 1e-9);
     char why[512];
     m.steps = 10;
     for (int w = 0; w < 4; w++)
@@ -650,9 +670,7 @@ RAP_TEST(replan_rules)
     CHECK(C2[0] == 1); /* max(C, min(2C, 2L)) = max(1, 1) */
     m.steps = 0;
     CHECK(!rap_replan_drift(&c, &m, why, sizeof why));
-    rap_schedule_free(s);
-    rap_fusion_free(&f);
-    rap_plan_free(plan);
+    rules_free(&x);
 }
 
 /* A planner that always hands back a schedule of another fusion: refused
@@ -810,23 +828,11 @@ RAP_TEST(replan_rules_lists)
  * moved out of); a window with load keeps its reference and drifts. */
 RAP_TEST(replan_reference_of_phases_without_load)
 {
-    rap_replan_config c;
-    memset(&c, 0, sizeof c);
-    c.every = 10;
-    c.threshold = 0.25;
-    c.tolerance = 0.05;
-    double T[RAP_REPLAN_WINDOWS] = {2, 1, 2, 3, 0}, C[RAP_REPLAN_WINDOWS] = {1, 0.5, 0.5, 1, 0};
-    memcpy(c.standalone_ms, T, sizeof T);
-    rap_plan *plan = NULL;
-    REQUIRE_OK(load_plan(&plan));
-    rap_fusion f;
-    REQUIRE_OK(rap_fuse(plan, RAP_FUSE_LEVELS, &f));
-    rap_schedule *s = NULL;
-    REQUIRE_OK(rap_schedule_create(plan, &f, "test", &s));
-    REQUIRE_OK(rap_schedule_add(s, RAP_WIN_EMB_FORWARD, 0, 0, f.kernels[0].n, 0, RAP_ROWS_END, 0.5));
-    for (int k = 1; k < f.n; k++)
-        REQUIRE_OK(rap_schedule_add(s, RAP_WIN_EXPOSED, k, 0, f.kernels[k].n, 0, RAP_ROWS_END,
-                                    0.1));
+    rules_fixture x;
+    REQUIRE_OK(rules_make(&x));
+    rap_replan_config c = x.c;
+    const double *C = x.C;
+    const rap_schedule *s = x.s;
     rap_replan_measure m;
     memset(&m, 0, sizeof m);
     rap_replan_predict(&c, C, s, &m);
@@ -844,9 +850,7 @@ RAP_TEST(replan_reference_of_phases_without_load)
     m.phase_ms[0] = 2.6; /* the window with load: its reference stays, it drifts */
     CHECK(rap_replan_reference(&c, C, s, &m) == 0 && c.standalone_ms[0] == 2);
     CHECK(rap_replan_drift(&c, &m, why, sizeof why) && strstr(why, "emb_forward"));
-    rap_schedule_free(s);
-    rap_fusion_free(&f);
-    rap_plan_free(plan);
+    rules_free(&x);
 }
 
 /* rap_schedule_same_slices: the same slices with other predictions are the

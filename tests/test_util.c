@@ -375,6 +375,20 @@ void rap_test_rnd_dense(uint64_t *s, int64_t n, bool nulls, float **x, uint8_t *
     }
 }
 
+rap_status rap_test_plan_text(const char *text, const char *source, rap_plan **out)
+{
+    RAP_TRY(rap_plan_parse(text, source, rap_schema_criteo(), out));
+    rap_plan *p = *out;
+    for (int c = p->n_cols - 1; c >= 0; c--)
+        if (p->nodes[p->cols[c].node].op == RAP_OP_INPUT) {
+            char n[64];
+            snprintf(n, sizeof n, "%s", p->cols[c].name);
+            RAP_TRY(rap_plan_drop(p, n));
+        }
+    rap_plan_finish(p);
+    return RAP_OK;
+}
+
 const char *rap_test_plan_path(const char *name, char *buf, size_t n)
 {
     static const char *const pre[] = {"plans/", "../plans/", "../../plans/"};

@@ -263,6 +263,15 @@ static rap_status check(rap_replan *r, rap_runtime *rt, int64_t step)
     return RAP_OK;
 }
 
+/* After a plan taken (swapped in or kept): the capacities it was made for
+ * are those of the schedule in use, and the next check measures from now. */
+static void restart_period(rap_replan *r, rap_runtime *rt)
+{
+    memcpy(r->cap, r->want, sizeof r->cap);
+    rap_runtime_get_stats(rt, &r->last);
+    r->last.records = NULL;
+}
+
 /* The plan done: its schedule swapped in (or its failure reported). */
 static rap_status take(rap_replan *r, rap_runtime *rt, int64_t step, rap_trace *tr,
                        rap_replan_event *ev, bool *swapped)
@@ -280,9 +289,7 @@ static rap_status take(rap_replan *r, rap_runtime *rt, int64_t step, rap_trace *
         rap_info("replan: the schedule planned from the check at step %lld places every slice "
                  "as the one in use: kept (%s)", (long long)r->checked_step, r->why);
         rap_schedule_free(s);
-        memcpy(r->cap, r->want, sizeof r->cap);
-        rap_runtime_get_stats(rt, &r->last);
-        r->last.records = NULL;
+        restart_period(r, rt);
         return RAP_OK;
     }
     double t0 = rap_now();
@@ -311,9 +318,7 @@ static rap_status take(rap_replan *r, rap_runtime *rt, int64_t step, rap_trace *
     rap_schedule_free(r->own); /* the runtime no longer reads it */
     r->own = s;
     r->cur = s;
-    memcpy(r->cap, r->want, sizeof r->cap);
-    rap_runtime_get_stats(rt, &r->last); /* the next check measures the new schedule only */
-    r->last.records = NULL;
+    restart_period(r, rt); /* the next check measures the new schedule only */
     double lists[RAP_FEED_ID_COLS];
     period_lists(r, lists); /* and its first period is the lists' new base */
     r->have_base = false;
