@@ -26,6 +26,8 @@
 #   enum     RAP_GPU_TUNE_ENUM=1 (the defaults, every GEMM also timing the
 #            configurations cuBLASLt lists beyond its heuristics)
 #   algos32  RAP_GPU_TUNE_ALGOS=32 (the defaults, 32 GEMM candidates timed)
+#   zfp32    RAP_GPU_ZBF=0 (the defaults with a bf16 model's interaction
+#            input and its gradient in fp32, as before 2026-12-02)
 # Knobs: OUT (default out), PARTS (tests,bench,trace), VARIANTS (the list
 # above), BUDGET (seconds for the whole call, default 570: every step runs
 # under timeout with what is left, the most important first), STEPS (60),
@@ -76,6 +78,7 @@ var_env() {
     nobgrad) echo "RAP_GPU_DRELU_BGRAD=0";;
     enum) echo "RAP_GPU_TUNE_ENUM=1";;
     algos32) echo "RAP_GPU_TUNE_ALGOS=32";;
+    zfp32) echo "RAP_GPU_ZBF=0";;
     *) echo "UNKNOWN_VARIANT=$1";;
   esac
 }

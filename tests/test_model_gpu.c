@@ -867,15 +867,31 @@ static int same_tables(rap_test_ctx *t, const rap_model *g, const rap_model *c,
     return bad;
 }
 
-/* GPU against CPU for one table type, optimizer and D: init, then 4 steps
- * of emb_forward (pooled sums compared bit for bit) and the embedding
- * backward from exact_demb (tables and state compared bit for bit), on
- * batches of 64, 57, 50 and 43 rows of bags of 0..3 ids (tables of 3 and
- * 17 rows: runs of equal ids longer than a chunk of 32 pairs). */
-static void emb16_case(rap_test_ctx *t, int D, rap_optimizer opt, rap_emb_dtype dt)
+/* x rounded to bf16 (nearest even), as the GPU kernels' inputs are. */
+static float round_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* GPU against CPU for one table type, optimizer, D and precision: init,
+ * then 4 steps of emb_forward (pooled sums compared bit for bit) and the
+ * embedding backward from exact_demb (tables and state compared bit for
+ * bit), on batches of 64, 57, 50 and 43 rows of bags of 0..3 ids (tables
+ * of 3 and 17 rows: runs of equal ids longer than a chunk of 32 pairs). A
+ * bf16 model that keeps its pooled sums in bf16 (gpu_model.h, zbf): the
+ * GPU's pooled values are the CPU's fp32 sums rounded to nearest even, and
+ * its backward reads the gradient as bf16 (the CPU's from the same values
+ * widened). */
+static void emb16_case(rap_test_ctx *t, int D, rap_optimizer opt, rap_emb_dtype dt,
+                       rap_precision prec)
 {
     rap_model_config c;
-    small_config(&c, D, opt, RAP_FP32, true);
+    small_config(&c, D, opt, prec, true);
     c.emb_dtype = dt;
     c.lr = 0.05f;
     rap_model *gm = NULL, *cm = NULL;
@@ -886,13 +902,15 @@ static void emb16_case(rap_test_ctx *t, int D, rap_optimizer opt, rap_emb_dtype 
         REQUIRE_OK(s);
     }
     char when[96];
-    snprintf(when, sizeof when, "%s %s D %d init", rap_emb_dtype_name(dt), rap_optimizer_name(opt),
-             D);
+    const char *pn = prec == RAP_BF16 ? "bf16" : "fp32";
+    snprintf(when, sizeof when, "%s %s D %d %s init", rap_emb_dtype_name(dt),
+             rap_optimizer_name(opt), D, pn);
     CHECK(same_tables(t, gm, cm, &c, when) == 0);
     const size_t cap = (size_t)c.batch * (size_t)c.n_tables * (size_t)D;
     float *demb = (float *)malloc(sizeof(float) * cap), *pg = (float *)malloc(sizeof(float) * cap);
+    uint16_t *h16 = (uint16_t *)malloc(sizeof(uint16_t) * cap);
     float *d_demb = NULL;
-    bool ok = demb && pg && cudaMalloc((void **)&d_demb, sizeof(float) * cap) == cudaSuccess;
+    bool ok = demb && pg && h16 && cudaMalloc((void **)&d_demb, sizeof(float) * cap) == cudaSuccess;
     for (int k = 0; ok && k < 4 && !t->failures; k++) {
         const int64_t rows = c.batch - 7 * k;
         tbatch b;
@@ -903,22 +921,42 @@ static void emb16_case(rap_test_ctx *t, int D, rap_optimizer opt, rap_emb_dtype 
             tbatch_free(&b);
             break;
         }
-        snprintf(when, sizeof when, "%s %s D %d step %d", rap_emb_dtype_name(dt),
-                 rap_optimizer_name(opt), D, k + 1);
+        snprintf(when, sizeof when, "%s %s D %d %s step %d", rap_emb_dtype_name(dt),
+                 rap_optimizer_name(opt), D, pn, k + 1);
         CHECK_OK(rap_model_emb_forward(gm, &b.dev));
         CHECK_OK(rap_model_emb_forward(cm, &b.host));
-        CHECK_OK(rap_gpu_model_pooled(gm, rows, pg));
+        bool zbf = false;
+        CHECK_OK(rap_gpu_model_pooled(gm, rows, pg, &zbf));
+        /* the pooled sums stay fp32 unless a bf16 model's interaction reads
+         * bf16 (D % 4 == 0, D <= 128) */
+        const char *ze = getenv("RAP_GPU_ZBF"), *ie = getenv("RAP_GPU_INTERACT");
+        const bool asked = !(ze && *ze == '0') && !(ie && strcmp(ie, "v1") == 0);
+        CHECK_MSG(zbf == (asked && prec == RAP_BF16 && D % 4 == 0 && D <= 128),
+                  "%s: bf16 pooled %d", when, zbf);
         const size_t np = (size_t)rows * (size_t)c.n_tables * (size_t)D;
         const float *pc = rap_cpu_model_pooled(cm);
-        for (size_t e = 0; e < np; e++)
-            if (memcmp(&pg[e], &pc[e], sizeof(float))) {
+        for (size_t e = 0; e < np; e++) {
+            const float want = zbf ? round_bf16(pc[e]) : pc[e];
+            if (memcmp(&pg[e], &want, sizeof(float))) {
                 rap_test_fail(t, __FILE__, __LINE__, "%s: pooled[%zu] gpu %.9g cpu %.9g", when,
-                              e, (double)pg[e], (double)pc[e]);
+                              e, (double)pg[e], (double)want);
                 break;
             }
-        CHECK(cudaMemcpy(d_demb, demb, sizeof(float) * np, cudaMemcpyHostToDevice) ==
-              cudaSuccess);
-        CHECK_OK(rap_gpu_model_emb_backward_from(gm, &b.dev, d_demb));
+        }
+        if (zbf) { /* the gradient as the interaction writes it: bf16 */
+            for (size_t e = 0; e < np; e++) {
+                demb[e] = round_bf16(demb[e]);
+                uint32_t u;
+                memcpy(&u, &demb[e], 4);
+                h16[e] = (uint16_t)(u >> 16);
+            }
+            CHECK(cudaMemcpy(d_demb, h16, sizeof(uint16_t) * np, cudaMemcpyHostToDevice) ==
+                  cudaSuccess);
+        } else {
+            CHECK(cudaMemcpy(d_demb, demb, sizeof(float) * np, cudaMemcpyHostToDevice) ==
+                  cudaSuccess);
+        }
+        CHECK_OK(rap_gpu_model_emb_backward_from(gm, &b.dev, d_demb, zbf));
         CHECK_OK(rap_cpu_model_emb_backward_from(cm, &b.host, demb));
         CHECK_OK(rap_model_sync(gm));
         CHECK(same_tables(t, gm, cm, &c, when) == 0);
@@ -932,6 +970,7 @@ static void emb16_case(rap_test_ctx *t, int D, rap_optimizer opt, rap_emb_dtype 
     CHECK(ok);
     free(demb);
     free(pg);
+    free(h16);
     cudaFree(d_demb);
     rap_model_free(gm);
     rap_model_free(cm);
@@ -951,7 +990,29 @@ RAP_TEST(model_gpu_emb16_bits_match_cpu)
     for (int dt = RAP_EMB_FP32; dt <= RAP_EMB_FP16; dt++)
         for (size_t o = 0; o < 3; o++)
             for (size_t k = 0; k < sizeof dims / sizeof dims[0] && !t->failures; k++)
-                emb16_case(t, dims[k], opts[o], (rap_emb_dtype)dt);
+                emb16_case(t, dims[k], opts[o], (rap_emb_dtype)dt, RAP_FP32);
+    rap_test_tune_restore(&env);
+#endif
+}
+
+/* A bf16 model keeps its pooled sums and their gradient in bf16 (zbf,
+ * gpu_model.h): the lookups' sums are the CPU's fp32 sums rounded to
+ * nearest even, bit for bit, and the backward from a bf16 gradient
+ * updates the tables and state exactly as the CPU's from the same values
+ * (every table type and optimizer; D 8 and 128 take the 16-bit path, 37
+ * keeps fp32: the v1 interaction). */
+RAP_TEST(model_gpu_bf16_pooled_match_cpu)
+{
+    REQUIRE_GPU();
+#ifdef RAP_HAVE_CUDA
+    rap_test_env env;
+    rap_test_tune_off(&env);
+    static const int dims[] = {8, 37, 128};
+    static const rap_optimizer opts[] = {RAP_SGD, RAP_ADAGRAD, RAP_ROWWISE_ADAGRAD};
+    for (int dt = RAP_EMB_FP32; dt <= RAP_EMB_FP16; dt++)
+        for (size_t o = 0; o < 3; o++)
+            for (size_t k = 0; k < sizeof dims / sizeof dims[0] && !t->failures; k++)
+                emb16_case(t, dims[k], opts[o], (rap_emb_dtype)dt, RAP_BF16);
     rap_test_tune_restore(&env);
 #endif
 }
@@ -1061,17 +1122,6 @@ RAP_TEST(model_gpu_tune_cache_reused)
 /* ------------------------------------------------ kernel-level checks */
 
 #ifdef RAP_HAVE_CUDA
-/* x rounded to bf16 (nearest even), as the GPU kernels' inputs are. */
-static float round_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
 /* |got - ref| <= rel*|ref| + 1e-5*mag + 1e-6 (mag: the sum of the terms'
  * magnitudes); NaN fails. Reports the first few. */
 static int near(rap_test_ctx *t, const char *what, int64_t i, float got, double ref, double mag,
@@ -1087,8 +1137,8 @@ static int near(rap_test_ctx *t, const char *what, int64_t i, float got, double 
 }
 
 /* One interaction case against a double reference on the same inputs. */
-static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf16, int ver,
-                           uint64_t seed)
+static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf16, bool zbf,
+                           int ver, uint64_t seed)
 {
     const int T = F - 1, np = F * (F - 1) / 2, top_in = D + np, ld = (top_in + 7) / 8 * 8;
     const size_t nz = (size_t)rows * F * D, nt = (size_t)rows * ld;
@@ -1105,13 +1155,20 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
         z[i] = (float)(rap_test_rnd01(&s) * 2.0 - 1.0);
         if (rap_test_rnd(&s) % 16 == 0)
             z[i] = 0.0f; /* x == 0: the ReLU mask is off */
+        if (zbf)
+            z[i] = round_bf16(z[i]); /* what a bf16 z holds */
     }
     for (size_t i = 0; i < nt; i++) {
         const float v = (float)(rap_test_rnd01(&s) * 2.0 - 1.0);
         dy[i] = bf16 ? round_bf16(v) : v;
     }
     const bool v2ok = D % 4 == 0 && D <= 128 && F <= 32;
-    rap_status st = rap_gpu_interact_test(F, D, rows, bf16, ver, z, dy, out, dx, de);
+    rap_status st = rap_gpu_interact_test(F, D, rows, bf16, zbf, ver, z, dy, out, dx, de);
+    if (zbf && ver == 1) {
+        CHECK_MSG(st == RAP_ERR_ARG, "F %d D %d: v1 with bf16 z should refuse, got %s", F, D,
+                  rap_status_name(st));
+        goto done;
+    }
     if (ver >= 2 && !v2ok) {
         CHECK_MSG(st == RAP_ERR_ARG, "F %d D %d: v%d should refuse, got %s", F, D, ver,
                   rap_status_name(st));
@@ -1124,7 +1181,7 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
     }
     char what[96];
     snprintf(what, sizeof what, "F%d D%d n%lld %s v%d", F, D, (long long)rows,
-             bf16 ? "bf16" : "fp32", ver);
+             zbf ? "bf16 z" : bf16 ? "bf16" : "fp32", ver);
     const double rel = bf16 ? 1.0 / 256 : 0.0; /* act outputs rounded to bf16 */
     int bad = 0, shown = 0;
     for (int64_t r = 0; r < rows && bad < 50; r++) {
@@ -1169,7 +1226,7 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
             for (int d = 0; d < D; d++)
                 bad += near(t, "de", (r * T + i - 1) * D + d,
                             de[((size_t)r * T + i - 1) * D + d], dz[i * D + d], mg[i * D + d],
-                            0.0, &shown);
+                            zbf ? rel : 0.0, &shown);
     }
     CHECK_MSG(bad == 0, "%s: %d mismatches", what, bad);
 done:
@@ -1179,7 +1236,8 @@ done:
 
 /* Every interaction kernel (v1 shared-memory, v2 registers, v3 registers
  * with the next rows prefetched: each FMAX x lanes instance of v2 and v3)
- * in fp32 and bf16 against a double reference on the same inputs, at odd
+ * in fp32, bf16, and bf16 with a bf16 z (v2 and v3; z rounded, de within
+ * a bf16 step) against a double reference on the same inputs, at odd
  * row counts (two rows a warp with one left over, a persistent grid with
  * several rows a warp and its last rows past the end); every output
  * element written (outputs start as NaN), the padding columns zero in v2
@@ -1205,11 +1263,13 @@ RAP_TEST(model_gpu_interact_kernels_match_reference)
         {5, 6, 9},       /* v1 only: D % 4 */
         {33, 32, 20},    /* v1 only: F > 32 */
     };
+    /* b: fp32; bf16 with fp32 z; bf16 with bf16 z (v1 refuses it) */
     for (size_t k = 0; k < sizeof sh / sizeof sh[0] && t->failures < 4; k++)
-        for (int b = 0; b < 2; b++)
+        for (int b = 0; b < 3; b++)
             for (int ver = 1; ver <= 3; ver++)
-                check_interact(t, sh[k].F, sh[k].D, sh[k].rows, b == 1, ver,
-                               k * 8 + (uint64_t)b * 4 + (uint64_t)ver);
+                check_interact(t, sh[k].F, sh[k].D, sh[k].rows, b >= 1, b == 2, ver,
+                               b == 2 ? 1000 + k * 4 + (uint64_t)ver
+                                      : k * 8 + (uint64_t)b * 4 + (uint64_t)ver);
 #endif
 }
 

@@ -42,8 +42,10 @@
  * Tables are the TE the model holds (all T, or a shard's local tables:
  * row_base / nrows / the pairs' values count them, not the interaction's
  * T). The forward takes a table subset [first, first+n) and an output
- * (pointer, row stride, slot): a shard pools its tables into emb_out; the
- * backward takes the gradient's (pointer, stride, slot).
+ * (pointer, type, row stride, slot): a shard pools its tables into emb_out
+ * (fp32); an unsharded bf16 model into z in bf16 (zbf: the sums in fp32,
+ * each rounded to nearest once). The backward takes the gradient's
+ * (pointer, type, stride, slot); a bf16 gradient is widened exactly.
  */
 #include "model/gpu/gpu_model.h"
 #include "model/emb_math.h"
@@ -195,19 +197,63 @@ static __device__ __forceinline__ void vadd(vecf<VEC> &a, const vecf<VEC> &b)
         a.v[i] += b.v[i];
 }
 
+/* VEC pooled values stored from element e of out: fp32, or (OBF) bf16
+ * rounded to nearest even (half.h; 16-, 8- or 2-byte stores). */
+template <int VEC, bool OBF>
+static __device__ __forceinline__ void ostore(void *out, int64_t e, const vecf<VEC> &a)
+{
+    if (!OBF) {
+        vstore<VEC>((float *)out + e, a);
+        return;
+    }
+    uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        w[i / 2] |= (uint32_t)rap_f32_to_bf16_rn(a.v[i]) << (16 * (i % 2));
+    uint16_t *h = (uint16_t *)out + e;
+    if (VEC == 8)
+        *(uint4 *)h = make_uint4(w[0], w[1], w[2], w[3]);
+    else if (VEC == 4)
+        *(uint2 *)h = make_uint2(w[0], w[1]);
+    else
+        *h = (uint16_t)w[0];
+}
+
+/* VEC gradient values from element e of grad: fp32, or (GBF) bf16 widened
+ * exactly (read-only path). */
+template <int VEC, bool GBF>
+static __device__ __forceinline__ vecf<VEC> gload(const void *grad, int64_t e)
+{
+    if (!GBF)
+        return vldg<VEC>((const float *)grad + e);
+    vecf<VEC> r;
+    const uint16_t *h = (const uint16_t *)grad + e;
+    if (VEC == 4) {
+        const uint2 q = __ldg((const uint2 *)h);
+        r.v[0] = __uint_as_float(q.x << 16);
+        r.v[VEC > 1 ? 1 : 0] = __uint_as_float(q.x & 0xffff0000u);
+        r.v[VEC > 2 ? 2 : 0] = __uint_as_float(q.y << 16);
+        r.v[VEC > 3 ? 3 : 0] = __uint_as_float(q.y & 0xffff0000u);
+    } else {
+        r.v[0] = __uint_as_float((uint32_t)__ldg((const unsigned short *)h) << 16);
+    }
+    return r;
+}
+
 /* ---------------------------------------------------------------- forward */
 
 /* out[row*out_ld + (slot0+t)*D + d] = sum over the bag's ids of
- * W[(row_base[t] + id)*D + d]. Bad ids are skipped and flagged.
+ * W[(row_base[t] + id)*D + d] (fp32 sums; stored bf16 when OBF). Bad ids
+ * are skipped and flagged.
  * A warp takes 32 consecutive bags (row-major: row, then table): lane i
  * loads bag i's offsets and first id (one dependent chain per 32 bags,
  * coalesced), then groups of tpb lanes sum the bags (offsets and first row
  * through shuffles); ids past the first are read in the loop. */
-template <int CAP, int VEC, int DT>
+template <int CAP, int VEC, int DT, bool OBF>
 static __global__ void __launch_bounds__(EMB_THREADS)
     emb_fwd_kernel(emb_chunk<CAP> c, const int64_t *__restrict__ row_base,
                    const int64_t *__restrict__ nrows, const void *__restrict__ W, int D,
-                   int64_t rows, float *__restrict__ out, int64_t out_ld, int slot0, int tpb,
+                   int64_t rows, void *__restrict__ out, int64_t out_ld, int slot0, int tpb,
                    unsigned *err)
 {
     const int lane = threadIdx.x & 31;
@@ -247,7 +293,7 @@ static __global__ void __launch_bounds__(EMB_THREADS)
                 q1[u] = __shfl_sync(0xffffffffu, p1, src[u] & 31);
                 qr[u] = __shfl_sync(0xffffffffu, r0, src[u] & 31);
             }
-            float *o[2];
+            int64_t o[2]; /* the bags' first output elements */
             int tq[2];
             bool live[2];
 #pragma unroll
@@ -257,7 +303,7 @@ static __global__ void __launch_bounds__(EMB_THREADS)
                 const int64_t row = bq / c.n;
                 const int tl = (int)(bq - row * c.n);
                 tq[u] = tl;
-                o[u] = out + row * out_ld + (int64_t)(slot0 + c.first + tl) * D;
+                o[u] = row * out_ld + (int64_t)(slot0 + c.first + tl) * D;
             }
             if (!live[0])
                 continue;
@@ -291,7 +337,7 @@ static __global__ void __launch_bounds__(EMB_THREADS)
 #pragma unroll
                 for (int u = 0; u < 2; u++)
                     if (live[u])
-                        vstore(o[u] + (int64_t)cc * VEC, acc[u]);
+                        ostore<VEC, OBF>(out, o[u] + (int64_t)cc * VEC, acc[u]);
             }
         }
     }
@@ -317,24 +363,37 @@ static int threads_per_bag(int ncol)
     return t;
 }
 
+/* Where the pooled sums go: out (elements, row stride ld, first slot),
+ * bf16 when obf. */
+typedef struct {
+    void *out;
+    bool obf;
+    int64_t ld;
+    int slot0;
+} emb_dst;
+
 template <int CAP, int VEC, int DT>
-static void emb_forward_launch(rap_gpu *g, const emb_chunk<CAP> &c, int64_t rows, float *out,
-                               int64_t out_ld, int slot0, int tpb, unsigned blocks)
+static void emb_forward_launch(rap_gpu *g, const emb_chunk<CAP> &c, int64_t rows,
+                               const emb_dst &o, int tpb, unsigned blocks)
 {
-    emb_fwd_kernel<CAP, VEC, DT><<<blocks, EMB_THREADS, 0, g->stream>>>(
-        c, g->row_base, g->nrows, g->tab, g->D, rows, out, out_ld, slot0, tpb, g->err);
+    if (o.obf)
+        emb_fwd_kernel<CAP, VEC, DT, true><<<blocks, EMB_THREADS, 0, g->stream>>>(
+            c, g->row_base, g->nrows, g->tab, g->D, rows, o.out, o.ld, o.slot0, tpb, g->err);
+    else
+        emb_fwd_kernel<CAP, VEC, DT, false><<<blocks, EMB_THREADS, 0, g->stream>>>(
+            c, g->row_base, g->nrows, g->tab, g->D, rows, o.out, o.ld, o.slot0, tpb, g->err);
 }
 
 template <int CAP, int VEC>
-static void emb_forward_dt(rap_gpu *g, const emb_chunk<CAP> &c, int64_t rows, float *out,
-                           int64_t out_ld, int slot0, int tpb, unsigned blocks)
+static void emb_forward_dt(rap_gpu *g, const emb_chunk<CAP> &c, int64_t rows, const emb_dst &o,
+                           int tpb, unsigned blocks)
 {
     if (g->dt == RAP_EMB_BF16)
-        emb_forward_launch<CAP, VEC, RAP_EMB_BF16>(g, c, rows, out, out_ld, slot0, tpb, blocks);
+        emb_forward_launch<CAP, VEC, RAP_EMB_BF16>(g, c, rows, o, tpb, blocks);
     else if (g->dt == RAP_EMB_FP16)
-        emb_forward_launch<CAP, VEC, RAP_EMB_FP16>(g, c, rows, out, out_ld, slot0, tpb, blocks);
+        emb_forward_launch<CAP, VEC, RAP_EMB_FP16>(g, c, rows, o, tpb, blocks);
     else
-        emb_forward_launch<CAP, VEC, RAP_EMB_FP32>(g, c, rows, out, out_ld, slot0, tpb, blocks);
+        emb_forward_launch<CAP, VEC, RAP_EMB_FP32>(g, c, rows, o, tpb, blocks);
 }
 
 /* RAP_GPU_EMB_FWD=v4: 16-bit tables' lookups with 8-byte loads of 4
@@ -351,7 +410,7 @@ static bool emb_fwd_v4(void)
 
 template <int CAP>
 static rap_status emb_forward_chunk(rap_gpu *g, const rap_model_batch *b, int first, int n,
-                                    float *out, int64_t out_ld, int slot0)
+                                    const emb_dst &o)
 {
     emb_chunk<CAP> c;
     fill_chunk(&c, b, first, n);
@@ -363,13 +422,13 @@ static rap_status emb_forward_chunk(rap_gpu *g, const rap_model_batch *b, int fi
     const int64_t bags = b->rows * n; /* a warp per 32 bags */
     const unsigned blocks = rap_gpu_blocks((bags + 31) / 32, EMB_THREADS / 32, g->sms * 16);
     if (v8 && g->dt == RAP_EMB_BF16)
-        emb_forward_launch<CAP, 8, RAP_EMB_BF16>(g, c, b->rows, out, out_ld, slot0, tpb, blocks);
+        emb_forward_launch<CAP, 8, RAP_EMB_BF16>(g, c, b->rows, o, tpb, blocks);
     else if (v8)
-        emb_forward_launch<CAP, 8, RAP_EMB_FP16>(g, c, b->rows, out, out_ld, slot0, tpb, blocks);
+        emb_forward_launch<CAP, 8, RAP_EMB_FP16>(g, c, b->rows, o, tpb, blocks);
     else if (v4)
-        emb_forward_dt<CAP, 4>(g, c, b->rows, out, out_ld, slot0, tpb, blocks);
+        emb_forward_dt<CAP, 4>(g, c, b->rows, o, tpb, blocks);
     else
-        emb_forward_dt<CAP, 1>(g, c, b->rows, out, out_ld, slot0, tpb, blocks);
+        emb_forward_dt<CAP, 1>(g, c, b->rows, o, tpb, blocks);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -383,8 +442,9 @@ static rap_status check_tables(const rap_model_batch *b, int first, int n, const
 }
 
 rap_status rap_gpu_emb_forward(rap_gpu *g, const rap_model_batch *b, int first, int n,
-                               float *out, int64_t out_ld, int slot0)
+                               void *out, bool out_bf16, int64_t out_ld, int slot0)
 {
+    const emb_dst o = {out, out_bf16, out_ld, slot0};
     if (first < 0 || n < 0 || first + n > g->TE)
         return rap_fail(RAP_ERR_ARG, "emb forward: tables [%d, %d) outside [0, %d)", first,
                         first + n, g->TE);
@@ -392,9 +452,9 @@ rap_status rap_gpu_emb_forward(rap_gpu *g, const rap_model_batch *b, int first, 
     for (int f = first; f < first + n; f += EMB_CAP_LARGE) {
         int k = first + n - f < EMB_CAP_LARGE ? first + n - f : EMB_CAP_LARGE;
         if (k <= EMB_CAP_SMALL)
-            RAP_TRY(emb_forward_chunk<EMB_CAP_SMALL>(g, b, f, k, out, out_ld, slot0));
+            RAP_TRY(emb_forward_chunk<EMB_CAP_SMALL>(g, b, f, k, o));
         else
-            RAP_TRY(emb_forward_chunk<EMB_CAP_LARGE>(g, b, f, k, out, out_ld, slot0));
+            RAP_TRY(emb_forward_chunk<EMB_CAP_LARGE>(g, b, f, k, o));
     }
     return RAP_OK;
 }
@@ -476,7 +536,8 @@ typedef struct {
     const uint32_t *keys, *vals; /* (P) sorted */
     int64_t P;
     uint32_t sentinel;
-    const float *grad; /* pooled gradient: bag v at grad + (v/T)*ld + (slot0 + v%T)*D */
+    const void *grad;  /* pooled gradient (fp32, or bf16: the kernel's GBF): bag v at
+                        * element (v/T)*ld + (slot0 + v%T)*D */
     int64_t grad_ld;
     int slot0, T, D;
     void *W;           /* table rows of the model's type: global row r at element r*D */
@@ -491,11 +552,12 @@ typedef struct {
     int64_t nchunks;
 } upd_args;
 
-static __device__ __forceinline__ const float *grad_row(const upd_args &a, uint32_t v)
+/* The first element of bag v's gradient row in a.grad. */
+static __device__ __forceinline__ int64_t grad_row(const upd_args &a, uint32_t v)
 {
     const int64_t row = v / (uint32_t)a.T;
     const int t = (int)(v - (uint32_t)(row * a.T));
-    return a.grad + row * a.grad_ld + (int64_t)(a.slot0 + t) * a.D;
+    return row * a.grad_ld + (int64_t)(a.slot0 + t) * a.D;
 }
 
 /* The stream key of the row with sorted key kj, one of whose pairs has
@@ -582,7 +644,7 @@ static __device__ __forceinline__ void apply_row(const upd_args &a, uint32_t kj,
  * Row-wise Adagrad with rows of several blocks: pass 0 only sums the
  * squares of every whole run (lane j keeps the run ending at pair j), pass
  * 1 updates (lane j keeps the run's multiplier after its first block). */
-template <int VEC, int DT>
+template <int VEC, int DT, bool GBF>
 static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_args a)
 {
     const int lane = threadIdx.x & 31;
@@ -638,7 +700,7 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                         const int j = j0 + u;
                         const uint32_t vj = __shfl_sync(0xffffffffu, v, j & 31);
                         if (active && j < n)
-                            gr[u] = vldg<VEC>(grad_row(a, vj) + col);
+                            gr[u] = gload<VEC, GBF>(a.grad, grad_row(a, vj) + col);
                         else
                             vzero(gr[u]);
                     }
@@ -815,9 +877,13 @@ static rap_status emb_pairs_chunk(rap_gpu *g, const rap_model_batch *b, int firs
 }
 
 template <int VEC, int DT>
-static rap_status update_launch(rap_gpu *g, const upd_args &a, unsigned blocks, unsigned blocks_b)
+static rap_status update_launch(rap_gpu *g, const upd_args &a, bool gbf, unsigned blocks,
+                                unsigned blocks_b)
 {
-    emb_update_a_kernel<VEC, DT><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+    if (gbf)
+        emb_update_a_kernel<VEC, DT, true><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+    else
+        emb_update_a_kernel<VEC, DT, false><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
     RAP_CUDA_LAUNCHED();
     emb_update_b_kernel<VEC, DT><<<blocks_b, EMB_THREADS, 0, g->stream>>>(a);
     RAP_CUDA_LAUNCHED();
@@ -825,17 +891,19 @@ static rap_status update_launch(rap_gpu *g, const upd_args &a, unsigned blocks, 
 }
 
 template <int VEC>
-static rap_status update_dt(rap_gpu *g, const upd_args &a, unsigned blocks, unsigned blocks_b)
+static rap_status update_dt(rap_gpu *g, const upd_args &a, bool gbf, unsigned blocks,
+                            unsigned blocks_b)
 {
     if (g->dt == RAP_EMB_BF16)
-        return update_launch<VEC, RAP_EMB_BF16>(g, a, blocks, blocks_b);
+        return update_launch<VEC, RAP_EMB_BF16>(g, a, gbf, blocks, blocks_b);
     if (g->dt == RAP_EMB_FP16)
-        return update_launch<VEC, RAP_EMB_FP16>(g, a, blocks, blocks_b);
-    return update_launch<VEC, RAP_EMB_FP32>(g, a, blocks, blocks_b);
+        return update_launch<VEC, RAP_EMB_FP16>(g, a, gbf, blocks, blocks_b);
+    return update_launch<VEC, RAP_EMB_FP32>(g, a, gbf, blocks, blocks_b);
 }
 
-rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const float *grad,
-                                int64_t grad_ld, int slot0, const rap_model_config *cfg)
+rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const void *grad,
+                                bool grad_bf16, int64_t grad_ld, int slot0,
+                                const rap_model_config *cfg)
 {
     RAP_TRY(check_tables(b, 0, g->TE, "emb backward"));
     for (int f = 0; f < g->TE; f += EMB_CAP_LARGE) {
@@ -878,9 +946,9 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const floa
     const unsigned blocks_b = rap_gpu_blocks((g->nchunks + UB_CHUNKS - 1) / UB_CHUNKS,
                                              EMB_THREADS / 32, g->sms * 32);
     if (rap_emb_vec(g->D) == 4)
-        RAP_TRY(update_dt<4>(g, a, blocks, blocks_b));
+        RAP_TRY(update_dt<4>(g, a, grad_bf16, blocks, blocks_b));
     else
-        RAP_TRY(update_dt<1>(g, a, blocks, blocks_b));
+        RAP_TRY(update_dt<1>(g, a, grad_bf16, blocks, blocks_b));
     return RAP_OK;
 }
 

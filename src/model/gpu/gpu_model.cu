@@ -31,6 +31,7 @@
  */
 #include "model/gpu/gpu_model.h"
 
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,6 +67,11 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
     g->bf16 = c->precision == RAP_BF16;
     g->act = g->bf16 ? CUDA_R_16BF : CUDA_R_32F;
     g->es = g->bf16 ? 2 : 4;
+    /* z and de in bf16: bf16, unsharded (a sharded model's exchange moves
+     * fp32 rows), an interaction that reads bf16 z, unless RAP_GPU_ZBF=0 */
+    const char *ze = getenv("RAP_GPU_ZBF");
+    g->zbf = g->bf16 && !g->sharded && !(ze && *ze == '0') && rap_gpu_interact_takes_bf16_z(g);
+    g->zes = g->zbf ? 2 : 4;
     g->compute = g->bf16 ? CUBLAS_COMPUTE_32F
                          : (c->strict_fp32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32);
     g->n_bot = c->n_bot;
@@ -109,7 +115,8 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
             l->want_aux = l->relu && i < n - 1;
             l->aux_ld = l->want_aux ? round_up(l->out, 128) : 0;
             l->need_dx = i > 0 || k == 1;
-            l->ytype = (i == n - 1) ? CUDA_R_32F : g->act;
+            /* the last bottom layer writes x into z (ztype), the logit layer fp32 */
+            l->ytype = i < n - 1 ? g->act : (k == 0 && g->zbf) ? CUDA_R_16BF : CUDA_R_32F;
             l->ldy = (i == n - 1) ? (k ? 1 : (int64_t)g->F * g->D) : l->out;
             l->ldx = i > 0 ? L[i - 1].ldy : (k ? g->ld_in : round_up(g->ND, 8));
             l->lddx = i > 0 ? L[i - 1].out : g->ld_in;
@@ -192,8 +199,8 @@ static size_t plan(rap_gpu *g, char *base)
     TAKE(g->gtable, int32_t *, sizeof(int32_t) * (size_t)g->TE, RAP_MM_OTHER);
     TAKE(g->grow_off, int64_t *, sizeof(int64_t) * (size_t)g->TE, RAP_MM_OTHER);
     TAKE(g->emb_step, uint64_t *, sizeof(uint64_t), RAP_MM_OTHER);
-    TAKE(g->z, float *, sizeof(float) * B * (size_t)g->F * (size_t)g->D, RAP_MM_ACT);
-    TAKE(g->de, float *, sizeof(float) * B * (size_t)g->T * (size_t)g->D, RAP_MM_ACT);
+    TAKE(g->z, void *, g->zes * B * (size_t)g->F * (size_t)g->D, RAP_MM_ACT);
+    TAKE(g->de, void *, g->zes * B * (size_t)g->T * (size_t)g->D, RAP_MM_ACT);
     TAKE(g->xin, void *, g->es * B * (size_t)round_up(g->ND, 8), RAP_MM_ACT);
     TAKE(g->tin, void *, g->es * B * (size_t)g->ld_in, RAP_MM_ACT);
     TAKE(g->dtin, void *, g->es * B * (size_t)g->ld_in, RAP_MM_ACT);
@@ -576,9 +583,10 @@ static rap_status gpu_emb_forward(rap_model *m, const rap_model_batch *b)
     rap_gpu *g = (rap_gpu *)m->gpu;
     RAP_TRY(check_batch(g, b, g->EB, false, "GPU emb_forward"));
     if (g->sharded && !g->direct)
-        return g->TE ? rap_gpu_emb_forward(g, b, 0, g->TE, g->emb_out, (int64_t)g->TE * g->D, 0)
+        return g->TE ? rap_gpu_emb_forward(g, b, 0, g->TE, g->emb_out, false,
+                                           (int64_t)g->TE * g->D, 0)
                      : RAP_OK;
-    return rap_gpu_emb_forward(g, b, 0, g->T, g->z, (int64_t)g->F * g->D, 1);
+    return rap_gpu_emb_forward(g, b, 0, g->T, g->z, g->zbf, (int64_t)g->F * g->D, 1);
 }
 
 /* bottom MLP, interaction, top MLP (logits) */
@@ -618,9 +626,10 @@ static rap_status gpu_emb_backward(rap_model *m, const rap_model_batch *b)
     rap_gpu *g = (rap_gpu *)m->gpu;
     RAP_TRY(check_batch(g, b, g->EB, false, "GPU emb_backward"));
     if (g->sharded && !g->direct)
-        return g->TE ? rap_gpu_emb_backward(g, b, g->demb_out, (int64_t)g->TE * g->D, 0, &m->cfg)
+        return g->TE ? rap_gpu_emb_backward(g, b, g->demb_out, false, (int64_t)g->TE * g->D, 0,
+                                            &m->cfg)
                      : RAP_OK;
-    return rap_gpu_emb_backward(g, b, g->de, (int64_t)g->T * g->D, 0, &m->cfg);
+    return rap_gpu_emb_backward(g, b, g->de, g->zbf, (int64_t)g->T * g->D, 0, &m->cfg);
 }
 
 static rap_status gpu_predict(rap_model *m, const rap_model_batch *b, float *logits)
@@ -630,7 +639,7 @@ static rap_status gpu_predict(rap_model *m, const rap_model_batch *b, float *log
     if (!logits)
         return rap_fail(RAP_ERR_ARG, "GPU predict: logits is NULL");
     if (!g->sharded) /* sharded: the MLPs only, from z as the caller filled it */
-        RAP_TRY(rap_gpu_emb_forward(g, b, 0, g->T, g->z, (int64_t)g->F * g->D, 1));
+        RAP_TRY(rap_gpu_emb_forward(g, b, 0, g->T, g->z, g->zbf, (int64_t)g->F * g->D, 1));
     RAP_TRY(forward_to_logits(g, b));
     RAP_TRY(sync_check(g));
     RAP_CUDA_TRY(cudaMemcpyAsync(logits, g->logits, sizeof(float) * (size_t)b->rows,
@@ -757,7 +766,8 @@ static rap_status gpu_set_emb_step(rap_model *m, uint64_t step)
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_model_pooled(const rap_model *m, int64_t rows, float *host)
+extern "C" rap_status rap_gpu_model_pooled(const rap_model *m, int64_t rows, float *host,
+                                           bool *is_bf16)
 {
     if (!m || m->device != RAP_GPU || !m->gpu)
         return rap_fail(RAP_ERR_ARG, "rap_gpu_model_pooled: not a GPU model");
@@ -767,16 +777,27 @@ extern "C" rap_status rap_gpu_model_pooled(const rap_model *m, int64_t rows, flo
                                      "1..%lld of an unsharded one",
                         (long long)rows, g->sharded ? " sharded" : "n unsharded",
                         (long long)g->B);
-    /* z row r: [x (D), e_0 .. e_{T-1}]: the T*D floats after x */
-    const size_t td = sizeof(float) * (size_t)g->T * (size_t)g->D;
-    RAP_CUDA_TRY(cudaMemcpy2DAsync(host, td, g->z + g->D, sizeof(float) * (size_t)g->F * g->D,
-                                   td, (size_t)rows, cudaMemcpyDeviceToHost, g->stream));
+    /* z row r: [x (D), e_0 .. e_{T-1}]: the T*D elements after x; bf16
+     * ones copied into the upper half of host's floats, then widened */
+    const size_t n = (size_t)g->T * (size_t)g->D, td = g->zes * n;
+    if (is_bf16)
+        *is_bf16 = g->zbf;
+    RAP_CUDA_TRY(cudaMemcpy2DAsync(host, sizeof(float) * n, (char *)g->z + g->zes * g->D,
+                                   g->zes * (size_t)g->F * g->D, td, (size_t)rows,
+                                   cudaMemcpyDeviceToHost, g->stream));
     RAP_CUDA_TRY(cudaStreamSynchronize(g->stream));
+    if (g->zbf)
+        for (int64_t r = 0; r < rows; r++) {
+            float *row = host + (size_t)r * n;
+            const uint16_t *h = (const uint16_t *)row;
+            for (size_t e = n; e-- > 0;) /* backwards: h[e] lies below row[e] */
+                row[e] = rap_bf16_to_f32(h[e]);
+        }
     return RAP_OK;
 }
 
 extern "C" rap_status rap_gpu_model_emb_backward_from(rap_model *m, const rap_model_batch *b,
-                                                      const float *demb)
+                                                      const void *demb, bool demb_bf16)
 {
     if (!m || m->device != RAP_GPU || !m->gpu)
         return rap_fail(RAP_ERR_ARG, "rap_gpu_model_emb_backward_from: not a GPU model");
@@ -785,7 +806,7 @@ extern "C" rap_status rap_gpu_model_emb_backward_from(rap_model *m, const rap_mo
         return rap_fail(RAP_ERR_ARG, "rap_gpu_model_emb_backward_from: unsharded models and a "
                                      "gradient only");
     RAP_TRY(check_batch(g, b, g->EB, false, "rap_gpu_model_emb_backward_from"));
-    return rap_gpu_emb_backward(g, b, demb, (int64_t)g->T * g->D, 0, &m->cfg);
+    return rap_gpu_emb_backward(g, b, demb, demb_bf16, (int64_t)g->T * g->D, 0, &m->cfg);
 }
 
 extern "C" rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host)
@@ -824,9 +845,10 @@ static void gpu_shard_buffers(rap_model *m, rap_model_shard_bufs *out)
     rap_gpu *g = (rap_gpu *)m->gpu;
     out->emb_out = g->emb_out;
     out->demb_out = g->demb_out;
-    out->emb = g->z + g->D; /* slot 1 of z: the interaction reads it in place */
+    /* slot 1 of z: the interaction reads it in place (fp32: zbf only unsharded) */
+    out->emb = (float *)g->z + g->D;
     out->emb_ld = (int64_t)g->F * g->D;
-    out->demb = g->de;
+    out->demb = (float *)g->de;
     out->demb_ld = (int64_t)g->T * g->D;
     out->grads = g->grads;
     out->n_grads = (size_t)g->segs.n_pad;
@@ -917,20 +939,22 @@ rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host)
     return no_gpu();
 }
 
-rap_status rap_gpu_model_pooled(const rap_model *m, int64_t rows, float *host)
+rap_status rap_gpu_model_pooled(const rap_model *m, int64_t rows, float *host, bool *is_bf16)
 {
     (void)m;
     (void)rows;
     (void)host;
+    (void)is_bf16;
     return no_gpu();
 }
 
 rap_status rap_gpu_model_emb_backward_from(rap_model *m, const rap_model_batch *b,
-                                           const float *demb)
+                                           const void *demb, bool demb_bf16)
 {
     (void)m;
     (void)b;
     (void)demb;
+    (void)demb_bf16;
     return no_gpu();
 }
 

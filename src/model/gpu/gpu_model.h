@@ -28,9 +28,9 @@
  * chunks.
  *
  * Buffers (all allocated at create, for B rows):
- *   z     (B, F, D) fp32: slot 0 = x (bottom MLP output, written by the last
+ *   z     (B, F, D) ztype: slot 0 = x (bottom MLP output, written by the last
  *         bottom GEMM with ld F*D), slots 1..T = pooled embeddings
- *   de    (B, T, D) fp32: gradient of the pooled embeddings
+ *   de    (B, T, D) ztype: gradient of the pooled embeddings
  *   tin   (B, ld_in) act: interaction output = top MLP input
  *   dtin  (B, ld_in) act: its gradient
  *   pp[2] (B, maxw) act: ping-pong gradients of layer pre-activations
@@ -41,8 +41,10 @@
  *         MLP weights that the GEMMs read, in the padded layout of segs
  *         (rows 16-byte aligned); the dense optimizer updates the fp32
  *         master weights in params and rewrites wc in the same pass
- * act = float (RAP_FP32) or bf16 (RAP_BF16).
- *
+ * act = float (RAP_FP32) or bf16 (RAP_BF16). ztype = bf16 when zbf (bf16
+ * and unsharded, the v2/v3 interaction: docs/MODEL.md "16-bit interaction
+ * input"), else fp32: the lookups sum in fp32 and round once, the
+ * interaction's backward writes de rounded once, the backward reads it. *
  * CUDA graphs: the phases capture the batch's device pointers (dense,
  * label, off, ids) by value: replay with the same batch buffers, refilled.
  * A batch with a different row count must be run once outside the capture
@@ -72,13 +74,16 @@ extern "C" {
 rap_status rap_gpu_model_get_grad(const rap_model *m, int i, float *host);
 
 /* Test hook: the pooled embeddings (rows, T, D) of the last emb_forward of
- * an unsharded model (z slots 1..T) to host. Synchronises. */
-rap_status rap_gpu_model_pooled(const rap_model *m, int64_t rows, float *host);
+ * an unsharded model (z slots 1..T) to host, as floats (bf16 ones widened
+ * exactly). *is_bf16 (may be NULL): whether the model keeps them in bf16
+ * (zbf). Synchronises. */
+rap_status rap_gpu_model_pooled(const rap_model *m, int64_t rows, float *host, bool *is_bf16);
 /* Test hook: the embedding backward of batch b (device pointers) with the
- * gradient of the pooled embeddings demb (rows, T, D) on the device,
- * instead of the one from mlp_backward (unsharded models). Asynchronous. */
+ * gradient of the pooled embeddings demb (rows, T, D) on the device (fp32,
+ * or bf16 when demb_bf16), instead of the one from mlp_backward (unsharded
+ * models). Asynchronous. */
 rap_status rap_gpu_model_emb_backward_from(rap_model *m, const rap_model_batch *b,
-                                           const float *demb);
+                                           const void *demb, bool demb_bf16);
 
 /* Test hook: how many tuning decisions models took from the process's
  * tune cache (mlp_tune.cu) so far; 0 without CUDA. */
@@ -86,14 +91,16 @@ long long rap_gpu_tune_cache_hits(void);
 
 /* Test hook (interaction.cu): the interaction kernels of version ver (1:
  * staged in shared memory, 2: Z in registers, 3: v2 with the next rows'
- * Z prefetched; RAP_ERR_ARG where 2 and 3 do not apply) on host data, in bf16 (act values rounded to nearest) or fp32.
+ * Z prefetched; RAP_ERR_ARG where 2 and 3 do not apply) on host data, in
+ * bf16 (act values rounded to nearest) or fp32; zbf (bf16, v2 and v3
+ * only): z and de in bf16 too (z rounded to nearest on the way in).
  * z (rows, F, D); dy (rows, ld) with ld = D + F(F-1)/2 rounded up to 8
  * (the x part, then the pairs); out (rows, ld) the forward (the padding
  * columns as the kernel leaves them: 0 in v2 and v3, NaN in v1), dx (rows, D)
  * the gradient of the bottom MLP's pre-activation ((dZ_0 + dy's x part)
  * times (x > 0)), de (rows, F-1, D). Outputs start as NaN on the device.
  * Synchronises; RAP_ERR_NO_GPU without CUDA. */
-rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, int ver,
+rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, bool zbf, int ver,
                                  const float *z, const float *dy, float *out, float *dx,
                                  float *de);
 
@@ -207,6 +214,8 @@ typedef struct rap_gpu {
     cublasComputeType_t compute;
     bool bf16;
     cudaDataType act; /* CUDA_R_32F or CUDA_R_16BF */
+    bool zbf;         /* z and de in bf16 (see Buffers above), else fp32 */
+    size_t zes;       /* bytes per z / de element: 2 or 4 */
     int mlp_ver;      /* 1: the first epilogue choices and kernels (RAP_GPU_MLP=v1);
                        * 2: ReLU backward and bias gradient in one step (mlp.cu)
                        * (RAP_GPU_MLP=v2); 3: v2 with the passes of
@@ -248,7 +257,7 @@ typedef struct rap_gpu {
     uint64_t *emb_step; /* (1) emb_backward calls so far; the count kernel adds one */
 
     /* activations */
-    float *z, *de;
+    void *z, *de;   /* ztype (Buffers above) */
     float *emb_out, *demb_out; /* sharded, TE > 0: (EB, TE, D) each; else NULL */
     void *xin, *tin, *dtin, *pp[2];
     float *logits;  /* (B) */
@@ -290,15 +299,18 @@ typedef struct rap_gpu {
 /* embedding.cu */
 rap_status rap_gpu_emb_sort_bytes(int64_t P, int bits, size_t *bytes);
 /* Pooled sums of tables [first, first+n) (of the TE held) into out +
- * row*out_ld + (slot0 + t)*D, rows of the batch. One launch per 256
- * tables. */
+ * row*out_ld + (slot0 + t)*D (elements), rows of the batch: fp32, or bf16
+ * when out_bf16 (summed in fp32, rounded to nearest even once). One launch
+ * per 256 tables. */
 rap_status rap_gpu_emb_forward(rap_gpu *g, const rap_model_batch *b, int first, int n,
-                               float *out, int64_t out_ld, int slot0);
+                               void *out, bool out_bf16, int64_t out_ld, int slot0);
 /* Sorts (row, id) pairs of all TE tables and applies the optimizer to
  * each touched row with the summed gradient rows grad + row*grad_ld +
- * (slot0 + t)*D. */
-rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const float *grad,
-                                int64_t grad_ld, int slot0, const rap_model_config *c);
+ * (slot0 + t)*D (elements: fp32, or bf16 when grad_bf16, widened
+ * exactly). */
+rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const void *grad,
+                                bool grad_bf16, int64_t grad_ld, int slot0,
+                                const rap_model_config *c);
 
 /* mlp.cu */
 rap_status rap_gpu_mlp_setup(rap_gpu *g);
@@ -331,6 +343,9 @@ rap_status rap_gpu_gemv_backward(rap_gpu *g, const rap_gpu_layer *l, const rap_g
                                  int64_t rows, float *prev_db);
 
 /* interaction.cu */
+/* Whether the interaction chosen for g's shape (and RAP_GPU_INTERACT)
+ * reads a bf16 z: v2 or v3 apply (no CUDA calls; g shaped). */
+bool rap_gpu_interact_takes_bf16_z(const rap_gpu *g);
 rap_status rap_gpu_interact_setup(rap_gpu *g);
 rap_status rap_gpu_interact_forward(rap_gpu *g, int64_t rows);
 rap_status rap_gpu_interact_backward(rap_gpu *g, int64_t rows);

@@ -513,16 +513,16 @@ static rap_status v1_forward(rap_gpu *g, int64_t rows)
     const size_t smem = g->ifwd_smem * (size_t)w;
     if (g->ia_pipe && g->bf16)
         interact_fwd_pipe_kernel<__nv_bfloat16><<<blocks, 32 * w, smem, g->stream>>>(
-            g->z, rows, g->F, g->D, (__nv_bfloat16 *)g->tin, g->ld_in);
+            (const float *)g->z, rows, g->F, g->D, (__nv_bfloat16 *)g->tin, g->ld_in);
     else if (g->ia_pipe)
         interact_fwd_pipe_kernel<float><<<blocks, 32 * w, smem, g->stream>>>(
-            g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in);
+            (const float *)g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in);
     else if (g->bf16)
         interact_fwd_kernel<__nv_bfloat16><<<blocks, 32 * w, smem, g->stream>>>(
-            g->z, rows, g->F, g->D, (__nv_bfloat16 *)g->tin, g->ld_in);
+            (const float *)g->z, rows, g->F, g->D, (__nv_bfloat16 *)g->tin, g->ld_in);
     else
         interact_fwd_kernel<float><<<blocks, 32 * w, smem, g->stream>>>(
-            g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in);
+            (const float *)g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -535,28 +535,35 @@ static rap_status v1_backward(rap_gpu *g, int64_t rows)
     void *dxb = g->bot[g->n_bot - 1].da; /* (B, D): gradient of the last bottom pre-activation */
     if (g->ia_pipe_bwd && g->bf16)
         interact_bwd_pipe_kernel<__nv_bfloat16><<<blocks, 32 * w, smem, g->stream>>>(
-            g->z, (const __nv_bfloat16 *)g->dtin, g->ld_in, rows, g->F, g->D,
-            (__nv_bfloat16 *)dxb, g->de);
+            (const float *)g->z, (const __nv_bfloat16 *)g->dtin, g->ld_in, rows, g->F, g->D,
+            (__nv_bfloat16 *)dxb, (float *)g->de);
     else if (g->ia_pipe_bwd)
         interact_bwd_pipe_kernel<float><<<blocks, 32 * w, smem, g->stream>>>(
-            g->z, (const float *)g->dtin, g->ld_in, rows, g->F, g->D, (float *)dxb, g->de);
+            (const float *)g->z, (const float *)g->dtin, g->ld_in, rows, g->F, g->D,
+            (float *)dxb, (float *)g->de);
     else if (g->bf16)
         interact_bwd_kernel<__nv_bfloat16><<<blocks, 32 * w, smem, g->stream>>>(
-            g->z, (const __nv_bfloat16 *)g->dtin, g->ld_in, rows, g->F, g->D,
-            (__nv_bfloat16 *)dxb, g->de);
+            (const float *)g->z, (const __nv_bfloat16 *)g->dtin, g->ld_in, rows, g->F, g->D,
+            (__nv_bfloat16 *)dxb, (float *)g->de);
     else
         interact_bwd_kernel<float><<<blocks, 32 * w, smem, g->stream>>>(
-            g->z, (const float *)g->dtin, g->ld_in, rows, g->F, g->D, (float *)dxb, g->de);
+            (const float *)g->z, (const float *)g->dtin, g->ld_in, rows, g->F, g->D,
+            (float *)dxb, (float *)g->de);
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
 
 
+bool rap_gpu_interact_takes_bf16_z(const rap_gpu *g) { return wanted_ver(g) >= 2; }
+
 /* Kernels of version ver (1, 2 or 3; 2 and 3 only where they apply; 3
- * falls back to 2 where its shared memory would not fit a block). */
+ * falls back to 2 where its shared memory would not fit a block). v1
+ * reads fp32 z only. */
 static rap_status setup_ver(rap_gpu *g, int ver)
 {
     g->ia_ver = ver;
+    if (ver == 1 && g->zbf)
+        return rap_fail(RAP_ERR_INTERNAL, "GPU model: the v1 interaction reads fp32 z only");
     if (ver == 1)
         return v1_setup(g);
     if (!v2_applies(g))
@@ -610,20 +617,23 @@ static rap_status ia_test_run(rap_gpu *g, int64_t rows, int ver, const float *z,
     const size_t R = (size_t)rows, nz = R * (size_t)g->F * (size_t)g->D;
     const size_t nt = R * (size_t)g->ld_in, nx = R * (size_t)g->D;
     const size_t ne = R * (size_t)g->T * (size_t)g->D;
-    RAP_TRY(rap_cuda_malloc((void **)&g->z, sizeof(float) * nz, "interaction test z"));
+    RAP_TRY(rap_cuda_malloc(&g->z, g->zes * nz, "interaction test z"));
     RAP_TRY(rap_cuda_malloc(&g->tin, g->es * nt, "interaction test out"));
     RAP_TRY(rap_cuda_malloc(&g->dtin, g->es * nt, "interaction test dy"));
     RAP_TRY(rap_cuda_malloc(&g->bot[0].da, g->es * nx, "interaction test dx"));
-    RAP_TRY(rap_cuda_malloc((void **)&g->de, sizeof(float) * ne, "interaction test de"));
-    *stage = rap_malloc(g->es * (nt > nx ? nt : nx), "interaction test staging");
+    RAP_TRY(rap_cuda_malloc(&g->de, g->zes * ne, "interaction test de"));
+    size_t most = nt > nx ? nt : nx;
+    most = nz > most ? nz : most;
+    most = ne > most ? ne : most;
+    *stage = rap_malloc(2 * most, "interaction test staging");
     if (!*stage)
         return RAP_ERR_NOMEM;
-    RAP_CUDA_TRY(cudaMemcpy(g->z, z, sizeof(float) * nz, cudaMemcpyHostToDevice));
+    RAP_TRY(rap_gpu_test_put(g->z, z, nz, g->zbf, *stage));
     RAP_TRY(rap_gpu_test_put(g->dtin, dy, nt, g->bf16, *stage));
     /* poison: every element the kernels must write reads back as NaN if not */
     RAP_CUDA_TRY(cudaMemset(g->tin, 0xff, g->es * nt));
     RAP_CUDA_TRY(cudaMemset(g->bot[0].da, 0xff, g->es * nx));
-    RAP_CUDA_TRY(cudaMemset(g->de, 0xff, sizeof(float) * ne));
+    RAP_CUDA_TRY(cudaMemset(g->de, 0xff, g->zes * ne));
     RAP_TRY(setup_ver(g, ver));
     RAP_TRY(rap_gpu_interact_forward(g, rows));
     RAP_TRY(rap_gpu_interact_backward(g, rows));
@@ -631,17 +641,20 @@ static rap_status ia_test_run(rap_gpu *g, int64_t rows, int ver, const float *z,
     RAP_CUDA_TRY(cudaGetLastError());
     RAP_TRY(rap_gpu_test_get(out, g->tin, nt, g->bf16, *stage));
     RAP_TRY(rap_gpu_test_get(dx, g->bot[0].da, nx, g->bf16, *stage));
-    RAP_CUDA_TRY(cudaMemcpy(de, g->de, sizeof(float) * ne, cudaMemcpyDeviceToHost));
+    RAP_TRY(rap_gpu_test_get(de, g->de, ne, g->zbf, *stage));
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, int ver,
-                                            const float *z, const float *dy, float *out,
-                                            float *dx, float *de)
+extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, bool zbf,
+                                            int ver, const float *z, const float *dy,
+                                            float *out, float *dx, float *de)
 {
-    if (F < 2 || F > RAP_MAX_TABLES + 1 || D < 1 || rows < 1 || ver < 1 || ver > 3)
-        return rap_fail(RAP_ERR_ARG, "rap_gpu_interact_test: F %d, D %d, rows %lld, version %d",
-                        F, D, (long long)rows, ver);
+    if (F < 2 || F > RAP_MAX_TABLES + 1 || D < 1 || rows < 1 || ver < 1 || ver > 3 ||
+        (zbf && (!bf16 || ver < 2)))
+        return rap_fail(RAP_ERR_ARG,
+                        "rap_gpu_interact_test: F %d, D %d, rows %lld, version %d, bf16 %d, "
+                        "bf16 z %d",
+                        F, D, (long long)rows, ver, bf16, zbf);
     rap_gpu *g = (rap_gpu *)rap_calloc(sizeof *g, "interaction test");
     if (!g)
         return RAP_ERR_NOMEM;
@@ -650,6 +663,8 @@ extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf1
     g->D = D;
     g->bf16 = bf16;
     g->es = bf16 ? 2 : 4;
+    g->zbf = zbf;
+    g->zes = zbf ? 2 : 4;
     g->top_in = D + F * (F - 1) / 2;
     g->ld_in = (g->top_in + 7) / 8 * 8;
     g->n_bot = 1;
@@ -671,11 +686,12 @@ extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf1
 #else
 typedef int rap_interaction_cu_empty;
 
-rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, int ver, const float *z,
-                                 const float *dy, float *out, float *dx, float *de)
+rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, bool zbf, int ver,
+                                 const float *z, const float *dy, float *out, float *dx,
+                                 float *de)
 {
-    (void)F, (void)D, (void)rows, (void)bf16, (void)ver, (void)z, (void)dy, (void)out, (void)dx,
-        (void)de;
+    (void)F, (void)D, (void)rows, (void)bf16, (void)zbf, (void)ver, (void)z, (void)dy, (void)out,
+        (void)dx, (void)de;
     return rap_fail(RAP_ERR_NO_GPU, "rap_gpu_interact_test: built without CUDA");
 }
 #endif

@@ -34,6 +34,10 @@
  * with G's row i read as float4 broadcasts; dZ_0 plus the gradient of the
  * x part, times (x > 0), goes to dx (act type), dZ_1..T to de, 16-byte
  * stores. Sums run over j in order, one FMA each.
+ *
+ * Z and de are of type TZ: fp32, or bf16 (g->zbf: a bf16 model's
+ * interaction input, gpu_model.h), read with 8-byte loads of 4 elements
+ * and widened exactly; de rounded to nearest once.
  */
 
 #define IA2_WARPS 4 /* warps per block of the v2 kernels */
@@ -154,20 +158,19 @@ static __device__ __forceinline__ void ia_groups(const float4 (&v)[FMAX], TO *o,
 
 /* Loads this lane's float4 q of the row's F vectors (zero past F, or
  * when !has). */
-template <int FMAX>
-static __device__ __forceinline__ void ia_load_z(float4 (&v)[FMAX], const float *zr, int F, int D,
+template <int FMAX, typename TZ>
+static __device__ __forceinline__ void ia_load_z(float4 (&v)[FMAX], const TZ *zr, int F, int D,
                                                  bool has)
 {
 #pragma unroll
     for (int i = 0; i < FMAX; i++)
-        v[i] = (has && i < F) ? __ldg((const float4 *)(zr + (int64_t)i * D))
-                              : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[i] = (has && i < F) ? ld4(zr + (int64_t)i * D) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 /* Forward v2: out (rows, ldo) act = [x, pairs, 0 padding to ldo]. */
-template <int FMAX, int LANES, typename TO>
+template <int FMAX, int LANES, typename TO, typename TZ>
 static __global__ void __launch_bounds__(32 * IA2_WARPS)
-    interact_fwd2_kernel(const float *__restrict__ z, int64_t rows, int F, int D,
+    interact_fwd2_kernel(const TZ *__restrict__ z, int64_t rows, int F, int D,
                          TO *__restrict__ out, int64_t ldo, int top_in)
 {
     constexpr int RPW = 32 / LANES; /* rows a warp */
@@ -181,7 +184,7 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS)
         const bool ok = row < rows, has = ok && q < DQ;
         const int64_t rr = ok ? row : 0;
         float4 v[FMAX];
-        ia_load_z<FMAX>(v, z + rr * F * D + 4 * q, F, D, has);
+        ia_load_z<FMAX, TZ>(v, z + rr * F * D + 4 * q, F, D, has);
         TO *o = out + rr * ldo;
         if (has)
             st4(o + 4 * q, v[0]);
@@ -192,12 +195,12 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS)
     }
 }
 
-/* Backward v2. dy (rows, ldi) act; dx (rows, D) act; de (rows, T, D). */
-template <int FMAX, int LANES, typename TI>
+/* Backward v2. dy (rows, ldi) act; dx (rows, D) act; de (rows, T, D) TZ. */
+template <int FMAX, int LANES, typename TI, typename TZ>
 static __global__ void __launch_bounds__(32 * IA2_WARPS)
-    interact_bwd2_kernel(const float *__restrict__ z, const TI *__restrict__ dy, int64_t ldi,
+    interact_bwd2_kernel(const TZ *__restrict__ z, const TI *__restrict__ dy, int64_t ldi,
                          int64_t rows, int F, int D, TI *__restrict__ dx,
-                         float *__restrict__ de)
+                         TZ *__restrict__ de)
 {
     constexpr int RPW = 32 / LANES;
     constexpr int PMAX = FMAX * (FMAX - 1) / 2;
@@ -224,7 +227,7 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS)
         const int64_t rr = ok ? row : 0;
         const TI *g = dy + rr * ldi;
         float4 v[FMAX];
-        ia_load_z<FMAX>(v, z + rr * F * D + 4 * q, F, D, has);
+        ia_load_z<FMAX, TZ>(v, z + rr * F * D + 4 * q, F, D, has);
         const float4 gx = has ? ld4(g + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
         __syncwarp(); /* the previous row's reads of G are done */
         if (ok)
@@ -258,7 +261,7 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS)
                                              x.w > 0.0f ? a.w + gx.w : 0.0f);
                 st4(dx + rr * D + 4 * q, d);
             } else {
-                *(float4 *)(de + (rr * T + (i - 1)) * D + 4 * q) = a;
+                st4(de + (rr * T + (i - 1)) * D + 4 * q, a);
             }
         }
     }
@@ -291,44 +294,67 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS)
  * (the transposed writes j * GS + i spread over 8 banks). */
 static __host__ __device__ constexpr int ia3_gs(int fmax) { return 4 * ((fmax / 4) | 1); }
 
-/* Starts copying the Z of rows [r, min(r + rpw, rows)) (rz floats each,
- * contiguous in z) into zb; warp-wide, 16 bytes a copy. */
-static __device__ __forceinline__ void ia3_issue(float *zb, const float *__restrict__ z,
-                                                 int64_t r, int64_t rows, int rz, int rpw,
-                                                 int lane)
+/* Starts copying the Z of rows [r, min(r + rpw, rows)) (rz elements each,
+ * contiguous in z) into zb; warp-wide, 4 elements a copy (16 bytes fp32,
+ * 8 bytes bf16: D % 4 == 0 keeps both aligned). */
+static __device__ __forceinline__ void ia3_copy4(float *d, const float *s) { cp_async16(d, s); }
+static __device__ __forceinline__ void ia3_copy4(__nv_bfloat16 *d, const __nv_bfloat16 *s)
+{
+    cp_async8(d, s);
+}
+template <typename TZ>
+static __device__ __forceinline__ void ia3_issue(TZ *zb, const TZ *__restrict__ z, int64_t r,
+                                                 int64_t rows, int rz, int rpw, int lane)
 {
     const int nr = (int)(rows - r < rpw ? rows - r : rpw);
     const int n = nr * rz / 4;
-    const float *src = z + r * rz;
+    const TZ *src = z + r * rz;
 #pragma unroll 4
     for (int e = lane; e < n; e += 32)
-        cp_async16(zb + 4 * e, src + 4 * e);
+        ia3_copy4(zb + 4 * e, src + 4 * e);
+}
+
+/* 4 elements of a shared-memory copy as floats. */
+static __device__ __forceinline__ float4 sm4(const float *p) { return *(const float4 *)p; }
+static __device__ __forceinline__ float4 sm4(const __nv_bfloat16 *p)
+{
+    const uint2 u = *(const uint2 *)p;
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
 }
 
 /* This lane's float4 of each of the row's vectors from its copy zr (zero
  * past F, or when !has). */
-template <int FMAX>
-static __device__ __forceinline__ void ia3_read_z(float4 (&v)[FMAX], const float *zr, int F,
-                                                  int D, bool has)
+template <int FMAX, typename TZ>
+static __device__ __forceinline__ void ia3_read_z(float4 (&v)[FMAX], const TZ *zr, int F, int D,
+                                                  bool has)
 {
 #pragma unroll
     for (int i = 0; i < FMAX; i++)
-        v[i] = (has && i < F) ? *(const float4 *)(zr + i * D) : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[i] = (has && i < F) ? sm4(zr + i * D) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+/* Bytes of a warp's Z copies in v3's shared memory: rpw rows of rz
+ * elements of zes bytes, rounded up to 16 (G after them is read as
+ * float4s). */
+static __host__ __device__ constexpr size_t ia3_zbytes(size_t rpw, size_t rz, size_t zes)
+{
+    return (rpw * rz * zes + 15) / 16 * 16;
 }
 
 /* Forward v3: out (rows, ldo) act = [x, pairs, 0 padding to ldo]. Dynamic
- * shared memory: IA2_WARPS * RPW * F * D floats. */
-template <int FMAX, int LANES, int MINB, typename TO>
+ * shared memory: IA2_WARPS warps' Z copies (ia3_zbytes each). */
+template <int FMAX, int LANES, int MINB, typename TO, typename TZ>
 static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
-    interact_fwd3_kernel(const float *__restrict__ z, int64_t rows, int F, int D,
+    interact_fwd3_kernel(const TZ *__restrict__ z, int64_t rows, int F, int D,
                          TO *__restrict__ out, int64_t ldo, int top_in)
 {
     extern __shared__ float4 ia_smem4[];
     constexpr int RPW = 32 / LANES;
     const int lane = threadIdx.x & 31, q = lane % LANES, warp = threadIdx.x / 32;
     const int DQ = D / 4, np = F * (F - 1) / 2, rz = F * D;
-    float *zb = (float *)ia_smem4 + (size_t)warp * RPW * rz;
-    const float *zr = zb + (lane / LANES) * rz + 4 * q;
+    TZ *zb = (TZ *)((char *)ia_smem4 + (size_t)warp * ia3_zbytes(RPW, rz, sizeof(TZ)));
+    const TZ *zr = zb + (lane / LANES) * rz + 4 * q;
     const int64_t stride = (int64_t)gridDim.x * IA2_WARPS * RPW;
     int64_t r0 = ((int64_t)blockIdx.x * IA2_WARPS + warp) * RPW;
     if (r0 < rows)
@@ -342,7 +368,7 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
         cp_wait0();
         __syncwarp(); /* the copy of every lane is there */
         float4 v[FMAX];
-        ia3_read_z<FMAX>(v, zr, F, D, has);
+        ia3_read_z<FMAX, TZ>(v, zr, F, D, has);
         __syncwarp(); /* every lane holds its Z: the buffer takes the next rows */
         if (r0 + stride < rows)
             ia3_issue(zb, z, r0 + stride, rows, rz, RPW, lane);
@@ -358,15 +384,15 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
     cp_wait0();
 }
 
-/* Backward v3. dy (rows, ldi) act; dx (rows, D) act; de (rows, T, D).
+/* Backward v3. dy (rows, ldi) act; dx (rows, D) act; de (rows, T, D) TZ.
  * Dynamic shared memory: the pair table (np words rounded up to 4), then
- * a warp's Z copies (RPW * F * D floats) and its G (RPW * F * GS floats),
- * for each warp. */
-template <int FMAX, int LANES, int MINB, typename TI>
+ * a warp's Z copies (ia3_zbytes) and its G (RPW * F * GS floats), for each
+ * warp. */
+template <int FMAX, int LANES, int MINB, typename TI, typename TZ>
 static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
-    interact_bwd3_kernel(const float *__restrict__ z, const TI *__restrict__ dy, int64_t ldi,
+    interact_bwd3_kernel(const TZ *__restrict__ z, const TI *__restrict__ dy, int64_t ldi,
                          int64_t rows, int F, int D, TI *__restrict__ dx,
-                         float *__restrict__ de)
+                         TZ *__restrict__ de)
 {
     extern __shared__ float4 ia_smem4[];
     constexpr int RPW = 32 / LANES, GS = ia3_gs(FMAX);
@@ -374,8 +400,11 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
     const int lane = threadIdx.x & 31, q = lane % LANES, warp = threadIdx.x / 32;
     const int DQ = D / 4, np = F * (F - 1) / 2, T = F - 1, rz = F * D, gsz = F * GS;
     uint32_t *tab = (uint32_t *)ia_smem4; /* pair p: (i*GS + j) | (j*GS + i) << 16 */
-    float *zb = (float *)ia_smem4 + ((np + 3) & ~3) + (size_t)warp * RPW * (rz + gsz);
-    float *Gw = zb + RPW * rz;
+    const size_t zbytes = ia3_zbytes(RPW, rz, sizeof(TZ));
+    char *wbase = (char *)ia_smem4 + 4 * (size_t)((np + 3) & ~3) +
+                  (size_t)warp * (zbytes + sizeof(float) * RPW * gsz);
+    TZ *zb = (TZ *)wbase;
+    float *Gw = (float *)(wbase + zbytes);
     for (int e = lane; e < RPW * gsz; e += 32)
         Gw[e] = 0.0f; /* diagonal and the columns past F stay 0 */
     for (int p = threadIdx.x; p < np; p += blockDim.x) {
@@ -384,7 +413,7 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
     }
     __syncthreads();
     float *G = Gw + (lane / LANES) * gsz;
-    const float *zr = zb + (lane / LANES) * rz + 4 * q;
+    const TZ *zr = zb + (lane / LANES) * rz + 4 * q;
     const int64_t stride = (int64_t)gridDim.x * IA2_WARPS * RPW;
     int64_t r0 = ((int64_t)blockIdx.x * IA2_WARPS + warp) * RPW;
     if (r0 < rows)
@@ -398,7 +427,7 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
         cp_wait0();
         __syncwarp(); /* the Z copies are there; the previous row's reads of G are done */
         float4 v[FMAX];
-        ia3_read_z<FMAX>(v, zr, F, D, has);
+        ia3_read_z<FMAX, TZ>(v, zr, F, D, has);
         __syncwarp(); /* every lane holds its Z: the buffer takes the next rows */
         if (r0 + stride < rows)
             ia3_issue(zb, z, r0 + stride, rows, rz, RPW, lane);
@@ -443,7 +472,7 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
                                              x.w > 0.0f ? a.w + gx.w : 0.0f);
                 st4(dx + rr * D + 4 * q, d);
             } else {
-                *(float4 *)(de + (rr * T + (i - 1)) * D + 4 * q) = a;
+                st4(de + (rr * T + (i - 1)) * D + 4 * q, a);
             }
         }
     }
@@ -451,34 +480,45 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
 }
 
 /* Dynamic shared bytes a block of the v3 kernels (op 1 forward, 2
- * backward) for F vectors of D, FMAX held, LANES lanes a row. */
-static size_t ia3_smem(int op, int F, int D, int fmax, int lanes)
+ * backward) for F vectors of D (zes bytes an element), FMAX held, LANES
+ * lanes a row. */
+static size_t ia3_smem(int op, int F, int D, int fmax, int lanes, size_t zes)
 {
     const size_t rpw = (size_t)(32 / lanes), rz = (size_t)F * (size_t)D;
+    const size_t zb = ia3_zbytes(rpw, rz, zes);
     if (op == 1)
-        return sizeof(float) * IA2_WARPS * rpw * rz;
+        return IA2_WARPS * zb;
     const size_t np = (size_t)F * (size_t)(F - 1) / 2;
     const size_t gsz = (size_t)F * (size_t)ia3_gs(fmax);
-    return sizeof(float) * (((np + 3) & ~(size_t)3) + IA2_WARPS * rpw * (rz + gsz));
+    return sizeof(float) * ((np + 3) & ~(size_t)3) + IA2_WARPS * (zb + sizeof(float) * rpw * gsz);
 }
 
 /* ---------------------------------------------------- v2 launchers */
+
+/* The kernels' type pairs (act, z): bf16 with bf16 z (zbf), bf16 with
+ * fp32 z, fp32 with fp32 z. IA_TYPES(g, F) calls F(TA, TZ) for g's pair. */
+#define IA_TYPES(g, F)                                                                   \
+    do {                                                                                 \
+        if ((g)->bf16 && (g)->zbf) {                                                     \
+            F(__nv_bfloat16, __nv_bfloat16);                                             \
+        } else if ((g)->bf16) {                                                          \
+            F(__nv_bfloat16, float);                                                     \
+        } else {                                                                         \
+            F(float, float);                                                             \
+        }                                                                                \
+    } while (0)
 
 /* Blocks per SM of the v2 kernels (FMAX, LANES) into g. */
 template <int FMAX, int LANES> static rap_status ia2_occupancy(rap_gpu *g)
 {
     int nf = 0, nb = 0;
-    if (g->bf16) {
-        RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &nf, interact_fwd2_kernel<FMAX, LANES, __nv_bfloat16>, 32 * IA2_WARPS, 0));
-        RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &nb, interact_bwd2_kernel<FMAX, LANES, __nv_bfloat16>, 32 * IA2_WARPS, 0));
-    } else {
-        RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &nf, interact_fwd2_kernel<FMAX, LANES, float>, 32 * IA2_WARPS, 0));
-        RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &nb, interact_bwd2_kernel<FMAX, LANES, float>, 32 * IA2_WARPS, 0));
-    }
+#define IA2_OCC(TA, TZ)                                                                  \
+    RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(                          \
+        &nf, interact_fwd2_kernel<FMAX, LANES, TA, TZ>, 32 * IA2_WARPS, 0));             \
+    RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(                          \
+        &nb, interact_bwd2_kernel<FMAX, LANES, TA, TZ>, 32 * IA2_WARPS, 0))
+    IA_TYPES(g, IA2_OCC);
+#undef IA2_OCC
     g->ia2_fgrid = (unsigned)(g->sms * (nf > 0 ? nf : 1));
     g->ia2_bgrid = (unsigned)(g->sms * (nb > 0 ? nb : 1));
     return RAP_OK;
@@ -487,12 +527,11 @@ template <int FMAX, int LANES> static rap_status ia2_occupancy(rap_gpu *g)
 template <int FMAX, int LANES> static rap_status ia2_forward(rap_gpu *g, int64_t rows)
 {
     const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_fgrid);
-    if (g->bf16)
-        interact_fwd2_kernel<FMAX, LANES, __nv_bfloat16><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(
-            g->z, rows, g->F, g->D, (__nv_bfloat16 *)g->tin, g->ld_in, g->top_in);
-    else
-        interact_fwd2_kernel<FMAX, LANES, float><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(
-            g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in, g->top_in);
+#define IA2_FWD(TA, TZ)                                                                  \
+    interact_fwd2_kernel<FMAX, LANES, TA, TZ><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(  \
+        (const TZ *)g->z, rows, g->F, g->D, (TA *)g->tin, g->ld_in, g->top_in)
+    IA_TYPES(g, IA2_FWD);
+#undef IA2_FWD
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -501,13 +540,12 @@ template <int FMAX, int LANES> static rap_status ia2_backward(rap_gpu *g, int64_
 {
     const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_bgrid);
     void *dxb = g->bot[g->n_bot - 1].da;
-    if (g->bf16)
-        interact_bwd2_kernel<FMAX, LANES, __nv_bfloat16><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(
-            g->z, (const __nv_bfloat16 *)g->dtin, g->ld_in, rows, g->F, g->D,
-            (__nv_bfloat16 *)dxb, g->de);
-    else
-        interact_bwd2_kernel<FMAX, LANES, float><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(
-            g->z, (const float *)g->dtin, g->ld_in, rows, g->F, g->D, (float *)dxb, g->de);
+#define IA2_BWD(TA, TZ)                                                                  \
+    interact_bwd2_kernel<FMAX, LANES, TA, TZ><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(  \
+        (const TZ *)g->z, (const TA *)g->dtin, g->ld_in, rows, g->F, g->D, (TA *)dxb,     \
+        (TZ *)g->de)
+    IA_TYPES(g, IA2_BWD);
+#undef IA2_BWD
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -548,25 +586,27 @@ static __host__ __device__ constexpr int ia3_minb(int fmax, int lanes)
 /* v3 instance (FMAX, LANES): the dynamic shared memory limits and blocks
  * per SM into g (ia3_fsmem, ia3_bsmem, ia2_fgrid, ia2_bgrid); *fits false
  * when a block would need more shared memory than the GPU gives one. */
-template <int FMAX, int LANES, typename T> static rap_status ia3_prepare_t(rap_gpu *g, bool *fits)
+template <int FMAX, int LANES, typename TA, typename TZ>
+static rap_status ia3_prepare_t(rap_gpu *g, bool *fits)
 {
     constexpr int MB = ia3_minb(FMAX, LANES);
-    const size_t fs = ia3_smem(1, g->F, g->D, FMAX, LANES), bs = ia3_smem(2, g->F, g->D, FMAX, LANES);
+    const size_t fs = ia3_smem(1, g->F, g->D, FMAX, LANES, sizeof(TZ)),
+                 bs = ia3_smem(2, g->F, g->D, FMAX, LANES, sizeof(TZ));
     *fits = fs <= g->smem_optin && bs <= g->smem_optin;
     if (!*fits)
         return RAP_OK;
     /* the device's limit, not this model's need: another model with a
      * smaller F may share the instance and set it after this one */
     const int most = (int)g->smem_optin;
-    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_fwd3_kernel<FMAX, LANES, MB, T>,
+    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_fwd3_kernel<FMAX, LANES, MB, TA, TZ>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_bwd3_kernel<FMAX, LANES, MB, T>,
+    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_bwd3_kernel<FMAX, LANES, MB, TA, TZ>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, most));
     int nf = 0, nb = 0;
     RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &nf, interact_fwd3_kernel<FMAX, LANES, MB, T>, 32 * IA2_WARPS, fs));
+        &nf, interact_fwd3_kernel<FMAX, LANES, MB, TA, TZ>, 32 * IA2_WARPS, fs));
     RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &nb, interact_bwd3_kernel<FMAX, LANES, MB, T>, 32 * IA2_WARPS, bs));
+        &nb, interact_bwd3_kernel<FMAX, LANES, MB, TA, TZ>, 32 * IA2_WARPS, bs));
     g->ia3_fsmem = fs;
     g->ia3_bsmem = bs;
     g->ia2_fgrid = (unsigned)(g->sms * (nf > 0 ? nf : 1));
@@ -576,22 +616,21 @@ template <int FMAX, int LANES, typename T> static rap_status ia3_prepare_t(rap_g
 
 template <int FMAX, int LANES> static rap_status ia3_prepare(rap_gpu *g, bool *fits)
 {
-    return g->bf16 ? ia3_prepare_t<FMAX, LANES, __nv_bfloat16>(g, fits)
-                   : ia3_prepare_t<FMAX, LANES, float>(g, fits);
+#define IA3_PREP(TA, TZ) return ia3_prepare_t<FMAX, LANES, TA, TZ>(g, fits)
+    IA_TYPES(g, IA3_PREP);
+#undef IA3_PREP
 }
 
 template <int FMAX, int LANES> static rap_status ia3_forward(rap_gpu *g, int64_t rows)
 {
     constexpr int MB = ia3_minb(FMAX, LANES);
     const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_fgrid);
-    if (g->bf16)
-        interact_fwd3_kernel<FMAX, LANES, MB, __nv_bfloat16>
-            <<<blocks, 32 * IA2_WARPS, g->ia3_fsmem, g->stream>>>(
-                g->z, rows, g->F, g->D, (__nv_bfloat16 *)g->tin, g->ld_in, g->top_in);
-    else
-        interact_fwd3_kernel<FMAX, LANES, MB, float>
-            <<<blocks, 32 * IA2_WARPS, g->ia3_fsmem, g->stream>>>(
-                g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in, g->top_in);
+#define IA3_FWD(TA, TZ)                                                                  \
+    interact_fwd3_kernel<FMAX, LANES, MB, TA, TZ>                                        \
+        <<<blocks, 32 * IA2_WARPS, g->ia3_fsmem, g->stream>>>(                           \
+            (const TZ *)g->z, rows, g->F, g->D, (TA *)g->tin, g->ld_in, g->top_in)
+    IA_TYPES(g, IA3_FWD);
+#undef IA3_FWD
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
@@ -601,15 +640,13 @@ template <int FMAX, int LANES> static rap_status ia3_backward(rap_gpu *g, int64_
     constexpr int MB = ia3_minb(FMAX, LANES);
     const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_bgrid);
     void *dxb = g->bot[g->n_bot - 1].da;
-    if (g->bf16)
-        interact_bwd3_kernel<FMAX, LANES, MB, __nv_bfloat16>
-            <<<blocks, 32 * IA2_WARPS, g->ia3_bsmem, g->stream>>>(
-                g->z, (const __nv_bfloat16 *)g->dtin, g->ld_in, rows, g->F, g->D,
-                (__nv_bfloat16 *)dxb, g->de);
-    else
-        interact_bwd3_kernel<FMAX, LANES, MB, float>
-            <<<blocks, 32 * IA2_WARPS, g->ia3_bsmem, g->stream>>>(
-                g->z, (const float *)g->dtin, g->ld_in, rows, g->F, g->D, (float *)dxb, g->de);
+#define IA3_BWD(TA, TZ)                                                                  \
+    interact_bwd3_kernel<FMAX, LANES, MB, TA, TZ>                                        \
+        <<<blocks, 32 * IA2_WARPS, g->ia3_bsmem, g->stream>>>(                           \
+            (const TZ *)g->z, (const TA *)g->dtin, g->ld_in, rows, g->F, g->D, (TA *)dxb, \
+            (TZ *)g->de)
+    IA_TYPES(g, IA3_BWD);
+#undef IA3_BWD
     RAP_CUDA_LAUNCHED();
     return RAP_OK;
 }
