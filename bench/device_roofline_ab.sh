@@ -27,7 +27,9 @@
 #            configurations cuBLASLt lists beyond its heuristics)
 #   algos32  RAP_GPU_TUNE_ALGOS=32 (the defaults, 32 GEMM candidates timed)
 #   zfp32    RAP_GPU_ZBF=0 (the defaults with a bf16 model's interaction
-#            input and its gradient in fp32, as before 2026-12-02)
+#            input in fp32, as before 2026-12-02: the v3 interaction)
+#   zde      RAP_GPU_ZBF=de (the defaults with de in bf16 too)
+#   v3       RAP_GPU_INTERACT=v3 (bf16 z, the v3 interaction instead of v4)
 # Knobs: OUT (default out), PARTS (tests,bench,trace), VARIANTS (the list
 # above), BUDGET (seconds for the whole call, default 570: every step runs
 # under timeout with what is left, the most important first), STEPS (60),
@@ -79,6 +81,8 @@ var_env() {
     enum) echo "RAP_GPU_TUNE_ENUM=1";;
     algos32) echo "RAP_GPU_TUNE_ALGOS=32";;
     zfp32) echo "RAP_GPU_ZBF=0";;
+    zde) echo "RAP_GPU_ZBF=de";;
+    v3) echo "RAP_GPU_INTERACT=v3";;
     *) echo "UNKNOWN_VARIANT=$1";;
   esac
 }

@@ -1137,7 +1137,7 @@ static int near(rap_test_ctx *t, const char *what, int64_t i, float got, double 
 }
 
 /* One interaction case against a double reference on the same inputs. */
-static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf16, bool zbf,
+static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf16, int zmode,
                            int ver, uint64_t seed)
 {
     const int T = F - 1, np = F * (F - 1) / 2, top_in = D + np, ld = (top_in + 7) / 8 * 8;
@@ -1155,7 +1155,7 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
         z[i] = (float)(rap_test_rnd01(&s) * 2.0 - 1.0);
         if (rap_test_rnd(&s) % 16 == 0)
             z[i] = 0.0f; /* x == 0: the ReLU mask is off */
-        if (zbf)
+        if (zmode)
             z[i] = round_bf16(z[i]); /* what a bf16 z holds */
     }
     for (size_t i = 0; i < nt; i++) {
@@ -1163,8 +1163,13 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
         dy[i] = bf16 ? round_bf16(v) : v;
     }
     const bool v2ok = D % 4 == 0 && D <= 128 && F <= 32;
-    rap_status st = rap_gpu_interact_test(F, D, rows, bf16, zbf, ver, z, dy, out, dx, de);
-    if (zbf && ver == 1) {
+    rap_status st = rap_gpu_interact_test(F, D, rows, bf16, zmode, ver, z, dy, out, dx, de);
+    if (ver == 4 && (!zmode || D % 16 != 0 || !v2ok)) {
+        CHECK_MSG(st == RAP_ERR_ARG, "F %d D %d z mode %d: v4 should refuse, got %s", F, D,
+                  zmode, rap_status_name(st));
+        goto done;
+    }
+    if (zmode && ver == 1) {
         CHECK_MSG(st == RAP_ERR_ARG, "F %d D %d: v1 with bf16 z should refuse, got %s", F, D,
                   rap_status_name(st));
         goto done;
@@ -1181,7 +1186,7 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
     }
     char what[96];
     snprintf(what, sizeof what, "F%d D%d n%lld %s v%d", F, D, (long long)rows,
-             zbf ? "bf16 z" : bf16 ? "bf16" : "fp32", ver);
+             zmode == 2 ? "bf16 z, de" : zmode ? "bf16 z" : bf16 ? "bf16" : "fp32", ver);
     const double rel = bf16 ? 1.0 / 256 : 0.0; /* act outputs rounded to bf16 */
     int bad = 0, shown = 0;
     for (int64_t r = 0; r < rows && bad < 50; r++) {
@@ -1226,7 +1231,7 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
             for (int d = 0; d < D; d++)
                 bad += near(t, "de", (r * T + i - 1) * D + d,
                             de[((size_t)r * T + i - 1) * D + d], dz[i * D + d], mg[i * D + d],
-                            zbf ? rel : 0.0, &shown);
+                            zmode == 2 ? rel : 0.0, &shown);
     }
     CHECK_MSG(bad == 0, "%s: %d mismatches", what, bad);
 done:
@@ -1235,9 +1240,11 @@ done:
 #endif
 
 /* Every interaction kernel (v1 shared-memory, v2 registers, v3 registers
- * with the next rows prefetched: each FMAX x lanes instance of v2 and v3)
- * in fp32, bf16, and bf16 with a bf16 z (v2 and v3; z rounded, de within
- * a bf16 step) against a double reference on the same inputs, at odd
+ * with the next rows prefetched: each FMAX x lanes instance of v2 and v3;
+ * v4 tensor cores, bf16 z only, D % 16 == 0)
+ * in fp32, bf16, and bf16 with a bf16 z, and with a bf16 z and de (v2 and
+ * v3; z rounded, de within a bf16 step) against a double reference on the
+ * same inputs, at odd
  * row counts (two rows a warp with one left over, a persistent grid with
  * several rows a warp and its last rows past the end); every output
  * element written (outputs start as NaN), the padding columns zero in v2
@@ -1263,12 +1270,13 @@ RAP_TEST(model_gpu_interact_kernels_match_reference)
         {5, 6, 9},       /* v1 only: D % 4 */
         {33, 32, 20},    /* v1 only: F > 32 */
     };
-    /* b: fp32; bf16 with fp32 z; bf16 with bf16 z (v1 refuses it) */
+    /* b: fp32; bf16 with fp32 z; bf16 with bf16 z; bf16 with bf16 z and
+     * de (v1 refuses the last two) */
     for (size_t k = 0; k < sizeof sh / sizeof sh[0] && t->failures < 4; k++)
-        for (int b = 0; b < 3; b++)
-            for (int ver = 1; ver <= 3; ver++)
-                check_interact(t, sh[k].F, sh[k].D, sh[k].rows, b >= 1, b == 2, ver,
-                               b == 2 ? 1000 + k * 4 + (uint64_t)ver
+        for (int b = 0; b < 4; b++)
+            for (int ver = 1; ver <= 4; ver++)
+                check_interact(t, sh[k].F, sh[k].D, sh[k].rows, b >= 1, b >= 2 ? b - 1 : 0, ver,
+                               b >= 2 ? 1000 * (uint64_t)b + k * 4 + (uint64_t)ver
                                       : k * 8 + (uint64_t)b * 4 + (uint64_t)ver);
 #endif
 }

@@ -67,11 +67,14 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
     g->bf16 = c->precision == RAP_BF16;
     g->act = g->bf16 ? CUDA_R_16BF : CUDA_R_32F;
     g->es = g->bf16 ? 2 : 4;
-    /* z and de in bf16: bf16, unsharded (a sharded model's exchange moves
-     * fp32 rows), an interaction that reads bf16 z, unless RAP_GPU_ZBF=0 */
+    /* z in bf16: bf16, unsharded (a sharded model's exchange moves fp32
+     * rows), an interaction that reads bf16 z, unless RAP_GPU_ZBF=0; de
+     * too with RAP_GPU_ZBF=de (docs/PERF.md) */
     const char *ze = getenv("RAP_GPU_ZBF");
     g->zbf = g->bf16 && !g->sharded && !(ze && *ze == '0') && rap_gpu_interact_takes_bf16_z(g);
+    g->debf = g->zbf && ze && strcmp(ze, "de") == 0;
     g->zes = g->zbf ? 2 : 4;
+    g->des = g->debf ? 2 : 4;
     g->compute = g->bf16 ? CUBLAS_COMPUTE_32F
                          : (c->strict_fp32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32);
     g->n_bot = c->n_bot;
@@ -200,7 +203,7 @@ static size_t plan(rap_gpu *g, char *base)
     TAKE(g->grow_off, int64_t *, sizeof(int64_t) * (size_t)g->TE, RAP_MM_OTHER);
     TAKE(g->emb_step, uint64_t *, sizeof(uint64_t), RAP_MM_OTHER);
     TAKE(g->z, void *, g->zes * B * (size_t)g->F * (size_t)g->D, RAP_MM_ACT);
-    TAKE(g->de, void *, g->zes * B * (size_t)g->T * (size_t)g->D, RAP_MM_ACT);
+    TAKE(g->de, void *, g->des * B * (size_t)g->T * (size_t)g->D, RAP_MM_ACT);
     TAKE(g->xin, void *, g->es * B * (size_t)round_up(g->ND, 8), RAP_MM_ACT);
     TAKE(g->tin, void *, g->es * B * (size_t)g->ld_in, RAP_MM_ACT);
     TAKE(g->dtin, void *, g->es * B * (size_t)g->ld_in, RAP_MM_ACT);
@@ -629,7 +632,7 @@ static rap_status gpu_emb_backward(rap_model *m, const rap_model_batch *b)
         return g->TE ? rap_gpu_emb_backward(g, b, g->demb_out, false, (int64_t)g->TE * g->D, 0,
                                             &m->cfg)
                      : RAP_OK;
-    return rap_gpu_emb_backward(g, b, g->de, g->zbf, (int64_t)g->T * g->D, 0, &m->cfg);
+    return rap_gpu_emb_backward(g, b, g->de, g->debf, (int64_t)g->T * g->D, 0, &m->cfg);
 }
 
 static rap_status gpu_predict(rap_model *m, const rap_model_batch *b, float *logits)

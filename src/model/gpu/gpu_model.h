@@ -16,6 +16,7 @@
  *   interaction.cu  dot interaction forward and backward: v1, the choice
  *                   of kernel generation
  *   interaction_v2.cu  the v2 and v3 interaction kernels and launchers
+ *   interaction_v4.cu  the v4 interaction: tensor cores (a bf16 model with a bf16 z)
  *   loss.cu         BCE loss, dense optimizer, init/fill/convert kernels
  * and, shared with the CPU reference: half.h (16-bit table types,
  * stochastic rounding) and emb_math.h (the row update's arithmetic).
@@ -30,7 +31,7 @@
  * Buffers (all allocated at create, for B rows):
  *   z     (B, F, D) ztype: slot 0 = x (bottom MLP output, written by the last
  *         bottom GEMM with ld F*D), slots 1..T = pooled embeddings
- *   de    (B, T, D) ztype: gradient of the pooled embeddings
+ *   de    (B, T, D) detype: gradient of the pooled embeddings
  *   tin   (B, ld_in) act: interaction output = top MLP input
  *   dtin  (B, ld_in) act: its gradient
  *   pp[2] (B, maxw) act: ping-pong gradients of layer pre-activations
@@ -42,9 +43,10 @@
  *         (rows 16-byte aligned); the dense optimizer updates the fp32
  *         master weights in params and rewrites wc in the same pass
  * act = float (RAP_FP32) or bf16 (RAP_BF16). ztype = bf16 when zbf (bf16
- * and unsharded, the v2/v3 interaction: docs/MODEL.md "16-bit interaction
- * input"), else fp32: the lookups sum in fp32 and round once, the
- * interaction's backward writes de rounded once, the backward reads it. *
+ * and unsharded, an interaction that reads bf16 z: docs/PERF.md "The bf16
+ * model's interaction input"), else fp32: the lookups sum in fp32 and
+ * round once. detype = bf16 when debf (zbf and RAP_GPU_ZBF=de: the
+ * interaction's backward rounds de once, the update widens it), else fp32. *
  * CUDA graphs: the phases capture the batch's device pointers (dense,
  * label, off, ids) by value: replay with the same batch buffers, refilled.
  * A batch with a different row count must be run once outside the capture
@@ -91,16 +93,17 @@ long long rap_gpu_tune_cache_hits(void);
 
 /* Test hook (interaction.cu): the interaction kernels of version ver (1:
  * staged in shared memory, 2: Z in registers, 3: v2 with the next rows'
- * Z prefetched; RAP_ERR_ARG where 2 and 3 do not apply) on host data, in
- * bf16 (act values rounded to nearest) or fp32; zbf (bf16, v2 and v3
- * only): z and de in bf16 too (z rounded to nearest on the way in).
+ * Z prefetched, 4: tensor cores; RAP_ERR_ARG where 2 to 4 do not apply)
+ * on host data, in bf16 (act values rounded to nearest) or fp32; zmode
+ * (bf16, versions 2 to 4 only; 4 needs 1 or 2): 1 z in bf16 too (rounded
+ * to nearest on the way in), 2 z and de in bf16.
  * z (rows, F, D); dy (rows, ld) with ld = D + F(F-1)/2 rounded up to 8
  * (the x part, then the pairs); out (rows, ld) the forward (the padding
  * columns as the kernel leaves them: 0 in v2 and v3, NaN in v1), dx (rows, D)
  * the gradient of the bottom MLP's pre-activation ((dZ_0 + dy's x part)
  * times (x > 0)), de (rows, F-1, D). Outputs start as NaN on the device.
  * Synchronises; RAP_ERR_NO_GPU without CUDA. */
-rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, bool zbf, int ver,
+rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, int zmode, int ver,
                                  const float *z, const float *dy, float *out, float *dx,
                                  float *de);
 
@@ -214,8 +217,9 @@ typedef struct rap_gpu {
     cublasComputeType_t compute;
     bool bf16;
     cudaDataType act; /* CUDA_R_32F or CUDA_R_16BF */
-    bool zbf;         /* z and de in bf16 (see Buffers above), else fp32 */
-    size_t zes;       /* bytes per z / de element: 2 or 4 */
+    bool zbf;         /* z in bf16 (see Buffers above), else fp32 */
+    bool debf;        /* de in bf16 (only with zbf), else fp32 */
+    size_t zes, des;  /* bytes per z element, per de element: 2 or 4 */
     int mlp_ver;      /* 1: the first epilogue choices and kernels (RAP_GPU_MLP=v1);
                        * 2: ReLU backward and bias gradient in one step (mlp.cu)
                        * (RAP_GPU_MLP=v2); 3: v2 with the passes of
@@ -257,7 +261,7 @@ typedef struct rap_gpu {
     uint64_t *emb_step; /* (1) emb_backward calls so far; the count kernel adds one */
 
     /* activations */
-    void *z, *de;   /* ztype (Buffers above) */
+    void *z, *de;   /* ztype, detype (Buffers above) */
     float *emb_out, *demb_out; /* sharded, TE > 0: (EB, TE, D) each; else NULL */
     void *xin, *tin, *dtin, *pp[2];
     float *logits;  /* (B) */
@@ -283,10 +287,11 @@ typedef struct rap_gpu {
     unsigned ifwd_grid, ibwd_grid; /* most blocks per launch */
     bool ia_pipe, ia_pipe_bwd;     /* v1: the pipelined kernels */
     int ia_ver;                    /* 1: rows staged in shared memory; 2: Z in registers;
-                                    * 3: v2 with the next rows' Z prefetched */
+                                    * 3: v2 with the next rows' Z prefetched; 4: tensor
+                                    * cores (bf16 z) */
     int ia_fmax, ia_lanes;         /* v2/v3 instance: vectors held (>= F), lanes a row */
-    unsigned ia2_fgrid, ia2_bgrid; /* v2/v3: most blocks per launch (a full wave) */
-    size_t ia3_fsmem, ia3_bsmem;   /* v3: dynamic shared bytes a block */
+    unsigned ia2_fgrid, ia2_bgrid; /* v2 to v4: most blocks per launch (a full wave) */
+    size_t ia3_fsmem, ia3_bsmem;   /* v3, v4: dynamic shared bytes a block */
 
     int64_t cur_rows; /* rows the GEMMs are set for */
     float *h_loss;    /* pinned (1) */

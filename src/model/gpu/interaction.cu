@@ -431,8 +431,9 @@ static bool v2_applies(const rap_gpu *g)
     return g->D % 4 == 0 && g->D <= 128 && g->F <= 32;
 }
 
-/* The version RAP_GPU_INTERACT asks for (v1, v2 or v3; anything else, or
- * unset: the newest, 3), lowered to 2 or 1 where the shapes need it. */
+/* The version RAP_GPU_INTERACT asks for (v1, v2, v3 or v4; anything
+ * else, or unset: 3 here, raised to 4 at setup where it applies), lowered
+ * to 2 or 1 where the shapes need it. */
 static int wanted_ver(const rap_gpu *g)
 {
     const char *e = getenv("RAP_GPU_INTERACT");
@@ -441,7 +442,18 @@ static int wanted_ver(const rap_gpu *g)
         ver = 1;
     else if (e && strcmp(e, "v2") == 0)
         ver = 2;
+    else if (e && strcmp(e, "v4") == 0)
+        ver = 4;
     return v2_applies(g) ? ver : 1;
+}
+
+/* Whether RAP_GPU_INTERACT names a version (the default picks v4 where it
+ * applies, v3 elsewhere). */
+static bool ver_named(void)
+{
+    const char *e = getenv("RAP_GPU_INTERACT");
+    return e && (strcmp(e, "v1") == 0 || strcmp(e, "v2") == 0 || strcmp(e, "v3") == 0 ||
+                 strcmp(e, "v4") == 0);
 }
 
 /* The v1 launch shapes (shared-memory staging; pipelined forward). */
@@ -556,12 +568,19 @@ static rap_status v1_backward(rap_gpu *g, int64_t rows)
 
 bool rap_gpu_interact_takes_bf16_z(const rap_gpu *g) { return wanted_ver(g) >= 2; }
 
-/* Kernels of version ver (1, 2 or 3; 2 and 3 only where they apply; 3
- * falls back to 2 where its shared memory would not fit a block). v1
- * reads fp32 z only. */
+/* Kernels of version ver (1 to 4; 2 to 4 only where they apply; 4 falls
+ * back to 3 and 3 to 2 where their shared memory would not fit a block).
+ * v1 reads fp32 z only. */
 static rap_status setup_ver(rap_gpu *g, int ver)
 {
     g->ia_ver = ver;
+    if (ver == 4) {
+        bool fits = false;
+        RAP_TRY(ia4_call(g, 0, 0, &fits));
+        if (fits)
+            return RAP_OK;
+        g->ia_ver = ver = 3;
+    }
     if (ver == 1 && g->zbf)
         return rap_fail(RAP_ERR_INTERNAL, "GPU model: the v1 interaction reads fp32 z only");
     if (ver == 1)
@@ -585,11 +604,18 @@ static rap_status setup_ver(rap_gpu *g, int ver)
 
 rap_status rap_gpu_interact_setup(rap_gpu *g)
 {
-    return setup_ver(g, wanted_ver(g));
+    int ver = wanted_ver(g);
+    if (ver == 3 && !ver_named() && ia4_applies(g))
+        ver = 4;
+    if (ver == 4 && !ia4_applies(g))
+        ver = 3;
+    return setup_ver(g, ver);
 }
 
 rap_status rap_gpu_interact_forward(rap_gpu *g, int64_t rows)
 {
+    if (g->ia_ver == 4)
+        return ia4_call(g, 1, rows, NULL);
     if (g->ia_ver == 3)
         return ia3_call(g, 1, rows, NULL);
     return g->ia_ver == 2 ? ia2_call(g, 1, rows) : v1_forward(g, rows);
@@ -597,6 +623,8 @@ rap_status rap_gpu_interact_forward(rap_gpu *g, int64_t rows)
 
 rap_status rap_gpu_interact_backward(rap_gpu *g, int64_t rows)
 {
+    if (g->ia_ver == 4)
+        return ia4_call(g, 2, rows, NULL);
     if (g->ia_ver == 3)
         return ia3_call(g, 2, rows, NULL);
     return g->ia_ver == 2 ? ia2_call(g, 2, rows) : v1_backward(g, rows);
@@ -621,7 +649,7 @@ static rap_status ia_test_run(rap_gpu *g, int64_t rows, int ver, const float *z,
     RAP_TRY(rap_cuda_malloc(&g->tin, g->es * nt, "interaction test out"));
     RAP_TRY(rap_cuda_malloc(&g->dtin, g->es * nt, "interaction test dy"));
     RAP_TRY(rap_cuda_malloc(&g->bot[0].da, g->es * nx, "interaction test dx"));
-    RAP_TRY(rap_cuda_malloc(&g->de, g->zes * ne, "interaction test de"));
+    RAP_TRY(rap_cuda_malloc(&g->de, g->des * ne, "interaction test de"));
     size_t most = nt > nx ? nt : nx;
     most = nz > most ? nz : most;
     most = ne > most ? ne : most;
@@ -633,7 +661,7 @@ static rap_status ia_test_run(rap_gpu *g, int64_t rows, int ver, const float *z,
     /* poison: every element the kernels must write reads back as NaN if not */
     RAP_CUDA_TRY(cudaMemset(g->tin, 0xff, g->es * nt));
     RAP_CUDA_TRY(cudaMemset(g->bot[0].da, 0xff, g->es * nx));
-    RAP_CUDA_TRY(cudaMemset(g->de, 0xff, g->zes * ne));
+    RAP_CUDA_TRY(cudaMemset(g->de, 0xff, g->des * ne));
     RAP_TRY(setup_ver(g, ver));
     RAP_TRY(rap_gpu_interact_forward(g, rows));
     RAP_TRY(rap_gpu_interact_backward(g, rows));
@@ -641,20 +669,20 @@ static rap_status ia_test_run(rap_gpu *g, int64_t rows, int ver, const float *z,
     RAP_CUDA_TRY(cudaGetLastError());
     RAP_TRY(rap_gpu_test_get(out, g->tin, nt, g->bf16, *stage));
     RAP_TRY(rap_gpu_test_get(dx, g->bot[0].da, nx, g->bf16, *stage));
-    RAP_TRY(rap_gpu_test_get(de, g->de, ne, g->zbf, *stage));
+    RAP_TRY(rap_gpu_test_get(de, g->de, ne, g->debf, *stage));
     return RAP_OK;
 }
 
-extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, bool zbf,
+extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, int zmode,
                                             int ver, const float *z, const float *dy,
                                             float *out, float *dx, float *de)
 {
-    if (F < 2 || F > RAP_MAX_TABLES + 1 || D < 1 || rows < 1 || ver < 1 || ver > 3 ||
-        (zbf && (!bf16 || ver < 2)))
+    if (F < 2 || F > RAP_MAX_TABLES + 1 || D < 1 || rows < 1 || ver < 1 || ver > 4 ||
+        zmode < 0 || zmode > 2 || (zmode && (!bf16 || ver < 2)) || (ver == 4 && !zmode))
         return rap_fail(RAP_ERR_ARG,
                         "rap_gpu_interact_test: F %d, D %d, rows %lld, version %d, bf16 %d, "
-                        "bf16 z %d",
-                        F, D, (long long)rows, ver, bf16, zbf);
+                        "z mode %d",
+                        F, D, (long long)rows, ver, bf16, zmode);
     rap_gpu *g = (rap_gpu *)rap_calloc(sizeof *g, "interaction test");
     if (!g)
         return RAP_ERR_NOMEM;
@@ -663,8 +691,10 @@ extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf1
     g->D = D;
     g->bf16 = bf16;
     g->es = bf16 ? 2 : 4;
-    g->zbf = zbf;
-    g->zes = zbf ? 2 : 4;
+    g->zbf = zmode >= 1;
+    g->debf = zmode == 2;
+    g->zes = g->zbf ? 2 : 4;
+    g->des = g->debf ? 2 : 4;
     g->top_in = D + F * (F - 1) / 2;
     g->ld_in = (g->top_in + 7) / 8 * 8;
     g->n_bot = 1;
@@ -686,12 +716,12 @@ extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf1
 #else
 typedef int rap_interaction_cu_empty;
 
-rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, bool zbf, int ver,
+rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf16, int zmode, int ver,
                                  const float *z, const float *dy, float *out, float *dx,
                                  float *de)
 {
-    (void)F, (void)D, (void)rows, (void)bf16, (void)zbf, (void)ver, (void)z, (void)dy, (void)out,
-        (void)dx, (void)de;
+    (void)F, (void)D, (void)rows, (void)bf16, (void)zmode, (void)ver, (void)z, (void)dy,
+        (void)out, (void)dx, (void)de;
     return rap_fail(RAP_ERR_NO_GPU, "rap_gpu_interact_test: built without CUDA");
 }
 #endif

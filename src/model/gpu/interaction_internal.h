@@ -1,7 +1,7 @@
 /*
  * interaction_internal.h -- what interaction.cu (v1, the dispatch, the test
- * hook) and interaction_v2.cu (the v2 and v3 kernels and their launchers)
- * share: the act-type conversions, the cp.async helpers, and the v2 and v3
+ * hook), interaction_v2.cu (the v2 and v3 kernels and their launchers) and
+ * interaction_v4.cu (v4, tensor cores) share: the act-type conversions, the cp.async helpers, and the v2 and v3
  * launchers. CUDA only: included by those two .cu files, compiled by nvcc.
  */
 #ifndef RAP_MODEL_GPU_INTERACTION_INTERNAL_H
@@ -50,6 +50,11 @@ rap_status ia2_call(rap_gpu *g, int op, int64_t rows);
 /* interaction_v2.cu: the v3 instance for (ia_fmax, ia_lanes): op 0
  * prepare (*fits), 1 forward, 2 backward. */
 rap_status ia3_call(rap_gpu *g, int op, int64_t rows, bool *fits);
+/* interaction_v4.cu: whether v4 (tensor cores) applies to g's shape and
+ * types; op 0 prepare (*fits), 1 forward, 2 backward (RAP_ERR_ARG where it
+ * does not apply). */
+bool ia4_applies(const rap_gpu *g);
+rap_status ia4_call(rap_gpu *g, int op, int64_t rows, bool *fits);
 
 #endif
 #endif

@@ -35,9 +35,9 @@
  * x part, times (x > 0), goes to dx (act type), dZ_1..T to de, 16-byte
  * stores. Sums run over j in order, one FMA each.
  *
- * Z and de are of type TZ: fp32, or bf16 (g->zbf: a bf16 model's
- * interaction input, gpu_model.h), read with 8-byte loads of 4 elements
- * and widened exactly; de rounded to nearest once.
+ * Z is of type TZ: fp32, or bf16 (g->zbf: a bf16 model's interaction
+ * input, gpu_model.h), read with 8-byte loads of 4 elements and widened
+ * exactly; de of type TE: fp32, or bf16 (g->debf) rounded to nearest once.
  */
 
 #define IA2_WARPS 4 /* warps per block of the v2 kernels */
@@ -195,12 +195,12 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS)
     }
 }
 
-/* Backward v2. dy (rows, ldi) act; dx (rows, D) act; de (rows, T, D) TZ. */
-template <int FMAX, int LANES, typename TI, typename TZ>
+/* Backward v2. dy (rows, ldi) act; dx (rows, D) act; de (rows, T, D) TE. */
+template <int FMAX, int LANES, typename TI, typename TZ, typename TE>
 static __global__ void __launch_bounds__(32 * IA2_WARPS)
     interact_bwd2_kernel(const TZ *__restrict__ z, const TI *__restrict__ dy, int64_t ldi,
                          int64_t rows, int F, int D, TI *__restrict__ dx,
-                         TZ *__restrict__ de)
+                         TE *__restrict__ de)
 {
     constexpr int RPW = 32 / LANES;
     constexpr int PMAX = FMAX * (FMAX - 1) / 2;
@@ -384,15 +384,15 @@ static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
     cp_wait0();
 }
 
-/* Backward v3. dy (rows, ldi) act; dx (rows, D) act; de (rows, T, D) TZ.
+/* Backward v3. dy (rows, ldi) act; dx (rows, D) act; de (rows, T, D) TE.
  * Dynamic shared memory: the pair table (np words rounded up to 4), then
  * a warp's Z copies (ia3_zbytes) and its G (RPW * F * GS floats), for each
  * warp. */
-template <int FMAX, int LANES, int MINB, typename TI, typename TZ>
+template <int FMAX, int LANES, int MINB, typename TI, typename TZ, typename TE>
 static __global__ void __launch_bounds__(32 * IA2_WARPS, MINB)
     interact_bwd3_kernel(const TZ *__restrict__ z, const TI *__restrict__ dy, int64_t ldi,
                          int64_t rows, int F, int D, TI *__restrict__ dx,
-                         TZ *__restrict__ de)
+                         TE *__restrict__ de)
 {
     extern __shared__ float4 ia_smem4[];
     constexpr int RPW = 32 / LANES, GS = ia3_gs(FMAX);
@@ -495,16 +495,19 @@ static size_t ia3_smem(int op, int F, int D, int fmax, int lanes, size_t zes)
 
 /* ---------------------------------------------------- v2 launchers */
 
-/* The kernels' type pairs (act, z): bf16 with bf16 z (zbf), bf16 with
- * fp32 z, fp32 with fp32 z. IA_TYPES(g, F) calls F(TA, TZ) for g's pair. */
+/* The kernels' types (act, z, de): bf16 with bf16 z and de (debf), bf16
+ * with bf16 z (zbf), bf16 with fp32 z, fp32 throughout. IA_TYPES(g, F)
+ * calls F(TA, TZ, TE) for g's types. */
 #define IA_TYPES(g, F)                                                                   \
     do {                                                                                 \
-        if ((g)->bf16 && (g)->zbf) {                                                     \
-            F(__nv_bfloat16, __nv_bfloat16);                                             \
+        if ((g)->bf16 && (g)->debf) {                                                    \
+            F(__nv_bfloat16, __nv_bfloat16, __nv_bfloat16);                              \
+        } else if ((g)->bf16 && (g)->zbf) {                                              \
+            F(__nv_bfloat16, __nv_bfloat16, float);                                      \
         } else if ((g)->bf16) {                                                          \
-            F(__nv_bfloat16, float);                                                     \
+            F(__nv_bfloat16, float, float);                                              \
         } else {                                                                         \
-            F(float, float);                                                             \
+            F(float, float, float);                                                      \
         }                                                                                \
     } while (0)
 
@@ -512,11 +515,11 @@ static size_t ia3_smem(int op, int F, int D, int fmax, int lanes, size_t zes)
 template <int FMAX, int LANES> static rap_status ia2_occupancy(rap_gpu *g)
 {
     int nf = 0, nb = 0;
-#define IA2_OCC(TA, TZ)                                                                  \
+#define IA2_OCC(TA, TZ, TE)                                                              \
     RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(                          \
         &nf, interact_fwd2_kernel<FMAX, LANES, TA, TZ>, 32 * IA2_WARPS, 0));             \
     RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(                          \
-        &nb, interact_bwd2_kernel<FMAX, LANES, TA, TZ>, 32 * IA2_WARPS, 0))
+        &nb, interact_bwd2_kernel<FMAX, LANES, TA, TZ, TE>, 32 * IA2_WARPS, 0))
     IA_TYPES(g, IA2_OCC);
 #undef IA2_OCC
     g->ia2_fgrid = (unsigned)(g->sms * (nf > 0 ? nf : 1));
@@ -527,7 +530,7 @@ template <int FMAX, int LANES> static rap_status ia2_occupancy(rap_gpu *g)
 template <int FMAX, int LANES> static rap_status ia2_forward(rap_gpu *g, int64_t rows)
 {
     const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_fgrid);
-#define IA2_FWD(TA, TZ)                                                                  \
+#define IA2_FWD(TA, TZ, TE)                                                              \
     interact_fwd2_kernel<FMAX, LANES, TA, TZ><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(  \
         (const TZ *)g->z, rows, g->F, g->D, (TA *)g->tin, g->ld_in, g->top_in)
     IA_TYPES(g, IA2_FWD);
@@ -540,10 +543,10 @@ template <int FMAX, int LANES> static rap_status ia2_backward(rap_gpu *g, int64_
 {
     const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_bgrid);
     void *dxb = g->bot[g->n_bot - 1].da;
-#define IA2_BWD(TA, TZ)                                                                  \
-    interact_bwd2_kernel<FMAX, LANES, TA, TZ><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>(  \
+#define IA2_BWD(TA, TZ, TE)                                                              \
+    interact_bwd2_kernel<FMAX, LANES, TA, TZ, TE><<<blocks, 32 * IA2_WARPS, 0, g->stream>>>( \
         (const TZ *)g->z, (const TA *)g->dtin, g->ld_in, rows, g->F, g->D, (TA *)dxb,     \
-        (TZ *)g->de)
+        (TE *)g->de)
     IA_TYPES(g, IA2_BWD);
 #undef IA2_BWD
     RAP_CUDA_LAUNCHED();
@@ -586,7 +589,7 @@ static __host__ __device__ constexpr int ia3_minb(int fmax, int lanes)
 /* v3 instance (FMAX, LANES): the dynamic shared memory limits and blocks
  * per SM into g (ia3_fsmem, ia3_bsmem, ia2_fgrid, ia2_bgrid); *fits false
  * when a block would need more shared memory than the GPU gives one. */
-template <int FMAX, int LANES, typename TA, typename TZ>
+template <int FMAX, int LANES, typename TA, typename TZ, typename TE>
 static rap_status ia3_prepare_t(rap_gpu *g, bool *fits)
 {
     constexpr int MB = ia3_minb(FMAX, LANES);
@@ -600,13 +603,13 @@ static rap_status ia3_prepare_t(rap_gpu *g, bool *fits)
     const int most = (int)g->smem_optin;
     RAP_CUDA_TRY(cudaFuncSetAttribute(interact_fwd3_kernel<FMAX, LANES, MB, TA, TZ>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_bwd3_kernel<FMAX, LANES, MB, TA, TZ>,
+    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_bwd3_kernel<FMAX, LANES, MB, TA, TZ, TE>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, most));
     int nf = 0, nb = 0;
     RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &nf, interact_fwd3_kernel<FMAX, LANES, MB, TA, TZ>, 32 * IA2_WARPS, fs));
     RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &nb, interact_bwd3_kernel<FMAX, LANES, MB, TA, TZ>, 32 * IA2_WARPS, bs));
+        &nb, interact_bwd3_kernel<FMAX, LANES, MB, TA, TZ, TE>, 32 * IA2_WARPS, bs));
     g->ia3_fsmem = fs;
     g->ia3_bsmem = bs;
     g->ia2_fgrid = (unsigned)(g->sms * (nf > 0 ? nf : 1));
@@ -616,7 +619,7 @@ static rap_status ia3_prepare_t(rap_gpu *g, bool *fits)
 
 template <int FMAX, int LANES> static rap_status ia3_prepare(rap_gpu *g, bool *fits)
 {
-#define IA3_PREP(TA, TZ) return ia3_prepare_t<FMAX, LANES, TA, TZ>(g, fits)
+#define IA3_PREP(TA, TZ, TE) return ia3_prepare_t<FMAX, LANES, TA, TZ, TE>(g, fits)
     IA_TYPES(g, IA3_PREP);
 #undef IA3_PREP
 }
@@ -625,7 +628,7 @@ template <int FMAX, int LANES> static rap_status ia3_forward(rap_gpu *g, int64_t
 {
     constexpr int MB = ia3_minb(FMAX, LANES);
     const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_fgrid);
-#define IA3_FWD(TA, TZ)                                                                  \
+#define IA3_FWD(TA, TZ, TE)                                                              \
     interact_fwd3_kernel<FMAX, LANES, MB, TA, TZ>                                        \
         <<<blocks, 32 * IA2_WARPS, g->ia3_fsmem, g->stream>>>(                           \
             (const TZ *)g->z, rows, g->F, g->D, (TA *)g->tin, g->ld_in, g->top_in)
@@ -640,11 +643,11 @@ template <int FMAX, int LANES> static rap_status ia3_backward(rap_gpu *g, int64_
     constexpr int MB = ia3_minb(FMAX, LANES);
     const unsigned blocks = rap_gpu_blocks(rows, IA2_WARPS * (32 / LANES), (int)g->ia2_bgrid);
     void *dxb = g->bot[g->n_bot - 1].da;
-#define IA3_BWD(TA, TZ)                                                                  \
-    interact_bwd3_kernel<FMAX, LANES, MB, TA, TZ>                                        \
+#define IA3_BWD(TA, TZ, TE)                                                              \
+    interact_bwd3_kernel<FMAX, LANES, MB, TA, TZ, TE>                                    \
         <<<blocks, 32 * IA2_WARPS, g->ia3_bsmem, g->stream>>>(                           \
             (const TZ *)g->z, (const TA *)g->dtin, g->ld_in, rows, g->F, g->D, (TA *)dxb, \
-            (TZ *)g->de)
+            (TE *)g->de)
     IA_TYPES(g, IA3_BWD);
 #undef IA3_BWD
     RAP_CUDA_LAUNCHED();
