@@ -29,10 +29,13 @@
  *
  * Each warp takes one row at a time (grid-stride) and copies its next row's
  * Z into the second of two shared-memory buffers with cp.async while it
- * computes the current one (32 rows of D + 8 bf16: the 8 of padding put
- * the rows' 32-bit loads and ldmatrix rows on distinct banks; rows F..31
- * stay zero). The forward writes its output row through a shared-memory
- * copy (the x part, the pairs, the zero padding), 16-byte stores.
+ * computes the current one (F rows of D + 8 bf16: the 8 of padding put the
+ * rows' 32-bit loads and ldmatrix rows on distinct banks). The operands'
+ * rows F..31 (the padding to 32) are one zero row of the warp's that every
+ * lane past F points at: no shared memory for them, so the backward fits 3
+ * blocks an SM at F = 28, D = 128. The forward writes its output row
+ * through a shared-memory copy (the x part, the pairs, the zero padding),
+ * 16-byte stores.
  *
  * Where it applies: a bf16 model with a bf16 z, D % 16 == 0, D <= 128,
  * F <= 32. The products sum in fp32 in the tensor cores' order: the same
@@ -100,6 +103,25 @@ static __device__ __forceinline__ void frag_a(uint32_t (&a)[4], const bf16 *m, i
     a[3] = lds32(p + 8 * ld + 8);
 }
 
+/* Row r of a Z copy (F rows ZS apart): the zero row past F. */
+static __device__ __forceinline__ const bf16 *zrow(const bf16 *zb, const bf16 *zero, int ZS, int F,
+                                                   int r)
+{
+    return r < F ? zb + r * ZS : zero;
+}
+
+/* frag_a of a Z copy, its rows past F read as zero. */
+static __device__ __forceinline__ void frag_z(uint32_t (&a)[4], const bf16 *zb, const bf16 *zero,
+                                              int ZS, int F, int r0, int c0, int g, int q)
+{
+    const bf16 *p0 = zrow(zb, zero, ZS, F, r0 + g) + c0 + 2 * q;
+    const bf16 *p1 = zrow(zb, zero, ZS, F, r0 + g + 8) + c0 + 2 * q;
+    a[0] = lds32(p0);
+    a[1] = lds32(p1);
+    a[2] = lds32(p0 + 8);
+    a[3] = lds32(p1 + 8);
+}
+
 static __device__ __forceinline__ uint32_t pack2(float a, float b)
 {
     return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
@@ -117,18 +139,19 @@ static __device__ __forceinline__ void st2(bf16 *p, float a, float b)
 }
 
 /* Forward: out (rows, ldo) bf16 = [x, pairs, 0 padding to ldo]. Dynamic
- * shared memory a warp: two Z copies (32 x ZS) and the output row (ldo). */
+ * shared memory a warp: two Z copies (F x ZS), the zero row (ZS) and the
+ * output row (ldo). */
 static __global__ void __launch_bounds__(32 * IA4_WARPS)
     interact_fwd4_kernel(const bf16 *__restrict__ z, int64_t rows, int F, int D,
                          bf16 *__restrict__ out, int64_t ldo, int top_in)
 {
     extern __shared__ float4 ia_smem4[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane >> 2, q = lane & 3;
-    const int ZS = ia4_zs(D), zsz = IA4_FP * ZS;
-    bf16 *wb = (bf16 *)ia_smem4 + (size_t)warp * (2 * zsz + ldo);
-    bf16 *stage = wb + 2 * zsz;
-    for (int e = lane; e < 2 * zsz / 8; e += 32)
-        ((uint4 *)wb)[e] = make_uint4(0, 0, 0, 0); /* rows F..31 stay zero */
+    const int ZS = ia4_zs(D), zsz = F * ZS;
+    bf16 *wb = (bf16 *)ia_smem4 + (size_t)warp * (2 * zsz + ZS + ldo);
+    bf16 *zero = wb + 2 * zsz, *stage = zero + ZS;
+    for (int e = lane; e < ZS / 8; e += 32)
+        ((uint4 *)zero)[e] = make_uint4(0, 0, 0, 0);
     __syncwarp();
     const int64_t stride = (int64_t)gridDim.x * IA4_WARPS;
     int64_t r = (int64_t)blockIdx.x * IA4_WARPS + warp;
@@ -149,8 +172,8 @@ static __global__ void __launch_bounds__(32 * IA4_WARPS)
             acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
         for (int kk = 0; kk < D; kk += 16) {
             uint32_t a0[4], a1[4];
-            frag_a(a0, zb, ZS, 0, kk, g, q);  /* rows 0..15 */
-            frag_a(a1, zb, ZS, 16, kk, g, q); /* rows 16..31 */
+            frag_z(a0, zb, zero, ZS, F, 0, kk, g, q);  /* rows 0..15 */
+            frag_z(a1, zb, zero, ZS, F, 16, kk, g, q); /* rows 16..31 */
             /* B = Z^T: n-tile j (vectors 8j..8j+7) is A's rows 8j + g */
             mma16816(acc[0], a0, a0[0], a0[2]); /* rows 0-15, vectors 0-7 */
             mma16816(acc[1], a0, a0[1], a0[3]); /* rows 0-15, vectors 8-15 */
@@ -186,7 +209,8 @@ static __global__ void __launch_bounds__(32 * IA4_WARPS)
 
 /* Backward: dy (rows, ldi) bf16, dx (rows, D) bf16, de (rows, T, D) TE.
  * Dynamic shared memory: the pair table (np words, rounded up to 4), then
- * a warp's two Z copies (32 x ZS) and its G (32 x IA4_GS), for each warp. */
+ * a warp's two Z copies (F x ZS), its zero row (ZS) and its G (32 x
+ * IA4_GS), for each warp. */
 template <typename TE>
 static __global__ void __launch_bounds__(32 * IA4_WARPS)
     interact_bwd4_kernel(const bf16 *__restrict__ z, const bf16 *__restrict__ dy, int64_t ldi,
@@ -195,12 +219,12 @@ static __global__ void __launch_bounds__(32 * IA4_WARPS)
 {
     extern __shared__ float4 ia_smem4[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane >> 2, q = lane & 3;
-    const int ZS = ia4_zs(D), zsz = IA4_FP * ZS, np = F * (F - 1) / 2, T = F - 1;
+    const int ZS = ia4_zs(D), zsz = F * ZS, np = F * (F - 1) / 2, T = F - 1;
     uint32_t *tab = (uint32_t *)ia_smem4; /* pair p: i << 8 | j */
-    bf16 *wb = (bf16 *)(tab + ((np + 3) & ~3)) + (size_t)warp * (2 * zsz + IA4_FP * IA4_GS);
-    bf16 *G = wb + 2 * zsz;
-    for (int e = lane; e < (2 * zsz + IA4_FP * IA4_GS) / 8; e += 32)
-        ((uint4 *)wb)[e] = make_uint4(0, 0, 0, 0); /* padding rows, G's diagonal stay zero */
+    bf16 *wb = (bf16 *)(tab + ((np + 3) & ~3)) + (size_t)warp * (2 * zsz + ZS + IA4_FP * IA4_GS);
+    bf16 *zero = wb + 2 * zsz, *G = zero + ZS;
+    for (int e = lane; e < (ZS + IA4_FP * IA4_GS) / 8; e += 32)
+        ((uint4 *)zero)[e] = make_uint4(0, 0, 0, 0); /* the zero row; G's diagonal and padding */
     for (int p = threadIdx.x; p < np; p += blockDim.x) {
         int i = 1;
         while (i * (i + 1) / 2 <= p)
@@ -259,7 +283,7 @@ static __global__ void __launch_bounds__(32 * IA4_WARPS)
 #pragma unroll
             for (int kk = 0; kk < 2; kk++) {
                 uint32_t b[4];
-                ldsm_x4_t(b, zb + (16 * kk + lrow) * ZS + nb + lcol);
+                ldsm_x4_t(b, zrow(zb, zero, ZS, F, 16 * kk + lrow) + nb + lcol);
 #pragma unroll
                 for (int mi = 0; mi < 2; mi++) {
                     mma16816(acc[mi][0], ga[mi][kk], b[0], b[1]);
@@ -298,11 +322,11 @@ static __global__ void __launch_bounds__(32 * IA4_WARPS)
  * backward). */
 static size_t ia4_smem(int op, int F, int D, int64_t ldo)
 {
-    const size_t zsz = (size_t)IA4_FP * (size_t)ia4_zs(D);
+    const size_t zs = (size_t)ia4_zs(D), zsz = (size_t)F * zs;
     if (op == 1)
-        return 2 * IA4_WARPS * (2 * zsz + (size_t)ldo);
+        return 2 * IA4_WARPS * (2 * zsz + zs + (size_t)ldo);
     const size_t np = (size_t)F * (size_t)(F - 1) / 2;
-    return 4 * ((np + 3) & ~(size_t)3) + 2 * IA4_WARPS * (2 * zsz + IA4_FP * IA4_GS);
+    return 4 * ((np + 3) & ~(size_t)3) + 2 * IA4_WARPS * (2 * zsz + zs + IA4_FP * IA4_GS);
 }
 
 /* Where v4 applies (g shaped): bf16 with a bf16 z, D % 16 == 0, D <= 128,
