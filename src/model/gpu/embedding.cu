@@ -198,7 +198,8 @@ static __device__ __forceinline__ void vadd(vecf<VEC> &a, const vecf<VEC> &b)
 }
 
 /* VEC pooled values stored from element e of out: fp32, or (OBF) bf16
- * rounded to nearest even (half.h; 16-, 8- or 2-byte stores). */
+ * rounded to nearest even (the conversion instruction: half.h's
+ * rap_f32_to_bf16_rn for every finite value; 16-, 8- or 2-byte stores). */
 template <int VEC, bool OBF>
 static __device__ __forceinline__ void ostore(void *out, int64_t e, const vecf<VEC> &a)
 {
@@ -209,7 +210,7 @@ static __device__ __forceinline__ void ostore(void *out, int64_t e, const vecf<V
     uint32_t w[4] = {0, 0, 0, 0};
 #pragma unroll
     for (int i = 0; i < VEC; i++)
-        w[i / 2] |= (uint32_t)rap_f32_to_bf16_rn(a.v[i]) << (16 * (i % 2));
+        w[i / 2] |= (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a.v[i])) << (16 * (i % 2));
     uint16_t *h = (uint16_t *)out + e;
     if (VEC == 8)
         *(uint4 *)h = make_uint4(w[0], w[1], w[2], w[3]);

@@ -210,6 +210,101 @@ static __global__ void gemv_bwd_kernel(const T *__restrict__ x, int64_t ldx,
     }
 }
 
+/* 8 consecutive act values from p (16-byte aligned) as floats, and back. */
+static __device__ __forceinline__ void ld8(const __nv_bfloat16 *p, float (&v)[8])
+{
+    const uint4 u = *(const uint4 *)p;
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+static __device__ __forceinline__ void ld8(const float *p, float (&v)[8])
+{
+    const float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+static __device__ __forceinline__ void st8(__nv_bfloat16 *p, const float (&v)[8])
+{
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        w[i] = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i])) |
+               ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * i + 1])) << 16);
+    *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
+}
+static __device__ __forceinline__ void st8(float *p, const float (&v)[8])
+{
+    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+    *(float4 *)(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+/* gemv_bwd_kernel's results with 8 columns a lane (in <= 256, in % 8 ==
+ * 0, ldx and lddx multiples of 8): a warp takes every 8th row of the
+ * block's split, 16-byte loads and stores, four rows in flight; the warps'
+ * sums are added in warp order through shared memory (fixed order). Why:
+ * a thread a column moved 2 bytes a load and kept about 4 KB in flight an
+ * SM; the logit layer's backward at batch 65536 (67 MB) took 58 µs,
+ * about 4 times its floor (bench/RESULTS.md, 2026-12-02). */
+template <typename T>
+static __global__ void __launch_bounds__(MLP_THREADS)
+    gemv_bwd8_kernel(const T *__restrict__ x, int64_t ldx, const T *__restrict__ da, int64_t rows,
+                     int in, const float *__restrict__ w, T *__restrict__ dx, int64_t lddx,
+                     int mask, float *__restrict__ part, float *__restrict__ dpart)
+{
+    constexpr int NW = MLP_THREADS / 32;
+    __shared__ float red[2][NW][256];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, c = 8 * lane;
+    const bool on = c < in;
+    const int64_t per = (rows + gridDim.x - 1) / gridDim.x;
+    const int64_t r0 = (int64_t)blockIdx.x * per;
+    const int64_t r1 = r0 + per < rows ? r0 + per : rows;
+    float wk[8], acc[8], ds[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        wk[i] = on ? w[c + i] : 0.0f;
+        acc[i] = ds[i] = 0.0f;
+    }
+    if (on) {
+#pragma unroll 4
+        for (int64_t r = r0 + warp; r < r1; r += NW) {
+            const float d = ld_f(da, r);
+            float xv[8];
+            ld8(x + r * ldx + c, xv);
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                acc[i] += d * xv[i];
+            if (dx) {
+                float v[8];
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    v[i] = (mask && !(xv[i] > 0.0f)) ? 0.0f : d * wk[i];
+                    ds[i] += v[i];
+                }
+                st8(dx + r * lddx + c, v);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            red[0][warp][c + i] = acc[i];
+            red[1][warp][c + i] = ds[i];
+        }
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < in; k += blockDim.x) {
+        float t = 0.0f, u = 0.0f;
+        for (int v = 0; v < NW; v++) {
+            t += red[0][v][k];
+            u += red[1][v][k];
+        }
+        part[(int64_t)blockIdx.x * in + k] = t;
+        if (dpart)
+            dpart[(int64_t)blockIdx.x * in + k] = u;
+    }
+}
+
 /* dw[k] = sum_s part[s*in + k] (and pdb[k] = sum_s dpart[s*in + k] when
  * pdb) in blocks 0..; the last block: db[0] = sum of da over the rows.
  * Fixed order: deterministic. */
@@ -887,18 +982,32 @@ rap_status rap_gpu_gemv_backward(rap_gpu *g, const rap_gpu_layer *l, const rap_g
     /* the partials of dw, then (prev_db) those of the previous bias */
     float *dpart = prev_db ? g->colsum + (size_t)S * (size_t)l->in : NULL;
     const unsigned fin = (unsigned)((l->in + MLP_THREADS - 1) / MLP_THREADS) + 1;
+    /* 8 columns a lane where the widths and pointers allow (v2 and up) */
+    const bool v8 = g->mlp_ver >= 2 && l->in <= 256 && l->in % 8 == 0 && l->ldx % 8 == 0 &&
+                    (!dx || l->lddx % 8 == 0) && (uintptr_t)l->x % 16 == 0 &&
+                    (uintptr_t)dx % 16 == 0;
     if (g->bf16) {
-        gemv_bwd_kernel<__nv_bfloat16><<<S, MLP_THREADS, 0, g->stream>>>(
-            (const __nv_bfloat16 *)l->x, l->ldx, (const __nv_bfloat16 *)l->da, rows, l->in,
-            l->w, (__nv_bfloat16 *)dx, l->lddx, mask, g->colsum, dpart);
+        if (v8)
+            gemv_bwd8_kernel<__nv_bfloat16><<<S, MLP_THREADS, 0, g->stream>>>(
+                (const __nv_bfloat16 *)l->x, l->ldx, (const __nv_bfloat16 *)l->da, rows, l->in,
+                l->w, (__nv_bfloat16 *)dx, l->lddx, mask, g->colsum, dpart);
+        else
+            gemv_bwd_kernel<__nv_bfloat16><<<S, MLP_THREADS, 0, g->stream>>>(
+                (const __nv_bfloat16 *)l->x, l->ldx, (const __nv_bfloat16 *)l->da, rows, l->in,
+                l->w, (__nv_bfloat16 *)dx, l->lddx, mask, g->colsum, dpart);
         RAP_CUDA_LAUNCHED();
         gemv_final_kernel<__nv_bfloat16><<<fin, MLP_THREADS, 0, g->stream>>>(
             g->colsum, S, l->in, (const __nv_bfloat16 *)l->da, rows, l->dw, l->db, dpart,
             prev_db);
     } else {
-        gemv_bwd_kernel<float><<<S, MLP_THREADS, 0, g->stream>>>(
-            (const float *)l->x, l->ldx, (const float *)l->da, rows, l->in, l->w, (float *)dx,
-            l->lddx, mask, g->colsum, dpart);
+        if (v8)
+            gemv_bwd8_kernel<float><<<S, MLP_THREADS, 0, g->stream>>>(
+                (const float *)l->x, l->ldx, (const float *)l->da, rows, l->in, l->w,
+                (float *)dx, l->lddx, mask, g->colsum, dpart);
+        else
+            gemv_bwd_kernel<float><<<S, MLP_THREADS, 0, g->stream>>>(
+                (const float *)l->x, l->ldx, (const float *)l->da, rows, l->in, l->w,
+                (float *)dx, l->lddx, mask, g->colsum, dpart);
         RAP_CUDA_LAUNCHED();
         gemv_final_kernel<float><<<fin, MLP_THREADS, 0, g->stream>>>(
             g->colsum, S, l->in, (const float *)l->da, rows, l->dw, l->db, dpart, prev_db);
