@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+_Static_assert(RAP_PARSE_GATE_TILE == RAP_PARSE_TILE, "the gate's tiles are the kernels'");
+
 /* ---- shared */
 
 int64_t rap_parse_cut_lines(const char *text, size_t n, int32_t *start)
@@ -96,6 +98,12 @@ typedef struct {
     rap_parse_layout lay;
     int32_t *start;       /* (C + 2) line offsets */
     rap_parse_rej *rej;   /* (C + 1) the chunk's rejects */
+    /* with a gate: the chunk posted, parsed whole by its end */
+    rap_parse_job job;
+    const char *text;
+    int64_t n_bytes, n_lines;
+    rap_batch *stage;
+    rap_parse_result res;
 } ref_state;
 
 static void ref_free(void *state)
@@ -132,6 +140,30 @@ static rap_status ref_stage_create(const rap_parse_backend_config *c, rap_batch 
                             false);
 }
 
+/* The gate's launches of a posted chunk on the releasing thread: the
+ * pieces are the kernels' (whole tiles, in order: checked); the reference
+ * cannot split, so the whole chunk is parsed at the end. */
+static rap_status ref_piece(void *ctx, int64_t line0, int64_t line1, void *event)
+{
+    (void)event;
+    ref_state *s = ctx;
+    if (line0 != s->job.next_line || line1 < line0 || line1 > s->n_lines ||
+        (line1 != s->n_lines && line1 % RAP_PARSE_TILE))
+        return rap_fail(RAP_ERR_INTERNAL, "reference parser: piece [%lld, %lld) of %lld lines "
+                        "out of order", (long long)line0, (long long)line1,
+                        (long long)s->n_lines);
+    return RAP_OK;
+}
+
+static rap_status ref_end(void *ctx)
+{
+    ref_state *s = ctx;
+    return rap_parse_ref(&s->lay, s->text, s->n_bytes, s->start, s->n_lines, s->cfg.max_line,
+                         s->stage, s->rej, &s->res);
+}
+
+static const rap_parse_launch_ops g_ref_gate_ops = {ref_piece, ref_end};
+
 static rap_status ref_chunk(void *state, const char *text, size_t n, rap_parsed *out,
                             rap_batch *stage)
 {
@@ -140,10 +172,20 @@ static rap_status ref_chunk(void *state, const char *text, size_t n, rap_parsed 
         return rap_fail(RAP_ERR_INTERNAL, "reference parser: a chunk of %zu bytes, at most %zu",
                         n, s->cfg.chunk_bytes);
     int64_t lines = rap_parse_cut_lines(text, n, s->start);
-    rap_parse_result res;
-    RAP_TRY(rap_parse_ref(&s->lay, text, (int64_t)n, s->start, lines, s->cfg.max_line, stage,
-                          s->rej, &res));
-    return rap_parse_take_rejects(out, s->rej, res.rows_rejected, &res, text, s->start,
+    if (s->cfg.gate) { /* posted: parsed by whoever releases it */
+        s->text = text;
+        s->n_bytes = (int64_t)n;
+        s->n_lines = lines;
+        s->stage = stage;
+        s->job.ops = &g_ref_gate_ops;
+        s->job.ctx = s;
+        s->job.n_lines = lines;
+        RAP_TRY(rap_parse_gate_run(s->cfg.gate, &s->job));
+    } else {
+        RAP_TRY(rap_parse_ref(&s->lay, text, (int64_t)n, s->start, lines, s->cfg.max_line,
+                              stage, s->rej, &s->res));
+    }
+    return rap_parse_take_rejects(out, s->rej, s->res.rows_rejected, &s->res, text, s->start,
                                   s->cfg.max_line);
 }
 

@@ -22,6 +22,12 @@
  * field, max_rows, the interleave turns) is the reader's own. Only where
  * the good rows live differs, and the append op moves them.
  *
+ * With a gate (rap_parse_backend_config.gate) gpu and reference do not
+ * launch: the chunk is posted to the gate as a job and its parser thread
+ * waits until the job was launched and ended by whoever released it, then
+ * for the result (the GPU's on its stream, on this thread); reference runs
+ * the whole of rap_parse_ref at the job's end, on the releasing thread.
+ *
  * Threads: a backend instance (create) belongs to one parser thread; the
  * staging batches belong to the reader's slots; append runs on the
  * consumer's thread (on the GPU on a stream of its own, rap_parse_sync).
@@ -37,11 +43,15 @@ extern "C" {
 #endif
 
 #include "data/parse.h"
+#include "data/parse_gate.h"
 
 typedef struct {
     size_t chunk_bytes;   /* C: the largest chunk parsed at once */
     int64_t max_line;     /* as rap_parse_line's */
     int device;           /* gpu: the CUDA device (each thread sets it) */
+    rap_parse_gate *gate; /* gpu, reference: the parse of a chunk is posted here and
+                           * launched by whoever releases it (parse_gate.h); NULL:
+                           * launched by the parser thread itself. Not owned */
 } rap_parse_backend_config;
 
 typedef struct {

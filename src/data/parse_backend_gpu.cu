@@ -302,6 +302,9 @@ typedef struct {
     char *h_text;          /* (C + 16) pinned: the chunk's raw text */
     int32_t *h_start;      /* (C + 2) pinned: its line offsets */
     rap_parse_rej *h_rej;  /* (C + 1) pinned: the reject list copied back */
+    int64_t tiles;         /* tiles a launch at most (RAP_PARSE_GPU_TILES; 0: a piece whole) */
+    rap_parse_job job;     /* with a gate: the chunk posted */
+    uint64_t ticket;       /* ... and its result, set by its end */
 } gpu_state;
 
 extern "C" void rap_parse_gpu_state_free(void *state)
@@ -336,6 +339,7 @@ static rap_status gpu_state_make(gpu_state *s, const rap_parse_backend_config *c
     pc.max_bytes = (int64_t)c->chunk_bytes;
     pc.max_line = c->max_line;
     RAP_TRY(rap_parse_gpu_tiles_per_launch(&pc.tiles_per_launch));
+    s->tiles = pc.tiles_per_launch;
     return rap_parse_gpu_create(&pc, s->stream, &s->gp);
 }
 
@@ -363,9 +367,62 @@ extern "C" rap_status rap_parse_gpu_stage_create(const rap_parse_backend_config 
                                    rap_parse_stage_rows(c->chunk_bytes));
 }
 
+/* The gate's launches of a posted chunk (parse_gate.h), on the releasing
+ * thread: a piece after the parser's stream waits for the phase's event,
+ * in launches of at most s->tiles tiles (as rap_parse_gpu_run's); the end
+ * queues the result's copy. A failed piece closes the open batch. */
+static rap_status gate_piece(void *ctx, int64_t line0, int64_t line1, void *event)
+{
+    gpu_state *s = (gpu_state *)ctx;
+    rap_status st = RAP_OK;
+    if (event && cudaStreamWaitEvent(s->stream, (cudaEvent_t)event, 0) != cudaSuccess)
+        st = rap_fail(RAP_ERR_CUDA, "GPU parser: wait for the window's event: %s",
+                      cudaGetErrorString(cudaGetLastError()));
+    const int64_t step = s->tiles > 0 ? s->tiles * RAP_PARSE_TILE : line1 - line0;
+    for (int64_t l0 = line0; st == RAP_OK;) {
+        int64_t l1 = line1 - l0 > step ? l0 + step : line1;
+        st = rap_parse_gpu_piece(s->gp, l0, l1);
+        l0 = l1;
+        if (l0 >= line1)
+            break;
+    }
+    if (st != RAP_OK)
+        rap_parse_gpu_abort(s->gp);
+    return st;
+}
+
+static rap_status gate_end(void *ctx)
+{
+    gpu_state *s = (gpu_state *)ctx;
+    rap_status st = rap_parse_gpu_end(s->gp, NULL, &s->ticket);
+    if (st != RAP_OK)
+        rap_parse_gpu_abort(s->gp);
+    return st;
+}
+
+static const rap_parse_launch_ops g_gate_ops = {gate_piece, gate_end};
+
+/* The chunk's kernels: queued here, or without a gate posted to it and
+ * launched by whoever releases it (this thread waits meanwhile). */
+static rap_status gpu_launch(gpu_state *s, int64_t lines, int64_t n, rap_batch *stage,
+                             uint64_t *ticket)
+{
+    if (!s->cfg.gate)
+        return rap_parse_gpu_run(s->gp, rap_parse_gpu_text(s->gp), n, rap_parse_gpu_starts(s->gp),
+                                 lines, stage, NULL, ticket);
+    RAP_TRY(rap_parse_gpu_begin(s->gp, rap_parse_gpu_text(s->gp), n, rap_parse_gpu_starts(s->gp),
+                                lines, stage));
+    s->job.ops = &g_gate_ops;
+    s->job.ctx = s;
+    s->job.n_lines = lines;
+    RAP_TRY(rap_parse_gate_run(s->cfg.gate, &s->job));
+    *ticket = s->ticket;
+    return RAP_OK;
+}
+
 /* The host's part: offsets and the raw text into pinned memory, the copy
- * and the kernel queued, then (this thread waits, the training does not)
- * the result and the reject list back. */
+ * and the kernel queued (or posted to the gate), then (this thread waits,
+ * the training does not) the result and the reject list back. */
 extern "C" rap_status rap_parse_gpu_chunk(void *state, const char *text, size_t n,
                                           rap_parsed *out, rap_batch *stage)
 {
@@ -377,8 +434,7 @@ extern "C" rap_status rap_parse_gpu_chunk(void *state, const char *text, size_t 
     memcpy(s->h_text, text, n);
     RAP_TRY(rap_parse_gpu_upload(s->gp, s->h_text, (int64_t)n, s->h_start, lines));
     uint64_t ticket;
-    RAP_TRY(rap_parse_gpu_run(s->gp, rap_parse_gpu_text(s->gp), (int64_t)n,
-                              rap_parse_gpu_starts(s->gp), lines, stage, NULL, &ticket));
+    RAP_TRY(gpu_launch(s, lines, (int64_t)n, stage, &ticket));
     rap_parse_result res;
     bool ready;
     RAP_TRY(rap_parse_gpu_result(s->gp, ticket, true, &res, &ready));

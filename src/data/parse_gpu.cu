@@ -790,6 +790,8 @@ extern "C" rap_status rap_parse_gpu_end(rap_parse_gpu *p, const rap_parse_result
     return RAP_OK;
 }
 
+extern "C" void rap_parse_gpu_abort(rap_parse_gpu *p) { p->open = false; }
+
 extern "C" rap_status rap_parse_gpu_run(rap_parse_gpu *p, const char *d_text, int64_t n_bytes,
                                         const int32_t *d_start, int64_t n_lines,
                                         const rap_batch *dst, const rap_parse_result **result_dev,
@@ -871,6 +873,8 @@ rap_status rap_parse_gpu_end(rap_parse_gpu *p, const rap_parse_result **result_d
 {
     return NO_GPU;
 }
+
+void rap_parse_gpu_abort(rap_parse_gpu *p) {}
 
 rap_status rap_parse_gpu_run(rap_parse_gpu *p, const char *d_text, int64_t n_bytes,
                              const int32_t *d_start, int64_t n_lines, const rap_batch *dst,

@@ -108,6 +108,10 @@ rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, int64_t n_b
 rap_status rap_parse_gpu_piece(rap_parse_gpu *p, int64_t line0, int64_t line1);
 rap_status rap_parse_gpu_end(rap_parse_gpu *p, const rap_parse_result **result_dev,
                              uint64_t *ticket);
+/* Closes an open batch without ending it (after a piece failed): the next
+ * begin may follow; the pieces queued still run, their result is never
+ * read. Cannot fail; nothing open: nothing done. */
+void rap_parse_gpu_abort(rap_parse_gpu *p);
 
 /* The result of batch `ticket` on the host: *ready false (and *out
  * untouched) while the stream has not reached it, unless wait, which

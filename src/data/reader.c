@@ -389,10 +389,12 @@ static rap_status make_parsers(rap_reader *r)
     r->pcfg.chunk_bytes = r->C + 1; /* a slot: C bytes and a last line's added '\n' */
     r->pcfg.max_line = r->cfg.max_line;
     r->pcfg.device = r->ops->device_rows ? rap_parse_device() : 0;
+    r->pcfg.gate = r->gate;
     rap_parse_res *res = r->res;
     r->res = NULL;
     if (res && res->ops == r->ops && res->pcfg.chunk_bytes == r->C + 1 &&
-        res->pcfg.max_line == r->cfg.max_line && res->n_state >= r->P &&
+        res->pcfg.max_line == r->cfg.max_line && res->pcfg.gate == r->gate &&
+        res->n_state >= r->P &&
         res->n_stage >= (int64_t)r->L * r->S) {
         r->res = res;
         r->pcfg = res->pcfg;
@@ -429,6 +431,12 @@ void rap_parse_res_free(rap_parse_res *x)
 rap_status rap_parse_res_create(const rap_reader_config *cfg, size_t chunk_bytes,
                                 rap_parse_res **out)
 {
+    return rap_parse_res_create_gate(cfg, chunk_bytes, NULL, out);
+}
+
+rap_status rap_parse_res_create_gate(const rap_reader_config *cfg, size_t chunk_bytes,
+                                     rap_parse_gate *gate, rap_parse_res **out)
+{
     *out = NULL;
     rap_reader_threads t;
     RAP_TRY(check_config(cfg));
@@ -447,6 +455,7 @@ rap_status rap_parse_res_create(const rap_reader_config *cfg, size_t chunk_bytes
     x->pcfg.chunk_bytes = C + 1;
     x->pcfg.max_line = cfg->max_line;
     x->pcfg.device = rap_parse_device();
+    x->pcfg.gate = gate;
     x->state = rap_calloc((size_t)P * sizeof(void *), "parse resources");
     x->stage = rap_calloc((size_t)L * (size_t)S * sizeof(rap_batch), "parse resources");
     rap_status st = x->state && x->stage ? RAP_OK : RAP_ERR_NOMEM;
@@ -554,6 +563,12 @@ rap_status rap_reader_open_ex(const rap_reader_config *cfg, size_t chunk_bytes, 
 rap_status rap_reader_open_res(const rap_reader_config *cfg, size_t chunk_bytes,
                                rap_parse_res *res, rap_reader **out)
 {
+    return rap_reader_open_gate(cfg, chunk_bytes, res, NULL, out);
+}
+
+rap_status rap_reader_open_gate(const rap_reader_config *cfg, size_t chunk_bytes,
+                                rap_parse_res *res, rap_parse_gate *gate, rap_reader **out)
+{
     *out = NULL;
     RAP_TRY(check_config(cfg));
     RAP_TRY(rap_reader_check_parse(cfg));
@@ -562,6 +577,7 @@ rap_status rap_reader_open_res(const rap_reader_config *cfg, size_t chunk_bytes,
         return RAP_ERR_NOMEM;
     r->cfg = *cfg;
     r->res = res; /* kept by make_parsers if it fits */
+    r->gate = gate;
     r->input = strdup(cfg->input);
     r->cfg.input = r->input;
     r->cfg.schema = NULL;
@@ -1000,11 +1016,15 @@ void rap_reader_close(rap_reader *r)
         pthread_cond_broadcast(&r->cv_parser);
         pthread_cond_broadcast(&r->cv_consumer);
         pthread_mutex_unlock(&r->mu);
+        if (r->gate) /* a parser thread waiting for its launch finishes */
+            rap_parse_gate_bypass(r->gate, true);
         for (int j = 0; j < r->L; j++)
             if (r->lanes[j].started)
                 pthread_join(r->lanes[j].tid, NULL);
         for (int i = 0; i < r->parsers_started; i++)
             pthread_join(r->parser_tid[i], NULL);
+        if (r->gate)
+            rap_parse_gate_bypass(r->gate, false);
         pthread_mutex_destroy(&r->mu);
         pthread_mutex_destroy(&r->st_mu);
         for (int j = 0; j < r->L; j++)

@@ -118,6 +118,8 @@ struct rap_reader {
     atomic_int parser_ids; /* a starting parser thread takes the next index */
     void *rows_stream;    /* gpu: the consumer's appends (rap_reader_next, rap_reader_append) */
     rap_parse_res *res;   /* lent parser states, stages and stream (not freed); NULL: own */
+    rap_parse_gate *gate; /* gpu, reference: where the chunks' parses are posted (not
+                           * owned); NULL: launched by the parser threads */
     bool sync_init;
 
     pthread_mutex_t mu;   /* guards the rings and the flags below */

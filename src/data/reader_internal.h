@@ -27,8 +27,13 @@ rap_status rap_reader_check_parse(const rap_reader_config *cfg);
  * for a parser whose rows are host memory. Errors as rap_reader_open's
  * for the input, RAP_ERR_NOMEM, RAP_ERR_CUDA. */
 typedef struct rap_parse_res rap_parse_res;
+typedef struct rap_parse_gate rap_parse_gate;
 rap_status rap_parse_res_create(const rap_reader_config *cfg, size_t chunk_bytes,
                                 rap_parse_res **out);
+/* The same for readers that post their chunks to gate (may be NULL:
+ * rap_parse_res_create), the one rap_reader_open_gate will be given. */
+rap_status rap_parse_res_create_gate(const rap_reader_config *cfg, size_t chunk_bytes,
+                                     rap_parse_gate *gate, rap_parse_res **out);
 /* Waits for the appends queued from it and frees it. Accepts NULL. */
 void rap_parse_res_free(rap_parse_res *x);
 /* rap_reader_open_ex with res lent (may be NULL): used when it was made for
@@ -36,6 +41,13 @@ void rap_parse_res_free(rap_parse_res *x);
  * One reader at a time may borrow it. */
 rap_status rap_reader_open_res(const rap_reader_config *cfg, size_t chunk_bytes,
                                rap_parse_res *res, rap_reader **out);
+/* rap_reader_open_res whose parse backend (gpu, reference; others ignore
+ * it) posts each chunk's parse to gate (data/parse_gate.h, not owned; NULL:
+ * none) instead of launching it: someone must release the gate, or bypass
+ * it, for the reader to go on. rap_reader_close bypasses it while it joins
+ * the parser threads (none waits forever); the gate stays open after. */
+rap_status rap_reader_open_gate(const rap_reader_config *cfg, size_t chunk_bytes,
+                                rap_parse_res *res, rap_parse_gate *gate, rap_reader **out);
 
 /* Whether the reader's batches are device memory (parse gpu). */
 bool rap_reader_rows_on_device(const rap_reader *r);
