@@ -48,8 +48,11 @@ static void token_copy(char *dst, size_t n, const char *src)
 static rap_schedule *sched_new(const char *source)
 {
     rap_schedule *s = rap_calloc(sizeof *s, "schedule");
-    if (s)
-        snprintf(s->source, sizeof s->source, "%s", source ? source : "<schedule>");
+    if (!s)
+        return NULL;
+    snprintf(s->source, sizeof s->source, "%s", source ? source : "<schedule>");
+    for (int w = 0; w < RAP_WIN_COUNT; w++)
+        s->parse_ms[w] = -1; /* no budget, no prediction */
     return s;
 }
 
@@ -132,6 +135,27 @@ void rap_slice_rows(const rap_slice *sl, int64_t rows, int64_t *r0, int64_t *r1)
     *r1 = sl->r1 < n ? base + sl->r1 : base + n;
 }
 
+rap_status rap_schedule_set_parse(rap_schedule *s, rap_window w, int64_t lines,
+                                  double predicted_ms)
+{
+    if (!s || (int)w < 0 || w >= RAP_WIN_COUNT || lines < 0 || lines > RAP_PARSE_LINES_MAX)
+        return rap_fail(RAP_ERR_ARG, "rap_schedule_set_parse: expected a window 0..%d and 0 to "
+                        "%lld lines (got window %d, %lld lines)", RAP_WIN_COUNT - 1,
+                        (long long)RAP_PARSE_LINES_MAX, (int)w, (long long)lines);
+    s->parse_lines[w] = lines;
+    s->parse_ms[w] = lines > 0 && predicted_ms >= 0 ? predicted_ms : -1;
+    s->parse_line[w] = 0;
+    return RAP_OK;
+}
+
+bool rap_schedule_has_parse(const rap_schedule *s)
+{
+    for (int w = 0; s && w < RAP_WIN_COUNT; w++)
+        if (s->parse_lines[w] > 0)
+            return true;
+    return false;
+}
+
 const rap_slice *rap_schedule_window(const rap_schedule *s, rap_window w, int *n)
 {
     if (!s || (int)w < 0 || w >= RAP_WIN_COUNT) {
@@ -171,6 +195,14 @@ rap_status rap_schedule_write(const rap_schedule *s, FILE *f)
                "(docs/SCHEDULE.md)\n");
     fprintf(f, "plan %s %016llx\n", s->plan_name, (unsigned long long)s->plan_hash);
     fprintf(f, "fusion %d %016llx\n", s->n_kernels, (unsigned long long)s->fusion_hash);
+    for (int w = 0; w < RAP_WIN_COUNT; w++) { /* the GPU parse's budgets */
+        if (s->parse_lines[w] <= 0)
+            continue;
+        fprintf(f, "parse %s lines=%lld", g_win_names[w], (long long)s->parse_lines[w]);
+        if (s->parse_ms[w] >= 0)
+            fprintf(f, " predicted_ms=%.17g", s->parse_ms[w]);
+        fputc('\n', f);
+    }
     for (int w = 0; w < RAP_WIN_COUNT; w++) {
         int n;
         const rap_slice *sl = rap_schedule_window(s, (rap_window)w, &n);
@@ -356,6 +388,51 @@ static rap_status parse_slice(const parse_ctx *c, char **tok, int nt, rap_slice 
     return RAP_OK;
 }
 
+/* `parse WINDOW lines=N [predicted_ms=MS]` into s (each window once). */
+static rap_status parse_budget(const parse_ctx *c, char **tok, int nt, rap_schedule *s)
+{
+    int w = nt >= 2 ? rap_window_parse(tok[1]) : -1;
+    if (w < 0)
+        return perr(c, "expected 'parse WINDOW lines=N [predicted_ms=MS]' with WINDOW one of "
+                       "emb_forward, mlp_forward, mlp_backward, emb_backward, grad_comm, exposed");
+    if (s->parse_lines[w] > 0)
+        return perr(c, "a second parse line for window %s (first on line %d)", tok[1],
+                    s->parse_line[w]);
+    int64_t lines = 0;
+    double ms = -1;
+    for (int i = 2; i < nt; i++) {
+        char *eq = strchr(tok[i], '=');
+        if (!eq)
+            return perr(c, "expected key=value in a parse line, got '%s'", tok[i]);
+        *eq = 0;
+        const char *key = tok[i], *val = eq + 1;
+        if (strcmp(key, "lines") == 0) {
+            if (lines > 0)
+                return perr(c, "lines= given twice");
+            if (!parse_i64(val, 1, RAP_PARSE_LINES_MAX, &lines))
+                return perr(c, "expected lines=N with N a line count in [1, %lld], got '%s'",
+                            (long long)RAP_PARSE_LINES_MAX, val);
+        } else if (strcmp(key, "predicted_ms") == 0) {
+            if (ms >= 0)
+                return perr(c, "predicted_ms= given twice");
+            char *end;
+            errno = 0;
+            double x = strtod(val, &end);
+            if (!*val || *end || errno || !(x >= 0) || x > 1e9)
+                return perr(c, "expected predicted_ms=MS with MS a number >= 0, got '%s'", val);
+            ms = x;
+        } else {
+            return perr(c, "unknown parse key '%s' (expected lines or predicted_ms)", key);
+        }
+    }
+    if (lines <= 0)
+        return perr(c, "expected lines=N in a parse line");
+    s->parse_lines[w] = lines;
+    s->parse_ms[w] = ms;
+    s->parse_line[w] = c->line;
+    return RAP_OK;
+}
+
 rap_status rap_schedule_parse(const char *text, const char *source, rap_schedule **out)
 {
     *out = NULL;
@@ -447,6 +524,13 @@ rap_status rap_schedule_parse(const char *text, const char *source, rap_schedule
                 goto fail;
             }
             window = w;
+        } else if (strcmp(tok[0], "parse") == 0) {
+            if (!have_plan || !have_fusion) {
+                st = perr(&c, "expected the 'plan' and 'fusion' lines before a parse line");
+                goto fail;
+            }
+            if ((st = parse_budget(&c, tok, nt, s)) != RAP_OK)
+                goto fail;
         } else if (strcmp(tok[0], "slice") == 0) {
             if (window < 0) {
                 st = perr(&c, "expected a 'window NAME' line before the first slice");
@@ -458,7 +542,8 @@ rap_status rap_schedule_parse(const char *text, const char *source, rap_schedule
             if ((st = add_slice(s, (rap_window)window, &sl)) != RAP_OK)
                 goto fail;
         } else {
-            st = perr(&c, "unknown line '%s' (expected plan, fusion, window or slice)", tok[0]);
+            st = perr(&c, "unknown line '%s' (expected plan, fusion, parse, window or slice)",
+                      tok[0]);
             goto fail;
         }
     }

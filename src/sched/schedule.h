@@ -82,7 +82,16 @@ typedef struct {
                                 * rank receives from other ranks (a per-rank schedule with
                                 * moves, rank_schedule.h): never run, never read by a slice;
                                 * 0 in schedule files */
+    /* the GPU parse's budgets (`parse W lines=N [predicted_ms=MS]`): at the
+     * start of window w the runtime launches up to parse_lines[w] lines of
+     * parse kernels (0: none there); not fused kernels, so no part of the
+     * plan or fusion hash, and slices are checked without them */
+    int64_t parse_lines[RAP_WIN_COUNT];
+    double parse_ms[RAP_WIN_COUNT];   /* the planner's prediction, < 0 when unknown */
+    int parse_line[RAP_WIN_COUNT];    /* line in the file (0: built in memory) */
 } rap_schedule;
+
+#define RAP_PARSE_LINES_MAX ((int64_t)1 << 40) /* a budget's lines at most */
 
 /* An empty schedule bound to (p, f); source names it in messages. */
 rap_status rap_schedule_create(const rap_plan *p, const rap_fusion *f, const char *source,
@@ -97,12 +106,19 @@ rap_status rap_schedule_add(rap_schedule *s, rap_window w, int kernel, int d0, i
  * the end of window w; the same checks as rap_schedule_add, and a share
  * within its shares. */
 rap_status rap_schedule_add_slice(rap_schedule *s, rap_window w, const rap_slice *sl);
+/* Sets window w's parse budget: lines (1 .. RAP_PARSE_LINES_MAX; 0
+ * removes it), predicted_ms (< 0: unknown). RAP_ERR_ARG for a window or a
+ * count out of range. */
+rap_status rap_schedule_set_parse(rap_schedule *s, rap_window w, int64_t lines,
+                                  double predicted_ms);
+/* Whether any window of s has a parse budget (NULL: no). */
+bool rap_schedule_has_parse(const rap_schedule *s);
 /* The slices of window w, in launch order; *n their number. */
 const rap_slice *rap_schedule_window(const rap_schedule *s, rap_window w, int *n);
 /* Whether a and b run the same slices (kernel, descriptors, rows, share)
  * in the same windows and order, for the same plan and fusion; their
- * predicted latencies, sources and line numbers may differ. NULL equals
- * only NULL. */
+ * predicted latencies, sources and line numbers may differ, and their
+ * parse budgets are not compared. NULL equals only NULL. */
 bool rap_schedule_same_slices(const rap_schedule *a, const rap_schedule *b);
 
 /* Parses schedule text. On a syntax error: RAP_ERR_PLAN with
