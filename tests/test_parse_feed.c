@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "core/core.h"
 #include "data/parse_backend.h"
+#include "data/parse_gate.h"
 #include "data/parse_ref.h"
 #include "data/reader_internal.h"
 #include "run/rowfeed.h"
@@ -399,6 +401,140 @@ static rap_status feed_all(rap_rowfeed_config fc, rap_parse_kind k, dump_t *d,
     return s;
 }
 
+/* feed_all through the feed's parse gate: before each batch the consumer
+ * releases `budget` lines (as the runtime does at a window's start; -2:
+ * never, every line launched while it waits); *gs the gate's counts. */
+static rap_status feed_gated(rap_rowfeed_config fc, rap_parse_kind k, int64_t budget, dump_t *d,
+                             rap_rowfeed_stats *st, rap_parse_gate_stats *gs)
+{
+    fc.reader.parse = k;
+    fc.parse_gate = true;
+    memset(d, 0, sizeof *d);
+    memset(gs, 0, sizeof *gs);
+    rap_rowfeed *f;
+    RAP_TRY(rap_rowfeed_create(&fc, &f));
+    rap_parse_gate *g = rap_rowfeed_gate(f);
+    if (!g) {
+        rap_rowfeed_free(f, st);
+        return rap_fail(RAP_ERR_INTERNAL, "test: the feed made no gate");
+    }
+    rap_row_batch *rb;
+    rap_batch h;
+    memset(&h, 0, sizeof h);
+    rap_status s;
+    for (;;) {
+        if (budget != -2) {
+            /* until a release found work, wait a little for a post (the
+             * parsers run ahead while the consumer waits, bypassed) */
+            for (int i = 0; i < 200; i++) {
+                rap_parse_gate_get_stats(g, gs);
+                if (gs->lines_in > 0 || gs->pending > 0)
+                    break;
+                usleep(1000);
+            }
+            rap_parse_gate_release(g, budget, NULL, NULL);
+        }
+        if ((s = rap_rowfeed_next(f, &rb, NULL)) != RAP_OK || !rb)
+            break;
+        if (rb->batch.rows > 0 && (s = host_copy(&rb->batch, &h)) != RAP_OK)
+            break;
+        h.rows = rb->batch.rows;
+        h.first_row = rb->batch.first_row;
+        int64_t tag[4] = {rb->seq, rb->pass, rb->pos_after, rb->end_of_pass};
+        put(d, tag, sizeof tag);
+        if (rb->batch.rows > 0)
+            dump_batch(d, &h);
+        rap_rowfeed_release(f, rb);
+    }
+    rap_parse_gate_get_stats(g, gs);
+    rap_batch_free(&h);
+    rap_rowfeed_free(f, st);
+    return s;
+}
+
+/* The feed of parse_feed_rowfeed_reference_equals_cpu's input `in`. */
+static void gate_feed_config(rap_rowfeed_config *fc, int in)
+{
+    memset(fc, 0, sizeof *fc);
+    fc->reader = rap_reader_defaults();
+    fc->reader.input = inputs(in);
+    fc->reader.threads = 3;
+    fc->reader.inflate_threads = in == 2 ? 2 : 1;
+    fc->reader.max_line = 300;
+    fc->chunk_bytes = 5000;
+    fc->batch_rows = 250;
+    fc->n_batches = 4;
+    fc->holdout = in == 1 ? 0 : 0.1;
+    fc->start_pos = in == 0 ? 777 : 0;
+    fc->passes = 2;
+    fc->device_batches = true;
+}
+
+RAP_TEST(parse_feed_gate_reference_equals_cpu)
+{
+    /* the reference's chunks posted to the feed's gate and parsed when the
+     * consumer releases them: budgets of a tile, of a chunk's lines and of
+     * everything, and none at all (every line parsed while the consumer
+     * waits): the batches, markers and accounting of the host's parser;
+     * every line read goes through the gate, inside or outside */
+    const int64_t budgets[4] = {64, 1000, -1, -2};
+    for (int in = 0; in < 3; in++) {
+        rap_rowfeed_config fc;
+        gate_feed_config(&fc, in);
+        dump_t a;
+        rap_rowfeed_stats sa;
+        REQUIRE_OK(feed_all(fc, RAP_PARSE_CPU, &a, &sa));
+        for (int k = 0; k < 4; k++) {
+            dump_t b;
+            rap_rowfeed_stats sb;
+            rap_parse_gate_stats gs;
+            REQUIRE_OK(feed_gated(fc, RAP_PARSE_GPU, budgets[k], &b, &sb, &gs));
+            CHECK(sa.rows_out > 1000 && sa.rows_out == sb.rows_out);
+            CHECK(sa.rows_held_out == sb.rows_held_out && sa.rows_skipped == sb.rows_skipped);
+            CHECK(sb.passes_done == 2 && !memcmp(sa.ids_out, sb.ids_out, sizeof sa.ids_out));
+            same_stats(t, &sa.reader, &sb.reader);
+            same_dump(t, &a, &b, "gated feed");
+            CHECK_MSG(gs.lines_in + gs.lines_out == sb.reader.rows_read && gs.pending == 0,
+                      "input %d budget %lld: %lld lines in, %lld out, %lld read", in,
+                      (long long)budgets[k], (long long)gs.lines_in, (long long)gs.lines_out,
+                      (long long)sb.reader.rows_read);
+            CHECK(budgets[k] != -2 || gs.lines_in == 0);
+            CHECK(budgets[k] == -2 || gs.lines_in > 0);
+            free(b.p);
+        }
+        free(a.p);
+    }
+}
+
+RAP_TEST(parse_feed_gate_stop_midway)
+{
+    /* a consumer that stops after a few batches without releasing the
+     * rest: the feed's free drains and closes the gate, no parser thread
+     * is left waiting (the test would hang), nothing leaks (SAN=1) */
+    rap_rowfeed_config fc;
+    gate_feed_config(&fc, 2);
+    fc.reader.parse = RAP_PARSE_GPU;
+    fc.parse_gate = true;
+    fc.passes = 0; /* until freed */
+    rap_rowfeed *f;
+    REQUIRE_OK(rap_rowfeed_create(&fc, &f));
+    REQUIRE(rap_rowfeed_gate(f));
+    for (int i = 0; i < 3; i++) {
+        rap_row_batch *rb;
+        REQUIRE_OK(rap_rowfeed_next(f, &rb, NULL));
+        REQUIRE(rb);
+        rap_rowfeed_release(f, rb);
+    }
+    rap_rowfeed_stats st;
+    rap_rowfeed_free(f, &st);
+    CHECK(st.batches_out == 3);
+    /* the host's parser makes no gate */
+    fc.reader.parse = RAP_PARSE_CPU;
+    REQUIRE_OK(rap_rowfeed_create(&fc, &f));
+    CHECK(!rap_rowfeed_gate(f));
+    rap_rowfeed_free(f, NULL);
+}
+
 RAP_TEST(parse_feed_rowfeed_reference_equals_cpu)
 {
     /* the training feed: hold-out by the accepted-row index, a resume
@@ -632,6 +768,44 @@ RAP_TEST(parse_feed_gpu_rowfeed_equals_cpu)
         same_dump(t, &a, &b, h == 0 ? "gpu feed, hold-out" : "gpu feed");
         free(a.p);
         free(b.p);
+    }
+}
+
+RAP_TEST(parse_feed_gpu_gate_equals_ungated)
+{
+    /* the kernels launched by the gate's releases (budgets of a tile, of
+     * a few tiles, everything, none: launched while the consumer waits)
+     * against the kernels launched by the parser threads: the same device
+     * batches, batch for batch, and the same accounting */
+    char why[256];
+    if (!rap_gpu_available(why, sizeof why))
+        SKIP(why);
+    const int64_t budgets[4] = {64, 300, -1, -2};
+    for (int h = 0; h < 2; h++) {
+        rap_rowfeed_config fc;
+        gate_feed_config(&fc, 2);
+        fc.start_pos = 0;
+        fc.holdout = h == 0 ? 0.1 : 0.0;
+        fc.pinned = true;
+        fc.reader.parse = RAP_PARSE_GPU;
+        CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU);
+        dump_t a;
+        rap_rowfeed_stats sa;
+        REQUIRE_OK(feed_all(fc, RAP_PARSE_GPU, &a, &sa));
+        for (int k = 0; k < 4; k++) {
+            dump_t b;
+            rap_rowfeed_stats sb;
+            rap_parse_gate_stats gs;
+            REQUIRE_OK(feed_gated(fc, RAP_PARSE_GPU, budgets[k], &b, &sb, &gs));
+            CHECK(sa.rows_out == sb.rows_out && sa.rows_held_out == sb.rows_held_out);
+            CHECK(!memcmp(sa.ids_out, sb.ids_out, sizeof sa.ids_out));
+            same_stats(t, &sa.reader, &sb.reader);
+            same_dump(t, &a, &b, "gpu feed through the gate");
+            CHECK(gs.lines_in + gs.lines_out == sb.reader.rows_read);
+            CHECK((budgets[k] == -2) == (gs.lines_in == 0));
+            free(b.p);
+        }
+        free(a.p);
     }
 }
 

@@ -9,6 +9,7 @@
 #include "run/input.h"
 #include "run/pack.h"
 #include "run/train.h"
+#include "sched/schedule.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -853,37 +854,85 @@ RAP_TEST(train_pack_in_place_gpu)
         pack_in_place_case(t, RAP_GPU, k_pack_plans[q], q == 1 ? "int_5" : "", q == 0);
 }
 
+/* How the --parse gpu run of parse_gpu_equals_cpu launches its parse:
+ * the run's default (GPU rap mode: gated, all at mlp_backward's start;
+ * CPU: the reference in the parser threads), through the gate by the
+ * schedule's parse lines, through the gate at one window by the
+ * RAP_PARSE_WINDOW knob, or ungated on the GPU (RAP_PARSE_WINDOW=now). */
+typedef enum { PG_DEFAULT, PG_BUDGETS, PG_KNOB, PG_NOW } parse_gating;
+
+/* Sets RAP_PARSE_WINDOW to v (NULL: unset); returns the old value in old
+ * (n bytes; "" when it was unset, and *was says whether it was set). */
+static void parse_window_env(const char *v, char *old, size_t n, bool *was)
+{
+    const char *o = getenv("RAP_PARSE_WINDOW");
+    *was = o != NULL;
+    snprintf(old, n, "%s", o ? o : "");
+    if (v)
+        setenv("RAP_PARSE_WINDOW", v, 1);
+    else
+        unsetenv("RAP_PARSE_WINDOW");
+}
+
+static rap_status slow_step(void *ctx, int64_t step)
+{
+    (void)ctx;
+    (void)step;
+    usleep(1000);
+    return RAP_OK;
+}
+
 /* --parse gpu against --parse cpu on generated rows with malformed lines
  * mixed in: on the CPU backend the kernels' reference parses in the
  * kernels' place (the feed's and the evaluation's rows), on the GPU the
  * kernels (rows in device memory): the same weights after N steps, bit for
  * bit, and the same accounting (rows read = used + rejected, reasons and
- * first lines, held out, evaluation). */
-static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev)
+ * first lines, held out, evaluation), however the parse is launched (g):
+ * through the gate every line read is parsed inside the windows or
+ * outside, and some inside. */
+static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g)
 {
     char data[512], a[512], b[512];
     REQUIRE_OK(gen_rows("parse_kinds.tsv", 6000, 21, data, sizeof data, NULL));
-    FILE *f = fopen(data, "ab");
-    REQUIRE(f);
-    for (int i = 0; i < 40; i++) /* every reason, spread over the end of the file */
-        fprintf(f, "%s\n", i % 5 == 0   ? "2\t1"
-                           : i % 5 == 1 ? "1\tx\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
-                                          "\t\t\t\t\t\t\t\t\t\t\t\t\t"
-                           : i % 5 == 2 ? ""
-                           : i % 5 == 3 ? "0\t99999999999\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
-                                          "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
-                                        : "1\t\t\t\t\t\t\t\t\t\t\t\t\t\tabcdefg12\t\t\t\t\t\t\t"
-                                          "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t");
-    fclose(f);
+    {
+        FILE *f = fopen(data, "ab");
+        REQUIRE(f);
+        for (int i = 0; i < 40; i++) /* every reason, spread over the end of the file */
+            fprintf(f, "%s\n", i % 5 == 0   ? "2\t1"
+                               : i % 5 == 1 ? "1\tx\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+                                              "\t\t\t\t\t\t\t\t\t\t\t\t\t"
+                               : i % 5 == 2 ? ""
+                               : i % 5 == 3 ? "0\t99999999999\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+                                              "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+                                            : "1\t\t\t\t\t\t\t\t\t\t\t\t\t\tabcdefg12\t\t\t\t\t\t\t"
+                                              "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t");
+        fclose(f);
+    }
     char sa[64], sb[64];
-    snprintf(sa, sizeof sa, "parse_cpu_%s.safetensors", dev == RAP_GPU ? "gpu" : "cpu");
-    snprintf(sb, sizeof sb, "parse_gpu_%s.safetensors", dev == RAP_GPU ? "gpu" : "cpu");
+    snprintf(sa, sizeof sa, "parse_cpu_%s_%d.safetensors", dev == RAP_GPU ? "gpu" : "cpu", (int)g);
+    snprintf(sb, sizeof sb, "parse_gpu_%s_%d.safetensors", dev == RAP_GPU ? "gpu" : "cpu", (int)g);
     rap_test_path(a, sizeof a, sa);
     rap_test_path(b, sizeof b, sb);
     rap_plan *plan = NULL;
     REQUIRE_OK(parse_plan(k_small_plan, "small.plan", &plan));
     rap_train_config c;
     rap_train_result r[2];
+    small_config(&c, plan, data);
+    /* a schedule with parse lines (small budgets: some lines inside the
+     * windows, some outside), the one both runs build the fusion of */
+    rap_fusion fus = {0};
+    rap_schedule *sched = NULL;
+    if (g == PG_BUDGETS) {
+        REQUIRE_OK(rap_fuse(plan, (rap_fuse_kind)c.fusion, &fus));
+        REQUIRE_OK(rap_schedule_builtin_embedding(plan, &fus, &sched));
+        REQUIRE_OK(rap_schedule_set_parse(sched, RAP_WIN_EMB_FORWARD, 64, 0.001));
+        REQUIRE_OK(rap_schedule_set_parse(sched, RAP_WIN_MLP_BACKWARD, 130, -1));
+        REQUIRE_OK(rap_schedule_set_parse(sched, RAP_WIN_EXPOSED, 10, -1));
+    }
+    char old[64];
+    bool was;
+    parse_window_env(g == PG_KNOB ? "emb_backward" : g == PG_NOW ? "now" : NULL, old, sizeof old,
+                     &was);
     for (int k = 0; k < 2; k++) {
         small_config(&c, plan, data);
         c.device = dev;
@@ -891,8 +940,26 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev)
         c.epochs = 2; /* two passes over the rejects */
         c.reader.parse = k ? RAP_PARSE_GPU : RAP_PARSE_CPU;
         c.reader.inflate_threads = 1;
+        c.schedule = sched;
         c.save = k ? b : a;
-        REQUIRE_OK(rap_train_run(&c, &r[k]));
+        /* through the gate: chunks of about 80 lines, and a step of at
+         * least 1 ms (the tiny CPU model's are faster than the reader), so
+         * that the feed runs ahead and the chunks are posted while batches
+         * wait, as on the GPU: the windows find work (the waits still find
+         * some: parsed outside) */
+        if (g == PG_BUDGETS || g == PG_KNOB) {
+            c.chunk_bytes = 20000;
+            c.after_step = slow_step;
+        }
+        rap_status st = rap_train_run(&c, &r[k]);
+        CHECK_MSG(st == RAP_OK, "run %d: %s", k, rap_last_error());
+    }
+    parse_window_env(was ? old : NULL, old, sizeof old, &was);
+    rap_schedule_free(sched);
+    rap_fusion_free(&fus);
+    if (t->failures) {
+        rap_plan_free(plan);
+        return;
     }
     CHECK(r[0].steps_run > 100 && r[0].steps_run == r[1].steps_run);
     CHECK(rap_test_same_checkpoints(a, b, NULL));
@@ -908,16 +975,48 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev)
     CHECK(r[0].rows_held_out > 0 && r[0].rows_held_out == r[1].rows_held_out);
     CHECK(r[0].samples == r[1].samples && r[0].eval.rows == r[1].eval.rows &&
           r[0].eval.auc == r[1].eval.auc);
+    /* who launched the parse: the gate only where asked (GPU: by default) */
+    bool gated = g == PG_BUDGETS || g == PG_KNOB || (g == PG_DEFAULT && dev == RAP_GPU);
+    CHECK(!r[0].parse_gated && r[1].parse_gated == gated);
+    if (gated)
+        CHECK_MSG(r[1].parse_lines_in > 0 &&
+                  r[1].parse_lines_in + r[1].parse_lines_out == y->rows_read,
+                  "%lld lines parsed inside the windows, %lld outside, %lld read",
+                  (long long)r[1].parse_lines_in, (long long)r[1].parse_lines_out,
+                  (long long)y->rows_read);
     rap_plan_free(plan);
 }
 
-RAP_TEST(train_parse_gpu_equals_cpu_cpu) { parse_gpu_equals_cpu(t, RAP_CPU); }
+RAP_TEST(train_parse_gpu_equals_cpu_cpu) { parse_gpu_equals_cpu(t, RAP_CPU, PG_DEFAULT); }
+
+RAP_TEST(train_parse_gpu_gated_equals_cpu_cpu)
+{
+    /* the sequential CPU path releases the gate at the phases' starts:
+     * by a schedule's parse lines, and at one window by the knob */
+    parse_gpu_equals_cpu(t, RAP_CPU, PG_BUDGETS);
+    if (!t->failures)
+        parse_gpu_equals_cpu(t, RAP_CPU, PG_KNOB);
+}
 
 RAP_TEST(train_parse_gpu_equals_cpu_gpu)
 {
     REQUIRE_GPU();
     rap_test_env te;
     rap_test_tune_off(&te); /* two models compared bit for bit */
-    parse_gpu_equals_cpu(t, RAP_GPU);
+    parse_gpu_equals_cpu(t, RAP_GPU, PG_DEFAULT);
+    rap_test_tune_restore(&te);
+}
+
+RAP_TEST(train_parse_gpu_gated_equals_cpu_gpu)
+{
+    /* rap mode: the kernels launched by the parser threads (now), by the
+     * schedule's parse lines and at one window by the knob: the weights
+     * of --parse cpu each time */
+    REQUIRE_GPU();
+    rap_test_env te;
+    rap_test_tune_off(&te);
+    const parse_gating gs[3] = {PG_NOW, PG_BUDGETS, PG_KNOB};
+    for (int i = 0; i < 3 && !t->failures; i++)
+        parse_gpu_equals_cpu(t, RAP_GPU, gs[i]);
     rap_test_tune_restore(&te);
 }

@@ -71,6 +71,9 @@ typedef struct {
     double cpu_s_per_mrow;   /* host CPU seconds of the process (getrusage: user +
                               * system, every thread) over the measured steps, per
                               * million rows trained */
+    double parse_in, parse_out; /* the GPU parse in the windows (rap mode): lines it
+                              * launched at a window's start and outside the windows
+                              * over the measured steps; NaN when not gated */
     int64_t steps, samples;
     double gpu_gb;
     /* the memory plan (run/memplan.h) beside the measured use: GiB of
@@ -168,6 +171,8 @@ static void summarize(const bench_row *runs, int R, int n, bench_row *out, doubl
         MED(exposed_ms);
         MED(starved_s);
         MED(cpu_s_per_mrow);
+        MED(parse_in);
+        MED(parse_out);
         for (int p = 0; p < 4; p++)
             MED(phase_ms[p]);
         MED(grad_comm_ms);
@@ -220,6 +225,7 @@ typedef struct {
 /* What the measured steps start from: the sums taken after the warm-up. */
 typedef struct {
     double t0, pre0, starved0, cpu0;
+    int64_t parse_in0, parse_out0;
     int64_t measured0;
     int64_t sent_mine0, sent_all0; /* preprocessed bytes sent between ranks */
 } bench_mark;
@@ -240,6 +246,8 @@ static rap_status mark_start(rap_pipeline *p, rap_trace *tr, bench_mark *m)
     rap_runtime_get_stats(rt, &rs);
     m->pre0 = rs.preload_s;
     m->starved0 = rs.starved_s;
+    m->parse_in0 = rs.parse_lines_in;
+    m->parse_out0 = rs.parse_lines_out;
     m->measured0 = rs.samples;
     rap_trace_set_enabled(tr, true);
     m->cpu0 = process_cpu_s();
@@ -260,6 +268,8 @@ static rap_status measure(const bench_ctx *b, rap_pipeline *p, double wall, cons
     row->samples = rs.samples - m->measured0;
     row->samples_per_s = wall > 0 ? (double)row->samples / wall : 0;
     row->starved_s = rs.starved_s - m->starved0;
+    row->parse_in = rs.parse_gated ? (double)(rs.parse_lines_in - m->parse_in0) : NAN;
+    row->parse_out = rs.parse_gated ? (double)(rs.parse_lines_out - m->parse_out0) : NAN;
     double cpu_s = process_cpu_s() - m->cpu0;
     row->cpu_s_per_mrow = row->samples > 0 ? cpu_s / ((double)row->samples / 1e6) : NAN;
     row->gpu_gb = (double)rs.gpu_bytes_used / 1e9;
@@ -609,6 +619,8 @@ static void print_json(const bench_row *rows, const bench_row *runs, int n, cons
         }
         fprintf(f, ",\"starved_s\":%s", rap_json_num(r->starved_s, x));
         fprintf(f, ",\"host_cpu_s_per_mrow\":%s", rap_json_num(r->cpu_s_per_mrow, x));
+        fprintf(f, ",\"parse_lines_in\":%s", rap_json_num(r->parse_in, x));
+        fprintf(f, ",\"parse_lines_out\":%s", rap_json_num(r->parse_out, x));
         fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s", (long long)r->samples,
                 rap_json_num(r->gpu_gb, x));
         fprintf(f, ",\"mem_plan_gib\":%s", rap_json_num(r->plan_gib, x));

@@ -594,6 +594,10 @@ int cmd_train(int argc, char **argv)
                 (long long)res.rows_pending, res.exposed_ms, res.starved_s,
                 res.starved_s > 0.1 * res.train_seconds ? "data-bound" : "compute-bound");
     }
+    if (!s.quiet && res.parse_gated)
+        fprintf(stderr, "rap train: the GPU parse in the windows: %lld lines parsed inside them, "
+                "%lld outside (while waiting for rows, at a pass's end, at shutdown)\n",
+                (long long)res.parse_lines_in, (long long)res.parse_lines_out);
     if (j.trace) {
         rap_status ts = rap_trace_write(j.trace, s.trace);
         if (ts != RAP_OK && st == RAP_OK) {

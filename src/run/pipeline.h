@@ -170,6 +170,8 @@ typedef struct {
     double holdout;            /* F: held-out rows skipped (rap_train_held_out) */
     int feed_batches;          /* P; 0: cpu_workers (all cores when 0) + 2 in cpu mode, else 8
                                 * (reading overlaps training) */
+    size_t chunk_bytes;        /* the reader's chunk (tests: many chunks in a small input);
+                                * 0: the reader's default */
     volatile sig_atomic_t *stop; /* set (a signal handler): a feed waiting on a followed
                                   * input stops */
     bool track_positions;      /* each feed batch carries its data position (rowfeed.h) */

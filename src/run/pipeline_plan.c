@@ -247,6 +247,7 @@ rap_status rap_pipeline_memplan(const rap_pipeline_plan *pl, const rap_pipeline_
     fc.reader.input = c->data;
     fc.batch_rows = pl->model.batch;
     fc.n_batches = pipe_feed_batches(c, m);
+    fc.chunk_bytes = c->chunk_bytes;
     fc.pinned = c->device == RAP_GPU;
     rap_memplan_config mp;
     memset(&mp, 0, sizeof mp);

@@ -7,8 +7,11 @@
 
 #include <string.h>
 
-/* The row feed of the passes (every rank reads the same global batches). */
-static rap_status open_feed(rap_pipeline *p, int64_t passes, int64_t start_pos)
+/* The row feed of the passes (every rank reads the same global batches);
+ * its GPU parse gated when the runtime releases it in the windows of
+ * schedule (rap_runtime_parse_gated). */
+static rap_status open_feed(rap_pipeline *p, int64_t passes, int64_t start_pos,
+                            const rap_schedule *schedule)
 {
     const rap_pipeline_config *c = &p->pl->cfg;
     rap_rowfeed_config fc;
@@ -17,6 +20,7 @@ static rap_status open_feed(rap_pipeline *p, int64_t passes, int64_t start_pos)
     fc.reader.input = c->data;
     fc.batch_rows = p->pl->model.batch; /* the global batch with ranks */
     fc.n_batches = pipe_feed_batches(c, p->mode);
+    fc.chunk_bytes = c->chunk_bytes;
     fc.pinned = c->device == RAP_GPU;
     /* the GPU modes copy whole batches to the GPU: the GPU may parse them */
     fc.device_batches = p->mode != RAP_MODE_CPU;
@@ -32,6 +36,8 @@ static rap_status open_feed(rap_pipeline *p, int64_t passes, int64_t start_pos)
     }
     fc.batch_hook = c->batch_hook;
     fc.batch_hook_ctx = c->batch_hook_ctx;
+    RAP_TRY(rap_runtime_parse_gated(p->mode, c->device, rap_rowfeed_resolve_parse(&fc), schedule,
+                                    &fc.parse_gate));
     return rap_rowfeed_create(&fc, &p->feed);
 }
 
@@ -56,7 +62,7 @@ rap_status rap_pipeline_start(rap_pipeline *p, int64_t passes, int64_t start_pos
         rc.shard_passes = passes;
         rc.shard_start_rows = start_pos;
     } else {
-        RAP_TRY(open_feed(p, passes, start_pos));
+        RAP_TRY(open_feed(p, passes, start_pos, p->d.rsched ? p->d.rsched : pl->schedule));
     }
     const pipe_dist *d = &p->d;
     rc.mode = p->mode;

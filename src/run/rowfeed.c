@@ -38,6 +38,7 @@ struct rap_rowfeed {
     bool dev;                  /* the GPU parses: batches in device memory */
     int device;                /* ... of this CUDA device (the feed thread sets it) */
     rap_parse_res *res;        /* the GPU parser's device memory, lent to each pass's reader */
+    rap_parse_gate *gate;      /* parse_gate: where every pass's reader posts its parses */
     /* device rows with a hold-out: the kept rows of the reader batch are
      * gathered by index, once before the reader batch is read again and
      * once when the pool batch is full (an append per run would be a
@@ -357,7 +358,8 @@ static void *feed_main(void *arg)
             rap_reader_config rc = c->reader;
             rc.track_positions = c->track_positions;
             rc.start = pass == 0 && c->start.valid ? &c->start : NULL;
-            rap_status st = rap_reader_open_res(&rc, c->chunk_bytes, f->res, &r); /* resolved */
+            rap_status st = rap_reader_open_gate(&rc, c->chunk_bytes, f->res, f->gate,
+                                                 &r); /* resolved */
             if (st != RAP_OK) {
                 feed_error(f, st);
                 break;
@@ -385,6 +387,7 @@ void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *out)
     if (!f)
         return;
     bool stopped = atomic_load(&f->stop) != 0; /* by the caller, not by this free */
+    rap_parse_gate_close(f->gate); /* no parser thread waits for a release any more */
     if (f->started) {
         rap_rowfeed_stop(f);
         rap_queue_stop(f->free_q);
@@ -405,6 +408,7 @@ void rap_rowfeed_free(rap_rowfeed *f, rap_rowfeed_stats *out)
         rap_batch_free_any(&f->pool[i].batch);
     rap_batch_free_any(&f->rb);
     rap_parse_res_free(f->res);
+    rap_parse_gate_free(f->gate);
     rap_parse_idx_free(f->h_idx, f->d_idx);
     rap_free(f->pool);
     rap_free((void *)f->held);
@@ -487,8 +491,12 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
     f->gather = f->dev && c->holdout > 0;
     if (f->gather && (st = rap_parse_idx_create(32768, &f->h_idx, &f->d_idx)) != RAP_OK)
         goto fail;
+    if (c->parse_gate && (pk == RAP_PARSE_GPU || pk == RAP_PARSE_REF) &&
+        (st = rap_parse_gate_create(&f->gate)) != RAP_OK)
+        goto fail;
     /* the GPU parser's buffers once, not each pass (a reader a pass) */
-    if (f->dev && rap_parse_res_create(&f->cfg.reader, c->chunk_bytes, &f->res) != RAP_OK) {
+    if (f->dev && rap_parse_res_create_gate(&f->cfg.reader, c->chunk_bytes, f->gate,
+                                            &f->res) != RAP_OK) {
         f->res = NULL; /* each reader makes its own, and says what is wrong */
         rap_clear_error();
     }
@@ -507,7 +515,7 @@ rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)
         rap_reader_config rc = f->cfg.reader; /* parse resolved */
         rc.track_positions = c->track_positions;
         rc.start = c->start.valid ? &c->start : NULL;
-        if ((st = rap_reader_open_res(&rc, c->chunk_bytes, f->res, &r)) != RAP_OK)
+        if ((st = rap_reader_open_gate(&rc, c->chunk_bytes, f->res, f->gate, &r)) != RAP_OK)
             goto fail;
         atomic_store(&f->reader, r);
     }
@@ -559,6 +567,8 @@ rap_parse_kind rap_rowfeed_resolve_parse(const rap_rowfeed_config *c)
     return c->pinned ? RAP_PARSE_CPU : RAP_PARSE_REF;
 }
 
+rap_parse_gate *rap_rowfeed_gate(const rap_rowfeed *f) { return f ? f->gate : NULL; }
+
 rap_parse_kind rap_rowfeed_parse(const rap_rowfeed *f)
 {
     return f ? f->cfg.reader.parse : RAP_PARSE_CPU;
@@ -573,6 +583,47 @@ static int feed_held(rap_rowfeed *f)
     return n;
 }
 
+/* Waits for the next full batch: r of the queue (never EMPTY nor
+ * TIMEOUT). *deadlock: the wait was ended because every batch of the pool
+ * stayed handed out (the message recorded). */
+static rap_queue_result feed_wait(rap_rowfeed *f, void **it, bool *deadlock)
+{
+    double all_held_since = -1;
+    *deadlock = false;
+    for (;;) {
+        rap_queue_result r = rap_queue_pop_timed(f->full_q, it, 0.05);
+        if (r != RAP_Q_TIMEOUT)
+            return r;
+        /* every batch of the pool handed out and none given back: the feed
+         * thread has nothing to fill, so this wait can only end if another
+         * thread releases one; a consumer that waits holding them all is a
+         * bug (a deadlock): fail, naming it, instead of hanging */
+        if (feed_held(f) == f->n_pool) {
+            double now = rap_now();
+            if (all_held_since < 0) {
+                all_held_since = now;
+            } else if (now - all_held_since > RAP_FEED_ALL_HELD_S) {
+                rap_fail(RAP_ERR_INTERNAL,
+                         "rowfeed: deadlock: all %d batches of the pool are handed out and "
+                         "none was given back for %.0f s while the consumer waits for "
+                         "another (batch %lld); expected the consumer to release a batch "
+                         "(rap_rowfeed_release) before asking for more than %d",
+                         f->n_pool, (double)RAP_FEED_ALL_HELD_S, (long long)f->batches_out,
+                         f->n_pool);
+                *deadlock = true;
+                return RAP_Q_STOPPED;
+            }
+        } else {
+            all_held_since = -1;
+        }
+        /* a stop request ends a wait that may never end (a followed input,
+         * stdin); otherwise the step in progress gets its batch first */
+        if (f->cfg.stop && *f->cfg.stop && !atomic_load(&f->stop) &&
+            (f->cfg.reader.follow || (f->cfg.reader.input && !strcmp(f->cfg.reader.input, "-"))))
+            rap_rowfeed_stop(f);
+    }
+}
+
 rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_s)
 {
     *out = NULL;
@@ -585,37 +636,20 @@ rap_status rap_rowfeed_next(rap_rowfeed *f, rap_row_batch **out, double *waited_
             return rap_fail(f->end_status, "%s", f->err_msg);
         return RAP_OK;
     }
-    double t0 = rap_now(), all_held_since = -1;
+    double t0 = rap_now();
     void *it = NULL;
-    rap_queue_result r;
-    for (;;) {
-        r = rap_queue_pop_timed(f->full_q, &it, 0.05);
-        if (r != RAP_Q_TIMEOUT)
-            break;
-        /* every batch of the pool handed out and none given back: the feed
-         * thread has nothing to fill, so this wait can only end if another
-         * thread releases one; a consumer that waits holding them all is a
-         * bug (a deadlock): fail, naming it, instead of hanging */
-        if (feed_held(f) == f->n_pool) {
-            double now = rap_now();
-            if (all_held_since < 0)
-                all_held_since = now;
-            else if (now - all_held_since > RAP_FEED_ALL_HELD_S)
-                return rap_fail(RAP_ERR_INTERNAL,
-                                "rowfeed: deadlock: all %d batches of the pool are handed out and "
-                                "none was given back for %.0f s while the consumer waits for "
-                                "another (batch %lld); expected the consumer to release a batch "
-                                "(rap_rowfeed_release) before asking for more than %d",
-                                f->n_pool, (double)RAP_FEED_ALL_HELD_S,
-                                (long long)f->batches_out, f->n_pool);
-        } else {
-            all_held_since = -1;
-        }
-        /* a stop request ends a wait that may never end (a followed input,
-         * stdin); otherwise the step in progress gets its batch first */
-        if (f->cfg.stop && *f->cfg.stop && !atomic_load(&f->stop) &&
-            (f->cfg.reader.follow || (f->cfg.reader.input && !strcmp(f->cfg.reader.input, "-"))))
-            rap_rowfeed_stop(f);
+    rap_queue_result r = rap_queue_try_pop(f->full_q, &it);
+    if (r == RAP_Q_EMPTY) {
+        /* a wait for rows that may be posted to the gate: they are launched
+         * at once meanwhile (counted outside the windows), never a deadlock */
+        bool deadlock;
+        if (f->gate)
+            rap_parse_gate_bypass(f->gate, true);
+        r = feed_wait(f, &it, &deadlock);
+        if (f->gate)
+            rap_parse_gate_bypass(f->gate, false);
+        if (deadlock)
+            return RAP_ERR_INTERNAL;
     }
     if (waited_s)
         *waited_s = rap_now() - t0;

@@ -100,6 +100,11 @@ typedef struct {
                                  * input that cannot be opened fails there (the mps server
                                  * reports it at set-up); else the thread opens it and
                                  * next returns the error */
+    bool parse_gate;            /* with the GPU parser (or its CPU reference): its parser
+                                 * threads post their chunks' parses to a gate the feed
+                                 * makes (data/parse_gate.h, rap_rowfeed_gate) instead of
+                                 * launching them; the consumer releases it (the runtime,
+                                 * in its windows). Ignored for the host's parser */
 } rap_rowfeed_config;
 
 #define RAP_FEED_ID_COLS 64     /* raw sparse columns whose ids are counted */
@@ -165,6 +170,10 @@ rap_status rap_rowfeed_release(rap_rowfeed *f, rap_row_batch *b);
 /* Ends reading: rows already read are still handed out, then the end.
  * Async-signal-safe (atomic loads and stores only). NULL accepted. */
 void rap_rowfeed_stop(rap_rowfeed *f);
+/* The feed's parse gate (parse_gate set and a parser that launches), or
+ * NULL. The consumer releases it; next bypasses it while it waits for a
+ * batch (the rows it waits for may be posted there), free closes it. */
+struct rap_parse_gate *rap_rowfeed_gate(const rap_rowfeed *f);
 /* Who parses this feed's rows (create's resolution of reader.parse). */
 rap_parse_kind rap_rowfeed_parse(const rap_rowfeed *f);
 /* Resolves reader.parse for a feed of config c (create's rule). */

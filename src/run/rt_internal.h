@@ -122,6 +122,11 @@ struct rap_runtime {
     rap_row_batch *deferred; /* rap mode: the next batch, copied at copy_at's start
                               * (rt_copy_window) when no emb_forward slice needs it */
     rap_window copy_at;
+    /* the GPU parse in the windows (rt_parse.c): the feed's gate, released
+     * at the start of window w by up to parse_budget[w] lines (-1: all
+     * pending, 0: nothing) */
+    struct rap_parse_gate *gate;
+    int64_t parse_budget[RAP_WIN_COUNT];
     /* ideal */
     int ideal_count, ideal_at;
     /* mps */
@@ -289,6 +294,21 @@ rap_status rt_phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx
 /* CPU model: the four phases with host timing; exposed_s given. */
 rap_status rt_phases_cpu(rap_runtime *rt, const rap_model_batch *mb, int64_t rows,
                          int64_t seq, double exposed_s);
+
+/* ---- the GPU parse in the windows (rt_parse.c) */
+
+/* The feed's gate (none: nothing to do) and the budgets: the schedule's
+ * parse lines, or all pending work at one window (RAP_PARSE_WINDOW, else
+ * RAP_PARSE_WINDOW_DEFAULT). Errors as rap_parse_window_env's. */
+rap_status rt_parse_create(rap_runtime *rt);
+/* After a schedule swap: s's budgets when it has any, else the ones in
+ * use are kept (a re-planned schedule carries no parse lines). */
+void rt_parse_swap(rap_runtime *rt, const rap_schedule *s);
+/* Window w starts (event: where the training stream recorded it; NULL
+ * on the CPU): its budget of parse work launched beside it. Cannot fail. */
+void rt_parse_release(rap_runtime *rt, rap_window w, void *event);
+/* The gate's counts into st. */
+void rt_parse_stats(rap_runtime *rt, rap_runtime_stats *st);
 
 /* ---- ideal mode from a rap shard (ideal_shard.c) */
 

@@ -159,6 +159,8 @@ static rap_status q_end(step_q *q, rap_window w, int ev)
             RAP_TRY(rap_rt_record(q->nx->ev_ready, rt->prep_s));
         }
     }
+    /* the window's parse budget, beside the phase as its slices */
+    rt_parse_release(rt, w, q->e->ev[ev]);
     return RAP_OK;
 }
 
@@ -233,6 +235,8 @@ rap_status rt_phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx
                 RAP_TRY(rt_launch_window(rt, nx, (rap_window)p));
         }
         RAP_TRY(rap_rt_record(e->ev[EV_P0], rt->train_s));
+        for (int p = 0; p < 4; p++) /* the phases' parse budgets beside the one span */
+            rt_parse_release(rt, (rap_window)p, e->ev[EV_P0]);
         int sp = rap_trace_gpu_begin(tr, RAP_TRACK_TRAIN, "hybrid step", "phase", s->info.seq,
                                      rt->train_s);
         double loss = 0;
@@ -276,6 +280,9 @@ rap_status rt_phases_gpu(rap_runtime *rt, rt_slot *s, ring_entry *e, rt_slot *nx
     if (!rt->cfg.train_fn || rt->cfg.train_fn_model_loss)
         RAP_TRY(rap_rt_store_f32(e->h_loss_dev, rt->loss_dev, rt->train_s));
     RAP_TRY(rap_rt_record(e->ev[EV_END], rt->train_s));
+    if (!hook) /* one GPU: grad_comm's budget runs after the step, with exposed's */
+        rt_parse_release(rt, RAP_WIN_GRAD_COMM, e->ev[EV_END]);
+    rt_parse_release(rt, RAP_WIN_EXPOSED, e->ev[EV_END]);
     if (nx) {
         RAP_TRY(rap_rt_wait(rt->prep_s, e->ev[EV_END]));
         if (!hook)
@@ -297,6 +304,8 @@ rap_status rt_phases_cpu(rap_runtime *rt, const rap_model_batch *mb, int64_t row
     RAP_TRY(rt_ring_acquire(rt, seq, &e));
     double t[5];
     if (rt->cfg.train_fn) { /* hybrid parallel: one call, timed as one span */
+        for (int p = 0; p < 4; p++)
+            rt_parse_release(rt, (rap_window)p, NULL);
         t[0] = rap_now();
         RAP_TRY(rt->cfg.train_fn(rt->cfg.train_ctx, mb, rows, &e->loss));
         t[1] = t[2] = t[3] = t[4] = rap_now();
@@ -304,7 +313,10 @@ rap_status rt_phases_cpu(rap_runtime *rt, const rap_model_batch *mb, int64_t row
                             t[4]);
     } else {
         for (int p = 0; p < 4; p++) {
+            /* the window's parse budget, parsed (by the CPU reference) where
+             * the phase starts, in its time: the GPU's order on the host */
             t[p] = rap_now();
+            rt_parse_release(rt, (rap_window)p, NULL);
             RAP_TRY(g_phases[p](rt->model, mb));
             if (p == 1)
                 RAP_TRY(pv_after_forward(rt, mb));
@@ -315,6 +327,8 @@ rap_status rt_phases_cpu(rap_runtime *rt, const rap_model_batch *mb, int64_t row
                                 t[p], t[p + 1]);
         RAP_TRY(rap_model_last_loss(rt->model, &e->loss));
     }
+    rt_parse_release(rt, RAP_WIN_GRAD_COMM, NULL);
+    rt_parse_release(rt, RAP_WIN_EXPOSED, NULL);
     for (int p = 0; p < 4; p++)
         e->rec.phase_ms[p] = (float)((t[p + 1] - t[p]) * 1e3);
     e->rec.exposed_ms = (float)(exposed_s * 1e3);

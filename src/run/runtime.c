@@ -122,6 +122,7 @@ rap_status rap_runtime_set_schedule(rap_runtime *rt, const rap_schedule *s)
         rt->copy_at = rt_copy_window(rt);
         RAP_TRY(rt_lanes_replan(rt));
     }
+    rt_parse_swap(rt, s);
     rt->st.schedule_swaps++;
     return RAP_OK;
 }
@@ -148,6 +149,7 @@ void rap_runtime_get_stats(rap_runtime *rt, rap_runtime_stats *st)
     if (!rt)
         return;
     *st = rt->st;
+    rt_parse_stats(rt, st);
     if (rt->ops->stats)
         rt->ops->stats(rt, st);
 }
@@ -248,6 +250,7 @@ static rap_status create_inner(rap_runtime *rt)
     if (c->schedule && !(c->shard && c->shard[0]))
         RAP_TRY(rap_schedule_validate(c->schedule, rt->plan, rt->fus, rt->B));
     RAP_TRY(rt->ops->create(rt));
+    RAP_TRY(rt_parse_create(rt));
     if (on_gpu(rt))
         rap_rt_mem_used(&rt->st.gpu_bytes_used);
     return RAP_OK;

@@ -212,11 +212,43 @@ typedef struct {
     size_t shard_bytes;           /* ideal from a shard: bytes of resident model batches */
     int64_t shard_batches, shard_rows; /* ... and the batches and rows of one pass */
     int64_t schedule_swaps;       /* rap_runtime_set_schedule calls that swapped */
+    bool parse_gated;             /* the feed's GPU parse goes through its gate, released
+                                   * in the windows (rap_runtime_parse_gated) */
+    int64_t parse_lines_in;       /* ... lines launched at a window's start (its budget) */
+    int64_t parse_lines_out;      /* ... lines launched outside the windows: while the
+                                   * runtime waited for a batch (start-up, a pass's end, a
+                                   * budget too small for the rows consumed), a reader
+                                   * closing, shutdown */
     bool have_reader;             /* mps mode: the server's reader accounting */
     rap_reader_stats reader;
 } rap_runtime_stats;
 
 typedef struct rap_runtime rap_runtime;
+
+/* ---- the GPU parse in the windows (docs/RUNTIME.md "The parse in the
+ * windows") */
+
+#define RAP_PARSE_WINDOW_UNSET (-1) /* RAP_PARSE_WINDOW not set */
+#define RAP_PARSE_WINDOW_NOW (-2)   /* "now": launched as the parser posts, no gate */
+/* The window whose start releases all pending parse work when the schedule
+ * has no parse budgets (RAP_PARSE_WINDOW unset). */
+#define RAP_PARSE_WINDOW_DEFAULT RAP_WIN_MLP_BACKWARD
+/* The A/B knob RAP_PARSE_WINDOW (environment): emb_forward, mlp_forward,
+ * mlp_backward, emb_backward (all pending parse work at that window's start,
+ * in place of the schedule's budgets) or now; *w the window, or
+ * RAP_PARSE_WINDOW_NOW, or RAP_PARSE_WINDOW_UNSET. RAP_ERR_ARG naming the
+ * values for any other. */
+rap_status rap_parse_window_env(int *w);
+/* Whether a run of mode on dev whose feed parses with `parse` (resolved,
+ * rap_rowfeed_resolve_parse) and whose schedule is s (may be NULL) posts the
+ * parse to a gate the runtime releases in the windows: rap mode on the GPU
+ * with the GPU parser unless RAP_PARSE_WINDOW is now; on the CPU backend
+ * (where rap mode does not run) the sequential mode with the kernels' CPU
+ * reference when s has parse budgets or RAP_PARSE_WINDOW names a window
+ * (what CI runs of the gated path). Every other run: no gate. Errors as
+ * rap_parse_window_env's. */
+rap_status rap_runtime_parse_gated(rap_mode mode, rap_device dev, rap_parse_kind parse,
+                                   const rap_schedule *s, bool *gated);
 
 /* Whether path is a regular file that starts with the shard magic
  * "RAPSHARD" (the name does not matter). */

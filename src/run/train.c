@@ -89,6 +89,7 @@ static void pipeline_config(trainer *t, rap_pipeline_config *p)
     p->prep_lanes = c->prep_lanes;
     p->data = c->data;
     p->reader = c->reader;
+    p->chunk_bytes = c->chunk_bytes;
     p->holdout = t->ev.holdout;
     p->stop = c->stop;
     p->rank.mode = c->mode;
@@ -468,6 +469,9 @@ static void close_pipeline(trainer *t)
     rap_pipeline_stop(t->pipe, &ps);
     const rap_runtime_stats *rs = &ps.runtime;
     t->res->starved_s += rs->starved_s;
+    t->res->parse_gated |= rs->parse_gated;
+    t->res->parse_lines_in += rs->parse_lines_in;
+    t->res->parse_lines_out += rs->parse_lines_out;
     if (rs->timed_steps > 0)
         t->res->exposed_ms = rs->exposed_ms / (double)rs->timed_steps;
     if (rs->have_reader)
@@ -702,16 +706,20 @@ static rap_status finish(trainer *t, rap_status st)
     if (st == RAP_OK && !res->interrupted) {
         T_INFO(t, "trained %lld steps (%lld samples) in %.1f s: %.0f samples/s", (long long)res->steps_run,
                  (long long)res->samples, res->train_seconds, res->samples_per_s);
+        char parse[128] = ""; /* the GPU parse in the windows: where its lines ran */
+        if (res->parse_gated)
+            snprintf(parse, sizeof parse, ", \"parse_lines_in\":%lld, \"parse_lines_out\":%lld",
+                     (long long)res->parse_lines_in, (long long)res->parse_lines_out);
         st = rap_metrics_line(
             &t->log.mf,
             "\"event\":\"final\", \"auc\":%s, \"logloss\":%s, \"accuracy\":%s, "
             "\"samples_trained\":%lld, \"rows_rejected\":%lld, \"samples_per_s\":%s, "
-            "\"step\":%lld, \"eval_rows\":%lld, \"teacher_auc\":%s%s",
+            "\"step\":%lld, \"eval_rows\":%lld, \"teacher_auc\":%s%s%s",
             rap_json_num(res->eval.auc, a), rap_json_num(res->eval.logloss, b),
             rap_json_num(res->eval.accuracy, d), (long long)res->samples_total,
             (long long)res->data.rows_rejected, rap_json_num(res->samples_per_s, e),
             (long long)res->step, (long long)res->eval.rows, rap_json_num(c->teacher_auc, te),
-            rank_list ? rank_list : "");
+            parse, rank_list ? rank_list : "");
     } else if (st == RAP_OK) {
         rap_metrics_line(&t->log.mf,
                          "\"event\":\"interrupted\", \"step\":%lld, \"samples_trained\":%lld, "

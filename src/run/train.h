@@ -58,6 +58,7 @@ typedef struct {
     int64_t eval_every;        /* also evaluate every N steps; 0 = at the end only */
     double teacher_auc;        /* the generator's AUC on the evaluation rows, or NaN */
     rap_reader_config reader;  /* bad rows, threads...; input is set per pass */
+    size_t chunk_bytes;        /* the training feed's reader chunk (tests); 0: the default */
     /* preprocessing */
     const rap_plan *plan;
     const char *plan_name;     /* as given (--plan), recorded in checkpoints */
@@ -163,6 +164,9 @@ typedef struct {
     double exposed_ms;         /* mean exposed preprocessing per step (ms) */
     int64_t nan_step;          /* the step whose loss was NaN or inf, else 0 */
     int64_t replan_checks, replan_plans, replan_swaps; /* --replan: this run's */
+    bool parse_gated;          /* the GPU parse was released in the windows (runtime.h) */
+    int64_t parse_lines_in;    /* ... lines launched at a window's start */
+    int64_t parse_lines_out;   /* ... lines launched outside the windows (waits for rows) */
     bool interrupted;
     bool saved;
     /* hybrid parallel: samples above are the global batches' rows; each

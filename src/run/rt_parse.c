@@ -1,0 +1,113 @@
+/*
+ * rt_parse.c -- the GPU parse in the training's windows (rt_internal.h,
+ * docs/RUNTIME.md "The parse in the windows"): which runs gate the feed's
+ * parse (rap_runtime_parse_gated), the budgets each window releases (the
+ * schedule's parse lines, or all pending work at one window), their
+ * release at a window's start and the counts the run reports.
+ */
+#include "run/rt_internal.h"
+
+#include "data/parse_gate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+rap_status rap_parse_window_env(int *w)
+{
+    *w = RAP_PARSE_WINDOW_UNSET;
+    const char *e = getenv("RAP_PARSE_WINDOW");
+    if (!e || !e[0])
+        return RAP_OK;
+    if (!strcmp(e, "now")) {
+        *w = RAP_PARSE_WINDOW_NOW;
+        return RAP_OK;
+    }
+    int v = rap_window_parse(e);
+    if (v < 0 || v > RAP_WIN_EMB_BACKWARD)
+        return rap_fail(RAP_ERR_ARG, "RAP_PARSE_WINDOW=%s: expected emb_forward, mlp_forward, "
+                        "mlp_backward, emb_backward (all pending parse work at that phase's "
+                        "start) or now (launched as the parser posts)", e);
+    *w = v;
+    return RAP_OK;
+}
+
+rap_status rap_runtime_parse_gated(rap_mode mode, rap_device dev, rap_parse_kind parse,
+                                   const rap_schedule *s, bool *gated)
+{
+    *gated = false;
+    int w;
+    RAP_TRY(rap_parse_window_env(&w));
+    if (w == RAP_PARSE_WINDOW_NOW)
+        return RAP_OK;
+    if (dev == RAP_GPU)
+        *gated = mode == RAP_MODE_RAP && parse == RAP_PARSE_GPU;
+    else /* rap mode's stand-in on the CPU: asked for by a budget or the knob */
+        *gated = mode == RAP_MODE_SEQUENTIAL && parse == RAP_PARSE_REF &&
+                 (rap_schedule_has_parse(s) || w >= 0);
+    return RAP_OK;
+}
+
+/* Budgets of s into rt (false: s has none, nothing changed). */
+static bool take_budgets(rap_runtime *rt, const rap_schedule *s)
+{
+    if (!rap_schedule_has_parse(s))
+        return false;
+    for (int w = 0; w < RAP_WIN_COUNT; w++)
+        rt->parse_budget[w] = s->parse_lines[w];
+    return true;
+}
+
+rap_status rt_parse_create(rap_runtime *rt)
+{
+    memset(rt->parse_budget, 0, sizeof rt->parse_budget);
+    rt->gate = rt->feed ? rap_rowfeed_gate(rt->feed) : NULL;
+    if (!rt->gate)
+        return RAP_OK;
+    int w;
+    RAP_TRY(rap_parse_window_env(&w));
+    if (w >= 0) { /* the A/B knob: in place of the schedule's budgets */
+        rt->parse_budget[w] = -1;
+    } else if (!take_budgets(rt, rt->sched ? rt->sched : rt->cfg.schedule)) {
+        rt->parse_budget[RAP_PARSE_WINDOW_DEFAULT] = -1;
+    }
+    char line[512];
+    int at = 0;
+    for (int v = 0; v < RAP_WIN_COUNT && at < (int)sizeof line; v++) {
+        if (rt->parse_budget[v] < 0)
+            at += snprintf(line + at, sizeof line - (size_t)at, " %s (all pending)",
+                           rap_window_name((rap_window)v));
+        else if (rt->parse_budget[v] > 0)
+            at += snprintf(line + at, sizeof line - (size_t)at, " %s (%lld lines)",
+                           rap_window_name((rap_window)v), (long long)rt->parse_budget[v]);
+    }
+    rap_debug("runtime: the GPU parse is released at the start of%s", line);
+    return RAP_OK;
+}
+
+void rt_parse_swap(rap_runtime *rt, const rap_schedule *s)
+{
+    int w;
+    if (!rt->gate || rap_parse_window_env(&w) != RAP_OK || w >= 0) {
+        rap_clear_error();
+        return; /* the knob's window stays */
+    }
+    take_budgets(rt, s);
+}
+
+void rt_parse_release(rap_runtime *rt, rap_window w, void *event)
+{
+    if (!rt->gate || (int)w < 0 || w >= RAP_WIN_COUNT || rt->parse_budget[w] == 0)
+        return;
+    rap_parse_gate_release(rt->gate, rt->parse_budget[w], event, NULL);
+}
+
+void rt_parse_stats(rap_runtime *rt, rap_runtime_stats *st)
+{
+    if (!rt->gate)
+        return;
+    rap_parse_gate_stats g;
+    rap_parse_gate_get_stats(rt->gate, &g);
+    st->parse_gated = true;
+    st->parse_lines_in = g.lines_in;
+    st->parse_lines_out = g.lines_out;
+}
