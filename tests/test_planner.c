@@ -655,7 +655,7 @@ RAP_TEST(planner_report_json)
     FILE *fp = fopen(path, "w+");
     REQUIRE(fp);
     rap_report_info info = {"split", "test", "analytic fallback (no predictor)", "assumed", "levels",
-                            NULL, 0, f.n, 0, 1000};
+                            NULL, 0, f.n, 0, 1000, NULL};
     CHECK_OK(rap_plan_report_json(fp, p, &f, s, &sr, &info));
     rewind(fp);
     static char text[1 << 16];

@@ -35,6 +35,8 @@ RAP_TEST(profile_cli_refuses_without_gpu)
     snprintf(args, sizeof args, "profile kernels --target 3 --out %s", csv);
     CHECK(rap_test_run_rap(args, out, sizeof out) == 1);
     CHECK_MSG(access(csv, F_OK) != 0, "%s exists after the refusal", csv);
+    rap_test_path(csv, sizeof csv, "prof_refused.parse"); /* nor the parse model */
+    CHECK_MSG(access(csv, F_OK) != 0, "%s exists after the refusal", csv);
     CHECK(rap_test_run_rap("profile capacity --model small --batch 256", out, sizeof out) == 1);
     CHECK(strstr(out, "need a GPU") != NULL);
     CHECK(rap_test_run_rap("profile", out, sizeof out) == 2);
@@ -79,6 +81,18 @@ RAP_TEST(profile_kernels_gpu)
     snprintf(args, sizeof args, "predictor train --in %s --out %s --quiet", csv, dir);
     CHECK(rap_test_run_rap(args, out, sizeof out) == 0);
     remove(csv);
+    /* the parse kernels' model beside the CSV: loads, 7 line counts of two
+     * lengths measured, slopes >= 0, a larger batch costs more, a close fit */
+    char pm_path[512];
+    rap_test_path(pm_path, sizeof pm_path, "prof_kernels.parse");
+    rap_parse_model pm;
+    REQUIRE_OK(rap_parse_model_load(pm_path, &pm));
+    CHECK(pm.gpu[0] && pm.n_points == 14 && pm.ms_per_line >= 0 && pm.ms_per_byte >= 0);
+    CHECK(pm.bytes_per_line > 100 && pm.bytes_per_line < 400);
+    CHECK(rap_parse_model_lines_ms(&pm, 65536) > rap_parse_model_lines_ms(&pm, 1024));
+    CHECK_MSG(pm.rel_rms < 0.3, "the parse model's relative RMS error %.3f", pm.rel_rms);
+    for (int i = 0; i < pm.n_points; i++)
+        CHECK(pm.pt[i].ms > 0 && pm.pt[i].ms < 100);
 }
 
 /* Capacity file: loads back, standalone times positive, capacities finite,

@@ -151,6 +151,8 @@ typedef struct {
     double cap_fraction;     /* < 0: off */
     char owners[RAP_OPT_STR];
     int64_t max_moves;
+    char parse_model[RAP_OPT_STR]; /* plan --parse gpu: the parse's latency model */
+    char parse_out[RAP_OPT_STR];   /* profile kernels: where the parse model goes */
     /* profile kernels / capacity */
     char plans[RAP_OPT_STR];
     char batches[RAP_OPT_STR];

@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/out.h"
 #include "dist/shard.h"
+#include "plan/parse_model.h"
 #include "plan/place.h"
 #include "plan/search.h"
 #include "sched/fusion_file.h"
@@ -52,10 +53,11 @@ static int cmd_plan_gpus(const cli_settings *s);
 static rap_status outputs_not_inputs(const cli_settings *s)
 {
     char caps[RAP_OPT_STR], fusion[RAP_OPT_STR + 16], rank[RAP_OPT_STR + 16];
-    const char *in[2 + RAP_PLACE_MAX_RANKS];
+    const char *in[3 + RAP_PLACE_MAX_RANKS];
     int n = 0;
     in[n++] = strcmp(s->plan, "default") ? s->plan : NULL; /* the built-in one */
     in[n++] = s->predictor;
+    in[n++] = s->parse_model;
     snprintf(caps, sizeof caps, "%s", s->capacity);
     for (char *save = NULL, *f = strtok_r(caps, ",", &save); f && n < (int)(sizeof in / sizeof in[0]);
          f = strtok_r(NULL, ",", &save))
@@ -149,6 +151,42 @@ static rap_status fuse_and_search(const rap_plan *plan, const cli_settings *s,
     return st;
 }
 
+/* rap plan --parse gpu: the parse of a batch's lines added to the windows
+ * of sched (after its kernels were placed: sr) by the model --parse-model
+ * names, made for gpu (checked when the capacity was measured or --gpu
+ * given). */
+static rap_status plan_parse(const cli_settings *s, const char *gpu, bool check_gpu,
+                             const rap_search_result *sr, rap_schedule *sched,
+                             rap_parse_model *pm, rap_parse_placement *pp)
+{
+    if (!s->parse_model[0])
+        return rap_fail(RAP_ERR_ARG, "--parse gpu needs the parse kernels' latency model: run "
+                        "`rap profile kernels --out K.csv` on the GPU first (it times the parse "
+                        "kernels and writes K.parse beside the CSV) and give --parse-model "
+                        "K.parse");
+    RAP_TRY(rap_parse_model_load(s->parse_model, pm));
+    if (check_gpu && strcmp(pm->gpu, gpu))
+        return rap_fail(RAP_ERR_ARG, "--parse-model %s was made for GPU %s, not %s (profile the "
+                        "parse on this GPU)", s->parse_model, pm->gpu, gpu);
+    RAP_TRY(rap_parse_place(pm, sr, s->batch, RAP_PARSE_REJECT_SHARE, sched, pp));
+    pp->model = s->parse_model;
+    return RAP_OK;
+}
+
+/* The console lines of the parse's placement. */
+static void print_parse(const rap_parse_placement *pp)
+{
+    fprintf(stderr, "  parse (GPU): %lld lines a batch", (long long)pp->lines_total);
+    for (int w = 0; w < RAP_WIN_COUNT; w++)
+        if (pp->lines[w] > 0)
+            fprintf(stderr, "; %s %lld lines (%.4f ms, room %.4f ms)",
+                    rap_window_name((rap_window)w), (long long)pp->lines[w], pp->ms[w],
+                    pp->room_ms[w]);
+    if (pp->lines_over > 0)
+        fprintf(stderr, "; %lld lines past every window's room", (long long)pp->lines_over);
+    fputc('\n', stderr);
+}
+
 int cmd_plan(int argc, char **argv)
 {
     cli_settings s;
@@ -203,6 +241,11 @@ int cmd_plan(int argc, char **argv)
     if (st == RAP_OK)
         st = fuse_and_search(plan, &s, &cap, &sc, &fus, &sched, &sr, &ilp, &method);
     double plan_s = rap_now() - t0;
+    rap_parse_model pm;
+    rap_parse_placement pp;
+    const bool parse = s.parse == 1; /* --parse gpu */
+    if (st == RAP_OK && parse)
+        st = plan_parse(&s, gpu, s.gpu_name[0] || !cap.assumed, &sr, sched, &pm, &pp);
     if (st == RAP_OK)
         st = rap_schedule_save(sched, s.out);
     char fusion_path[RAP_OPT_STR + 16];
@@ -224,7 +267,8 @@ int cmd_plan(int argc, char **argv)
         rap_report_info info = {base_name(s.plan), gpu, latency, capsrc,
                                 method, use_ilp ? &ilp : NULL,
                                 rap_fusion_predicted_ms(plan, &fus, pred, s.batch), greedy.n,
-                                rap_fusion_predicted_ms(plan, &greedy, pred, s.batch), s.batch};
+                                rap_fusion_predicted_ms(plan, &greedy, pred, s.batch), s.batch,
+                                parse ? &pp : NULL};
         rap_out *ro;
         st = rap_out_open(s.report, NULL, &ro);
         if (st == RAP_OK)
@@ -244,6 +288,8 @@ int cmd_plan(int argc, char **argv)
             fprintf(stderr, "  %-13s capacity %8.4f ms  load %8.4f ms  exposed %8.4f ms\n",
                     rap_window_name((rap_window)w), sr.capacity_ms[w], sr.load_ms[w], sr.exposed_ms[w]);
         fprintf(stderr, "  predicted hidden %.4f ms, exposed %.4f ms\n", sr.hidden_ms, sr.total_exposed_ms);
+        if (parse)
+            print_parse(&pp);
     }
     rap_schedule_free(sched);
     rap_fusion_free(&fus);
@@ -352,6 +398,11 @@ static rap_status owners_as_trainer(const rap_plan *plan, int emb_dim, int R, in
 static int cmd_plan_gpus(const cli_settings *s)
 {
     const int R = (int)s->gpus;
+    if (s->parse == 1) {
+        fprintf(stderr, "rap plan: --parse gpu places the parse into one GPU's windows; with "
+                "--gpus %d it is not supported yet\n", R);
+        return 2;
+    }
     if (cli_given("fusion") && s->plan_fusion != 1) {
         fprintf(stderr, "rap plan: --gpus %d fuses each rank's parts by levels; --fusion ilp and "
                 "ilp-capacity are one-GPU only for now\n", R);

@@ -45,6 +45,37 @@ static rap_status keep_measured(rap_out *o, rap_status st, bool wrote)
     return rap_fail(st, "%s", msg);
 }
 
+/* Where the parse model goes: --parse-out, else --out with .parse in
+ * place of .csv (or after it); "" with neither (stdout: the model is
+ * only logged). */
+static void parse_model_path(const cli_settings *s, char *out, size_t n)
+{
+    if (s->parse_out[0] || !s->out[0]) {
+        snprintf(out, n, "%s", s->parse_out);
+        return;
+    }
+    size_t l = strlen(s->out);
+    if (l > 4 && !strcmp(s->out + l - 4, ".csv"))
+        snprintf(out, n, "%.*s.parse", (int)(l - 4), s->out);
+    else
+        snprintf(out, n, "%s.parse", s->out);
+}
+
+/* The parse kernels timed and their latency model fitted, written to
+ * path (logged only when path is ""). */
+static rap_status profile_parse(const cli_settings *s, const char *path)
+{
+    static const int64_t lines[] = {1024, 2048, 4096, 8192, 16384, 32768, 65536};
+    rap_prof_parse_config pc = {lines, (int)(sizeof lines / sizeof lines[0]), (int)s->reps,
+                                (uint64_t)s->seed, s->flush};
+    rap_parse_model m;
+    RAP_TRY(rap_profile_parse(&pc, &m));
+    rap_info("profile kernels: the parse kernels: %.4f ms + %.3g ms a line + %.3g ms a byte "
+             "(%d points, relative RMS error %.3f; %.1f bytes a generated line)", m.ms0,
+             m.ms_per_line, m.ms_per_byte, m.n_points, m.rel_rms, m.bytes_per_line);
+    return path[0] ? rap_parse_model_save(&m, path) : RAP_OK;
+}
+
 static int profile_kernels(int argc, char **argv)
 {
     cli_settings s;
@@ -92,13 +123,20 @@ static int profile_kernels(int argc, char **argv)
         st = rap_profile_kernels(&c, o ? rap_out_file(o) : stdout, &n);
     }
     st = keep_measured(o, st, n > 0);
+    char parse_out[RAP_OPT_STR + 8];
+    parse_model_path(&s, parse_out, sizeof parse_out);
+    if (st == RAP_OK && parse_out[0])
+        st = rap_out_check_inputs(parse_out, used, np);
     for (int i = 0; i < np; i++)
         rap_plan_free(plans[i]);
+    if (st == RAP_OK)
+        st = profile_parse(&s, parse_out);
     if (st != RAP_OK)
         return cli_fail("profile kernels", st);
     if (!s.quiet)
-        fprintf(stderr, "rap profile kernels: %lld measurements%s%s\n", (long long)n,
-                s.out[0] ? " -> " : "", s.out);
+        fprintf(stderr, "rap profile kernels: %lld measurements%s%s%s%s\n", (long long)n,
+                s.out[0] ? " -> " : "", s.out, parse_out[0] ? "; the parse model -> " : "",
+                parse_out);
     return 0;
 }
 

@@ -182,6 +182,8 @@ const rap_opt cli_options[] = {
     {"capacity-fraction", RAP_OPT_DOUBLE, PL, OFF(cap_fraction), "-1", -1, 1e6, NULL, "F", "no capacity file: every window hides F x the whole plan's one-GPU predicted ms (for comparisons; -1: off)"},
     {"owners", RAP_OPT_STRING, PL, OFF(owners), "", 0, 0, NULL, "R,R,..", "with --gpus: the rank owning each table (the plan's sparse columns in order; default: the trainer's sharding, src/dist/shard.c)"},
     {"max-moves", RAP_OPT_INT, PL, OFF(max_moves), "1000", 1, 1000000, NULL, "N", "placement search: moves at most"},
+    {"parse", RAP_OPT_ENUM, PL, OFF(parse), "auto", 0, 0, "auto|gpu|cpu", NULL, "who parses the training's text: gpu adds the parse kernels of a batch's lines (+1% for rejects) to the windows with the most room left after the kernels (parse lines of the schedule, docs/PLANNER.md; needs --parse-model); auto and cpu: nothing"},
+    {"parse-model", RAP_OPT_STRING, PL, OFF(parse_model), "", 0, 0, NULL, "FILE", "--parse gpu: the parse kernels' latency model (rap profile kernels writes it beside its CSV)"},
     /* rap profile kernels and rap profile capacity (docs/PROFILE.md) */
     {"plans", RAP_OPT_STRING, PK, OFF(plans), "plans/plan0.plan,plans/plan1.plan,plans/plan2.plan,plans/plan3.plan", 0, 0, NULL, "P,P,..", "plans whose kernels are measured (\"default\" = the built-in plan; the default list: rap's shipped plans, found from any directory)"},
     {"batches", RAP_OPT_STRING, PK, OFF(batches), "256,512,1024,2048,4096,8192,16384,32768,65536", 0, 0, NULL, "N,N,..", "batch rows to load"},
@@ -189,6 +191,7 @@ const rap_opt cli_options[] = {
     {"target", RAP_OPT_INT, PK, OFF(target), "0", 0, 1 << 30, NULL, "N", "stop after N measurements (0: the whole grid)"},
     {"ilp-time", RAP_OPT_DOUBLE, PK, OFF(ilp_time), "1", 0, 600, NULL, "SEC", "also measure the ILP fusion's kernels, solved this long (0: skip)"},
     {"flush", RAP_OPT_BOOL, PK, OFF(flush), "true", 0, 0, NULL, NULL, "overwrite the L2 cache before each timed slice (--no-flush: warm)"},
+    {"parse-out", RAP_OPT_STRING, PK, OFF(parse_out), "", 0, 0, NULL, "FILE", "write the parse kernels' latency model here (default: --out with .parse in place of .csv; docs/PROFILE.md)"},
     {"plan", RAP_OPT_STRING, PC, OFF(plan), "default", 0, 0, NULL, "FILE", "plan the model trains (its sparse columns are the tables)"},
     {"batch", RAP_OPT_INT, PC, OFF(batch), "4096", 2, 1 << 24, NULL, "B", "rows per batch (per GPU)"},
     {"model", RAP_OPT_ENUM, PC, OFF(model), "paper", 0, 0, "small|paper", NULL, "model shape preset"},

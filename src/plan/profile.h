@@ -6,6 +6,8 @@
  *                         ranges (fusion degree) and row ranges (split
  *                         sizes) -> the measurements CSV of PLANNER.md, the
  *                         input of `rap predictor train`.
+ *                         The parse kernels too (rap_profile_parse): a
+ *                         latency model of the GPU parse (parse_model.h).
  *   rap profile capacity  each training phase's standalone time and its
  *                         leftover capacity: the most standalone work
  *                         (calibrated probe kernels) that co-runs beside the
@@ -26,6 +28,7 @@
 
 #include "model/model.h"
 #include "plan/capacity.h"
+#include "plan/parse_model.h"
 
 #include <stdio.h>
 
@@ -51,6 +54,22 @@ typedef struct {
  * line per slice to csv (header first, `# gpu` comment). Progress goes to
  * the log. *n_out gets the number of measurements. */
 rap_status rap_profile_kernels(const rap_prof_kernels_config *c, FILE *csv, int64_t *n_out);
+
+/* ------------------------------------------------------------ the parse kernels */
+
+typedef struct {
+    const int64_t *lines;      /* (n_lines) line counts timed, 1 .. 2^24 */
+    int n_lines;               /* 1 .. RAP_PARSE_MODEL_POINTS / 2 */
+    int reps;                  /* timed repeats per point (median), >= 1 */
+    uint64_t seed;             /* of the generated rows */
+    bool flush;                /* overwrite the L2 cache before every timed launch */
+} rap_prof_parse_config;
+
+/* Times the GPU parse kernels (data/parse_gpu.h) alone on generated
+ * Criteo text and on the same rows with empty categorical fields (short
+ * lines), at every line count of c, and fits *m (plan/parse_model.h; the
+ * GPU's name, the generated rows' mean line). RAP_ERR_NO_GPU without one. */
+rap_status rap_profile_parse(const rap_prof_parse_config *c, rap_parse_model *m);
 
 /* ------------------------------------------------------------ capacity */
 

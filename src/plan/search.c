@@ -345,6 +345,27 @@ rap_status rap_schedule_search(const rap_plan *p, const rap_fusion *f, const rap
 
 /* ------------------------------------------------------------- report */
 
+/* The report's "parse" member (rap plan --parse gpu). */
+static void report_parse(FILE *fp, const rap_parse_placement *pp)
+{
+    fprintf(fp, ",\n  \"parse\": {\"model\": ");
+    rap_json_put_str(fp, pp->model ? pp->model : "");
+    fprintf(fp, ", \"lines\": %lld, \"lines_over_room\": %lld, \"windows\": [",
+            (long long)pp->lines_total, (long long)pp->lines_over);
+    int k = 0;
+    for (int w = 0; w < RAP_WIN_COUNT; w++) {
+        if (pp->lines[w] <= 0)
+            continue;
+        fprintf(fp, "%s{\"name\": \"%s\", \"lines\": %lld, \"predicted_ms\": ", k++ ? ", " : "",
+                rap_window_name((rap_window)w), (long long)pp->lines[w]);
+        rap_json_put_num(fp, pp->ms[w]);
+        fprintf(fp, ", \"room_ms\": ");
+        rap_json_put_num(fp, pp->room_ms[w]);
+        fputc('}', fp);
+    }
+    fprintf(fp, "]}");
+}
+
 rap_status rap_plan_report_json(FILE *fp, const rap_plan *p, const rap_fusion *f,
                                 const rap_schedule *s, const rap_search_result *r,
                                 const rap_report_info *info)
@@ -435,7 +456,10 @@ rap_status rap_plan_report_json(FILE *fp, const rap_plan *p, const rap_fusion *f
     rap_json_put_num(fp, r->hidden_ms);
     fprintf(fp, ",\n  \"predicted_exposed_ms\": ");
     rap_json_put_num(fp, r->total_exposed_ms);
-    fprintf(fp, ",\n  \"slices\": %d,\n  \"split_kernels\": %d\n}\n", r->n_slices, r->n_split);
+    fprintf(fp, ",\n  \"slices\": %d,\n  \"split_kernels\": %d", r->n_slices, r->n_split);
+    if (info->parse)
+        report_parse(fp, info->parse);
+    fprintf(fp, "\n}\n");
     rap_free(opid);
     return ferror(fp) ? rap_fail(RAP_ERR_IO, "report: write failed") : RAP_OK;
 }

@@ -83,6 +83,17 @@ rap_status rap_schedule_search(const rap_plan *p, const rap_fusion *f, const rap
  * returns RAP_ERR_ARG "not implemented". */
 rap_status rap_place_zero_comm(const rap_plan *p, int gpus, int *gpu_of);
 
+/* Where rap plan --parse gpu put the GPU parse (parse_model.h,
+ * rap_parse_place): lines and predicted ms per window (0: none). */
+typedef struct {
+    int64_t lines_total;                 /* B (1 + reject share), whole tiles */
+    int64_t lines[RAP_WIN_COUNT];
+    double ms[RAP_WIN_COUNT];
+    double room_ms[RAP_WIN_COUNT];       /* capacity - the slices' load, before the parse */
+    int64_t lines_over;                  /* lines put past every window's room */
+    const char *model;                   /* the parse model's file */
+} rap_parse_placement;
+
 /* What the report says about where the numbers came from. */
 typedef struct {
     const char *plan_name;
@@ -95,6 +106,7 @@ typedef struct {
     int greedy_kernels;
     double greedy_predicted_ms;
     int64_t batch;
+    const rap_parse_placement *parse; /* rap plan --parse gpu; NULL: none (nothing written) */
 } rap_report_info;
 
 /* Writes the JSON report: ops (id, node, line, type, variant, inputs as
