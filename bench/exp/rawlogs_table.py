@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The table of bench/device_rawlogs.sh: per plan and batch, for each input
-configuration (gpu_tsv, gpu_gz, cpu_tsv, cpu_gz, and a gpu one with _tN:
-RAP_PARSE_GPU_TILES=N; bench_<plan>_<B>_<cfg>.json),
+configuration (gpu_tsv, gpu_gz, cpu_tsv, cpu_gz, a gpu one with _tN:
+RAP_PARSE_GPU_TILES=N, gpu_tsv_wW: the parse released at window W or by
+the planned schedule's budgets; bench_<plan>_<B>_<cfg>.json),
 rap mode's samples/s, rap / ideal (the same invocation's ideal), the seconds
-rap waited for rows over the measured steps, and the host CPU seconds per
+rap waited for rows over the measured steps, the host CPU seconds per
 million rows trained (getrusage of the process: user + system of every
-thread, over the measured steps); a skipped mode says why, a missing file is
-said.
+thread, over the measured steps) and, where the parse was gated, the lines
+parsed inside the windows and outside them over the measured steps; a
+skipped mode says why, a missing file is said.
 
 Usage: rawlogs_table.py OUTDIR
 """
@@ -17,6 +19,7 @@ import re
 import sys
 
 CONFIGS = ("gpu_tsv", "gpu_gz", "cpu_tsv", "cpu_gz")
+WINDOWS = ("now", "emb_forward", "mlp_forward", "mlp_backward", "emb_backward", "planned")
 WHAT = {
     "gpu_tsv": "--parse gpu --threads 1, plain TSV",
     "gpu_gz": "--parse gpu --threads 4, 4 .gz files",
@@ -26,9 +29,15 @@ WHAT = {
 
 
 def split(cf):
-    """'gpu_tsv_t16' -> ('gpu_tsv', '16'); 'gpu_tsv' -> ('gpu_tsv', '')."""
+    """'gpu_tsv_t16' -> ('gpu_tsv', '16', ''); 'gpu_tsv_wmlp_forward' ->
+    ('gpu_tsv', '', 'mlp_forward'); 'gpu_tsv' -> ('gpu_tsv', '', '')."""
     m = re.match(r"^(.*)_t(\d+)$", cf)
-    return (m.group(1), m.group(2)) if m else (cf, "")
+    if m:
+        return (m.group(1), m.group(2), "")
+    m = re.match(r"^(gpu_[a-z]+)_w([a-z_]+)$", cf)
+    if m:
+        return (m.group(1), "", m.group(2))
+    return (cf, "", "")
 
 
 def num(x, fmt):
@@ -37,16 +46,17 @@ def num(x, fmt):
 
 def main(out):
     print("rap bench --modes ideal,rap with raw text (the paper's model, shipped schedules)")
-    print("%-6s %5s %-11s %12s %8s %9s %12s  %s" % ("plan", "batch", "input", "rap rows/s",
-                                                  "rap/ideal", "waited_s", "cpu_s/Mrow",
-                                                  "configuration"))
+    print("%-6s %5s %-22s %12s %8s %9s %12s %11s %11s  %s" % (
+        "plan", "batch", "input", "rap rows/s", "rap/ideal", "waited_s", "cpu_s/Mrow",
+        "parse_in", "parse_out", "configuration"))
     for plan in ("plan0", "plan1"):
         for b in (4096, 8192):
             pre = os.path.join(out, "bench_%s_%d_" % (plan, b))
             found = [f[len(pre):-5] for f in glob.glob(pre + "*.json")]
             def order(cf):
-                base, t = split(cf)
-                return (CONFIGS.index(base) if base in CONFIGS else 9, int(t) if t.isdigit() else -1)
+                base, t, w = split(cf)
+                return (CONFIGS.index(base) if base in CONFIGS else 9, int(t) if t.isdigit() else -1,
+                        WINDOWS.index(w) if w in WINDOWS else -1)
             for cf in sorted(found, key=order):
                 p = pre + cf + ".json"
                 try:
@@ -63,13 +73,19 @@ def main(out):
                 if "skipped" in m:
                     print("%-6s %5d %-8s skipped: %s" % (plan, b, cf, m["skipped"]))
                     continue
-                base, t = split(cf)
+                base, t, w = split(cf)
                 what = WHAT.get(base, cf) + (", RAP_PARSE_GPU_TILES=" + t if t else "")
+                if w == "planned":
+                    what += ", schedule planned with --parse gpu"
+                elif w:
+                    what += ", RAP_PARSE_WINDOW=" + w
                 runs = " ".join("%.3f" % x for x in m.get("vs_ideal_runs", []))
-                print("%-6s %5d %-11s %12s %8s %9s %12s  %s (runs %s)" % (
+                print("%-6s %5d %-22s %12s %8s %9s %12s %11s %11s  %s (runs %s)" % (
                     plan, b, cf, num(m.get("samples_per_s"), "%.0f"),
                     num(m.get("vs_ideal"), "%.3f"), num(m.get("starved_s"), "%.2f"),
-                    num(m.get("host_cpu_s_per_mrow"), "%.3f"), what, runs))
+                    num(m.get("host_cpu_s_per_mrow"), "%.3f"),
+                    num(m.get("parse_lines_in"), "%.0f"), num(m.get("parse_lines_out"), "%.0f"),
+                    what, runs))
 
 
 if __name__ == "__main__":
