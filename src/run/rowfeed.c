@@ -553,11 +553,12 @@ rap_parse_kind rap_rowfeed_resolve_parse(const rap_rowfeed_config *c)
     if (k == RAP_PARSE_AUTO && !rap_reader_criteo_text(&c->reader))
         return RAP_PARSE_CPU; /* a schema's text or Parquet: the host's parsers */
     bool gpu = c->pinned && c->device_batches && !c->reader_batches && !c->per_row;
-    /* auto: the host's parser. The GPU's parse kernels run on the reader's
-     * stream beside the training, not in the schedule's windows, and cost
-     * 1-4 % of rap/ideal at batch 8192 on one H200 (2026-12-02, f174fea,
-     * bench/RESULTS.md) where the host's threads cost nothing measurable;
-     * --parse gpu takes them (a third of the host CPU a row) */
+    /* auto: the host's parser. Launched on the reader's stream beside the
+     * training the GPU's parse kernels cost 1-4 % of rap/ideal at batch
+     * 8192 on one H200 (2026-12-02, f174fea, bench/RESULTS.md) where the
+     * host's threads cost nothing measurable; launched in rap mode's
+     * windows (the parse gate) they are not measured yet; --parse gpu
+     * takes them (a third of the host CPU a row) */
     if (k == RAP_PARSE_AUTO)
         return RAP_PARSE_CPU;
     if (gpu)
