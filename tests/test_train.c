@@ -889,7 +889,7 @@ static rap_status slow_step(void *ctx, int64_t step)
  * bit, and the same accounting (rows read = used + rejected, reasons and
  * first lines, held out, evaluation), however the parse is launched (g):
  * through the gate every line read is parsed inside the windows or
- * outside, and some inside. */
+ * outside, and with the schedule's budgets or the knob some inside. */
 static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g)
 {
     char data[512], a[512], b[512];
@@ -978,8 +978,12 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
     /* who launched the parse: the gate only where asked (GPU: by default) */
     bool gated = g == PG_BUDGETS || g == PG_KNOB || (g == PG_DEFAULT && dev == RAP_GPU);
     CHECK(!r[0].parse_gated && r[1].parse_gated == gated);
+    /* small chunks and slow steps (above) leave the windows work; the
+     * default's two chunks a pass may all be posted while the runtime
+     * waits, so only its sum is checked */
+    bool some_in = g == PG_BUDGETS || g == PG_KNOB;
     if (gated)
-        CHECK_MSG(r[1].parse_lines_in > 0 &&
+        CHECK_MSG((!some_in || r[1].parse_lines_in > 0) &&
                   r[1].parse_lines_in + r[1].parse_lines_out == y->rows_read,
                   "%lld lines parsed inside the windows, %lld outside, %lld read",
                   (long long)r[1].parse_lines_in, (long long)r[1].parse_lines_out,
