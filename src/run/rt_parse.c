@@ -39,11 +39,15 @@ rap_status rap_runtime_parse_gated(rap_mode mode, rap_device dev, rap_parse_kind
     RAP_TRY(rap_parse_window_env(&w));
     if (w == RAP_PARSE_WINDOW_NOW)
         return RAP_OK;
+    /* asked for by the plan (a schedule with parse lines: rap plan --parse
+     * gpu) or by the knob; a schedule without them (the shipped ones)
+     * leaves the parser threads launching as they post: on the H200 the
+     * gate at one window was no better than that (docs/RUNTIME.md) */
+    const bool asked = rap_schedule_has_parse(s) || w >= 0;
     if (dev == RAP_GPU)
-        *gated = mode == RAP_MODE_RAP && parse == RAP_PARSE_GPU;
-    else /* rap mode's stand-in on the CPU: asked for by a budget or the knob */
-        *gated = mode == RAP_MODE_SEQUENTIAL && parse == RAP_PARSE_REF &&
-                 (rap_schedule_has_parse(s) || w >= 0);
+        *gated = mode == RAP_MODE_RAP && parse == RAP_PARSE_GPU && asked;
+    else /* rap mode's stand-in on the CPU */
+        *gated = mode == RAP_MODE_SEQUENTIAL && parse == RAP_PARSE_REF && asked;
     return RAP_OK;
 }
 
