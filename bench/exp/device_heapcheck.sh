@@ -5,7 +5,8 @@
 # glibc's heap checks (MALLOC_CHECK_=3, MALLOC_PERTURB_), then under
 # compute-sanitizer; when a run aborts, the same run under cuda-gdb with
 # the heap checks for the backtrace of the abort. TESTS (default
-# "parse_gpu parse_feed_gpu train_parse_gpu"): the rap_tests filters.
+# "parse_gpu parse_feed_gpu train_parse_gpu"): the rap_tests filters;
+# MEMCHECK_LIMIT (240): seconds for the compute-sanitizer run.
 # Run from the repository root with a carried build (bench/exp/carry_dev.sh).
 set -u -o pipefail
 B=${1:-.carry/dev}
@@ -27,7 +28,7 @@ for f in ${TESTS:-parse_gpu parse_feed_gpu train_parse_gpu}; do
   [ $rc -ge 128 ] && { tail -5 "$OUT/heap_$f.log"; gdb_bt "$f" "$B/rap_tests" "$f"; }
 done
 if command -v compute-sanitizer > /dev/null 2>&1; then
-  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/rap_tests" parse_gpu \
+  timeout "${MEMCHECK_LIMIT:-240}" compute-sanitizer --tool memcheck --error-exitcode 9 "$B/rap_tests" parse_gpu \
     > "$OUT/memcheck_parse_gpu.log" 2>&1
   rc=$?
   echo "memcheck rap_tests parse_gpu: exit $rc -- $(grep -E 'ERROR SUMMARY|passed' "$OUT/memcheck_parse_gpu.log" | tail -2 | tr '\n' ' ')"
