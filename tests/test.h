@@ -79,6 +79,9 @@ typedef rap_status (*rap_test_rank_fn)(rap_test_rank *x);
 /* splitmix64 on *state: deterministic test data; rnd01 uniform in [0, 1). */
 uint64_t rap_test_rnd(uint64_t *state);
 double rap_test_rnd01(uint64_t *state);
+/* x rounded to bf16 (nearest even), as a float: what a bf16 GPU buffer
+ * holds of it (finite x). */
+float rap_test_round_bf16(float x);
 /* A float that exercises the ops: NaNs with random payloads and signs,
  * infinities, signed zeros, huge, subnormal, small integers, [0, 1),
  * ordinary values. */

@@ -332,6 +332,16 @@ uint64_t rap_test_rnd(uint64_t *s)
     return x ^ (x >> 31);
 }
 
+float rap_test_round_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
 double rap_test_rnd01(uint64_t *s)
 {
     return (double)(rap_test_rnd(s) >> 11) * (1.0 / 9007199254740992.0);
