@@ -18,6 +18,12 @@ template <> __device__ __forceinline__ __nv_bfloat16 to_act<__nv_bfloat16>(float
 {
     return __float2bfloat16_rn(x);
 }
+/* Two floats as two bf16 (nearest even) in one word, a in the low half. */
+static __device__ __forceinline__ uint32_t pack_bf16x2(float a, float b)
+{
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
+           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
+}
 static __device__ __forceinline__ float act_f(float x) { return x; }
 static __device__ __forceinline__ float act_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 

@@ -64,12 +64,6 @@ static __device__ __forceinline__ void fma4(float4 &a, const float s, const floa
     a.w += s * b.w;
 }
 
-static __device__ __forceinline__ uint32_t pack_bf16x2(float a, float b)
-{
-    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
-           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
-}
-
 /* 4 consecutive act elements at p (16-byte aligned for float, 8 for bf16). */
 static __device__ __forceinline__ void st4(float *p, const float4 v) { *(float4 *)p = v; }
 static __device__ __forceinline__ void st4(__nv_bfloat16 *p, const float4 v)

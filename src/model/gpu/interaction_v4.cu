@@ -122,12 +122,6 @@ static __device__ __forceinline__ void frag_z(uint32_t (&a)[4], const bf16 *zb, 
     a[3] = lds32(p1 + 8);
 }
 
-static __device__ __forceinline__ uint32_t pack2(float a, float b)
-{
-    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
-           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
-}
-
 /* Two adjacent de elements (8 bytes fp32, 4 bytes bf16). */
 static __device__ __forceinline__ void st2(float *p, float a, float b)
 {
@@ -135,7 +129,7 @@ static __device__ __forceinline__ void st2(float *p, float a, float b)
 }
 static __device__ __forceinline__ void st2(bf16 *p, float a, float b)
 {
-    *(uint32_t *)p = pack2(a, b);
+    *(uint32_t *)p = pack_bf16x2(a, b);
 }
 
 /* Forward: out (rows, ldo) bf16 = [x, pairs, 0 padding to ldo]. Dynamic
@@ -306,7 +300,8 @@ static __global__ void __launch_bounds__(32 * IA4_WARPS)
                             const float g0 = __uint_as_float(gw << 16),
                                         g1 = __uint_as_float(gw & 0xffff0000u);
                             *(uint32_t *)(dx + r * D + d) =
-                                pack2(x0 > 0.0f ? v0 + g0 : 0.0f, x1 > 0.0f ? v1 + g1 : 0.0f);
+                                pack_bf16x2(x0 > 0.0f ? v0 + g0 : 0.0f,
+                                            x1 > 0.0f ? v1 + g1 : 0.0f);
                         } else if (i < F) {
                             st2(de + (r * T + (i - 1)) * D + d, v0, v1);
                         }
