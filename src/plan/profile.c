@@ -18,19 +18,25 @@
 
 /* Generates `rows` Criteo-shaped rows (seed) into a temporary file and reads
  * them into b (capacity rows). */
-static rap_status raw_rows(int64_t rows, uint64_t seed, rap_batch *b)
+rap_status rap_prof_gen_file(int64_t rows, uint64_t seed, const char *tag, char *path, size_t n)
 {
-    char tmp[512];
     const char *dir = getenv("TMPDIR");
-    snprintf(tmp, sizeof tmp, "%s/rap_profile_%d.tsv", dir && dir[0] ? dir : "/tmp", (int)getpid());
+    snprintf(path, n, "%s/rap_profile%s_%d.tsv", dir && dir[0] ? dir : "/tmp", tag,
+             (int)getpid());
     rap_gen_config g;
     memset(&g, 0, sizeof g);
     g.rows = rows;
     g.seed = seed;
-    g.out = tmp;
+    g.out = path;
     RAP_TRY(rap_gen_cardinalities("kaggle", g.card));
     rap_gen_result gr;
-    rap_status st = rap_gen_write(&g, &gr);
+    return rap_gen_write(&g, &gr);
+}
+
+static rap_status raw_rows(int64_t rows, uint64_t seed, rap_batch *b)
+{
+    char tmp[512];
+    rap_status st = rap_prof_gen_file(rows, seed, "", tmp, sizeof tmp);
     rap_reader *r = NULL;
     rap_batch part = {0};
     if (st == RAP_OK)

@@ -102,6 +102,10 @@ typedef struct rap_prof_gpu rap_prof_gpu;
 
 /* Streams (training at high priority, prep at low priority), a pool of
  * events, an L2 flush buffer and the probe buffers. */
+/* Writes `rows` rows of rap's generator (Kaggle cardinalities, seed) to a
+ * temporary TSV file named by tag and this process in $TMPDIR (or /tmp);
+ * its name into path (n bytes). The caller removes it. (profile.c) */
+rap_status rap_prof_gen_file(int64_t rows, uint64_t seed, const char *tag, char *path, size_t n);
 rap_status rap_prof_gpu_create(int n_events, rap_prof_gpu **out);
 void rap_prof_gpu_free(rap_prof_gpu *g);
 void *rap_prof_train_stream(rap_prof_gpu *g);

@@ -20,17 +20,7 @@
 static rap_status gen_text(int64_t rows, uint64_t seed, char **text, size_t *n)
 {
     char tmp[512];
-    const char *dir = getenv("TMPDIR");
-    snprintf(tmp, sizeof tmp, "%s/rap_profile_parse_%d.tsv", dir && dir[0] ? dir : "/tmp",
-             (int)getpid());
-    rap_gen_config g;
-    memset(&g, 0, sizeof g);
-    g.rows = rows;
-    g.seed = seed;
-    g.out = tmp;
-    RAP_TRY(rap_gen_cardinalities("kaggle", g.card));
-    rap_gen_result gr;
-    rap_status st = rap_gen_write(&g, &gr);
+    rap_status st = rap_prof_gen_file(rows, seed, "_parse", tmp, sizeof tmp);
     if (st == RAP_OK)
         st = rap_file_read(tmp, (size_t)1 << 31, "generated rows", text, n);
     remove(tmp);

@@ -18,6 +18,15 @@ template <> __device__ __forceinline__ __nv_bfloat16 to_act<__nv_bfloat16>(float
 {
     return __float2bfloat16_rn(x);
 }
+/* Row i of pair p in the lower-triangle order (p = i(i-1)/2 + j, j < i). */
+static __host__ __device__ constexpr int ia_pair_row(int p)
+{
+    int i = 1;
+    while (i * (i + 1) / 2 <= p)
+        i++;
+    return i;
+}
+
 /* Two floats as two bf16 (nearest even) in one word, a in the low half. */
 static __device__ __forceinline__ uint32_t pack_bf16x2(float a, float b)
 {

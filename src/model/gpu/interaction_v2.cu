@@ -42,15 +42,6 @@
 
 #define IA2_WARPS 4 /* warps per block of the v2 kernels */
 
-/* Row i of pair p in the lower-triangle order (p = i(i-1)/2 + j, j < i). */
-static __host__ __device__ constexpr int ia_pair_row(int p)
-{
-    int i = 1;
-    while (i * (i + 1) / 2 <= p)
-        i++;
-    return i;
-}
-
 static __device__ __forceinline__ float dot4(const float4 a, const float4 b)
 {
     return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;

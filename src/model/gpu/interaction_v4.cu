@@ -220,9 +220,7 @@ static __global__ void __launch_bounds__(32 * IA4_WARPS)
     for (int e = lane; e < (ZS + IA4_FP * IA4_GS) / 8; e += 32)
         ((uint4 *)zero)[e] = make_uint4(0, 0, 0, 0); /* the zero row; G's diagonal and padding */
     for (int p = threadIdx.x; p < np; p += blockDim.x) {
-        int i = 1;
-        while (i * (i + 1) / 2 <= p)
-            i++;
+        const int i = ia_pair_row(p);
         tab[p] = (uint32_t)(i << 8) | (uint32_t)(p - i * (i - 1) / 2);
     }
     __syncthreads();
