@@ -38,7 +38,8 @@
 # REPEAT (rap bench --repeat: 3, the medians reported),
 # PLANS (plan0 plan1), BATCHES (4096 8192), CONFIGS (gpu_tsv gpu_gz cpu_tsv
 # cpu_gz; a gpu one with _tN appended runs with RAP_PARSE_GPU_TILES=N; the
-# gpu_tsv_wW ones above, or windows for all six), GPU_THREADS (--threads of
+# gpu_tsv_wW ones above, or windows for all six; _loops appended: with
+# RAP_PARSE_GPU_LOOPS=1), GPU_THREADS (--threads of
 # gpu_tsv: 1, one parser thread; 3 gives two), GRAPH (--cuda-graph; GRAPH="" runs without), RAW_TESTS (1: first the
 # GPU tests of --parse gpu when BIN_DIR has rap_tests; 0 skips them),
 # DATA_DIR (/tmp/rap_rawlogs: the generated data, kept between calls).
@@ -102,6 +103,7 @@ if [ ! -s "$D/rows.tsv" ]; then
     --quiet > "$OUT/gen_tsv.log" 2>&1
 fi
 for k in 0 1 2 3; do
+  case " $CONFIGS " in *_gz*) ;; *) break;; esac
   [ -s "$D/gz/day_$k.gz" ] || timeout 150 "$B/rap" gen --rows $((ROWS / 4)) --seed $((10 + k)) \
     --threads 4 --out "$D/gz/day_$k.gz" --quiet > "$OUT/gen_gz_$k.log" 2>&1 &
 done
@@ -110,16 +112,21 @@ note "data: $(du -sh "$D/rows.tsv" | cut -f1) plain, $(du -sh "$D/gz" | cut -f1)
 
 # CONFIG_tN (N a number): that configuration with RAP_PARSE_GPU_TILES=N
 # (the GPU parser's tiles a launch; 0 a chunk in one launch); CONFIG_wW:
-# with RAP_PARSE_WINDOW=W (planned: none, the planned schedule's budgets)
+# with RAP_PARSE_WINDOW=W (planned: none, the planned schedule's budgets);
+# CONFIG_loops (last): with RAP_PARSE_GPU_LOOPS=1 (every field by the byte
+# loops, the kernels' conversion before the one-word path)
 env_of() {
-  case $1 in
-    *_t[0-9]*) echo "RAP_PARSE_GPU_TILES=${1##*_t}";;
+  case $1 in *_loops) echo "RAP_PARSE_GPU_LOOPS=1";; esac
+  local c=${1%_loops}
+  case $c in
+    *_t[0-9]*) echo "RAP_PARSE_GPU_TILES=${c##*_t}";;
     *_wplanned) ;;
-    *_w*) echo "RAP_PARSE_WINDOW=${1##*_w}";;
+    *_w*) echo "RAP_PARSE_WINDOW=${c##*_w}";;
   esac
 }
 args_of() {
-  local base=${1%_t[0-9]*}
+  local base=${1%_loops}
+  base=${base%_t[0-9]*}
   case ${base%_w*} in
     gpu_tsv) echo "--parse gpu --threads $GPU_THREADS --data $D/rows.tsv";;
     gpu_gz)  echo "--parse gpu --threads 4 --inflate-threads 4 --interleave batch --data $D/gz";;

@@ -483,6 +483,109 @@ RAP_TEST(parse_ref_masks)
     }
 }
 
+/* One field by pg_field (the one-word conversion, then the loops) and by
+ * the loops alone: the same class, flags and value bits. Returns whether
+ * the one-word path decided it; *bad counts disagreements. */
+static bool field_words_vs_loops(rap_test_ctx *t, uint32_t d, const rap_parse_format *fm,
+                                 const uint8_t *b, int32_t n, int *bad)
+{
+    float f1 = -7.0f, f2 = -7.0f, f3 = -7.0f;
+    int64_t i1 = -7, i2 = -7, i3 = -7;
+    int32_t c1 = -7, c2 = -7, c3 = -7;
+    int v1 = -7, v2 = -7, v3 = -7;
+    int k1 = pg_field(d, fm, b, n, &f1, &i1, NULL, &c1, &v1);
+    int k2 = pg_field_loops(d, fm, b, n, &f2, &i2, NULL, &c2, &v2);
+    int k3 = pg_field_fast(d, fm, b, n, &f3, &i3, &c3, &v3);
+    uint32_t u1, u2;
+    memcpy(&u1, &f1, 4);
+    memcpy(&u2, &f2, 4);
+    bool same = k1 == k2 && c1 == c2 && v1 == v2 && u1 == u2 && i1 == i2;
+    if (!same && (*bad)++ < 5)
+        CHECK_MSG(false, "enc %d kind %d field \"%.*s\" (%d bytes): class %d/%d cnt %d/%d "
+                  "valid %d/%d value %g/%g id %lld/%lld", PG_DESC_ENC(d), PG_DESC_KIND(d), (int)n,
+                  (const char *)b, (int)n, k1, k2, (int)c1, (int)c2, v1, v2, (double)f1,
+                  (double)f2, (long long)i1, (long long)i2);
+    return k3 >= 0;
+}
+
+/* pg_field_fast against pg_field_loops: every encoding and kind, fields
+ * of 0 to 10 bytes from an alphabet of digits, both cases of hex, signs
+ * and the bytes just outside each range ('/', ':', '@', 'G', '`', 'g',
+ * 0x80, 0xff, tab, NUL), plus every byte at every position of a valid
+ * field; with and without quoting. The one-word path must decide most
+ * Criteo fields (so this cannot pass by always deferring to the loops). */
+RAP_TEST(parse_field_words_equal_loops)
+{
+    static const char alpha[] = "0123456789abcdefABCDEF-+/:@G`g \t\x80\xff";
+    const int na = (int)sizeof alpha - 1 + 1; /* and NUL */
+    static const struct { int kind, enc; } kinds[] = {
+        {RAP_COL_LABEL, RAP_ENC_LABEL01}, {RAP_COL_DENSE, RAP_ENC_INT32},
+        {RAP_COL_SPARSE, RAP_ENC_HEX32},  {RAP_COL_SPARSE, RAP_ENC_HEX64},
+        {RAP_COL_DENSE, RAP_ENC_FLOAT},   {RAP_COL_SPARSE, RAP_ENC_DEC64},
+        {RAP_COL_SPARSE, RAP_ENC_INT32},  {RAP_COL_SKIP, RAP_ENC_NONE}};
+    uint64_t s = 21;
+    int bad = 0;
+    int64_t decided = 0, total = 0;
+    for (int q = 0; q < 2; q++) {
+        rap_parse_format fm;
+        memset(&fm, 0, sizeof fm);
+        fm.delim = q ? ',' : '\t';
+        fm.quote = (uint8_t)q;
+        fm.max_list = 32;
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            rap_parse_field f = {(uint8_t)kinds[k].kind, (uint8_t)kinds[k].enc, 0, 0, 0, -1};
+            const uint32_t d = pg_desc(f);
+            for (int it = 0; it < 40000; it++) {
+                uint8_t b[16] = {0};
+                int32_t n = (int32_t)(rnd(&s) % 11);
+                int mode = (int)(rnd(&s) % 4);
+                for (int32_t i = 0; i < n; i++) {
+                    int c = (int)(rnd(&s) % (uint64_t)(mode == 0 ? na : mode == 1 ? 10 : 22));
+                    b[i] = (uint8_t)(c < na - 1 ? alpha[c] : 0);
+                }
+                if (mode == 3 && n > 0 && rnd(&s) % 2)
+                    b[0] = '-';
+                decided += field_words_vs_loops(t, d, &fm, b, n, &bad);
+                total++;
+            }
+            for (int32_t n = 1; n <= 9; n++) /* every byte at every position */
+                for (int32_t at = 0; at < n; at++)
+                    for (int c = 0; c < 256; c++) {
+                        uint8_t b[16];
+                        memset(b, kinds[k].enc == RAP_ENC_LABEL01 ? '1' : '7', sizeof b);
+                        b[at] = (uint8_t)c;
+                        decided += field_words_vs_loops(t, d, &fm, b, n, &bad);
+                        total++;
+                    }
+        }
+    }
+    CHECK_MSG(bad == 0, "%d of %lld fields differ", bad, (long long)total);
+    /* Criteo's common fields are decided in one word, and answer by hand */
+    rap_parse_format fm;
+    memset(&fm, 0, sizeof fm);
+    fm.delim = '\t';
+    rap_parse_field fh = {RAP_COL_SPARSE, RAP_ENC_HEX32, 0, 0, 0, -1};
+    rap_parse_field fd = {RAP_COL_DENSE, RAP_ENC_INT32, 0, 0, 0, -1};
+    float fv = 0;
+    int64_t iv = 0;
+    int32_t cnt = 0;
+    int valid = 0;
+    CHECK(pg_field_fast(pg_desc(fh), &fm, (const uint8_t *)"fFfF0a19", 8, &fv, &iv, &cnt,
+                        &valid) == PG_OK && iv == 0xfFfF0a19 && cnt == 1 && valid == 1);
+    CHECK(pg_field_fast(pg_desc(fh), &fm, (const uint8_t *)"7", 1, &fv, &iv, &cnt, &valid) ==
+              PG_OK && iv == 7);
+    CHECK(pg_field_fast(pg_desc(fd), &fm, (const uint8_t *)"-0012345", 8, &fv, &iv, &cnt,
+                        &valid) == PG_OK && fv == -12345.0f && cnt == 0 && valid == 1);
+    CHECK(pg_field_fast(pg_desc(fd), &fm, (const uint8_t *)"99999999", 8, &fv, &iv, &cnt,
+                        &valid) == PG_OK && fv == 99999999.0f);
+    CHECK(pg_field_fast(pg_desc(fd), &fm, (const uint8_t *)"123456789", 9, &fv, &iv, &cnt,
+                        &valid) == -1);
+    CHECK(pg_field_fast(pg_desc(fd), &fm, (const uint8_t *)"12a", 3, &fv, &iv, &cnt, &valid) ==
+          -1);
+    CHECK_MSG(decided > total / 8, "the one-word path decided %lld of %lld fields",
+              (long long)decided, (long long)total);
+}
+
 /* Every edge value in every dense and sparse column, one line each: the
  * reference and the CPU parser agree, and a few answers pinned by hand. */
 RAP_TEST(parse_ref_edge_values)

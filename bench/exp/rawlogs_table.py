@@ -2,7 +2,8 @@
 """The table of bench/device_rawlogs.sh: per plan and batch, for each input
 configuration (gpu_tsv, gpu_gz, cpu_tsv, cpu_gz, a gpu one with _tN:
 RAP_PARSE_GPU_TILES=N, gpu_tsv_wW: the parse released at window W or by
-the planned schedule's budgets; bench_<plan>_<B>_<cfg>.json),
+the planned schedule's budgets, _loops: RAP_PARSE_GPU_LOOPS=1;
+bench_<plan>_<B>_<cfg>.json),
 rap mode's samples/s, rap / ideal (the same invocation's ideal), the seconds
 rap waited for rows over the measured steps, the host CPU seconds per
 million rows trained (getrusage of the process: user + system of every
@@ -30,7 +31,9 @@ WHAT = {
 
 def split(cf):
     """'gpu_tsv_t16' -> ('gpu_tsv', '16', ''); 'gpu_tsv_wmlp_forward' ->
-    ('gpu_tsv', '', 'mlp_forward'); 'gpu_tsv' -> ('gpu_tsv', '', '')."""
+    ('gpu_tsv', '', 'mlp_forward'); 'gpu_tsv' -> ('gpu_tsv', '', ''); a
+    trailing '_loops' (RAP_PARSE_GPU_LOOPS=1) is left out (loops())."""
+    cf = cf[:-len("_loops")] if cf.endswith("_loops") else cf
     m = re.match(r"^(.*)_t(\d+)$", cf)
     if m:
         return (m.group(1), m.group(2), "")
@@ -56,7 +59,7 @@ def main(out):
             def order(cf):
                 base, t, w = split(cf)
                 return (CONFIGS.index(base) if base in CONFIGS else 9, int(t) if t.isdigit() else -1,
-                        WINDOWS.index(w) if w in WINDOWS else -1)
+                        WINDOWS.index(w) if w in WINDOWS else -1, cf.endswith("_loops"))
             for cf in sorted(found, key=order):
                 p = pre + cf + ".json"
                 try:
@@ -79,6 +82,10 @@ def main(out):
                     what += ", schedule planned with --parse gpu"
                 elif w:
                     what += ", RAP_PARSE_WINDOW=" + w
+                if cf.endswith("_loops"):
+                    what += ", RAP_PARSE_GPU_LOOPS=1"
+                what += ", mlp fwd/bwd %s/%s ms" % (num(m.get("mlp_forward_ms"), "%.3f"),
+                                                    num(m.get("mlp_backward_ms"), "%.3f"))
                 runs = " ".join("%.3f" % x for x in m.get("vs_ideal_runs", []))
                 print("%-6s %5d %-22s %12s %8s %9s %12s %11s %11s  %s (runs %s)" % (
                     plan, b, cf, num(m.get("samples_per_s"), "%.0f"),

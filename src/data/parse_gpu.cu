@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "data/parse_algo.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef __CUDACC__
@@ -73,6 +74,7 @@ typedef struct {
     uint32_t epoch_tag;    /* epoch << 2 */
     int64_t n_tiles, tile0;
     int stages;            /* phases run: 1, 2 (through the prefix) or 3 (all) */
+    int loops;             /* 1: every field by pg_field_loops (RAP_PARSE_GPU_LOOPS, A/B) */
     pg_smem sm;
 } pg_args;
 
@@ -91,7 +93,7 @@ typedef struct {
 /* ------------------------------------------------------------ one line */
 
 /* Steps 1-2 for line [ls, end) by one warp: 32 aligned 16-byte words a
- * step, delimiter, quote and binary masks per word, the quote parity
+ * step (the first step's word of each lane loaded by the caller, v0), delimiter, quote and binary masks per word, the quote parity
  * carried into each lane by a warp xor-scan (delimiters inside quotes do
  * not count), the delimiter ranks by a warp scan, the first nf - 1
  * delimiter positions into tabs; the first binary byte ends it. Returns
@@ -99,15 +101,16 @@ typedef struct {
 static __device__ uint32_t warp_boundaries(const rap_parse_format *fm,
                                            const uint8_t *__restrict__ text, int64_t ls,
                                            int64_t end, int64_t max_line, int nf, int lane,
-                                           int32_t *tabs)
+                                           uint4 v0, int32_t *tabs)
 {
     int64_t ntab = 0, bin_field = -1;
     uint32_t qpar = 0; /* quotes of the strides before, mod 2 */
-    for (int64_t base = ls & ~(int64_t)15; base < end; base += 16 * 32) {
+    const int64_t base0 = ls & ~(int64_t)15;
+    for (int64_t base = base0; base < end; base += 16 * 32) {
         int64_t w = base + 16 * lane;
         uint32_t tabm = 0, binm = 0, quo = 0;
         if (w < end) {
-            uint4 v = __ldg((const uint4 *)(const void *)(text + w));
+            uint4 v = base == base0 ? v0 : __ldg((const uint4 *)(const void *)(text + w));
             uint32_t words[4] = {v.x, v.y, v.z, v.w};
             int lo = ls > w ? (int)(ls - w) : 0, hi = end - w < 16 ? (int)(end - w) : 16;
             pg_masks16_fmt(words, lo, hi, fm->delim, fm->text8, fm->quote, &tabm, &binm, &quo);
@@ -174,7 +177,11 @@ static __device__ uint32_t warp_convert(const pg_args *a, const pg_shared *sh, i
             float fv = 0.0f;
             int64_t iv = 0;
             int32_t cnt;
-            int cls = pg_field(d[r], &a->fmt, line + fs, fe - fs, &fv, &iv, NULL, &cnt, &valid);
+            int cls = a->loops
+                          ? pg_field_loops(d[r], &a->fmt, line + fs, fe - fs, &fv, &iv, NULL,
+                                           &cnt, &valid)
+                          : pg_field(d[r], &a->fmt, line + fs, fe - fs, &fv, &iv, NULL, &cnt,
+                                     &valid);
             if (cls != PG_OK) {
                 k = pg_key(cls, f);
             } else {
@@ -213,21 +220,33 @@ static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int wa
     if (first >= nl)
         return;
     const int nlw = nl - first < PG_LPW ? nl - first : PG_LPW;
-    int64_t my = 0; /* lane k holds start[line k of the warp] */
+    /* lane k: line k of the warp, its bounds and '\r' found at once */
+    int64_t my = 0, mls = 0, mend = 0;
     if (lane <= nlw)
         my = a->start[l0 + first + lane];
+    const int64_t next = __shfl_down_sync(PG_FULL, my, 1);
+    if (lane < nlw) {
+        pg_line_bounds(my, next, a->n_bytes, &mls, &mend);
+        if (mend > mls && a->text[mend - 1] == '\r')
+            mend--;
+    }
     const uint32_t d[2] = {sh->tab->desc[lane], sh->tab->desc[lane + 32]};
     int32_t *tabs = sh->tabs + warp * RAP_PARSE_MAX_FIELDS;
     pg_shared w = *sh;
     w.tabs = tabs;
+    /* each line's first 512-byte step loaded one line ahead */
+    int64_t ls = __shfl_sync(PG_FULL, mls, 0), end = __shfl_sync(PG_FULL, mend, 0);
+    uint4 v0 = make_uint4(0, 0, 0, 0);
+    if ((ls & ~(int64_t)15) + 16 * lane < end)
+        v0 = __ldg((const uint4 *)(const void *)(a->text + (ls & ~(int64_t)15) + 16 * lane));
     for (int k = 0; k < nlw; k++) {
-        int64_t p0 = __shfl_sync(PG_FULL, my, k), p1 = __shfl_sync(PG_FULL, my, k + 1);
-        int64_t ls, end;
-        pg_line_bounds(p0, p1, a->n_bytes, &ls, &end);
-        if (end > ls && a->text[end - 1] == '\r')
-            end--;
+        const int64_t ls1 = __shfl_sync(PG_FULL, mls, (k + 1) & 31),
+                      end1 = __shfl_sync(PG_FULL, mend, (k + 1) & 31);
+        uint4 v1 = make_uint4(0, 0, 0, 0);
+        if (k + 1 < nlw && (ls1 & ~(int64_t)15) + 16 * lane < end1)
+            v1 = __ldg((const uint4 *)(const void *)(a->text + (ls1 & ~(int64_t)15) + 16 * lane));
         uint32_t key =
-            warp_boundaries(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, tabs);
+            warp_boundaries(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, v0, tabs);
         uint64_t vm = 0;
         if (key == PG_KEY_OK) {
             __syncwarp();
@@ -238,6 +257,9 @@ static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int wa
             sh->vmask[first + k] = vm;
         }
         __syncwarp(); /* tabs are the next line's */
+        ls = ls1;
+        end = end1;
+        v0 = v1;
     }
 }
 
@@ -507,6 +529,7 @@ struct rap_parse_gpu {
     uint64_t seq;             /* tickets issued */
     uint32_t epoch;           /* of the open batch, 1 .. 2^30 - 1 */
     int stages;               /* rap_parse_gpu_stages: 3 */
+    int loops;                /* RAP_PARSE_GPU_LOOPS=1: the fields' byte loops only */
     /* the open batch (begin .. end) */
     bool open;
     pg_args args;
@@ -562,6 +585,10 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
     p->cfg.layout = NULL;
     p->lay = lay;
     p->stages = 3;
+    {
+        const char *e = getenv("RAP_PARSE_GPU_LOOPS");
+        p->loops = e && e[0] == '1' && !e[1];
+    }
     p->stream = (cudaStream_t)stream;
     p->max_tiles = (cfg->max_lines + T - 1) / T;
     p->text_cap = (((size_t)cfg->max_bytes + 15) & ~(size_t)15) + 16;
@@ -741,6 +768,7 @@ extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, 
     a->epoch_tag = p->epoch << 2;
     a->n_tiles = n_lines > 0 ? (n_lines + T - 1) / T : 1;
     a->stages = p->stages;
+    a->loops = p->loops;
     a->sm = smem_layout(a->nd, a->ns, a->nc, a->nl);
     p->n_tiles = a->n_tiles;
     p->next_line = 0;
