@@ -16,9 +16,11 @@
 #include <cuda_runtime.h>
 
 #define T RAP_PARSE_TILE
-#define PG_THREADS 256
-#define PG_WARPS (PG_THREADS / 32)
-#define PG_LPW (T / PG_WARPS) /* lines per warp in a tile: 8 */
+/* A block of nw warps (blockDim.x / 32: 8 by default, 16 with
+ * RAP_PARSE_GPU_WARPS=16) takes a tile, each warp T / nw of its lines. */
+#define PG_WARPS_DEFAULT 8
+#define PG_MAX_WARPS 16
+#define PG_MAX_THREADS (32 * PG_MAX_WARPS)
 #define PG_FULL 0xffffffffu
 #define PG_AGG 1u    /* tile status: its own counters are published */
 #define PG_PREFIX 2u /* tile status: its inclusive prefix is published */
@@ -211,15 +213,16 @@ static __device__ uint32_t warp_convert(const pg_args *a, const pg_shared *sh, i
     return key;
 }
 
-/* Phase 1: warp w parses lines [w * PG_LPW, (w + 1) * PG_LPW) of the tile
+/* Phase 1: warp w parses lines [w * lpw, (w + 1) * lpw) of the tile
  * (l0 its first line, nl its lines). */
 static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int warp, int lane,
                                    int64_t l0, int nl)
 {
-    const int first = warp * PG_LPW;
+    const int lpw = T / (int)(blockDim.x >> 5);
+    const int first = warp * lpw;
     if (first >= nl)
         return;
-    const int nlw = nl - first < PG_LPW ? nl - first : PG_LPW;
+    const int nlw = nl - first < lpw ? nl - first : lpw;
     /* lane k: line k of the warp, its bounds and '\r' found at once */
     int64_t my = 0, mls = 0, mend = 0;
     if (lane <= nlw)
@@ -295,7 +298,7 @@ static __device__ void count_tile(const pg_args *a, const pg_shared *sh, int war
                                   int nl)
 {
     const int ns = a->ns;
-    for (int c = warp; c < a->nc; c += PG_WARPS) {
+    for (int c = warp; c < a->nc; c += (int)(blockDim.x >> 5)) {
         if (c >= 1 && c <= ns && sh->tab->slist[c - 1] >= 0) {
             count_list(sh, c, sh->tab->slist[c - 1], lane, nl);
             continue;
@@ -416,7 +419,7 @@ static __device__ void scatter(const pg_args *a, const pg_shared *sh, int tid, i
     const int64_t B = a->B;
     const int32_t E0 = sh->excl[0];
     const int ns = a->ns;
-    for (int i = tid; i < nl; i += PG_THREADS) {
+    for (int i = tid; i < nl; i += (int)blockDim.x) {
         int32_t row = E0 + sh->rank[i];
         uint32_t key = sh->key[i];
         if (key == PG_KEY_OK) {
@@ -434,7 +437,7 @@ static __device__ void scatter(const pg_args *a, const pg_shared *sh, int tid, i
         if (k == 0)
             a->res->first_line = e.line;
     }
-    for (int x = tid; x < a->nd * T; x += PG_THREADS) {
+    for (int x = tid; x < a->nd * T; x += (int)blockDim.x) {
         int j = x / T, i = x % T;
         if (i >= nl || sh->key[i] != PG_KEY_OK || E0 + sh->rank[i] >= B)
             continue;
@@ -442,7 +445,7 @@ static __device__ void scatter(const pg_args *a, const pg_shared *sh, int tid, i
         a->dense[j * B + row] = sh->dense[j * T + i];
         a->dense_valid[j * B + row] = (uint8_t)((sh->vmask[i] >> sh->tab->dfield[j]) & 1);
     }
-    for (int x = tid; x < ns * T; x += PG_THREADS) {
+    for (int x = tid; x < ns * T; x += (int)blockDim.x) {
         int j = x / T, i = x % T;
         if (i >= nl || sh->key[i] != PG_KEY_OK || E0 + sh->rank[i] >= B)
             continue;
@@ -464,12 +467,12 @@ static __device__ void scatter(const pg_args *a, const pg_shared *sh, int tid, i
         a->sparse_valid[j * B + row] = (uint8_t)v;
     }
     if (tile == 0)
-        for (int j = tid; j < ns; j += PG_THREADS)
+        for (int j = tid; j < ns; j += (int)blockDim.x)
             a->sparse_off[j * (B + 1)] = 0;
 }
 
 /* One block per tile: tile0 + blockIdx.x. */
-static __global__ void __launch_bounds__(PG_THREADS)
+static __global__ void __launch_bounds__(PG_MAX_THREADS, 2)
     parse_kernel(const __grid_constant__ pg_args a)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -492,7 +495,7 @@ static __global__ void __launch_bounds__(PG_THREADS)
     const int64_t tile = a.tile0 + blockIdx.x, l0 = tile * T;
     const int64_t left = a.n_lines - l0;
     const int nl = left <= 0 ? 0 : left < T ? (int)left : T;
-    for (int k = tid; k < (int)(sizeof(pg_tables) / 4); k += PG_THREADS)
+    for (int k = tid; k < (int)(sizeof(pg_tables) / 4); k += (int)blockDim.x)
         ((uint32_t *)(void *)sh.tab)[k] = ((const uint32_t *)(const void *)a.tab)[k];
     __syncthreads();
     parse_lines(&a, &sh, warp, lane, l0, nl);
@@ -530,6 +533,7 @@ struct rap_parse_gpu {
     uint32_t epoch;           /* of the open batch, 1 .. 2^30 - 1 */
     int stages;               /* rap_parse_gpu_stages: 3 */
     int loops;                /* RAP_PARSE_GPU_LOOPS=1: the fields' byte loops only */
+    int warps;                /* a block's warps: RAP_PARSE_GPU_WARPS (8 or 16), 8 */
     /* the open batch (begin .. end) */
     bool open;
     pg_args args;
@@ -550,7 +554,7 @@ static pg_smem smem_layout(int nd, int ns, int nc, int nl)
     PG_PLACE(dense, (size_t)nd * T * 4);
     PG_PLACE(label, T * 4);
     PG_PLACE(key, T * 4);
-    PG_PLACE(tabs, PG_WARPS * RAP_PARSE_MAX_FIELDS * 4);
+    PG_PLACE(tabs, PG_MAX_WARPS * RAP_PARSE_MAX_FIELDS * 4);
     PG_PLACE(agg, RAP_PARSE_MAX_COUNTERS * 4);
     PG_PLACE(excl, RAP_PARSE_MAX_COUNTERS * 4);
     PG_PLACE(tables, sizeof(pg_tables));
@@ -588,6 +592,8 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
     {
         const char *e = getenv("RAP_PARSE_GPU_LOOPS");
         p->loops = e && e[0] == '1' && !e[1];
+        e = getenv("RAP_PARSE_GPU_WARPS");
+        p->warps = e && !strcmp(e, "16") ? 16 : PG_WARPS_DEFAULT;
     }
     p->stream = (cudaStream_t)stream;
     p->max_tiles = (cfg->max_lines + T - 1) / T;
@@ -792,7 +798,7 @@ extern "C" rap_status rap_parse_gpu_piece(rap_parse_gpu *p, int64_t line0, int64
         return RAP_OK;
     pg_args *a = &p->args;
     a->tile0 = t0;
-    parse_kernel<<<(unsigned)(t1 - t0), PG_THREADS, a->sm.bytes, p->stream>>>(*a);
+    parse_kernel<<<(unsigned)(t1 - t0), 32 * p->warps, a->sm.bytes, p->stream>>>(*a);
     RAP_CUDA_LAUNCHED();
     p->next_tile = t1;
     return RAP_OK;
