@@ -41,7 +41,9 @@ typedef struct {
     uint32_t dense;   /* float (ND, T) */
     uint32_t label;   /* float (T) */
     uint32_t key;     /* uint32 (T) */
-    uint32_t tabs;    /* int32 (warps, NF) a warp's tab positions */
+    uint32_t tabs;    /* int32 (warps, 64) a warp's tab positions, or (T, NF) a line's */
+    uint32_t lpos;    /* int32 (T) a line's first byte in the text */
+    uint32_t llen;    /* int32 (T) its length without '\r' */
     uint32_t agg;     /* int32 (64) the tile's counters, then their inclusive prefix */
     uint32_t excl;    /* int32 (64) the counters of the tiles before */
     uint32_t tables;  /* pg_tables */
@@ -77,6 +79,7 @@ typedef struct {
     int64_t n_tiles, tile0;
     int stages;            /* phases run: 1, 2 (through the prefix) or 3 (all) */
     int loops;             /* 1: every field by pg_field_loops (RAP_PARSE_GPU_LOOPS, A/B) */
+    int warp_conv;         /* 1: a line's fields by its warp (RAP_PARSE_GPU_CONVERT=warp, A/B) */
     pg_smem sm;
 } pg_args;
 
@@ -87,6 +90,7 @@ typedef struct {
     float *dense, *label;
     uint32_t *key;
     int32_t *tabs, *agg, *excl;
+    int32_t *lpos, *llen;
     pg_tables *tab;
     uint8_t *rank;
     int32_t *lcnt, *lbeg, *lend, *lrank; /* (NL, T) each */
@@ -213,6 +217,58 @@ static __device__ uint32_t warp_convert(const pg_args *a, const pg_shared *sh, i
     return key;
 }
 
+/* Step 3 for the whole tile at once (after phase 1's boundaries): item x
+ * = f * T + s is field f of line slot s, so a warp's 32 items are one
+ * field of 32 lines (one descriptor: no divergence between encodings, every
+ * lane busy). Only lines whose boundaries were good convert (a key of a
+ * line-level class, PG_FIELDS or below, skips them: the field faults
+ * lowering the key meanwhile are all of later classes); each fault lowers
+ * the line's key by a shared atomic minimum, so the key is the smallest of
+ * the fields' as the warp's reduction made it, and a valid field sets its
+ * bit of the line's mask. */
+static __device__ void convert_tile(const pg_args *a, const pg_shared *sh, int tid, int nl)
+{
+    const int nf = a->nf;
+    for (int x = tid; x < nf * T; x += (int)blockDim.x) {
+        const int f = x / T, s = x % T;
+        if (s >= nl || (sh->key[s] >> 16) <= PG_FIELDS)
+            continue;
+        const uint32_t d = sh->tab->desc[f];
+        const int32_t *tb = sh->tabs + s * nf;
+        const int32_t ls = sh->lpos[s];
+        const int32_t fs = f ? tb[f - 1] + 1 : 0, fe = f < nf - 1 ? tb[f] : sh->llen[s];
+        float fv = 0.0f;
+        int64_t iv = 0;
+        int32_t cnt;
+        int valid = 0;
+        const uint8_t *p = a->text + ls + fs;
+        int cls = a->loops ? pg_field_loops(d, &a->fmt, p, fe - fs, &fv, &iv, NULL, &cnt, &valid)
+                           : pg_field(d, &a->fmt, p, fe - fs, &fv, &iv, NULL, &cnt, &valid);
+        if (cls != PG_OK) {
+            atomicMin(&sh->key[s], pg_key(cls, f));
+            continue;
+        }
+        const int col = PG_DESC_COL(d);
+        switch (PG_DESC_KIND(d)) {
+        case RAP_COL_LABEL: sh->label[s] = fv; break;
+        case RAP_COL_DENSE: sh->dense[col * T + s] = fv; break;
+        case RAP_COL_SPARSE:
+            if (PG_DESC_SEP(d)) { /* a list: its ids come at the scatter */
+                const int q = sh->tab->slist[col];
+                sh->lcnt[q * T + s] = cnt;
+                sh->lbeg[q * T + s] = ls + fs;
+                sh->lend[q * T + s] = ls + fe;
+            } else {
+                sh->sparse[col * T + s] = iv;
+            }
+            break;
+        default: break;
+        }
+        if (valid)
+            atomicOr((unsigned long long *)&sh->vmask[s], 1ull << f);
+    }
+}
+
 /* Phase 1: warp w parses lines [w * lpw, (w + 1) * lpw) of the tile
  * (l0 its first line, nl its lines). */
 static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int warp, int lane,
@@ -237,6 +293,7 @@ static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int wa
     int32_t *tabs = sh->tabs + warp * RAP_PARSE_MAX_FIELDS;
     pg_shared w = *sh;
     w.tabs = tabs;
+    const bool wc = a->warp_conv;
     /* each line's first 512-byte step loaded one line ahead */
     int64_t ls = __shfl_sync(PG_FULL, mls, 0), end = __shfl_sync(PG_FULL, mend, 0);
     uint4 v0 = make_uint4(0, 0, 0, 0);
@@ -248,16 +305,20 @@ static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int wa
         uint4 v1 = make_uint4(0, 0, 0, 0);
         if (k + 1 < nlw && (ls1 & ~(int64_t)15) + 16 * lane < end1)
             v1 = __ldg((const uint4 *)(const void *)(a->text + (ls1 & ~(int64_t)15) + 16 * lane));
+        const int slot = first + k;
+        int32_t *lt = wc ? tabs : sh->tabs + slot * a->nf; /* tile-wide: the line's row */
         uint32_t key =
-            warp_boundaries(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, v0, tabs);
+            warp_boundaries(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, v0, lt);
         uint64_t vm = 0;
-        if (key == PG_KEY_OK) {
+        if (wc && key == PG_KEY_OK) {
             __syncwarp();
-            key = warp_convert(a, &w, ls, (int32_t)(end - ls), d, lane, first + k, &vm);
+            key = warp_convert(a, &w, ls, (int32_t)(end - ls), d, lane, slot, &vm);
         }
         if (lane == 0) {
-            sh->key[first + k] = key;
-            sh->vmask[first + k] = vm;
+            sh->key[slot] = key;
+            sh->vmask[slot] = vm;
+            sh->lpos[slot] = (int32_t)ls;
+            sh->llen[slot] = (int32_t)(end - ls);
         }
         __syncwarp(); /* tabs are the next line's */
         ls = ls1;
@@ -483,6 +544,8 @@ static __global__ void __launch_bounds__(PG_MAX_THREADS, 2)
     sh.label = (float *)(void *)(smem + a.sm.label);
     sh.key = (uint32_t *)(void *)(smem + a.sm.key);
     sh.tabs = (int32_t *)(void *)(smem + a.sm.tabs);
+    sh.lpos = (int32_t *)(void *)(smem + a.sm.lpos);
+    sh.llen = (int32_t *)(void *)(smem + a.sm.llen);
     sh.agg = (int32_t *)(void *)(smem + a.sm.agg);
     sh.excl = (int32_t *)(void *)(smem + a.sm.excl);
     sh.tab = (pg_tables *)(void *)(smem + a.sm.tables);
@@ -499,6 +562,10 @@ static __global__ void __launch_bounds__(PG_MAX_THREADS, 2)
         ((uint32_t *)(void *)sh.tab)[k] = ((const uint32_t *)(const void *)a.tab)[k];
     __syncthreads();
     parse_lines(&a, &sh, warp, lane, l0, nl);
+    if (!a.warp_conv) {
+        __syncthreads();
+        convert_tile(&a, &sh, tid, nl);
+    }
     if (a.stages < 2) /* the benchmark's variants (rap_parse_gpu_stages) */
         return;
     __syncthreads();
@@ -534,13 +601,14 @@ struct rap_parse_gpu {
     int stages;               /* rap_parse_gpu_stages: 3 */
     int loops;                /* RAP_PARSE_GPU_LOOPS=1: the fields' byte loops only */
     int warps;                /* a block's warps: RAP_PARSE_GPU_WARPS (8 or 16), 8 */
+    int warp_conv;            /* RAP_PARSE_GPU_CONVERT=warp: a line's fields by its warp */
     /* the open batch (begin .. end) */
     bool open;
     pg_args args;
     int64_t next_line, next_tile, n_tiles;
 };
 
-static pg_smem smem_layout(int nd, int ns, int nc, int nl)
+static pg_smem smem_layout(int nf, int nd, int ns, int nc, int nl)
 {
     pg_smem s;
     uint32_t at = 0;
@@ -554,7 +622,10 @@ static pg_smem smem_layout(int nd, int ns, int nc, int nl)
     PG_PLACE(dense, (size_t)nd * T * 4);
     PG_PLACE(label, T * 4);
     PG_PLACE(key, T * 4);
-    PG_PLACE(tabs, PG_MAX_WARPS * RAP_PARSE_MAX_FIELDS * 4);
+    PG_PLACE(tabs, (PG_MAX_WARPS * RAP_PARSE_MAX_FIELDS > T * nf ? PG_MAX_WARPS *
+                    RAP_PARSE_MAX_FIELDS : T * nf) * 4);
+    PG_PLACE(lpos, T * 4);
+    PG_PLACE(llen, T * 4);
     PG_PLACE(agg, RAP_PARSE_MAX_COUNTERS * 4);
     PG_PLACE(excl, RAP_PARSE_MAX_COUNTERS * 4);
     PG_PLACE(tables, sizeof(pg_tables));
@@ -594,6 +665,8 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
         p->loops = e && e[0] == '1' && !e[1];
         e = getenv("RAP_PARSE_GPU_WARPS");
         p->warps = e && !strcmp(e, "16") ? 16 : PG_WARPS_DEFAULT;
+        e = getenv("RAP_PARSE_GPU_CONVERT");
+        p->warp_conv = e && !strcmp(e, "warp");
     }
     p->stream = (cudaStream_t)stream;
     p->max_tiles = (cfg->max_lines + T - 1) / T;
@@ -646,7 +719,7 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
     }
     {
         /* on the parser's stream, which the caller's stream may not wait for */
-        pg_smem sm = smem_layout(lay.n_dense, lay.n_sparse, nc, lay.n_lists);
+        pg_smem sm = smem_layout(lay.n_fields, lay.n_dense, lay.n_sparse, nc, lay.n_lists);
         cudaError_t e = cudaSuccess;
         if (sm.bytes > 48 * 1024)
             e = cudaFuncSetAttribute(parse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -775,7 +848,8 @@ extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, 
     a->n_tiles = n_lines > 0 ? (n_lines + T - 1) / T : 1;
     a->stages = p->stages;
     a->loops = p->loops;
-    a->sm = smem_layout(a->nd, a->ns, a->nc, a->nl);
+    a->warp_conv = p->warp_conv;
+    a->sm = smem_layout(a->nf, a->nd, a->ns, a->nc, a->nl);
     p->n_tiles = a->n_tiles;
     p->next_line = 0;
     p->next_tile = 0;
