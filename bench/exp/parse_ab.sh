@@ -26,9 +26,18 @@ for tp in parse_field_words parse_gpu parse_schema_gpu parse_feed_gpu train_pars
   echo "rap_tests $tp: exit $?; $(tail -1 "$OUT/tests_$tp.log")" | tee -a "$OUT/ab_summary.txt"
   grep -E "CHECK|FAIL" "$OUT/tests_$tp.log" | head -5 | tee -a "$OUT/ab_summary.txt"
 done
-# variant V of the kernels: loops (RAP_PARSE_GPU_LOOPS=1), words (the
-# default), w16 (RAP_PARSE_GPU_WARPS=16)
-env_v() { case $1 in loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;; esac; }
+# variant V of the kernels, parts joined by '+': loops (RAP_PARSE_GPU_LOOPS=1),
+# words (the default), w16 (RAP_PARSE_GPU_WARPS=16), warp
+# (RAP_PARSE_GPU_CONVERT=warp: a line's fields on its warp)
+env_v() {
+  local IFS=+
+  for x in $1; do
+    case $x in
+      loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;;
+      warp) echo RAP_PARSE_GPU_CONVERT=warp;;
+    esac
+  done
+}
 for r in 1 2; do for v in ${BPG_VARIANTS:-loops words}; do
   env $(env_v $v) timeout 120 "$B/bench_parse_gpu" --rows 4000000 --json "$OUT/bpg_${v}_$r.json" \
     > "$OUT/bpg_${v}_$r.log" 2>&1
