@@ -27,14 +27,14 @@ for tp in parse_field_words parse_gpu parse_schema_gpu parse_feed_gpu train_pars
   grep -E "CHECK|FAIL" "$OUT/tests_$tp.log" | head -5 | tee -a "$OUT/ab_summary.txt"
 done
 # variant V of the kernels, parts joined by '+': loops (RAP_PARSE_GPU_LOOPS=1),
-# words (the default), w16 (RAP_PARSE_GPU_WARPS=16), warp
-# (RAP_PARSE_GPU_CONVERT=warp: a line's fields on its warp)
+# words (the default), w16 (RAP_PARSE_GPU_WARPS=16), single
+# (RAP_PARSE_GPU_PAIRS=0: one line a warp at a time)
 env_v() {
   local IFS=+
   for x in $1; do
     case $x in
       loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;;
-      warp) echo RAP_PARSE_GPU_CONVERT=warp;;
+      single) echo RAP_PARSE_GPU_PAIRS=0;;
     esac
   done
 }

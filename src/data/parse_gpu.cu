@@ -41,7 +41,7 @@ typedef struct {
     uint32_t dense;   /* float (ND, T) */
     uint32_t label;   /* float (T) */
     uint32_t key;     /* uint32 (T) */
-    uint32_t tabs;    /* int32 (warps, 64) a warp's tab positions, or (T, NF) a line's */
+    uint32_t tabs;    /* int32 (T, NF) a line's tab positions */
     uint32_t lpos;    /* int32 (T) a line's first byte in the text */
     uint32_t llen;    /* int32 (T) its length without '\r' */
     uint32_t agg;     /* int32 (64) the tile's counters, then their inclusive prefix */
@@ -79,7 +79,7 @@ typedef struct {
     int64_t n_tiles, tile0;
     int stages;            /* phases run: 1, 2 (through the prefix) or 3 (all) */
     int loops;             /* 1: every field by pg_field_loops (RAP_PARSE_GPU_LOOPS, A/B) */
-    int warp_conv;         /* 1: a line's fields by its warp (RAP_PARSE_GPU_CONVERT=warp, A/B) */
+    int pairs;             /* 1: boundaries of two lines a warp (0: RAP_PARSE_GPU_PAIRS=0, A/B) */
     pg_smem sm;
 } pg_args;
 
@@ -160,61 +160,75 @@ static __device__ uint32_t warp_boundaries(const rap_parse_format *fm,
     return pg_line_key_q(bin_field, end - ls, max_line, ntab, (int)qpar, nf);
 }
 
-/* Step 3 for a line whose boundaries are good: lane f converts field f
- * (round 0) and f + 32 (round 1), values into the tile's slot s; the key
- * is the smallest of the fields' faults, *vm the valid fields. */
-static __device__ uint32_t warp_convert(const pg_args *a, const pg_shared *sh, int64_t ls,
-                                        int32_t len, const uint32_t d[2], int lane, int s,
-                                        uint64_t *vm)
+/* Steps 1-2 for two lines at once, a half-warp each (half h = lane / 16
+ * takes its own line [ls, end)): 16 aligned 16-byte words a step (256
+ * bytes, about a Criteo line), the same masks, scans of width 16, the
+ * first nf - 1 delimiter positions into the half's tabs; the first binary
+ * byte ends the half's scan. v0: the first step's word of this lane. Every
+ * shuffle runs on all 32 lanes, each half reading its own lanes. Returns
+ * the key of the half's line. */
+static __device__ uint32_t half_boundaries(const rap_parse_format *fm,
+                                           const uint8_t *__restrict__ text, int64_t ls,
+                                           int64_t end, int64_t max_line, int nf, int lane,
+                                           uint4 v0, int32_t *tabs)
 {
-    const uint8_t *__restrict__ line = a->text + ls;
-    uint32_t key = PG_KEY_OK;
-    uint64_t v = 0;
-    const int nf = a->nf;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        if (r * 32 >= nf)
-            break;
-        int f = r * 32 + lane, valid = 0;
-        uint32_t k = PG_KEY_OK;
-        if (f < nf) {
-            int32_t fs = f ? sh->tabs[f - 1] + 1 : 0;
-            int32_t fe = f < nf - 1 ? sh->tabs[f] : len;
-            float fv = 0.0f;
-            int64_t iv = 0;
-            int32_t cnt;
-            int cls = a->loops
-                          ? pg_field_loops(d[r], &a->fmt, line + fs, fe - fs, &fv, &iv, NULL,
-                                           &cnt, &valid)
-                          : pg_field(d[r], &a->fmt, line + fs, fe - fs, &fv, &iv, NULL, &cnt,
-                                     &valid);
-            if (cls != PG_OK) {
-                k = pg_key(cls, f);
-            } else {
-                int col = PG_DESC_COL(d[r]);
-                switch (PG_DESC_KIND(d[r])) {
-                case RAP_COL_LABEL: sh->label[s] = fv; break;
-                case RAP_COL_DENSE: sh->dense[col * T + s] = fv; break;
-                case RAP_COL_SPARSE:
-                    if (PG_DESC_SEP(d[r])) { /* a list: its ids come at the scatter */
-                        int q = sh->tab->slist[col];
-                        sh->lcnt[q * T + s] = cnt;
-                        sh->lbeg[q * T + s] = (int32_t)(ls + fs);
-                        sh->lend[q * T + s] = (int32_t)(ls + fe);
-                    } else {
-                        sh->sparse[col * T + s] = iv;
-                    }
-                    break;
-                default: break;
-                }
-            }
+    const int hl = lane & 15, top = (lane & 16) | 15;
+    const unsigned hmask = lane < 16 ? 0x0000ffffu : 0xffff0000u;
+    int64_t ntab = 0, bin_field = -1;
+    uint32_t qpar = 0;
+    const int64_t base0 = ls & ~(int64_t)15;
+    bool live = base0 < end;
+    for (int64_t base = base0; __any_sync(PG_FULL, live); base += 16 * 16) {
+        const int64_t w = base + 16 * hl;
+        uint32_t tabm = 0, binm = 0, quo = 0;
+        if (live && w < end) {
+            uint4 v = base == base0 ? v0 : __ldg((const uint4 *)(const void *)(text + w));
+            uint32_t words[4] = {v.x, v.y, v.z, v.w};
+            int lo = ls > w ? (int)(ls - w) : 0, hi = end - w < 16 ? (int)(end - w) : 16;
+            pg_masks16_fmt(words, lo, hi, fm->delim, fm->text8, fm->quote, &tabm, &binm, &quo);
         }
-        k = __reduce_min_sync(PG_FULL, k);
-        key = k < key ? k : key;
-        v |= (uint64_t)__ballot_sync(PG_FULL, valid != 0) << (32 * r);
+        uint32_t qincl = 0;
+        if (fm->quote) { /* warp-uniform */
+            uint32_t qp = (uint32_t)__popc(quo) & 1u;
+            qincl = qp;
+#pragma unroll
+            for (int o = 1; o < 16; o <<= 1) {
+                uint32_t y = __shfl_up_sync(PG_FULL, qincl, o, 16);
+                if (hl >= o)
+                    qincl ^= y;
+            }
+            tabm = pg_outside(tabm, quo, qpar ^ qincl ^ qp);
+        }
+        int c = __popc(tabm), incl = c;
+#pragma unroll
+        for (int o = 1; o < 16; o <<= 1) {
+            int y = __shfl_up_sync(PG_FULL, incl, o, 16);
+            if (hl >= o)
+                incl += y;
+        }
+        const int excl = incl - c;
+        const unsigned bb = __ballot_sync(PG_FULL, binm != 0) & hmask;
+        const int L = bb ? __ffs(bb) - 1 : top;
+        const uint32_t bl = __shfl_sync(PG_FULL, binm, L), tl = __shfl_sync(PG_FULL, tabm, L);
+        const int el = __shfl_sync(PG_FULL, excl, L), tot = __shfl_sync(PG_FULL, incl, top);
+        const uint32_t qtot = __shfl_sync(PG_FULL, qincl, top);
+        if (!live)
+            continue;
+        if (bb) {
+            int b = __ffs(bl) - 1;
+            bin_field = ntab + el + __popc(tl & ((1u << b) - 1u));
+            live = false;
+            continue;
+        }
+        int64_t t = ntab + excl;
+        for (uint32_t m = tabm; m && t < nf - 1; m &= m - 1, t++)
+            tabs[t] = (int32_t)(w + __ffs(m) - 1 - ls);
+        ntab += tot;
+        if (fm->quote)
+            qpar ^= qtot;
+        live = base + 16 * 16 < end;
     }
-    *vm = v;
-    return key;
+    return pg_line_key_q(bin_field, end - ls, max_line, ntab, (int)qpar, nf);
 }
 
 /* Step 3 for the whole tile at once (after phase 1's boundaries): item x
@@ -269,8 +283,11 @@ static __device__ void convert_tile(const pg_args *a, const pg_shared *sh, int t
     }
 }
 
-/* Phase 1: warp w parses lines [w * lpw, (w + 1) * lpw) of the tile
- * (l0 its first line, nl its lines). */
+/* Phase 1: warp w finds the boundaries of lines [w * lpw, (w + 1) * lpw)
+ * of the tile (l0 its first line, nl its lines), two at a time (a half-warp
+ * each, half_boundaries) or with RAP_PARSE_GPU_PAIRS=0 one at a time
+ * (warp_boundaries); a line's tabs go to its row of the tile's tabs, its
+ * key, start and length to the tile's arrays (convert_tile goes on). */
 static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int warp, int lane,
                                    int64_t l0, int nl)
 {
@@ -289,38 +306,42 @@ static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int wa
         if (mend > mls && a->text[mend - 1] == '\r')
             mend--;
     }
-    const uint32_t d[2] = {sh->tab->desc[lane], sh->tab->desc[lane + 32]};
-    int32_t *tabs = sh->tabs + warp * RAP_PARSE_MAX_FIELDS;
-    pg_shared w = *sh;
-    w.tabs = tabs;
-    const bool wc = a->warp_conv;
-    /* each line's first 512-byte step loaded one line ahead */
-    int64_t ls = __shfl_sync(PG_FULL, mls, 0), end = __shfl_sync(PG_FULL, mend, 0);
+    /* lines taken an iteration (2 with pairs: half h takes line k + h; a
+     * half past the warp's lines scans an empty line, its key dropped) and
+     * each lane's word of the next iteration's first step loaded ahead */
+    const int per = a->pairs ? 2 : 1, h = a->pairs ? lane >> 4 : 0;
+    const int wl = a->pairs ? (lane & 15) : lane;
+    int64_t ls = 0, end = 0;
+    {
+        const int src = h < nlw ? h : 0;
+        ls = __shfl_sync(PG_FULL, mls, src);
+        end = __shfl_sync(PG_FULL, mend, src);
+        if (h >= nlw)
+            end = ls;
+    }
     uint4 v0 = make_uint4(0, 0, 0, 0);
-    if ((ls & ~(int64_t)15) + 16 * lane < end)
-        v0 = __ldg((const uint4 *)(const void *)(a->text + (ls & ~(int64_t)15) + 16 * lane));
-    for (int k = 0; k < nlw; k++) {
-        const int64_t ls1 = __shfl_sync(PG_FULL, mls, (k + 1) & 31),
-                      end1 = __shfl_sync(PG_FULL, mend, (k + 1) & 31);
+    if ((ls & ~(int64_t)15) + 16 * wl < end)
+        v0 = __ldg((const uint4 *)(const void *)(a->text + (ls & ~(int64_t)15) + 16 * wl));
+    for (int k = 0; k < nlw; k += per) {
+        const int k1 = k + per + h, src = k1 < nlw ? k1 : 0;
+        int64_t ls1 = __shfl_sync(PG_FULL, mls, src), end1 = __shfl_sync(PG_FULL, mend, src);
+        if (k1 >= nlw)
+            end1 = ls1;
         uint4 v1 = make_uint4(0, 0, 0, 0);
-        if (k + 1 < nlw && (ls1 & ~(int64_t)15) + 16 * lane < end1)
-            v1 = __ldg((const uint4 *)(const void *)(a->text + (ls1 & ~(int64_t)15) + 16 * lane));
-        const int slot = first + k;
-        int32_t *lt = wc ? tabs : sh->tabs + slot * a->nf; /* tile-wide: the line's row */
-        uint32_t key =
-            warp_boundaries(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, v0, lt);
-        uint64_t vm = 0;
-        if (wc && key == PG_KEY_OK) {
-            __syncwarp();
-            key = warp_convert(a, &w, ls, (int32_t)(end - ls), d, lane, slot, &vm);
-        }
-        if (lane == 0) {
+        if ((ls1 & ~(int64_t)15) + 16 * wl < end1)
+            v1 = __ldg((const uint4 *)(const void *)(a->text + (ls1 & ~(int64_t)15) + 16 * wl));
+        const int slot = first + k + h;
+        int32_t *lt = sh->tabs + (slot < T ? slot : 0) * a->nf;
+        const uint32_t key =
+            a->pairs
+                ? half_boundaries(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, v0, lt)
+                : warp_boundaries(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, v0, lt);
+        if ((lane & (32 / per - 1)) == 0 && k + h < nlw) {
             sh->key[slot] = key;
-            sh->vmask[slot] = vm;
+            sh->vmask[slot] = 0;
             sh->lpos[slot] = (int32_t)ls;
             sh->llen[slot] = (int32_t)(end - ls);
         }
-        __syncwarp(); /* tabs are the next line's */
         ls = ls1;
         end = end1;
         v0 = v1;
@@ -562,10 +583,8 @@ static __global__ void __launch_bounds__(PG_MAX_THREADS, 2)
         ((uint32_t *)(void *)sh.tab)[k] = ((const uint32_t *)(const void *)a.tab)[k];
     __syncthreads();
     parse_lines(&a, &sh, warp, lane, l0, nl);
-    if (!a.warp_conv) {
-        __syncthreads();
-        convert_tile(&a, &sh, tid, nl);
-    }
+    __syncthreads();
+    convert_tile(&a, &sh, tid, nl);
     if (a.stages < 2) /* the benchmark's variants (rap_parse_gpu_stages) */
         return;
     __syncthreads();
@@ -601,7 +620,7 @@ struct rap_parse_gpu {
     int stages;               /* rap_parse_gpu_stages: 3 */
     int loops;                /* RAP_PARSE_GPU_LOOPS=1: the fields' byte loops only */
     int warps;                /* a block's warps: RAP_PARSE_GPU_WARPS (8 or 16), 8 */
-    int warp_conv;            /* RAP_PARSE_GPU_CONVERT=warp: a line's fields by its warp */
+    int pairs;                /* 0 with RAP_PARSE_GPU_PAIRS=0: one line a warp at a time */
     /* the open batch (begin .. end) */
     bool open;
     pg_args args;
@@ -622,8 +641,7 @@ static pg_smem smem_layout(int nf, int nd, int ns, int nc, int nl)
     PG_PLACE(dense, (size_t)nd * T * 4);
     PG_PLACE(label, T * 4);
     PG_PLACE(key, T * 4);
-    PG_PLACE(tabs, (PG_MAX_WARPS * RAP_PARSE_MAX_FIELDS > T * nf ? PG_MAX_WARPS *
-                    RAP_PARSE_MAX_FIELDS : T * nf) * 4);
+    PG_PLACE(tabs, (size_t)T * nf * 4);
     PG_PLACE(lpos, T * 4);
     PG_PLACE(llen, T * 4);
     PG_PLACE(agg, RAP_PARSE_MAX_COUNTERS * 4);
@@ -665,8 +683,8 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
         p->loops = e && e[0] == '1' && !e[1];
         e = getenv("RAP_PARSE_GPU_WARPS");
         p->warps = e && !strcmp(e, "16") ? 16 : PG_WARPS_DEFAULT;
-        e = getenv("RAP_PARSE_GPU_CONVERT");
-        p->warp_conv = e && !strcmp(e, "warp");
+        e = getenv("RAP_PARSE_GPU_PAIRS");
+        p->pairs = !(e && !strcmp(e, "0"));
     }
     p->stream = (cudaStream_t)stream;
     p->max_tiles = (cfg->max_lines + T - 1) / T;
@@ -848,7 +866,7 @@ extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, 
     a->n_tiles = n_lines > 0 ? (n_lines + T - 1) / T : 1;
     a->stages = p->stages;
     a->loops = p->loops;
-    a->warp_conv = p->warp_conv;
+    a->pairs = p->pairs;
     a->sm = smem_layout(a->nf, a->nd, a->ns, a->nc, a->nl);
     p->n_tiles = a->n_tiles;
     p->next_line = 0;
