@@ -440,27 +440,41 @@ static __device__ void look_back(const pg_args *a, const pg_shared *sh, int lane
         if (c1 < nc)
             va[tile * nc + c1] = g1;
         publish(fl, tile, a->epoch_tag | PG_AGG, lane);
-        for (int64_t q = tile - 1;; q--) {
-            /* every lane reads the flag and fences itself: each lane's own
-             * acquire orders its own reads of q's counters */
-            bool pre;
+        /* 32 predecessors at a time: lane j reads the flag of tile q - j;
+         * the nearest one with its prefix (jp) ends the walk, every tile
+         * from q down to it must have published. Then every lane fences
+         * and the warp meets (its lanes' acquires order every lane's reads
+         * of those tiles' counters), and lane c adds up counter c. */
+        for (int64_t q = tile - 1;; q -= 32) {
+            const int64_t qj = q - lane;
+            int jp;
             for (;;) {
-                uint32_t f = fl[q];
-                bool ok = (f & ~3u) == a->epoch_tag && (f & 3u) != 0;
-                if (__all_sync(PG_FULL, ok)) {
-                    pre = __all_sync(PG_FULL, (f & 3u) == PG_PREFIX);
+                const uint32_t f = qj >= 0 ? fl[qj] : 0u;
+                const bool ok = (f & ~3u) == a->epoch_tag && (f & 3u) != 0;
+                const unsigned vb = __ballot_sync(PG_FULL, ok);
+                const unsigned pb = __ballot_sync(PG_FULL, ok && (f & 3u) == PG_PREFIX);
+                jp = pb ? __ffs(pb) - 1 : 32;
+                const unsigned need = jp >= 31 ? PG_FULL : (2u << jp) - 1u;
+                if ((vb & need) == need)
                     break;
-                }
                 __nanosleep(32);
             }
             __threadfence();
-            const volatile int32_t *src = pre ? vi : va;
-            if (c0 < nc)
-                e0 += src[q * nc + c0];
-            if (c1 < nc)
-                e1 += src[q * nc + c1];
-            if (pre)
+            __syncwarp();
+            const int na = jp < 32 ? jp : 32; /* tiles whose own counters count */
+            for (int j = 0; j < na; j++) {
+                if (c0 < nc)
+                    e0 += va[(q - j) * nc + c0];
+                if (c1 < nc)
+                    e1 += va[(q - j) * nc + c1];
+            }
+            if (jp < 32) {
+                if (c0 < nc)
+                    e0 += vi[(q - jp) * nc + c0];
+                if (c1 < nc)
+                    e1 += vi[(q - jp) * nc + c1];
                 break;
+            }
         }
     }
     if (c0 < nc)
