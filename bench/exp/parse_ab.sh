@@ -28,13 +28,14 @@ for tp in parse_field_words parse_gpu parse_schema_gpu parse_feed_gpu train_pars
 done
 # variant V of the kernels, parts joined by '+': loops (RAP_PARSE_GPU_LOOPS=1),
 # words (the default), w16 (RAP_PARSE_GPU_WARPS=16), single
-# (RAP_PARSE_GPU_PAIRS=0: one line a warp at a time)
+# (RAP_PARSE_GPU_PAIRS=0: one line a warp at a time), lb1
+# (RAP_PARSE_GPU_LOOKBACK=1: the look-back one predecessor a round)
 env_v() {
   local IFS=+
   for x in $1; do
     case $x in
       loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;;
-      single) echo RAP_PARSE_GPU_PAIRS=0;;
+      single) echo RAP_PARSE_GPU_PAIRS=0;; lb1) echo RAP_PARSE_GPU_LOOKBACK=1;;
     esac
   done
 }

@@ -80,6 +80,7 @@ typedef struct {
     int stages;            /* phases run: 1, 2 (through the prefix) or 3 (all) */
     int loops;             /* 1: every field by pg_field_loops (RAP_PARSE_GPU_LOOPS, A/B) */
     int pairs;             /* 1: boundaries of two lines a warp (0: RAP_PARSE_GPU_PAIRS=0, A/B) */
+    int lb_window;         /* predecessors a look-back round reads: 32 (1: RAP_PARSE_GPU_LOOKBACK=1) */
     pg_smem sm;
 } pg_args;
 
@@ -445,30 +446,31 @@ static __device__ void look_back(const pg_args *a, const pg_shared *sh, int lane
          * from q down to it must have published. Then every lane fences
          * and the warp meets (its lanes' acquires order every lane's reads
          * of those tiles' counters), and lane c adds up counter c. */
-        for (int64_t q = tile - 1;; q -= 32) {
+        const int W = a->lb_window; /* 32, or 1 (RAP_PARSE_GPU_LOOKBACK=1, A/B) */
+        for (int64_t q = tile - 1;; q -= W) {
             const int64_t qj = q - lane;
             int jp;
             for (;;) {
-                const uint32_t f = qj >= 0 ? fl[qj] : 0u;
+                const uint32_t f = qj >= 0 && lane < W ? fl[qj] : 0u;
                 const bool ok = (f & ~3u) == a->epoch_tag && (f & 3u) != 0;
                 const unsigned vb = __ballot_sync(PG_FULL, ok);
                 const unsigned pb = __ballot_sync(PG_FULL, ok && (f & 3u) == PG_PREFIX);
-                jp = pb ? __ffs(pb) - 1 : 32;
-                const unsigned need = jp >= 31 ? PG_FULL : (2u << jp) - 1u;
+                jp = pb ? __ffs(pb) - 1 : W;
+                const unsigned need = jp >= 31 ? PG_FULL : (2u << (jp < W ? jp : W - 1)) - 1u;
                 if ((vb & need) == need)
                     break;
                 __nanosleep(32);
             }
             __threadfence();
             __syncwarp();
-            const int na = jp < 32 ? jp : 32; /* tiles whose own counters count */
+            const int na = jp < W ? jp : W; /* tiles whose own counters count */
             for (int j = 0; j < na; j++) {
                 if (c0 < nc)
                     e0 += va[(q - j) * nc + c0];
                 if (c1 < nc)
                     e1 += va[(q - j) * nc + c1];
             }
-            if (jp < 32) {
+            if (jp < W) {
                 if (c0 < nc)
                     e0 += vi[(q - jp) * nc + c0];
                 if (c1 < nc)
@@ -635,6 +637,7 @@ struct rap_parse_gpu {
     int loops;                /* RAP_PARSE_GPU_LOOPS=1: the fields' byte loops only */
     int warps;                /* a block's warps: RAP_PARSE_GPU_WARPS (8 or 16), 8 */
     int pairs;                /* 0 with RAP_PARSE_GPU_PAIRS=0: one line a warp at a time */
+    int lb_window;            /* 1 with RAP_PARSE_GPU_LOOKBACK=1: one predecessor a round */
     /* the open batch (begin .. end) */
     bool open;
     pg_args args;
@@ -699,6 +702,8 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
         p->warps = e && !strcmp(e, "16") ? 16 : PG_WARPS_DEFAULT;
         e = getenv("RAP_PARSE_GPU_PAIRS");
         p->pairs = !(e && !strcmp(e, "0"));
+        e = getenv("RAP_PARSE_GPU_LOOKBACK");
+        p->lb_window = e && !strcmp(e, "1") ? 1 : 32;
     }
     p->stream = (cudaStream_t)stream;
     p->max_tiles = (cfg->max_lines + T - 1) / T;
@@ -881,6 +886,7 @@ extern "C" rap_status rap_parse_gpu_begin(rap_parse_gpu *p, const char *d_text, 
     a->stages = p->stages;
     a->loops = p->loops;
     a->pairs = p->pairs;
+    a->lb_window = p->lb_window;
     a->sm = smem_layout(a->nf, a->nd, a->ns, a->nc, a->nl);
     p->n_tiles = a->n_tiles;
     p->next_line = 0;
