@@ -614,7 +614,9 @@ PG_HD static inline int pg_field_fast(uint32_t d, const rap_parse_format *fm, co
     return PG_OK;
 }
 
-/* One field by its descriptor: pg_field_fast, else pg_field_loops. */
+/* One field by its descriptor: pg_field_fast, else pg_field_loops. On the
+ * host p is read in [0, n) only; on the device pg_load8 may read the rest
+ * of the aligned 8-byte words that hold the field's first 8 bytes. */
 PG_HD static inline int pg_field(uint32_t d, const rap_parse_format *fm, const uint8_t *p,
                                  int32_t n, float *fv, int64_t *iv, int64_t *ids, int32_t *cnt,
                                  int *valid)

@@ -99,12 +99,13 @@ typedef struct {
 
 /* ------------------------------------------------------------ one line */
 
-/* Steps 1-2 for line [ls, end) by one warp: 32 aligned 16-byte words a
- * step (the first step's word of each lane loaded by the caller, v0), delimiter, quote and binary masks per word, the quote parity
- * carried into each lane by a warp xor-scan (delimiters inside quotes do
- * not count), the delimiter ranks by a warp scan, the first nf - 1
- * delimiter positions into tabs; the first binary byte ends it. Returns
- * the line-level key (parse_algo.h). */
+/* Steps 1-2 for line [ls, end) by one warp (RAP_PARSE_GPU_PAIRS=0; the
+ * default is half_boundaries): 32 aligned 16-byte words a step (the first
+ * step's word of each lane loaded by the caller, v0), delimiter, quote and
+ * binary masks per word, the quote parity carried into each lane by a warp
+ * xor-scan (delimiters inside quotes do not count), the delimiter ranks by
+ * a warp scan, the first nf - 1 delimiter positions into tabs; the first
+ * binary byte ends it. Returns the line-level key (parse_algo.h). */
 static __device__ uint32_t warp_boundaries(const rap_parse_format *fm,
                                            const uint8_t *__restrict__ text, int64_t ls,
                                            int64_t end, int64_t max_line, int nf, int lane,

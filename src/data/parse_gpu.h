@@ -6,8 +6,9 @@
  * is launched. docs/INPUT.md "Parsing on the GPU" gives the design.
  *
  * One kernel does it all, one thread block per tile of RAP_PARSE_TILE
- * lines: a warp per line finds the field boundaries and converts the
- * fields into shared memory; the tile's counters are ranked; a single-pass
+ * lines: a half-warp per line finds the field boundaries, the block
+ * converts the tile's fields into shared memory (a warp one field of 32
+ * lines); the tile's counters are ranked; a single-pass
  * prefix over the tiles (decoupled look-back) gives the tile its place; the
  * tile's good rows and rejects are written there. The text is read once
  * and the batch written once.

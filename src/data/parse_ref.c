@@ -210,7 +210,9 @@ static uint32_t line_boundaries(const rap_parse_format *fm, const uint8_t *text,
     return pg_line_key_q(bin_field, end - ls, max_line, ntab, (int)qpar, nf);
 }
 
-/* Steps 1-3 of line p0..p1 into slot s of the tile (the kernel's warp). */
+/* Steps 1-3 of line p0..p1 into slot s of the tile (on the GPU a
+ * half-warp's boundaries, then the tile-wide conversion: the same per-line
+ * results in any order, the key the minimum over the fields). */
 static void ref_line(const rap_parse_layout *l, const uint32_t *desc, const uint8_t *text,
                      int64_t n_bytes, int64_t p0, int64_t p1, int64_t max_line, tile_t *tl, int s)
 {
@@ -222,7 +224,7 @@ static void ref_line(const rap_parse_layout *l, const uint32_t *desc, const uint
     uint32_t key = line_boundaries(&l->fmt, text, n_bytes, ls, end, max_line, nf, tl->tabs);
     uint64_t vm = 0;
     if (key == PG_KEY_OK) {
-        for (int f = 0; f < nf; f++) { /* lane f % 32, round f / 32 */
+        for (int f = 0; f < nf; f++) {
             int32_t fs = f ? tl->tabs[f - 1] + 1 : 0;
             int32_t fe = f < nf - 1 ? tl->tabs[f] : (int32_t)(end - ls);
             float fv = 0.0f;
@@ -233,7 +235,7 @@ static void ref_line(const rap_parse_layout *l, const uint32_t *desc, const uint
                                &valid);
             if (cls != PG_OK) {
                 uint32_t k = pg_key(cls, f);
-                key = k < key ? k : key; /* the warp's min-reduce */
+                key = k < key ? k : key; /* the kernel's atomic minimum */
                 continue;
             }
             int col = PG_DESC_COL(desc[f]);
