@@ -240,7 +240,7 @@ static __device__ uint32_t half_boundaries(const rap_parse_format *fm,
  * line-level class, PG_FIELDS or below, skips them: the field faults
  * lowering the key meanwhile are all of later classes); each fault lowers
  * the line's key by a shared atomic minimum, so the key is the smallest of
- * the fields' as the warp's reduction made it, and a valid field sets its
+ * the fields' (the CPU reference's minimum), and a valid field sets its
  * bit of the line's mask. */
 static __device__ void convert_tile(const pg_args *a, const pg_shared *sh, int tid, int nl)
 {
