@@ -99,25 +99,33 @@ typedef struct {
 
 /* ------------------------------------------------------------ one line */
 
-/* Steps 1-2 for line [ls, end) by one warp (RAP_PARSE_GPU_PAIRS=0; the
- * default is half_boundaries): 32 aligned 16-byte words a step (the first
- * step's word of each lane loaded by the caller, v0), delimiter, quote and
- * binary masks per word, the quote parity carried into each lane by a warp
+/* Steps 1-2 for one line a segment of W lanes (W = 16: two lines a warp,
+ * half h = lane / 16 takes its own line [ls, end); W = 32 with
+ * RAP_PARSE_GPU_PAIRS=0: one line a warp): W aligned 16-byte words a step
+ * (256 bytes, about a Criteo line, at W = 16), delimiter, quote and binary
+ * masks per word, the quote parity carried into each lane by a segment
  * xor-scan (delimiters inside quotes do not count), the delimiter ranks by
- * a warp scan, the first nf - 1 delimiter positions into tabs; the first
- * binary byte ends it. Returns the line-level key (parse_algo.h). */
-static __device__ uint32_t warp_boundaries(const rap_parse_format *fm,
-                                           const uint8_t *__restrict__ text, int64_t ls,
-                                           int64_t end, int64_t max_line, int nf, int lane,
-                                           uint4 v0, int32_t *tabs)
+ * a segment scan, the first nf - 1 delimiter positions into the line's
+ * tabs; the first binary byte ends the segment's scan. v0: the first
+ * step's word of this lane (loaded by the caller). Every shuffle runs on
+ * all 32 lanes, each segment reading its own lanes. Returns the key of the
+ * segment's line (parse_algo.h). */
+template <int W>
+static __device__ uint32_t seg_boundaries(const rap_parse_format *fm,
+                                          const uint8_t *__restrict__ text, int64_t ls,
+                                          int64_t end, int64_t max_line, int nf, int lane,
+                                          uint4 v0, int32_t *tabs)
 {
+    const int hl = lane & (W - 1), top = (lane & ~(W - 1)) | (W - 1);
+    const unsigned smask = W == 32 ? PG_FULL : 0xffffu << (lane & ~(W - 1));
     int64_t ntab = 0, bin_field = -1;
-    uint32_t qpar = 0; /* quotes of the strides before, mod 2 */
+    uint32_t qpar = 0; /* quotes of the steps before, mod 2 */
     const int64_t base0 = ls & ~(int64_t)15;
-    for (int64_t base = base0; base < end; base += 16 * 32) {
-        int64_t w = base + 16 * lane;
+    bool live = base0 < end;
+    for (int64_t base = base0; __any_sync(PG_FULL, live); base += 16 * W) {
+        const int64_t w = base + 16 * hl;
         uint32_t tabm = 0, binm = 0, quo = 0;
-        if (w < end) {
+        if (live && w < end) {
             uint4 v = base == base0 ? v0 : __ldg((const uint4 *)(const void *)(text + w));
             uint32_t words[4] = {v.x, v.y, v.z, v.w};
             int lo = ls > w ? (int)(ls - w) : 0, hi = end - w < 16 ? (int)(end - w) : 16;
@@ -128,74 +136,8 @@ static __device__ uint32_t warp_boundaries(const rap_parse_format *fm,
             uint32_t qp = (uint32_t)__popc(quo) & 1u;
             qincl = qp;
 #pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                uint32_t y = __shfl_up_sync(PG_FULL, qincl, o);
-                if (lane >= o)
-                    qincl ^= y;
-            }
-            tabm = pg_outside(tabm, quo, qpar ^ qincl ^ qp);
-        }
-        int c = __popc(tabm), incl = c;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            int y = __shfl_up_sync(PG_FULL, incl, o);
-            if (lane >= o)
-                incl += y;
-        }
-        int excl = incl - c;
-        unsigned bb = __ballot_sync(PG_FULL, binm != 0);
-        if (bb) {
-            int L = __ffs(bb) - 1;
-            uint32_t bl = __shfl_sync(PG_FULL, binm, L), tl = __shfl_sync(PG_FULL, tabm, L);
-            int el = __shfl_sync(PG_FULL, excl, L);
-            int b = __ffs(bl) - 1;
-            bin_field = ntab + el + __popc(tl & ((1u << b) - 1u));
-            break;
-        }
-        int64_t t = ntab + excl;
-        for (uint32_t m = tabm; m && t < nf - 1; m &= m - 1, t++)
-            tabs[t] = (int32_t)(w + __ffs(m) - 1 - ls);
-        ntab += __shfl_sync(PG_FULL, incl, 31);
-        if (fm->quote)
-            qpar ^= __shfl_sync(PG_FULL, qincl, 31);
-    }
-    return pg_line_key_q(bin_field, end - ls, max_line, ntab, (int)qpar, nf);
-}
-
-/* Steps 1-2 for two lines at once, a half-warp each (half h = lane / 16
- * takes its own line [ls, end)): 16 aligned 16-byte words a step (256
- * bytes, about a Criteo line), the same masks, scans of width 16, the
- * first nf - 1 delimiter positions into the half's tabs; the first binary
- * byte ends the half's scan. v0: the first step's word of this lane. Every
- * shuffle runs on all 32 lanes, each half reading its own lanes. Returns
- * the key of the half's line. */
-static __device__ uint32_t half_boundaries(const rap_parse_format *fm,
-                                           const uint8_t *__restrict__ text, int64_t ls,
-                                           int64_t end, int64_t max_line, int nf, int lane,
-                                           uint4 v0, int32_t *tabs)
-{
-    const int hl = lane & 15, top = (lane & 16) | 15;
-    const unsigned hmask = lane < 16 ? 0x0000ffffu : 0xffff0000u;
-    int64_t ntab = 0, bin_field = -1;
-    uint32_t qpar = 0;
-    const int64_t base0 = ls & ~(int64_t)15;
-    bool live = base0 < end;
-    for (int64_t base = base0; __any_sync(PG_FULL, live); base += 16 * 16) {
-        const int64_t w = base + 16 * hl;
-        uint32_t tabm = 0, binm = 0, quo = 0;
-        if (live && w < end) {
-            uint4 v = base == base0 ? v0 : __ldg((const uint4 *)(const void *)(text + w));
-            uint32_t words[4] = {v.x, v.y, v.z, v.w};
-            int lo = ls > w ? (int)(ls - w) : 0, hi = end - w < 16 ? (int)(end - w) : 16;
-            pg_masks16_fmt(words, lo, hi, fm->delim, fm->text8, fm->quote, &tabm, &binm, &quo);
-        }
-        uint32_t qincl = 0;
-        if (fm->quote) { /* warp-uniform */
-            uint32_t qp = (uint32_t)__popc(quo) & 1u;
-            qincl = qp;
-#pragma unroll
-            for (int o = 1; o < 16; o <<= 1) {
-                uint32_t y = __shfl_up_sync(PG_FULL, qincl, o, 16);
+            for (int o = 1; o < W; o <<= 1) {
+                uint32_t y = __shfl_up_sync(PG_FULL, qincl, o, W);
                 if (hl >= o)
                     qincl ^= y;
             }
@@ -203,13 +145,13 @@ static __device__ uint32_t half_boundaries(const rap_parse_format *fm,
         }
         int c = __popc(tabm), incl = c;
 #pragma unroll
-        for (int o = 1; o < 16; o <<= 1) {
-            int y = __shfl_up_sync(PG_FULL, incl, o, 16);
+        for (int o = 1; o < W; o <<= 1) {
+            int y = __shfl_up_sync(PG_FULL, incl, o, W);
             if (hl >= o)
                 incl += y;
         }
         const int excl = incl - c;
-        const unsigned bb = __ballot_sync(PG_FULL, binm != 0) & hmask;
+        const unsigned bb = __ballot_sync(PG_FULL, binm != 0) & smask;
         const int L = bb ? __ffs(bb) - 1 : top;
         const uint32_t bl = __shfl_sync(PG_FULL, binm, L), tl = __shfl_sync(PG_FULL, tabm, L);
         const int el = __shfl_sync(PG_FULL, excl, L), tot = __shfl_sync(PG_FULL, incl, top);
@@ -228,7 +170,7 @@ static __device__ uint32_t half_boundaries(const rap_parse_format *fm,
         ntab += tot;
         if (fm->quote)
             qpar ^= qtot;
-        live = base + 16 * 16 < end;
+        live = base + 16 * W < end;
     }
     return pg_line_key_q(bin_field, end - ls, max_line, ntab, (int)qpar, nf);
 }
@@ -287,8 +229,8 @@ static __device__ void convert_tile(const pg_args *a, const pg_shared *sh, int t
 
 /* Phase 1: warp w finds the boundaries of lines [w * lpw, (w + 1) * lpw)
  * of the tile (l0 its first line, nl its lines), two at a time (a half-warp
- * each, half_boundaries) or with RAP_PARSE_GPU_PAIRS=0 one at a time
- * (warp_boundaries); a line's tabs go to its row of the tile's tabs, its
+ * each, seg_boundaries<16>) or with RAP_PARSE_GPU_PAIRS=0 one at a time
+ * (seg_boundaries<32>); a line's tabs go to its row of the tile's tabs, its
  * key, start and length to the tile's arrays (convert_tile goes on). */
 static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int warp, int lane,
                                    int64_t l0, int nl)
@@ -336,8 +278,8 @@ static __device__ void parse_lines(const pg_args *a, const pg_shared *sh, int wa
         int32_t *lt = sh->tabs + (slot < T ? slot : 0) * a->nf;
         const uint32_t key =
             a->pairs
-                ? half_boundaries(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, v0, lt)
-                : warp_boundaries(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, v0, lt);
+                ? seg_boundaries<16>(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, v0, lt)
+                : seg_boundaries<32>(&a->fmt, a->text, ls, end, a->max_line, a->nf, lane, v0, lt);
         if ((lane & (32 / per - 1)) == 0 && k + h < nlw) {
             sh->key[slot] = key;
             sh->vmask[slot] = 0;
