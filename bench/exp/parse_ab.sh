@@ -29,13 +29,15 @@ done
 # variant V of the kernels, parts joined by '+': loops (RAP_PARSE_GPU_LOOPS=1),
 # words (the default), w16 (RAP_PARSE_GPU_WARPS=16), single
 # (RAP_PARSE_GPU_PAIRS=0: one line a warp at a time), lb1
-# (RAP_PARSE_GPU_LOOKBACK=1: the look-back one predecessor a round)
+# (RAP_PARSE_GPU_LOOKBACK=1: the look-back one predecessor a round), cN
+# (RAP_PARSE_GPU_CHUNK_MB=N: the reader's chunks of N MiB)
 env_v() {
   local IFS=+
   for x in $1; do
     case $x in
       loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;;
       single) echo RAP_PARSE_GPU_PAIRS=0;; lb1) echo RAP_PARSE_GPU_LOOKBACK=1;;
+      c[0-9]*) echo RAP_PARSE_GPU_CHUNK_MB=${x#c};;
     esac
   done
 }

@@ -7,6 +7,7 @@
 #include "core/core.h"
 #include "data/parse_backend_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 _Static_assert(RAP_PARSE_GATE_TILE == RAP_PARSE_TILE, "the gate's tiles are the kernels'");
@@ -24,6 +25,21 @@ int64_t rap_parse_cut_lines(const char *text, size_t n, int32_t *start)
     }
     start[k] = (int32_t)n;
     return k;
+}
+
+rap_status rap_parse_gpu_chunk_bytes(size_t *bytes)
+{
+    *bytes = RAP_PARSE_GPU_CHUNK_DEFAULT;
+    const char *e = getenv("RAP_PARSE_GPU_CHUNK_MB");
+    if (!e || !e[0])
+        return RAP_OK;
+    char *end = NULL;
+    long v = strtol(e, &end, 10);
+    if (*end || v < 1 || v > 256)
+        return rap_fail(RAP_ERR_ARG, "RAP_PARSE_GPU_CHUNK_MB=%s: expected the GPU parser's "
+                        "chunk in whole MiB, 1 to 256", e);
+    *bytes = (size_t)v << 20;
+    return RAP_OK;
 }
 
 int64_t rap_parse_stage_rows(size_t chunk_bytes)

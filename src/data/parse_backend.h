@@ -69,6 +69,15 @@ typedef struct {
                         rap_batch *stage);
 } rap_parse_ops;
 
+/* The reader's chunk with the gpu (and reference) parser, when the reader
+ * is not given one: RAP_PARSE_GPU_CHUNK_DEFAULT bytes, or the environment's
+ * RAP_PARSE_GPU_CHUNK_MB (whole MiB, 1 to 256; an A/B knob). A chunk is
+ * the gate's job, so its lines are what one release can launch of a parser
+ * thread's work (docs/INPUT.md "The parse gate"). RAP_ERR_ARG for a value
+ * that is not such a count (*bytes the default). */
+#define RAP_PARSE_GPU_CHUNK_DEFAULT ((size_t)1 << 20)
+rap_status rap_parse_gpu_chunk_bytes(size_t *bytes);
+
 /* The table entry of kind k (AUTO: cpu). Cannot fail. */
 const rap_parse_ops *rap_parse_ops_of(rap_parse_kind k);
 

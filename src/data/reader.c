@@ -281,6 +281,9 @@ static rap_status check_config(const rap_reader_config *cfg)
                                      "bad_rows skip or fail");
     if ((int)cfg->parse < RAP_PARSE_AUTO || (int)cfg->parse > RAP_PARSE_REF)
         return rap_fail(RAP_ERR_ARG, "reader: expected parse auto, cpu, gpu or reference");
+    size_t gpu_chunk;
+    if (cfg->parse == RAP_PARSE_GPU || cfg->parse == RAP_PARSE_REF)
+        RAP_TRY(rap_parse_gpu_chunk_bytes(&gpu_chunk));
     return RAP_OK;
 }
 
@@ -291,6 +294,9 @@ static void lane_shape(const rap_reader_config *cfg, const rap_reader_threads *t
 {
     size_t need = 2 * ((size_t)cfg->max_line + 2);
     size_t c = chunk_bytes ? chunk_bytes : DEFAULT_CHUNK;
+    if (!chunk_bytes && (t->parse == RAP_PARSE_GPU || t->parse == RAP_PARSE_REF) &&
+        rap_parse_gpu_chunk_bytes(&c) != RAP_OK)
+        rap_clear_error(); /* the default: check_config reported the knob */
     if (c < need)
         c = need;
     if (c < 64)
