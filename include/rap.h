@@ -325,10 +325,19 @@ rap_status rap_reader_plan_threads(const rap_reader_config *cfg, rap_reader_thre
  * uses: *chunks, every lane's chunk slots and carry buffer (fixed at
  * open); *parsed, the parsed rows of those slots, which grow with the
  * rows a chunk holds: estimated at 256 bytes of text a row (real Criteo
- * lines are 150 to 400). Looks at the input as rap_reader_plan_threads
+ * lines are 150 to 400); 0 for the gpu and reference parsers, whose rows
+ * are in staging batches (rap_reader_parse_bytes). Looks at the input as rap_reader_plan_threads
  * does; an input that is not there (yet: rows generated later) is sized
  * as one file. Can't fail. */
 rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *chunks, size_t *parsed);
+/* The bytes its parsing allocates besides, for cfg's parse as given (auto
+ * and cpu: 0; resolve auto first): *device (gpu: the parser threads' GPU
+ * parsers and every slot's staging batch, sized for the worst case of
+ * 40-byte lines), *pinned (gpu: each parser thread's copy of the text, its
+ * offsets and reject list) and *host (reference: the same in ordinary
+ * memory). Sized as rap_reader_bytes. Can't fail. */
+rap_status rap_reader_parse_bytes(const rap_reader_config *cfg, size_t *device, size_t *pinned,
+                                  size_t *host);
 /* One line for the start-up settings: "L reading+inflating (one file each),
  * P parsing = T threads (...)". Cannot fail. */
 void rap_reader_threads_line(const rap_reader_threads *t, char *out, size_t n);

@@ -6,6 +6,7 @@
 
 #include "core/core.h"
 #include "data/parse_backend_internal.h"
+#include "data/parse_gpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,10 @@ int64_t rap_parse_cut_lines(const char *text, size_t n, int32_t *start)
     return k;
 }
 
-rap_status rap_parse_gpu_chunk_bytes(size_t *bytes)
+rap_status rap_parse_gpu_chunk_bytes(int lanes, size_t *bytes)
 {
-    *bytes = RAP_PARSE_GPU_CHUNK_DEFAULT;
+    size_t d = RAP_PARSE_GPU_CHUNK_DEFAULT / (size_t)(lanes > 1 ? lanes : 1);
+    *bytes = d > RAP_PARSE_GPU_CHUNK_MIN ? d : RAP_PARSE_GPU_CHUNK_MIN;
     const char *e = getenv("RAP_PARSE_GPU_CHUNK_MB");
     if (!e || !e[0])
         return RAP_OK;
@@ -45,6 +47,32 @@ rap_status rap_parse_gpu_chunk_bytes(size_t *bytes)
 int64_t rap_parse_stage_rows(size_t chunk_bytes)
 {
     return (int64_t)(chunk_bytes / RAP_CRITEO_FIELDS) + 1;
+}
+
+void rap_parse_backend_bytes(rap_parse_kind k, size_t chunk_bytes, int64_t max_line,
+                             int parsers, int64_t slots, size_t *device, size_t *pinned,
+                             size_t *host)
+{
+    *device = *pinned = *host = 0;
+    if (k != RAP_PARSE_GPU && k != RAP_PARSE_REF)
+        return;
+    const size_t C = chunk_bytes;
+    /* a thread's offsets and reject list (both kinds), its text (gpu) */
+    const size_t thread = sizeof(int32_t) * (C + 2) + sizeof(rap_parse_rej) * (C + 1);
+    const size_t stage = rap_batch_bytes(rap_schema_criteo(), rap_parse_stage_rows(C));
+    if (k == RAP_PARSE_REF) {
+        *host = (size_t)parsers * thread + (size_t)slots * stage;
+        return;
+    }
+    rap_parse_gpu_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.max_lines = (int64_t)C + 1;
+    pc.max_bytes = (int64_t)C;
+    pc.max_line = max_line;
+    size_t gdev, gpin;
+    rap_parse_gpu_bytes(&pc, &gdev, &gpin);
+    *device = (size_t)parsers * gdev + (size_t)slots * stage;
+    *pinned = (size_t)parsers * (thread + C + 16 + gpin);
 }
 
 rap_status rap_parse_take_rejects(rap_parsed *o, const rap_parse_rej *rej, int64_t n_rej,
@@ -127,8 +155,8 @@ static void ref_free(void *state)
     ref_state *s = state;
     if (!s)
         return;
-    rap_free(s->start);
-    rap_free(s->rej);
+    rap_aligned_free(s->start);
+    rap_aligned_free(s->rej);
     rap_free(s);
 }
 
@@ -140,8 +168,10 @@ static rap_status ref_create(const rap_parse_backend_config *c, void **state)
         return RAP_ERR_NOMEM;
     s->cfg = *c;
     rap_parse_layout_criteo(&s->lay);
-    s->start = rap_malloc(sizeof(int32_t) * (c->chunk_bytes + 2), "reference parser offsets");
-    s->rej = rap_malloc(sizeof(rap_parse_rej) * (c->chunk_bytes + 1), "reference parser rejects");
+    /* counted (rap_mem_counted), as the memory plan sizes them */
+    s->start = rap_aligned_alloc(sizeof(int32_t) * (c->chunk_bytes + 2), "reference parser offsets");
+    s->rej = rap_aligned_alloc(sizeof(rap_parse_rej) * (c->chunk_bytes + 1),
+                               "reference parser rejects");
     if (!s->start || !s->rej) {
         ref_free(s);
         return RAP_ERR_NOMEM;

@@ -69,14 +69,29 @@ typedef struct {
                         rap_batch *stage);
 } rap_parse_ops;
 
-/* The reader's chunk with the gpu (and reference) parser, when the reader
- * is not given one: RAP_PARSE_GPU_CHUNK_DEFAULT bytes, or the environment's
- * RAP_PARSE_GPU_CHUNK_MB (whole MiB, 1 to 256; an A/B knob). A chunk is
- * the gate's job, so its lines are what one release can launch of a parser
- * thread's work (docs/INPUT.md "The parse gate"). RAP_ERR_ARG for a value
- * that is not such a count (*bytes the default). */
-#define RAP_PARSE_GPU_CHUNK_DEFAULT ((size_t)1 << 20)
-rap_status rap_parse_gpu_chunk_bytes(size_t *bytes);
+/* The reader's chunk with the gpu (and reference) parser when the reader
+ * is not given one, for a reader of `lanes` lanes: the environment's
+ * RAP_PARSE_GPU_CHUNK_MB (whole MiB, 1 to 256; an A/B knob), else
+ * RAP_PARSE_GPU_CHUNK_DEFAULT / lanes, at least RAP_PARSE_GPU_CHUNK_MIN.
+ * A chunk is a parser thread's job at the gate: the lines one release
+ * launches, and one chunk of 1 MiB (4,352 Criteo lines) a release did not
+ * feed a batch of 8192 a step (docs/INPUT.md "The chunk"). Its device
+ * memory grows with it, so lanes share the default. RAP_ERR_ARG for a
+ * value that is not such a count (*bytes then the default). */
+#define RAP_PARSE_GPU_CHUNK_DEFAULT ((size_t)8 << 20)
+#define RAP_PARSE_GPU_CHUNK_MIN ((size_t)1 << 20)
+rap_status rap_parse_gpu_chunk_bytes(int lanes, size_t *bytes);
+
+/* What a reader's parsing of kind k allocates beside its chunk slots, for
+ * `parsers` parser threads and `slots` slots, chunk_bytes (C) as
+ * rap_parse_backend_config's: *device (gpu: each
+ * thread's GPU parser, each slot's staging batch of R rows), *pinned (gpu:
+ * each thread's text, offsets and reject list, room for C + 1 lines),
+ * *host (reference: the same in ordinary memory; cpu: 0, its rows are the
+ * reader's rap_parsed estimate). Arithmetic only; cannot fail. */
+void rap_parse_backend_bytes(rap_parse_kind k, size_t chunk_bytes, int64_t max_line,
+                             int parsers, int64_t slots, size_t *device, size_t *pinned,
+                             size_t *host);
 
 /* The table entry of kind k (AUTO: cpu). Cannot fail. */
 const rap_parse_ops *rap_parse_ops_of(rap_parse_kind k);

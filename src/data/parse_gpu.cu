@@ -11,6 +11,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The parser's device arrays for cfg (lay its layout): what create
+ * allocates and rap_parse_gpu_bytes counts. */
+typedef struct {
+    size_t text, start, flags, agg, incl, rej, res; /* bytes of each */
+    int64_t max_tiles;
+} pg_sizes;
+
+static pg_sizes pg_sizes_of(const rap_parse_gpu_config *cfg, const rap_parse_layout *lay)
+{
+    pg_sizes z;
+    const size_t nc = 1 + (size_t)lay->n_sparse + RAP_REJ_COUNT;
+    z.max_tiles = (cfg->max_lines + RAP_PARSE_TILE - 1) / RAP_PARSE_TILE;
+    z.text = (((size_t)cfg->max_bytes + 15) & ~(size_t)15) + 16;
+    z.start = ((size_t)cfg->max_lines + 1) * 4;
+    z.flags = (size_t)z.max_tiles * 4;
+    z.agg = z.incl = (size_t)z.max_tiles * nc * 4;
+    z.rej = (size_t)cfg->max_lines * sizeof(rap_parse_rej);
+    z.res = RAP_PARSE_GPU_SLOTS * sizeof(rap_parse_result);
+    return z;
+}
+
 #ifdef __CUDACC__
 #include "core/cuda_util.h"
 #include <cuda_runtime.h>
@@ -649,8 +670,9 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
         p->lb_window = e && !strcmp(e, "1") ? 1 : 32;
     }
     p->stream = (cudaStream_t)stream;
-    p->max_tiles = (cfg->max_lines + T - 1) / T;
-    p->text_cap = (((size_t)cfg->max_bytes + 15) & ~(size_t)15) + 16;
+    const pg_sizes z = pg_sizes_of(cfg, &lay);
+    p->max_tiles = z.max_tiles;
+    p->text_cap = z.text;
     const int nc = 1 + lay.n_sparse + RAP_REJ_COUNT;
     pg_tables tab;
     memset(&tab, 0, sizeof tab);
@@ -671,16 +693,13 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
             goto fail;            \
     } while (0)
     PG_TRY(rap_cuda_malloc((void **)&p->d_text, p->text_cap, "GPU parser text"));
-    PG_TRY(rap_cuda_malloc((void **)&p->d_start, ((size_t)cfg->max_lines + 1) * 4,
-                           "GPU parser line offsets"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_start, z.start, "GPU parser line offsets"));
     PG_TRY(rap_cuda_malloc((void **)&p->d_tab, sizeof tab, "GPU parser layout"));
-    PG_TRY(rap_cuda_malloc((void **)&p->d_flags, (size_t)p->max_tiles * 4, "GPU parser tiles"));
-    PG_TRY(rap_cuda_malloc((void **)&p->d_agg, (size_t)p->max_tiles * nc * 4, "GPU parser tiles"));
-    PG_TRY(rap_cuda_malloc((void **)&p->d_incl, (size_t)p->max_tiles * nc * 4, "GPU parser tiles"));
-    PG_TRY(rap_cuda_malloc((void **)&p->d_rej, (size_t)cfg->max_lines * sizeof(rap_parse_rej),
-                           "GPU parser rejects"));
-    PG_TRY(rap_cuda_malloc((void **)&p->d_res, RAP_PARSE_GPU_SLOTS * sizeof(rap_parse_result),
-                           "GPU parser results"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_flags, z.flags, "GPU parser tiles"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_agg, z.agg, "GPU parser tiles"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_incl, z.incl, "GPU parser tiles"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_rej, z.rej, "GPU parser rejects"));
+    PG_TRY(rap_cuda_malloc((void **)&p->d_res, z.res, "GPU parser results"));
     if (cudaHostAlloc((void **)&p->h_res, RAP_PARSE_GPU_SLOTS * sizeof(rap_parse_result),
                       cudaHostAllocDefault) != cudaSuccess) {
         p->h_res = NULL;
@@ -980,3 +999,23 @@ rap_status rap_parse_gpu_result(rap_parse_gpu *p, uint64_t ticket, bool wait,
 }
 
 #endif /* __CUDACC__ */
+
+void rap_parse_gpu_bytes(const rap_parse_gpu_config *cfg, size_t *device,
+                         size_t *pinned)
+{
+    *device = *pinned = 0;
+    rap_parse_layout lay;
+    if (cfg->layout)
+        lay = *cfg->layout;
+    else
+        rap_parse_layout_criteo(&lay);
+    if (cfg->max_lines < 1 || cfg->max_lines > INT32_MAX - 1 || cfg->max_bytes < 0 ||
+        cfg->max_bytes > INT32_MAX - 32 || rap_parse_layout_check(&lay) != RAP_OK) {
+        rap_clear_error();
+        return;
+    }
+    const pg_sizes z = pg_sizes_of(cfg, &lay);
+    *device = z.text + z.start + z.flags + z.agg + z.incl + z.rej + z.res;
+    *pinned = z.res;
+}
+

@@ -76,6 +76,10 @@ rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void *stream,
                                 rap_parse_gpu **out);
 /* Waits for the parser's queued work, then frees. Accepts NULL. */
 void rap_parse_gpu_free(rap_parse_gpu *p);
+/* The bytes rap_parse_gpu_create allocates for cfg: *device (its buffers,
+ * the layout's tables of a few KB aside) and *pinned (the result slots).
+ * Arithmetic only, also without CUDA; 0 for a config create refuses. */
+void rap_parse_gpu_bytes(const rap_parse_gpu_config *cfg, size_t *device, size_t *pinned);
 
 /* The parser's own device buffers: text (max_bytes, 16-byte aligned and
  * padded) and offsets (max_lines + 1). */

@@ -283,7 +283,7 @@ static rap_status check_config(const rap_reader_config *cfg)
         return rap_fail(RAP_ERR_ARG, "reader: expected parse auto, cpu, gpu or reference");
     size_t gpu_chunk;
     if (cfg->parse == RAP_PARSE_GPU || cfg->parse == RAP_PARSE_REF)
-        RAP_TRY(rap_parse_gpu_chunk_bytes(&gpu_chunk));
+        RAP_TRY(rap_parse_gpu_chunk_bytes(1, &gpu_chunk));
     return RAP_OK;
 }
 
@@ -295,7 +295,7 @@ static void lane_shape(const rap_reader_config *cfg, const rap_reader_threads *t
     size_t need = 2 * ((size_t)cfg->max_line + 2);
     size_t c = chunk_bytes ? chunk_bytes : DEFAULT_CHUNK;
     if (!chunk_bytes && (t->parse == RAP_PARSE_GPU || t->parse == RAP_PARSE_REF) &&
-        rap_parse_gpu_chunk_bytes(&c) != RAP_OK)
+        rap_parse_gpu_chunk_bytes(t->lanes, &c) != RAP_OK)
         rap_clear_error(); /* the default: check_config reported the knob */
     if (c < need)
         c = need;
@@ -327,7 +327,27 @@ rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *chunks, size_t
     int S;
     lane_shape(cfg, &t, 0, &C, &S);
     *chunks = (size_t)t.lanes * ((size_t)S * (C + 1) + C);
-    *parsed = (size_t)t.lanes * (size_t)S * (C / ROW_BYTES_GUESS) * rap_parsed_row_bytes();
+    /* the gpu and reference parsers' rows are in the slots' staging
+     * batches (rap_reader_parse_bytes) */
+    if (cfg->parse != RAP_PARSE_GPU && cfg->parse != RAP_PARSE_REF)
+        *parsed = (size_t)t.lanes * (size_t)S * (C / ROW_BYTES_GUESS) * rap_parsed_row_bytes();
+    return RAP_OK;
+}
+
+rap_status rap_reader_parse_bytes(const rap_reader_config *cfg, size_t *device, size_t *pinned,
+                                  size_t *host)
+{
+    *device = *pinned = *host = 0;
+    rap_reader_threads t;
+    if (rap_reader_plan_threads(cfg, &t) != RAP_OK) { /* as rap_reader_bytes */
+        rap_clear_error();
+        split_threads(cfg, false, 1, &t);
+    }
+    size_t C;
+    int S;
+    lane_shape(cfg, &t, 0, &C, &S);
+    rap_parse_backend_bytes(cfg->parse, C + 1, cfg->max_line, t.parsers,
+                            (int64_t)t.lanes * S, device, pinned, host);
     return RAP_OK;
 }
 

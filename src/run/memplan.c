@@ -140,11 +140,20 @@ rap_status rap_memplan_make(const rap_memplan_config *c, rap_memplan *out)
     if (c->feed) {
         rap_rowfeed_mem fm;
         RAP_TRY(rap_rowfeed_bytes(c->feed, &fm));
-        add(out, "row feed batches", RAP_MEM_HOST, c->feed->pinned && gpu, c->feed->n_batches,
-            (double)fm.pool, "%d x %lld rows", c->feed->n_batches,
+        /* the GPU's parser keeps the rows on the device: the feed's
+         * batches and the reader's are device memory then */
+        const int fpool = fm.device ? RAP_MEM_DEVICE : RAP_MEM_HOST;
+        add(out, "row feed batches", fpool, !fm.device && c->feed->pinned && gpu,
+            c->feed->n_batches, (double)fm.pool, "%d x %lld rows", c->feed->n_batches,
             (long long)c->feed->batch_rows);
-        add(out, "reader batch", RAP_MEM_HOST, false, 1, (double)fm.read_batch, "%s",
+        add(out, "reader batch", fpool, false, 1, (double)fm.read_batch, "%s",
             "the rows copied out of the reader");
+        add(out, "GPU parser", RAP_MEM_DEVICE, false, 1, (double)fm.parse_device, "%s",
+            "its buffers and every slot's staging rows (40-byte lines at worst)");
+        add(out, "GPU parser copies", RAP_MEM_HOST, true, 1, (double)fm.parse_pinned, "%s",
+            "each parser thread's text, offsets and reject list");
+        add(out, "reference parser", RAP_MEM_HOST, false, 1, (double)fm.parse_host, "%s",
+            "the GPU parser's buffers and staging rows in host memory");
         add(out, "reader chunks", RAP_MEM_HOST, false, 1, (double)fm.chunks, "%s",
             "text read, a slot per parser and more");
         add(out, "parsed rows", RAP_MEM_HOST, false, 1, (double)fm.parsed, "%s",

@@ -425,7 +425,11 @@ rap_status rap_rowfeed_bytes(const rap_rowfeed_config *c, rap_rowfeed_mem *out)
     const rap_schema shape = rap_reader_shape(&c->reader);
     out->pool = (size_t)c->n_batches * rap_batch_bytes(shape, c->batch_rows);
     out->read_batch = c->reader_batches ? 0 : rap_batch_bytes(shape, FEED_READ_ROWS);
-    return rap_reader_bytes(&c->reader, &out->chunks, &out->parsed);
+    rap_reader_config rc = c->reader;
+    rc.parse = rap_rowfeed_resolve_parse(c); /* as create */
+    out->device = rc.parse == RAP_PARSE_GPU;
+    RAP_TRY(rap_reader_bytes(&rc, &out->chunks, &out->parsed));
+    return rap_reader_parse_bytes(&rc, &out->parse_device, &out->parse_pinned, &out->parse_host);
 }
 
 rap_status rap_rowfeed_create(const rap_rowfeed_config *c, rap_rowfeed **out)

@@ -150,6 +150,8 @@ typedef struct {
     size_t read_batch;  /* the batch the reader's rows are copied into */
     size_t chunks;      /* the reader's chunk buffers (rap_reader_bytes) */
     size_t parsed;      /* its parsed rows (an estimate, rap_reader_bytes) */
+    bool device;        /* pool and read_batch are device memory (the GPU parses) */
+    size_t parse_device, parse_pinned, parse_host; /* the parser's (rap_reader_parse_bytes) */
 } rap_rowfeed_mem;
 /* Fills *out for c from the sizes the feed and the reader allocate with.
  * Allocates nothing; RAP_ERR_ARG for a config without batches. */
