@@ -12,7 +12,8 @@
 #      RUNS ("VARIANT:GPU_THREADS:CONFIG,CONFIG...");
 #   4. a CUPTI trace of rap mode with --parse gpu (TRACE
 #      "VARIANT:GPU_THREADS:WINDOW", "-" no gate; TRACE=0 skips it).
-# Knobs: OUT (out), REPEAT (2), BATCH (8192), RAW_BUDGET (150 s a run).
+# Knobs: OUT (out), REPEAT (2), BATCH (8192), RAW_BUDGET (150 s a run),
+# AB_PLANS (plan0) and AB_BATCHES (BATCH) of the RUNS.
 set -u -o pipefail
 B=${1:-.carry/dev}
 B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
@@ -30,14 +31,15 @@ done
 # words (the default), w16 (RAP_PARSE_GPU_WARPS=16), single
 # (RAP_PARSE_GPU_PAIRS=0: one line a warp at a time), lb1
 # (RAP_PARSE_GPU_LOOKBACK=1: the look-back one predecessor a round), cN
-# (RAP_PARSE_GPU_CHUNK_MB=N: the reader's chunks of N MiB)
+# (RAP_PARSE_GPU_CHUNK_MB=N: the reader's chunks of N MiB), tN
+# (RAP_PARSE_GPU_TILES=N: at most N tiles a launch)
 env_v() {
   local IFS=+
   for x in $1; do
     case $x in
       loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;;
       single) echo RAP_PARSE_GPU_PAIRS=0;; lb1) echo RAP_PARSE_GPU_LOOKBACK=1;;
-      c[0-9]*) echo RAP_PARSE_GPU_CHUNK_MB=${x#c};;
+      c[0-9]*) echo RAP_PARSE_GPU_CHUNK_MB=${x#c};; t[0-9]*) echo RAP_PARSE_GPU_TILES=${x#t};;
     esac
   done
 }
@@ -52,7 +54,7 @@ done; done
 RUNS=${RUNS:-"loops:3:gpu_tsv words:3:gpu_tsv,gpu_tsv_wemb_backward,gpu_tsv_wmlp_backward,cpu_tsv"}
 for run in $RUNS; do
   v=${run%%:*}; rest=${run#*:}; th=${rest%%:*}; cf=${rest#*:}
-  env $(env_v $v) OUT=$OUT/rawlogs_${v}_$th PLANS=plan0 BATCHES=$BATCH REPEAT=${REPEAT:-2} \
+  env $(env_v $v) OUT=$OUT/rawlogs_${v}_$th PLANS="${AB_PLANS:-plan0}" BATCHES="${AB_BATCHES:-$BATCH}" REPEAT=${REPEAT:-2} \
     RAW_TESTS=0 GPU_THREADS=$th BUDGET=${RAW_BUDGET:-150} CONFIGS="${cf//,/ }" \
     bash bench/device_rawlogs.sh "$B" > "$OUT/rawlogs_${v}_$th.log" 2>&1
   echo "rawlogs $v, GPU_THREADS=$th: exit $?" | tee -a "$OUT/ab_summary.txt"
