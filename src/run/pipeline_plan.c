@@ -249,6 +249,8 @@ rap_status rap_pipeline_memplan(const rap_pipeline_plan *pl, const rap_pipeline_
     fc.n_batches = pipe_feed_batches(c, m);
     fc.chunk_bytes = c->chunk_bytes;
     fc.pinned = c->device == RAP_GPU;
+    fc.device_batches = m != RAP_MODE_CPU; /* the GPU may parse: its rows on the device */
+    fc.holdout = c->holdout;
     rap_memplan_config mp;
     memset(&mp, 0, sizeof mp);
     mp.model = &mc;

@@ -557,14 +557,14 @@ rap_parse_kind rap_rowfeed_resolve_parse(const rap_rowfeed_config *c)
     if (k == RAP_PARSE_AUTO && !rap_reader_criteo_text(&c->reader))
         return RAP_PARSE_CPU; /* a schema's text or Parquet: the host's parsers */
     bool gpu = c->pinned && c->device_batches && !c->reader_batches && !c->per_row;
-    /* auto: the host's parser. Launched on the reader's stream beside the
-     * training the GPU's parse kernels cost 1-4 % of rap/ideal at batch
-     * 8192 on one H200 (2026-12-02, f174fea, bench/RESULTS.md) where the
-     * host's threads cost nothing measurable; launched in rap mode's
-     * windows (the parse gate) they are not measured yet; --parse gpu
-     * takes them (a third of the host CPU a row) */
+    /* auto: the GPU's parser where the run trains on a GPU from device
+     * batches. On one H200 (2026-12-02, 0fab12b, bench/RESULTS.md) it kept
+     * rap / ideal at 0.985-0.990 on plain text with one host thread against
+     * 0.992-0.993 for the host's parser with sixteen, 0.98-0.99 on .gz, for
+     * a third of the host CPU a row: the host's cores stay the inflation's
+     * (docs/INPUT.md "Who parses by default") */
     if (k == RAP_PARSE_AUTO)
-        return RAP_PARSE_CPU;
+        return gpu ? RAP_PARSE_GPU : RAP_PARSE_CPU;
     if (gpu)
         return RAP_PARSE_GPU;
     /* gpu asked: without a GPU the kernels' CPU reference in their place;
