@@ -648,7 +648,7 @@ RAP_TEST(parse_feed_resolve)
         bool pinned, device_batches, reader_batches;
         rap_parse_kind want;
     } cases[] = {
-        {RAP_PARSE_AUTO, true, true, false, RAP_PARSE_CPU},  /* GPU mode on a GPU: the host's
+        {RAP_PARSE_AUTO, true, true, false, RAP_PARSE_GPU},  /* GPU mode on a GPU: the GPU's
                                                               * parser (docs/INPUT.md) */
         {RAP_PARSE_AUTO, false, true, false, RAP_PARSE_CPU}, /* the CPU backend */
         {RAP_PARSE_AUTO, true, false, false, RAP_PARSE_CPU}, /* cpu mode: host batches */
@@ -711,7 +711,7 @@ RAP_TEST(parse_feed_schema_input_host)
     fc.pinned = fc.device_batches = true; /* where gpu is the GPU for Criteo's text */
     CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_CPU);
     fc.reader.schema = cr;
-    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_CPU); /* auto: the host's parser */
+    CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU); /* auto: Criteo's layout as a schema */
     fc.reader.parse = RAP_PARSE_GPU;
     CHECK(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU); /* Criteo's layout as a schema */
     fc.reader.parse = RAP_PARSE_AUTO;
