@@ -32,8 +32,7 @@ done
 # (RAP_PARSE_GPU_PAIRS=0: one line a warp at a time), lb1
 # (RAP_PARSE_GPU_LOOKBACK=1: the look-back one predecessor a round), cN
 # (RAP_PARSE_GPU_CHUNK_MB=N: the reader's chunks of N MiB), tN
-# (RAP_PARSE_GPU_TILES=N: at most N tiles a launch), aN
-# (RAP_PARSE_APPEND_BLOCKS=N: the staging rows' append in N blocks a column)
+# (RAP_PARSE_GPU_TILES=N: at most N tiles a launch)
 env_v() {
   local IFS=+
   for x in $1; do
@@ -41,7 +40,6 @@ env_v() {
       loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;;
       single) echo RAP_PARSE_GPU_PAIRS=0;; lb1) echo RAP_PARSE_GPU_LOOKBACK=1;;
       c[0-9]*) echo RAP_PARSE_GPU_CHUNK_MB=${x#c};; t[0-9]*) echo RAP_PARSE_GPU_TILES=${x#t};;
-      a[0-9]*) echo RAP_PARSE_APPEND_BLOCKS=${x#a};;
     esac
   done
 }

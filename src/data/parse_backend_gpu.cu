@@ -51,46 +51,34 @@ extern "C" void rap_batch_free_any(rap_batch *b)
  * dst's offset at `at` (0 when at is 0: that thread also writes off[0]). */
 static __global__ void append_kernel(rap_batch dst, rap_batch src, int64_t a, int64_t n)
 {
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     int y = blockIdx.y;
+    if (i >= n)
+        return;
     const int64_t at = dst.rows, bd = dst.cap, bs = src.cap, k = src.schema.ids_per_row;
     const int nd = src.schema.n_dense;
     if (y == 0) {
-        for (; i < n; i += stride)
-            dst.label[at + i] = src.label[a + i];
+        dst.label[at + i] = src.label[a + i];
         return;
     }
     if (y <= nd) {
         int j = y - 1;
-        for (; i < n; i += stride) {
-            dst.dense[j * bd + at + i] = src.dense[j * bs + a + i];
-            dst.dense_valid[j * bd + at + i] = src.dense_valid[j * bs + a + i];
-        }
+        dst.dense[j * bd + at + i] = src.dense[j * bs + a + i];
+        dst.dense_valid[j * bd + at + i] = src.dense_valid[j * bs + a + i];
         return;
     }
     int j = y - 1 - nd;
     const int64_t *so = src.sparse_off + j * (bs + 1);
     int64_t *dof = dst.sparse_off + j * (bd + 1);
-    const int64_t base = (at == 0 ? 0 : dof[at]) - so[a];
+    int64_t d0 = at == 0 ? 0 : dof[at];
     if (at == 0 && i == 0)
         dof[0] = 0;
-    for (; i < n; i += stride) {
-        int64_t e0 = so[a + i], e1 = so[a + i + 1];
-        for (int64_t e = e0; e < e1; e++)
-            dst.sparse_ids[j * bd * k + base + e] = src.sparse_ids[j * bs * k + e];
-        dof[at + i + 1] = e1 + base;
-        dst.sparse_valid[j * bd + at + i] = src.sparse_valid[j * bs + a + i];
-    }
-}
-
-/* Blocks a column of append_kernel: RAP_PARSE_APPEND_BLOCKS (an A/B knob;
- * each thread then loops over rows a grid apart), else 0: a thread a row. */
-static int64_t append_blocks(void)
-{
-    const char *e = getenv("RAP_PARSE_APPEND_BLOCKS");
-    long long x = e && e[0] ? strtoll(e, NULL, 10) : 0;
-    return x > 0 && x < (1 << 20) ? x : 0;
+    int64_t base = d0 - so[a];
+    int64_t e0 = so[a + i], e1 = so[a + i + 1];
+    for (int64_t e = e0; e < e1; e++)
+        dst.sparse_ids[j * bd * k + base + e] = src.sparse_ids[j * bs * k + e];
+    dof[at + i + 1] = e1 + base;
+    dst.sparse_valid[j * bd + at + i] = src.sparse_valid[j * bs + a + i];
 }
 
 extern "C" rap_status rap_batch_append_device(rap_batch *dst, const rap_batch *src, int64_t a,
@@ -102,10 +90,8 @@ extern "C" rap_status rap_batch_append_device(rap_batch *dst, const rap_batch *s
         return rap_fail(RAP_ERR_INTERNAL, "device batch append: rows [%lld, +%lld) of %lld "
                         "after %lld of %lld", (long long)a, (long long)n, (long long)src->cap,
                         (long long)dst->rows, (long long)dst->cap);
-    int64_t bx = (n + 255) / 256, cap = append_blocks();
-    if (cap > 0 && bx > cap)
-        bx = cap;
-    dim3 grid((unsigned)bx, (unsigned)(1 + src->schema.n_dense + src->schema.n_sparse));
+    dim3 grid((unsigned)((n + 255) / 256), (unsigned)(1 + src->schema.n_dense +
+                                                     src->schema.n_sparse));
     append_kernel<<<grid, 256, 0, (cudaStream_t)stream>>>(*dst, *src, a, n);
     RAP_CUDA_LAUNCHED();
     dst->rows += n;
