@@ -326,9 +326,9 @@ rap_status rap_reader_plan_threads(const rap_reader_config *cfg, rap_reader_thre
  * open); *parsed, the parsed rows of those slots, which grow with the
  * rows a chunk holds: estimated at 256 bytes of text a row (real Criteo
  * lines are 150 to 400); 0 for the gpu and reference parsers, whose rows
- * are in staging batches (rap_reader_parse_bytes). Looks at the input as rap_reader_plan_threads
- * does; an input that is not there (yet: rows generated later) is sized
- * as one file. Can't fail. */
+ * are in staging batches (rap_reader_parse_bytes). Looks at the input as
+ * rap_reader_plan_threads does; an input that is not there (yet: rows
+ * generated later) is sized as one file. Can't fail. */
 rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *chunks, size_t *parsed);
 /* The bytes its parsing allocates besides, for cfg's parse as given (auto
  * and cpu: 0; resolve auto first): *device (gpu: the parser threads' GPU

@@ -84,11 +84,11 @@ rap_status rap_parse_gpu_chunk_bytes(int lanes, size_t *bytes);
 
 /* What a reader's parsing of kind k allocates beside its chunk slots, for
  * `parsers` parser threads and `slots` slots, chunk_bytes (C) as
- * rap_parse_backend_config's: *device (gpu: each
- * thread's GPU parser, each slot's staging batch of R rows), *pinned (gpu:
- * each thread's text, offsets and reject list, room for C + 1 lines),
- * *host (reference: the same in ordinary memory; cpu: 0, its rows are the
- * reader's rap_parsed estimate). Arithmetic only; cannot fail. */
+ * rap_parse_backend_config's: *device (gpu: each thread's GPU parser, each
+ * slot's staging batch of R rows), *pinned (gpu: each thread's text,
+ * offsets and reject list, room for C + 1 lines), *host (reference: the
+ * same in ordinary memory; cpu: 0, its rows are the reader's rap_parsed
+ * estimate). Arithmetic only; cannot fail. */
 void rap_parse_backend_bytes(rap_parse_kind k, size_t chunk_bytes, int64_t max_line,
                              int parsers, int64_t slots, size_t *device, size_t *pinned,
                              size_t *host);

@@ -1000,8 +1000,7 @@ rap_status rap_parse_gpu_result(rap_parse_gpu *p, uint64_t ticket, bool wait,
 
 #endif /* __CUDACC__ */
 
-void rap_parse_gpu_bytes(const rap_parse_gpu_config *cfg, size_t *device,
-                         size_t *pinned)
+void rap_parse_gpu_bytes(const rap_parse_gpu_config *cfg, size_t *device, size_t *pinned)
 {
     *device = *pinned = 0;
     rap_parse_layout lay;
@@ -1018,4 +1017,3 @@ void rap_parse_gpu_bytes(const rap_parse_gpu_config *cfg, size_t *device,
     *device = z.text + z.start + z.flags + z.agg + z.incl + z.rej + z.res;
     *pinned = z.res;
 }
-
