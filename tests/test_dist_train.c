@@ -19,6 +19,7 @@
 #include "core/core.h"
 #include "dist/comm.h"
 #include "dist/hybrid.h"
+#include "plan/parse_model.h"
 #include "run/checkpoint.h"
 #include "run/runtime.h"
 
@@ -660,6 +661,66 @@ static void dist_parse_case(rap_test_ctx *t, const char *dev)
 }
 
 RAP_TEST(dist_parse_gpu_row_shares_cpu) { dist_parse_case(t, "cpu"); }
+
+/* rap plan --gpus 2 --parse gpu: each rank's manifest carries the parse
+ * budgets of the whole global batch's lines, and 2 thread ranks training
+ * through them run the gated parse (the kernels' reference on the CPU):
+ * every line of the input counted once, inside the windows or outside, and
+ * exactly the weights of --parse cpu with the same manifests. With this
+ * input (3,000 lines, one chunk) and a budget of 128 lines a step every
+ * line is parsed while the first step waits for rows, outside; that the
+ * windows release the budgets is rt_parse's own test on one rank
+ * (train_parse_gpu_gated_*). */
+RAP_TEST(dist_parse_planned_cpu)
+{
+    if (!setup(t))
+        return;
+    char *out = malloc(OUT);
+    REQUIRE(out);
+    char model[512], sched[512], args[2048], a[512], b[512], m[512];
+    rap_parse_point pt[8];
+    for (int k = 0; k < 8; k++) { /* 0.002 ms + 1 ns a line + 4 ps a byte */
+        int64_t l = (int64_t)1024 << k;
+        pt[k] = (rap_parse_point){l, 250 * l, 0.002 + 1e-6 * (double)l + 4e-9 * 250.0 * (double)l};
+    }
+    rap_parse_model pm;
+    REQUIRE_OK(rap_parse_model_fit(pt, 8, "assumed", 250, &pm));
+    rap_test_path(model, sizeof model, "dist_parse.parse");
+    REQUIRE_OK(rap_parse_model_save(&pm, model));
+    rap_test_path(sched, sizeof sched, "dist_parse_planned");
+    snprintf(args, sizeof args, "%s plan --plan %s --gpus 2 --batch %d --emb-dim 8 "
+             "--capacity-fraction 0.5 --parse gpu --parse-model %s --out %s --quiet",
+             rap_test_bin(), g_plan, B / 2, model, sched);
+    int rc = rap_test_sh(args, out, OUT);
+    CHECK_MSG(rc == 0, "rap plan: %s", out);
+    snprintf(a, sizeof a, "%s/dist_planned_cpu.st", rap_test_tmpdir());
+    snprintf(b, sizeof b, "%s/dist_planned_gpu.st", rap_test_tmpdir());
+    rap_test_path(m, sizeof m, "dist_planned_gpu.jsonl");
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        snprintf(args, sizeof args, "--steps %d --eval-fraction 0.1 --parse %s --schedule %s "
+                 "--save %s --metrics %s", STEPS, k ? "gpu" : "cpu", sched, k ? b : a, m);
+        rc = train(-2, args, out, OUT);
+        CHECK_MSG(rc == 0, "2 thread ranks, --parse %s: %s", k ? "gpu" : "cpu", out);
+    }
+    if (rc == 0) {
+        double in = -1, outside = -1;
+        CHECK_MSG(final_value(m, "parse_lines_in", &in) &&
+                      final_value(m, "parse_lines_out", &outside) && in + outside == 3000,
+                  "the planned parse: gated? %g lines inside the windows, %g outside (of 3000)",
+                  in, outside);
+        printf("    --parse gpu (the reference) gated by the planned budgets: %.0f lines inside "
+               "the windows, %.0f outside\n", in, outside);
+        double worst = 1;
+        char msg[512] = "", ga[600], gb[600];
+        snprintf(ga, sizeof ga, "%s.whole", a);
+        snprintf(gb, sizeof gb, "%s.whole", b);
+        CHECK_OK(rap_ckpt_gather(a, ga, true));
+        CHECK_OK(rap_ckpt_gather(b, gb, true));
+        CHECK_MSG(rap_test_close_weights(gb, ga, true, 0, &worst, msg, sizeof msg) && worst == 0,
+                  "--parse gpu through the planned budgets trained other weights: %s", msg);
+    }
+    free(out);
+}
 
 RAP_TEST(dist_parse_gpu_row_shares_gpu)
 {

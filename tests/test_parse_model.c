@@ -319,7 +319,24 @@ RAP_TEST(parse_model_plan_cli)
              model, b);
     rc = rap_test_run_rap(cmd, out, sizeof out);
     CHECK_MSG(rc != 0 && strstr(out, "was made for GPU assumed, not OTHER"), "exit %d: %s", rc, out);
-    snprintf(cmd, sizeof cmd, "plan --quiet --gpus 2 --parse gpu --parse-model %s --out %s", model, b);
+    /* --gpus 2: each rank parses the whole global batch's lines (2 x 4096
+     * x 1.01, whole tiles) in its own windows, the budgets in its first
+     * part's schedule; the merged rank schedule carries them (test_dist_
+     * train.c trains through them) */
+    char pre[512], part[600];
+    rap_test_path(pre, sizeof pre, "cli_parse_gpus");
+    snprintf(cmd, sizeof cmd, "plan --gpus 2 --parse gpu --parse-model %s --out %s", model, pre);
     rc = rap_test_run_rap(cmd, out, sizeof out);
-    CHECK_MSG(rc == 2 && strstr(out, "not supported yet"), "exit %d: %s", rc, out);
+    CHECK_MSG(rc == 0 && strstr(out, "rank 1  parse (GPU): 8320 lines a batch"), "exit %d: %s",
+              rc, out);
+    for (int r = 0; r < 2 && rc == 0; r++) {
+        snprintf(part, sizeof part, "%s.rank%d.0", pre, r);
+        rap_schedule *sp;
+        REQUIRE_OK(rap_schedule_load(part, &sp));
+        int64_t lines = 0;
+        for (int w = 0; w < RAP_WIN_COUNT; w++)
+            lines += sp->parse_lines[w];
+        CHECK_MSG(lines == 8320, "rank %d: %lld lines", r, (long long)lines);
+        rap_schedule_free(sp);
+    }
 }

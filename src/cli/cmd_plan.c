@@ -151,12 +151,12 @@ static rap_status fuse_and_search(const rap_plan *plan, const cli_settings *s,
     return st;
 }
 
-/* rap plan --parse gpu: the parse of a batch's lines added to the windows
- * of sched (after its kernels were placed: sr) by the model --parse-model
- * names, made for gpu (checked when the capacity was measured or --gpu
- * given). */
+/* rap plan --parse gpu: the parse of `batch` lines (and the rejects'
+ * share) added to the windows of sched (after its kernels were placed: sr)
+ * by the model --parse-model names, made for gpu (checked when the
+ * capacity was measured or --gpu given). */
 static rap_status plan_parse(const cli_settings *s, const char *gpu, bool check_gpu,
-                             const rap_search_result *sr, rap_schedule *sched,
+                             int64_t batch, const rap_search_result *sr, rap_schedule *sched,
                              rap_parse_model *pm, rap_parse_placement *pp)
 {
     if (!s->parse_model[0])
@@ -168,7 +168,7 @@ static rap_status plan_parse(const cli_settings *s, const char *gpu, bool check_
     if (check_gpu && strcmp(pm->gpu, gpu))
         return rap_fail(RAP_ERR_ARG, "--parse-model %s was made for GPU %s, not %s (profile the "
                         "parse on this GPU)", s->parse_model, pm->gpu, gpu);
-    RAP_TRY(rap_parse_place(pm, sr, s->batch, RAP_PARSE_REJECT_SHARE, sched, pp));
+    RAP_TRY(rap_parse_place(pm, sr, batch, RAP_PARSE_REJECT_SHARE, sched, pp));
     pp->model = s->parse_model;
     return RAP_OK;
 }
@@ -245,7 +245,7 @@ int cmd_plan(int argc, char **argv)
     rap_parse_placement pp;
     const bool parse = s.parse == 1; /* --parse gpu */
     if (st == RAP_OK && parse)
-        st = plan_parse(&s, gpu, s.gpu_name[0] || !cap.assumed, &sr, sched, &pm, &pp);
+        st = plan_parse(&s, gpu, s.gpu_name[0] || !cap.assumed, s.batch, &sr, sched, &pm, &pp);
     if (st == RAP_OK)
         st = rap_schedule_save(sched, s.out);
     char fusion_path[RAP_OPT_STR + 16];
@@ -398,11 +398,6 @@ static rap_status owners_as_trainer(const rap_plan *plan, int emb_dim, int R, in
 static int cmd_plan_gpus(const cli_settings *s)
 {
     const int R = (int)s->gpus;
-    if (s->parse == 1) {
-        fprintf(stderr, "rap plan: --parse gpu places the parse into one GPU's windows; with "
-                "--gpus %d it is not supported yet\n", R);
-        return 2;
-    }
     if (cli_given("fusion") && s->plan_fusion != 1) {
         fprintf(stderr, "rap plan: --gpus %d fuses each rank's parts by levels; --fusion ilp and "
                 "ilp-capacity are one-GPU only for now\n", R);
@@ -477,6 +472,26 @@ static int cmd_plan_gpus(const cli_settings *s)
         st = rap_place_run(plan, &cfg, (rap_placement)k, &res[k]);
     double plan_s = rap_now() - t0;
     const rap_place_result *chosen = &res[last];
+    /* --parse gpu: every rank reads and parses the lines of the whole
+     * global batch (docs/DIST.md), in its own windows' room after its
+     * parts: the budgets go into its first part's schedule */
+    rap_parse_model pm;
+    rap_parse_placement *pp = s->parse == 1 ? rap_calloc(sizeof *pp * (size_t)R, "parse placement")
+                                            : NULL;
+    if (st == RAP_OK && s->parse == 1 && !pp)
+        st = RAP_ERR_NOMEM;
+    for (int r = 0; r < R && st == RAP_OK && pp; r++) {
+        rap_place_rank *rk = &res[last].rank[r];
+        rap_search_result room;
+        memset(&room, 0, sizeof room);
+        memcpy(room.capacity_ms, rk->capacity_ms, sizeof room.capacity_ms);
+        memcpy(room.load_ms, rk->load_ms, sizeof room.load_ms);
+        if (rk->n_parts < 1)
+            st = rap_fail(RAP_ERR_INTERNAL, "--parse gpu: rank %d has no part", r);
+        else
+            st = plan_parse(s, gpu, s->gpu_name[0] || !cap[0].assumed, s->batch * R, &room,
+                            rk->parts[0].sched, &pm, &pp[r]);
+    }
     for (int r = 0; r < R && st == RAP_OK; r++)
         st = rap_place_save_rank(plan, chosen, r, s->out);
     if (st == RAP_OK && s->report[0]) {
@@ -521,6 +536,10 @@ static int cmd_plan_gpus(const cli_settings *s)
                 "part; planned in %.2f s -> %s.rank<r>\n", latency, capsrc, s->link_gbps,
                 s->link_latency_us, plan_s, s->out);
         print_rank_windows(chosen);
+        for (int r = 0; pp && r < R; r++) {
+            fprintf(stderr, "  rank %d", r);
+            print_parse(&pp[r]);
+        }
     }
     if (st == RAP_OK && s->placement == 3) {
         printf("| placement | exposed max ms | exposed ms per rank | all-to-all ms | bytes moved / iteration |\n");
@@ -535,6 +554,7 @@ static int cmd_plan_gpus(const cli_settings *s)
     }
     for (int k = 0; k < 3; k++)
         rap_place_result_free(&res[k]);
+    rap_free(pp);
     rap_free(cap);
     rap_predictor_free(pred);
     rap_plan_free(plan);

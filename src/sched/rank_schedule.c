@@ -583,6 +583,19 @@ rap_status rap_rank_schedule_make(const rap_rank_manifest *m, const rap_plan *p,
                 }
             }
         }
+    /* the GPU parse's budgets (rap plan --gpus N --parse gpu writes them
+     * into the rank's first part): each window the parts' lines together */
+    for (int w = 0; w < RAP_WIN_COUNT && st == RAP_OK; w++) {
+        int64_t lines = 0;
+        double ms = 0;
+        for (int q = 0; q < np; q++)
+            if (ps[q] && ps[q]->parse_lines[w] > 0) {
+                lines += ps[q]->parse_lines[w];
+                ms = ms >= 0 && ps[q]->parse_ms[w] >= 0 ? ms + ps[q]->parse_ms[w] : -1;
+            }
+        if (lines > 0)
+            st = rap_schedule_set_parse(*out, (rap_window)w, lines, ms);
+    }
     rap_free(keeper);
     rap_free(kmap);
     rap_free(dmap);
