@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/file.h"
 #include "plan/capacity.h"
 #include "plan/parse_model.h"
 #include "plan/search.h"
@@ -323,12 +324,27 @@ RAP_TEST(parse_model_plan_cli)
      * x 1.01, whole tiles) in its own windows, the budgets in its first
      * part's schedule; the merged rank schedule carries them (test_dist_
      * train.c trains through them) */
-    char pre[512], part[600];
+    char pre[512], part[600], rep[512];
     rap_test_path(pre, sizeof pre, "cli_parse_gpus");
-    snprintf(cmd, sizeof cmd, "plan --gpus 2 --parse gpu --parse-model %s --out %s", model, pre);
+    rap_test_path(rep, sizeof rep, "cli_parse_gpus.json");
+    snprintf(cmd, sizeof cmd, "plan --gpus 2 --parse gpu --parse-model %s --out %s --report %s",
+             model, pre, rep);
     rc = rap_test_run_rap(cmd, out, sizeof out);
     CHECK_MSG(rc == 0 && strstr(out, "rank 1  parse (GPU): 8320 lines a batch"), "exit %d: %s",
               rc, out);
+    /* the report: each rank's placement, in rank order */
+    char *js = NULL;
+    size_t jn = 0;
+    if (rc == 0 && rap_file_read(rep, 1 << 20, "report", &js, &jn) == RAP_OK) {
+        const char *at = strstr(js, "\"parse\": [");
+        int ranks = 0;
+        for (const char *q = at; q && (q = strstr(q, "\"lines_over_room\"")); q++)
+            ranks += !strncmp(q - 15, "\"lines\": 8320, ", 15);
+        CHECK_MSG(at && ranks == 2, "report: %d ranks' parse of 8320 lines: %s", ranks, js);
+    } else {
+        CHECK_MSG(false, "no report %s: %s", rep, rap_last_error());
+    }
+    free(js);
     for (int r = 0; r < 2 && rc == 0; r++) {
         snprintf(part, sizeof part, "%s.rank%d.0", pre, r);
         rap_schedule *sp;

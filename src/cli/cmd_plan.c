@@ -525,7 +525,16 @@ static int cmd_plan_gpus(const cli_settings *s)
                     fprintf(fp, ",\n   ");
                 st = rap_place_report_json(fp, plan, &res[k]);
             }
-            fprintf(fp, "\n  ]\n}\n");
+            fprintf(fp, "\n  ]");
+            if (pp) { /* --parse gpu: each rank's (rank order) */
+                fprintf(fp, ",\n  \"parse\": [");
+                for (int r = 0; r < R; r++) {
+                    fprintf(fp, "%s", r ? ",\n   " : "\n   ");
+                    rap_parse_placement_json(fp, &pp[r]);
+                }
+                fprintf(fp, "\n  ]");
+            }
+            fprintf(fp, "\n}\n");
             st = rap_out_close(ro, st);
         }
     }

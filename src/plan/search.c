@@ -345,10 +345,9 @@ rap_status rap_schedule_search(const rap_plan *p, const rap_fusion *f, const rap
 
 /* ------------------------------------------------------------- report */
 
-/* The report's "parse" member (rap plan --parse gpu). */
-static void report_parse(FILE *fp, const rap_parse_placement *pp)
+void rap_parse_placement_json(FILE *fp, const rap_parse_placement *pp)
 {
-    fprintf(fp, ",\n  \"parse\": {\"model\": ");
+    fprintf(fp, "{\"model\": ");
     rap_json_put_str(fp, pp->model ? pp->model : "");
     fprintf(fp, ", \"lines\": %lld, \"lines_over_room\": %lld, \"windows\": [",
             (long long)pp->lines_total, (long long)pp->lines_over);
@@ -364,6 +363,13 @@ static void report_parse(FILE *fp, const rap_parse_placement *pp)
         fputc('}', fp);
     }
     fprintf(fp, "]}");
+}
+
+/* The report's "parse" member (rap plan --parse gpu). */
+static void report_parse(FILE *fp, const rap_parse_placement *pp)
+{
+    fprintf(fp, ",\n  \"parse\": ");
+    rap_parse_placement_json(fp, pp);
 }
 
 rap_status rap_plan_report_json(FILE *fp, const rap_plan *p, const rap_fusion *f,

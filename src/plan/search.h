@@ -93,6 +93,9 @@ typedef struct {
     int64_t lines_over;                  /* lines put past every window's room */
     const char *model;                   /* the parse model's file */
 } rap_parse_placement;
+/* The report's JSON object of pp: {"model", "lines", "lines_over_room",
+ * "windows": [{"name", "lines", "predicted_ms", "room_ms"}]}. */
+void rap_parse_placement_json(FILE *fp, const rap_parse_placement *pp);
 
 /* What the report says about where the numbers came from. */
 typedef struct {
