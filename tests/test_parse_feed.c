@@ -330,16 +330,22 @@ static void parser_bytes_check(rap_test_ctx *t, rap_reader_config rc)
     CHECK(dev + host > (size_t)4 << 20);
 }
 
-RAP_TEST(parse_feed_reference_bytes_equal_allocation)
+/* parser_bytes_check of kind k on a file and on a directory read by 3 lanes. */
+static void parser_bytes_cases(rap_test_ctx *t, rap_parse_kind k)
 {
-    for (int k = 0; k < 2; k++) {
+    for (int d = 0; d < 2; d++) {
         rap_reader_config rc = rap_reader_defaults();
-        rc.input = inputs(k ? 2 : 0);
+        rc.input = inputs(d ? 2 : 0);
         rc.threads = 3;
-        rc.inflate_threads = k ? 3 : 1;
-        rc.parse = RAP_PARSE_REF;
+        rc.inflate_threads = d ? 3 : 1;
+        rc.parse = k;
         parser_bytes_check(t, rc);
     }
+}
+
+RAP_TEST(parse_feed_reference_bytes_equal_allocation)
+{
+    parser_bytes_cases(t, RAP_PARSE_REF);
     /* the host's parser: nothing besides its chunks */
     rap_reader_config rc = rap_reader_defaults();
     rc.input = inputs(0);
@@ -354,14 +360,7 @@ RAP_TEST(parse_feed_gpu_bytes_equal_allocation)
     char why[256];
     if (!rap_gpu_available(why, sizeof why))
         SKIP(why);
-    for (int k = 0; k < 2; k++) {
-        rap_reader_config rc = rap_reader_defaults();
-        rc.input = inputs(k ? 2 : 0);
-        rc.threads = 3;
-        rc.inflate_threads = k ? 3 : 1;
-        rc.parse = RAP_PARSE_GPU;
-        parser_bytes_check(t, rc);
-    }
+    parser_bytes_cases(t, RAP_PARSE_GPU);
 }
 
 RAP_TEST(parse_feed_reader_reference_equals_cpu)

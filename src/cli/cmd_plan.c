@@ -151,13 +151,10 @@ static rap_status fuse_and_search(const rap_plan *plan, const cli_settings *s,
     return st;
 }
 
-/* rap plan --parse gpu: the parse of `batch` lines (and the rejects'
- * share) added to the windows of sched (after its kernels were placed: sr)
- * by the model --parse-model names, made for gpu (checked when the
- * capacity was measured or --gpu given). */
-static rap_status plan_parse(const cli_settings *s, const char *gpu, bool check_gpu,
-                             int64_t batch, const rap_search_result *sr, rap_schedule *sched,
-                             rap_parse_model *pm, rap_parse_placement *pp)
+/* rap plan --parse gpu: the model --parse-model names, made for gpu
+ * (checked when the capacity was measured or --gpu given). */
+static rap_status load_parse_model(const cli_settings *s, const char *gpu, bool check_gpu,
+                                   rap_parse_model *pm)
 {
     if (!s->parse_model[0])
         return rap_fail(RAP_ERR_ARG, "--parse gpu needs the parse kernels' latency model: run "
@@ -168,6 +165,15 @@ static rap_status plan_parse(const cli_settings *s, const char *gpu, bool check_
     if (check_gpu && strcmp(pm->gpu, gpu))
         return rap_fail(RAP_ERR_ARG, "--parse-model %s was made for GPU %s, not %s (profile the "
                         "parse on this GPU)", s->parse_model, pm->gpu, gpu);
+    return RAP_OK;
+}
+
+/* The parse of `batch` lines (and the rejects' share) by model pm added to
+ * the windows of sched after its kernels were placed (sr). */
+static rap_status plan_parse(const cli_settings *s, const rap_parse_model *pm, int64_t batch,
+                             const rap_search_result *sr, rap_schedule *sched,
+                             rap_parse_placement *pp)
+{
     RAP_TRY(rap_parse_place(pm, sr, batch, RAP_PARSE_REJECT_SHARE, sched, pp));
     pp->model = s->parse_model;
     return RAP_OK;
@@ -245,7 +251,9 @@ int cmd_plan(int argc, char **argv)
     rap_parse_placement pp;
     const bool parse = s.parse == 1; /* --parse gpu */
     if (st == RAP_OK && parse)
-        st = plan_parse(&s, gpu, s.gpu_name[0] || !cap.assumed, s.batch, &sr, sched, &pm, &pp);
+        st = load_parse_model(&s, gpu, s.gpu_name[0] || !cap.assumed, &pm);
+    if (st == RAP_OK && parse)
+        st = plan_parse(&s, &pm, s.batch, &sr, sched, &pp);
     if (st == RAP_OK)
         st = rap_schedule_save(sched, s.out);
     char fusion_path[RAP_OPT_STR + 16];
@@ -480,6 +488,8 @@ static int cmd_plan_gpus(const cli_settings *s)
                                             : NULL;
     if (st == RAP_OK && s->parse == 1 && !pp)
         st = RAP_ERR_NOMEM;
+    if (st == RAP_OK && pp)
+        st = load_parse_model(s, gpu, s->gpu_name[0] || !cap[0].assumed, &pm);
     for (int r = 0; r < R && st == RAP_OK && pp; r++) {
         rap_place_rank *rk = &res[last].rank[r];
         rap_search_result room;
@@ -489,8 +499,7 @@ static int cmd_plan_gpus(const cli_settings *s)
         if (rk->n_parts < 1)
             st = rap_fail(RAP_ERR_INTERNAL, "--parse gpu: rank %d has no part", r);
         else
-            st = plan_parse(s, gpu, s->gpu_name[0] || !cap[0].assumed, s->batch * R, &room,
-                            rk->parts[0].sched, &pm, &pp[r]);
+            st = plan_parse(s, &pm, s->batch * R, &room, rk->parts[0].sched, &pp[r]);
     }
     for (int r = 0; r < R && st == RAP_OK; r++)
         st = rap_place_save_rank(plan, chosen, r, s->out);

@@ -6,7 +6,6 @@
 
 #include "core/core.h"
 #include "data/parse_backend_internal.h"
-#include "data/parse_gpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +48,20 @@ int64_t rap_parse_stage_rows(size_t chunk_bytes)
     return (int64_t)(chunk_bytes / RAP_CRITEO_FIELDS) + 1;
 }
 
+rap_parse_thread_sizes rap_parse_thread_sizes_of(size_t C)
+{
+    rap_parse_thread_sizes z = {C + 16, sizeof(int32_t) * (C + 2), sizeof(rap_parse_rej) * (C + 1)};
+    return z;
+}
+
+void rap_parse_gpu_thread_config(size_t C, int64_t max_line, rap_parse_gpu_config *pc)
+{
+    memset(pc, 0, sizeof *pc);
+    pc->max_lines = (int64_t)C + 1;
+    pc->max_bytes = (int64_t)C;
+    pc->max_line = max_line;
+}
+
 void rap_parse_backend_bytes(rap_parse_kind k, size_t chunk_bytes, int64_t max_line,
                              int parsers, int64_t slots, size_t *device, size_t *pinned,
                              size_t *host)
@@ -56,23 +69,19 @@ void rap_parse_backend_bytes(rap_parse_kind k, size_t chunk_bytes, int64_t max_l
     *device = *pinned = *host = 0;
     if (k != RAP_PARSE_GPU && k != RAP_PARSE_REF)
         return;
-    const size_t C = chunk_bytes;
     /* a thread's offsets and reject list (both kinds), its text (gpu) */
-    const size_t thread = sizeof(int32_t) * (C + 2) + sizeof(rap_parse_rej) * (C + 1);
-    const size_t stage = rap_batch_bytes(rap_schema_criteo(), rap_parse_stage_rows(C));
+    const rap_parse_thread_sizes z = rap_parse_thread_sizes_of(chunk_bytes);
+    const size_t stage = rap_batch_bytes(rap_schema_criteo(), rap_parse_stage_rows(chunk_bytes));
     if (k == RAP_PARSE_REF) {
-        *host = (size_t)parsers * thread + (size_t)slots * stage;
+        *host = (size_t)parsers * (z.start + z.rej) + (size_t)slots * stage;
         return;
     }
     rap_parse_gpu_config pc;
-    memset(&pc, 0, sizeof pc);
-    pc.max_lines = (int64_t)C + 1;
-    pc.max_bytes = (int64_t)C;
-    pc.max_line = max_line;
+    rap_parse_gpu_thread_config(chunk_bytes, max_line, &pc);
     size_t gdev, gpin;
     rap_parse_gpu_bytes(&pc, &gdev, &gpin);
     *device = (size_t)parsers * gdev + (size_t)slots * stage;
-    *pinned = (size_t)parsers * (thread + C + 16 + gpin);
+    *pinned = (size_t)parsers * (z.text + z.start + z.rej + gpin);
 }
 
 rap_status rap_parse_take_rejects(rap_parsed *o, const rap_parse_rej *rej, int64_t n_rej,
@@ -169,9 +178,9 @@ static rap_status ref_create(const rap_parse_backend_config *c, void **state)
     s->cfg = *c;
     rap_parse_layout_criteo(&s->lay);
     /* counted (rap_mem_counted), as the memory plan sizes them */
-    s->start = rap_aligned_alloc(sizeof(int32_t) * (c->chunk_bytes + 2), "reference parser offsets");
-    s->rej = rap_aligned_alloc(sizeof(rap_parse_rej) * (c->chunk_bytes + 1),
-                               "reference parser rejects");
+    const rap_parse_thread_sizes z = rap_parse_thread_sizes_of(c->chunk_bytes);
+    s->start = rap_aligned_alloc(z.start, "reference parser offsets");
+    s->rej = rap_aligned_alloc(z.rej, "reference parser rejects");
     if (!s->start || !s->rej) {
         ref_free(s);
         return RAP_ERR_NOMEM;

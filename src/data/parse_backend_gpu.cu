@@ -328,16 +328,12 @@ static rap_status gpu_state_make(gpu_state *s, const rap_parse_backend_config *c
 {
     RAP_TRY(rap_parse_set_device(c->device));
     RAP_CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
-    RAP_CUDA_TRY(cudaHostAlloc((void **)&s->h_text, c->chunk_bytes + 16, cudaHostAllocDefault));
-    RAP_CUDA_TRY(cudaHostAlloc((void **)&s->h_start, sizeof(int32_t) * (c->chunk_bytes + 2),
-                               cudaHostAllocDefault));
-    RAP_CUDA_TRY(cudaHostAlloc((void **)&s->h_rej, sizeof(rap_parse_rej) * (c->chunk_bytes + 1),
-                               cudaHostAllocDefault));
+    const rap_parse_thread_sizes z = rap_parse_thread_sizes_of(c->chunk_bytes);
+    RAP_CUDA_TRY(cudaHostAlloc((void **)&s->h_text, z.text, cudaHostAllocDefault));
+    RAP_CUDA_TRY(cudaHostAlloc((void **)&s->h_start, z.start, cudaHostAllocDefault));
+    RAP_CUDA_TRY(cudaHostAlloc((void **)&s->h_rej, z.rej, cudaHostAllocDefault));
     rap_parse_gpu_config pc;
-    memset(&pc, 0, sizeof pc);
-    pc.max_lines = (int64_t)c->chunk_bytes + 1;
-    pc.max_bytes = (int64_t)c->chunk_bytes;
-    pc.max_line = c->max_line;
+    rap_parse_gpu_thread_config(c->chunk_bytes, c->max_line, &pc);
     RAP_TRY(rap_parse_gpu_tiles_per_launch(&pc.tiles_per_launch));
     s->tiles = pc.tiles_per_launch;
     return rap_parse_gpu_create(&pc, s->stream, &s->gp);

@@ -4,6 +4,7 @@
 #define RAP_PARSE_BACKEND_INTERNAL_H
 
 #include "data/parse_backend.h"
+#include "data/parse_gpu.h"
 #include "data/parse_ref.h"
 
 #ifdef __cplusplus
@@ -22,6 +23,17 @@ int64_t rap_parse_stage_rows(size_t chunk_bytes);
 rap_status rap_parse_take_rejects(rap_parsed *o, const rap_parse_rej *rej, int64_t n_rej,
                                   const rap_parse_result *res, const char *text,
                                   const int32_t *start, int64_t max_line);
+
+/* A parser thread's buffers for chunks of C bytes (rap_parse_backend_config's
+ * chunk_bytes): its copy of the text (gpu: pinned), the line offsets and
+ * the reject list (room for C + 1 lines); and its GPU parser's config
+ * (tiles_per_launch 0). What the backends allocate and
+ * rap_parse_backend_bytes counts. Cannot fail. */
+typedef struct {
+    size_t text, start, rej;
+} rap_parse_thread_sizes;
+rap_parse_thread_sizes rap_parse_thread_sizes_of(size_t C);
+void rap_parse_gpu_thread_config(size_t C, int64_t max_line, rap_parse_gpu_config *pc);
 
 /* Tiles (RAP_PARSE_TILE lines, a thread block each) a launch of the GPU
  * parser beside the training: RAP_PARSE_GPU_TILES_DEFAULT, or the

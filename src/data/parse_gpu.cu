@@ -16,12 +16,14 @@
 typedef struct {
     size_t text, start, flags, agg, incl, rej, res; /* bytes of each */
     int64_t max_tiles;
+    int nc; /* counters a tile: used rows, each sparse column's ids, each reason */
 } pg_sizes;
 
 static pg_sizes pg_sizes_of(const rap_parse_gpu_config *cfg, const rap_parse_layout *lay)
 {
     pg_sizes z;
-    const size_t nc = 1 + (size_t)lay->n_sparse + RAP_REJ_COUNT;
+    z.nc = 1 + lay->n_sparse + RAP_REJ_COUNT;
+    const size_t nc = (size_t)z.nc;
     z.max_tiles = (cfg->max_lines + RAP_PARSE_TILE - 1) / RAP_PARSE_TILE;
     z.text = (((size_t)cfg->max_bytes + 15) & ~(size_t)15) + 16;
     z.start = ((size_t)cfg->max_lines + 1) * 4;
@@ -673,7 +675,7 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
     const pg_sizes z = pg_sizes_of(cfg, &lay);
     p->max_tiles = z.max_tiles;
     p->text_cap = z.text;
-    const int nc = 1 + lay.n_sparse + RAP_REJ_COUNT;
+    const int nc = z.nc;
     pg_tables tab;
     memset(&tab, 0, sizeof tab);
     memset(tab.slist, 0xff, sizeof tab.slist);

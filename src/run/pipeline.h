@@ -247,7 +247,8 @@ rap_status rap_pipeline_mode(const rap_pipeline_plan *pl, const rap_pipeline_ran
 /* The parts of a pipeline, for the memory plan. */
 typedef enum {
     RAP_PIPE_PART_MODEL = 0,   /* the model (this rank's share) and its optimizer state */
-    RAP_PIPE_PART_FEED,        /* the feed's P batches of B raw rows (pinned on the GPU) */
+    RAP_PIPE_PART_FEED,        /* the feed's P batches of B raw rows (pinned on the GPU;
+                                * device memory where the GPU parses) */
     RAP_PIPE_PART_RUNTIME,     /* the runtime's slots: executors, packing, events */
     RAP_PIPE_PART_RANKS,       /* the hybrid step's exchange buffers, the id exchange, moves */
     RAP_PIPE_PARTS

@@ -74,6 +74,10 @@ struct rap_pipeline {
 
 /* P, the feed's batches, in mode m (pipeline_plan.c). */
 int pipe_feed_batches(const rap_pipeline_config *c, rap_mode m);
+/* The row feed's config of a run of pl in mode m, what sizes it (the
+ * reader, the batches, who may parse): the memory plan's and open_feed's,
+ * which adds the run's own (positions, passes, the gate, hooks). */
+void pipe_feed_config(const rap_pipeline_plan *pl, rap_mode m, rap_rowfeed_config *fc);
 
 /* Ranks: this rank's share and model config (into p->d) before the model
  * is created. */

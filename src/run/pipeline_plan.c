@@ -190,9 +190,12 @@ rap_status rap_pipeline_size(const rap_pipeline_plan *pl, const rap_pipeline_ran
     *(c->device == RAP_GPU ? &b->device : &b->host) = mb;
     b->counted = true;
     b = &bytes[RAP_PIPE_PART_FEED];
-    if (!pl->shard && m != RAP_MODE_MPS) /* mps: the server reads; a shard: no feed */
-        b->host = (size_t)pipe_feed_batches(c, m) *
-                  rap_batch_bytes(c->plan->schema, pl->model.batch);
+    if (!pl->shard && m != RAP_MODE_MPS) { /* mps: the server reads; a shard: no feed */
+        rap_rowfeed_config fc;
+        pipe_feed_config(pl, m, &fc); /* the GPU's parser: the batches on the device */
+        *(rap_rowfeed_resolve_parse(&fc) == RAP_PARSE_GPU ? &b->device : &b->host) =
+            (size_t)fc.n_batches * rap_batch_bytes(c->plan->schema, pl->model.batch);
+    }
     b->counted = true;
     return RAP_OK;
 }
@@ -226,6 +229,21 @@ static void memplan_runtime(const rap_pipeline_plan *pl, rap_mode m, rap_runtime
     }
 }
 
+void pipe_feed_config(const rap_pipeline_plan *pl, rap_mode m, rap_rowfeed_config *fc)
+{
+    const rap_pipeline_config *c = &pl->cfg;
+    memset(fc, 0, sizeof *fc);
+    fc->reader = c->reader;
+    fc->reader.input = c->data;
+    fc->batch_rows = pl->model.batch; /* the global batch with ranks */
+    fc->n_batches = pipe_feed_batches(c, m);
+    fc->chunk_bytes = c->chunk_bytes;
+    fc->pinned = c->device == RAP_GPU;
+    /* the GPU modes copy whole batches to the GPU: the GPU may parse them */
+    fc->device_batches = m != RAP_MODE_CPU;
+    fc->holdout = c->holdout;
+}
+
 rap_status rap_pipeline_memplan(const rap_pipeline_plan *pl, const rap_pipeline_rank *r,
                                 int64_t eval_rows, rap_memplan *out)
 {
@@ -241,16 +259,8 @@ rap_status rap_pipeline_memplan(const rap_pipeline_plan *pl, const rap_pipeline_
         RAP_TRY(rap_hybrid_model_config(&pl->model, &pl->map, rank, pl->model.batch, &sh, &mc));
     rap_runtime_config rc;
     memplan_runtime(pl, m, &rc);
-    rap_rowfeed_config fc; /* as pipeline_run.c's open_feed */
-    memset(&fc, 0, sizeof fc);
-    fc.reader = c->reader;
-    fc.reader.input = c->data;
-    fc.batch_rows = pl->model.batch;
-    fc.n_batches = pipe_feed_batches(c, m);
-    fc.chunk_bytes = c->chunk_bytes;
-    fc.pinned = c->device == RAP_GPU;
-    fc.device_batches = m != RAP_MODE_CPU; /* the GPU may parse: its rows on the device */
-    fc.holdout = c->holdout;
+    rap_rowfeed_config fc;
+    pipe_feed_config(pl, m, &fc);
     rap_memplan_config mp;
     memset(&mp, 0, sizeof mp);
     mp.model = &mc;

@@ -15,16 +15,7 @@ static rap_status open_feed(rap_pipeline *p, int64_t passes, int64_t start_pos,
 {
     const rap_pipeline_config *c = &p->pl->cfg;
     rap_rowfeed_config fc;
-    memset(&fc, 0, sizeof fc);
-    fc.reader = c->reader;
-    fc.reader.input = c->data;
-    fc.batch_rows = p->pl->model.batch; /* the global batch with ranks */
-    fc.n_batches = pipe_feed_batches(c, p->mode);
-    fc.chunk_bytes = c->chunk_bytes;
-    fc.pinned = c->device == RAP_GPU;
-    /* the GPU modes copy whole batches to the GPU: the GPU may parse them */
-    fc.device_batches = p->mode != RAP_MODE_CPU;
-    fc.holdout = c->holdout;
+    pipe_feed_config(p->pl, p->mode, &fc);
     fc.start_pos = start_pos;
     fc.passes = passes;
     fc.trace = p->r.trace;
