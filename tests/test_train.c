@@ -8,6 +8,7 @@
 #include "run/checkpoint.h"
 #include "run/input.h"
 #include "run/pack.h"
+#include "run/runtime.h"
 #include "run/train.h"
 #include "sched/schedule.h"
 
@@ -858,8 +859,9 @@ RAP_TEST(train_pack_in_place_gpu)
  * the run's default (a schedule without parse lines: the parser threads
  * launch the kernels, or the reference parses there on the CPU), through
  * the gate by the schedule's parse lines, through the gate at one window
- * by the RAP_PARSE_WINDOW knob, or ungated (RAP_PARSE_WINDOW=now). */
-typedef enum { PG_DEFAULT, PG_BUDGETS, PG_KNOB, PG_NOW } parse_gating;
+ * by the RAP_PARSE_WINDOW knob (all pending work, or RAP_PARSE_WINDOW_LINES
+ * a release), or ungated (RAP_PARSE_WINDOW=now). */
+typedef enum { PG_DEFAULT, PG_BUDGETS, PG_KNOB, PG_KNOB_LINES, PG_NOW } parse_gating;
 
 /* Sets RAP_PARSE_WINDOW to v (NULL: unset); returns the old value in old
  * (n bytes; "" when it was unset, and *was says whether it was set). */
@@ -931,8 +933,12 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
     }
     char old[64];
     bool was;
-    parse_window_env(g == PG_KNOB ? "emb_backward" : g == PG_NOW ? "now" : NULL, old, sizeof old,
-                     &was);
+    parse_window_env(g == PG_KNOB || g == PG_KNOB_LINES ? "emb_backward"
+                     : g == PG_NOW                      ? "now"
+                                                        : NULL,
+                     old, sizeof old, &was);
+    if (g == PG_KNOB_LINES)
+        setenv("RAP_PARSE_WINDOW_LINES", "100", 1); /* two tiles a release */
     for (int k = 0; k < 2; k++) {
         small_config(&c, plan, data);
         c.device = dev;
@@ -947,7 +953,7 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
          * that the feed runs ahead and the chunks are posted while batches
          * wait, as on the GPU: the windows find work (the waits still find
          * some: parsed outside) */
-        if (g == PG_BUDGETS || g == PG_KNOB) {
+        if (g == PG_BUDGETS || g == PG_KNOB || g == PG_KNOB_LINES) {
             c.chunk_bytes = 20000;
             c.after_step = slow_step;
         }
@@ -955,6 +961,7 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
         CHECK_MSG(st == RAP_OK, "run %d: %s", k, rap_last_error());
     }
     parse_window_env(was ? old : NULL, old, sizeof old, &was);
+    unsetenv("RAP_PARSE_WINDOW_LINES");
     rap_schedule_free(sched);
     rap_fusion_free(&fus);
     if (t->failures) {
@@ -976,12 +983,12 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
     CHECK(r[0].samples == r[1].samples && r[0].eval.rows == r[1].eval.rows &&
           r[0].eval.auc == r[1].eval.auc);
     /* who launched the parse: the gate only where asked (parse lines, knob) */
-    bool gated = g == PG_BUDGETS || g == PG_KNOB;
+    bool gated = g == PG_BUDGETS || g == PG_KNOB || g == PG_KNOB_LINES;
     CHECK(!r[0].parse_gated && r[1].parse_gated == gated);
     /* small chunks and slow steps (above) leave the windows work; the
      * default's two chunks a pass may all be posted while the runtime
      * waits, so only its sum is checked */
-    bool some_in = g == PG_BUDGETS || g == PG_KNOB;
+    bool some_in = gated;
     if (gated)
         CHECK_MSG((!some_in || r[1].parse_lines_in > 0) &&
                   r[1].parse_lines_in + r[1].parse_lines_out == y->rows_read,
@@ -1000,6 +1007,30 @@ RAP_TEST(train_parse_gpu_gated_equals_cpu_cpu)
     parse_gpu_equals_cpu(t, RAP_CPU, PG_BUDGETS);
     if (!t->failures)
         parse_gpu_equals_cpu(t, RAP_CPU, PG_KNOB);
+    if (!t->failures)
+        parse_gpu_equals_cpu(t, RAP_CPU, PG_KNOB_LINES);
+}
+
+RAP_TEST(train_parse_window_lines_checked)
+{
+    /* the knob's budget: a count, refused otherwise before any work */
+    const char *bad[] = {"0", "-3", "12x", "", "1099511627777"};
+    bool gated;
+    for (int i = 0; i < 5; i++) {
+        setenv("RAP_PARSE_WINDOW_LINES", bad[i], 1);
+        rap_status st = rap_runtime_parse_gated(RAP_MODE_RAP, RAP_GPU, RAP_PARSE_GPU, NULL, &gated);
+        /* "" is unset */
+        CHECK_MSG(bad[i][0] ? st == RAP_ERR_ARG && strstr(rap_last_error(),
+                                                          "RAP_PARSE_WINDOW_LINES")
+                            : st == RAP_OK,
+                  "%s: %d %s", bad[i], (int)st, rap_last_error());
+        rap_clear_error();
+    }
+    setenv("RAP_PARSE_WINDOW_LINES", "8320", 1);
+    int64_t n = 0;
+    CHECK(rap_parse_window_lines_env(&n) == RAP_OK && n == 8320);
+    unsetenv("RAP_PARSE_WINDOW_LINES");
+    CHECK(rap_parse_window_lines_env(&n) == RAP_OK && n == 0);
 }
 
 RAP_TEST(train_parse_gpu_equals_cpu_gpu)
@@ -1014,13 +1045,14 @@ RAP_TEST(train_parse_gpu_equals_cpu_gpu)
 RAP_TEST(train_parse_gpu_gated_equals_cpu_gpu)
 {
     /* rap mode: the kernels launched by the parser threads (now), by the
-     * schedule's parse lines and at one window by the knob: the weights
+     * schedule's parse lines and at one window by the knob (all pending,
+     * and a budget a release): the weights
      * of --parse cpu each time */
     REQUIRE_GPU();
     rap_test_env te;
     rap_test_tune_off(&te);
-    const parse_gating gs[3] = {PG_NOW, PG_BUDGETS, PG_KNOB};
-    for (int i = 0; i < 3 && !t->failures; i++)
+    const parse_gating gs[4] = {PG_NOW, PG_BUDGETS, PG_KNOB, PG_KNOB_LINES};
+    for (int i = 0; i < 4 && !t->failures; i++)
         parse_gpu_equals_cpu(t, RAP_GPU, gs[i]);
     rap_test_tune_restore(&te);
 }

@@ -13,6 +13,7 @@
 #   4. a CUPTI trace of rap mode with --parse gpu (TRACE
 #      "VARIANT:GPU_THREADS:WINDOW", "-" no gate; TRACE=0 skips it).
 # Knobs: OUT (out), REPEAT (2), BATCH (8192), RAW_BUDGET (150 s a run),
+# AB_TESTS (0: step 1 skipped, where the call ran the whole test program),
 # AB_PLANS (plan0) and AB_BATCHES (BATCH) of the RUNS.
 set -u -o pipefail
 B=${1:-.carry/dev}
@@ -23,6 +24,7 @@ export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 BATCH=${BATCH:-8192}
 echo "== $(cat "$B/COMMIT" 2>/dev/null) on $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | head -1)" | tee "$OUT/ab_summary.txt"
 for tp in parse_field_words parse_gpu parse_schema_gpu parse_feed_gpu train_parse_gpu; do
+  [ "${AB_TESTS:-1}" = 0 ] && break
   timeout 150 "$B/rap_tests" "$tp" > "$OUT/tests_$tp.log" 2>&1
   echo "rap_tests $tp: exit $?; $(tail -1 "$OUT/tests_$tp.log")" | tee -a "$OUT/ab_summary.txt"
   grep -E "CHECK|FAIL" "$OUT/tests_$tp.log" | head -5 | tee -a "$OUT/ab_summary.txt"
@@ -32,7 +34,9 @@ done
 # (RAP_PARSE_GPU_PAIRS=0: one line a warp at a time), lb1
 # (RAP_PARSE_GPU_LOOKBACK=1: the look-back one predecessor a round), cN
 # (RAP_PARSE_GPU_CHUNK_MB=N: the reader's chunks of N MiB), tN
-# (RAP_PARSE_GPU_TILES=N: at most N tiles a launch)
+# (RAP_PARSE_GPU_TILES=N: at most N tiles a launch), bN
+# (RAP_PARSE_WINDOW_LINES=N: with a _wW configuration, at most N lines a
+# release at window W)
 env_v() {
   local IFS=+
   for x in $1; do
@@ -40,6 +44,7 @@ env_v() {
       loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;;
       single) echo RAP_PARSE_GPU_PAIRS=0;; lb1) echo RAP_PARSE_GPU_LOOKBACK=1;;
       c[0-9]*) echo RAP_PARSE_GPU_CHUNK_MB=${x#c};; t[0-9]*) echo RAP_PARSE_GPU_TILES=${x#t};;
+      b[0-9]*) echo RAP_PARSE_WINDOW_LINES=${x#b};;
     esac
   done
 }

@@ -9,6 +9,7 @@
 
 #include "data/parse_gate.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,12 +32,30 @@ rap_status rap_parse_window_env(int *w)
     return RAP_OK;
 }
 
+rap_status rap_parse_window_lines_env(int64_t *lines)
+{
+    *lines = 0;
+    const char *e = getenv("RAP_PARSE_WINDOW_LINES");
+    if (!e || !e[0])
+        return RAP_OK;
+    char *end;
+    errno = 0;
+    long long v = strtoll(e, &end, 10);
+    if (errno || *end || v < 1 || v > ((long long)1 << 40))
+        return rap_fail(RAP_ERR_ARG, "RAP_PARSE_WINDOW_LINES=%s: expected a count of lines "
+                        "(1 to 2^40), the budget of RAP_PARSE_WINDOW's window a release", e);
+    *lines = v;
+    return RAP_OK;
+}
+
 rap_status rap_runtime_parse_gated(rap_mode mode, rap_device dev, rap_parse_kind parse,
                                    const rap_schedule *s, bool *gated)
 {
     *gated = false;
     int w;
+    int64_t lines;
     RAP_TRY(rap_parse_window_env(&w));
+    RAP_TRY(rap_parse_window_lines_env(&lines)); /* checked before the work */
     if (w == RAP_PARSE_WINDOW_NOW)
         return RAP_OK;
     /* asked for by the plan (a schedule with parse lines: rap plan --parse
@@ -70,7 +89,9 @@ rap_status rt_parse_create(rap_runtime *rt)
     int w;
     RAP_TRY(rap_parse_window_env(&w));
     if (w >= 0) { /* the A/B knob: in place of the schedule's budgets */
-        rt->parse_budget[w] = -1;
+        int64_t n;
+        RAP_TRY(rap_parse_window_lines_env(&n));
+        rt->parse_budget[w] = n > 0 ? n : -1;
     } else if (!take_budgets(rt, rt->sched ? rt->sched : rt->cfg.schedule)) {
         rt->parse_budget[RAP_PARSE_WINDOW_DEFAULT] = -1;
     }

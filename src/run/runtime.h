@@ -239,6 +239,11 @@ typedef struct rap_runtime rap_runtime;
  * RAP_PARSE_WINDOW_NOW, or RAP_PARSE_WINDOW_UNSET. RAP_ERR_ARG naming the
  * values for any other. */
 rap_status rap_parse_window_env(int *w);
+/* The A/B knob RAP_PARSE_WINDOW_LINES (environment): with RAP_PARSE_WINDOW
+ * naming a window, that window releases at most *lines lines a release (whole
+ * tiles, at least one) instead of all pending work; 0 when unset. RAP_ERR_ARG
+ * for anything but a count from 1 to 2^40. */
+rap_status rap_parse_window_lines_env(int64_t *lines);
 /* Whether a run of mode on dev whose feed parses with `parse` (resolved,
  * rap_rowfeed_resolve_parse) and whose schedule is s (may be NULL) posts the
  * parse to a gate the runtime releases in the windows: rap mode on the GPU
