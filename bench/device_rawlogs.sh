@@ -35,7 +35,8 @@
 # Knobs: OUT (default out), BUDGET (seconds for the whole call, default
 # 540: every step runs under timeout with what is left, and is skipped,
 # saying so, when too little is), ROWS (4000000), STEPS (200), WARMUP (20),
-# REPEAT (rap bench --repeat: 3, the medians reported),
+# REPEAT (rap bench --repeat: 3, the medians reported), PARSE_MODEL (a
+# parse model file the _wplanned configurations use instead of profiling),
 # PLANS (plan0 plan1), BATCHES (4096 8192), CONFIGS (gpu_tsv gpu_gz cpu_tsv
 # cpu_gz; a gpu one with _tN appended runs with RAP_PARSE_GPU_TILES=N; the
 # gpu_tsv_wW ones above, or windows for all six; _loops appended: with
@@ -146,7 +147,9 @@ types_of() { [ "$1" = plan1 ] && echo "--emb-dtype bf16 --optimizer rowwise-adag
 PM=$OUT/parse_profile.parse
 case " $CONFIGS " in *_wplanned*)
   t=$(lim "profile kernels" 120 30)
-  if [ -n "$t" ]; then
+  if [ -n "${PARSE_MODEL:-}" ] && [ -s "$PARSE_MODEL" ]; then
+    cp "$PARSE_MODEL" "$PM" && note "the parse model: $PARSE_MODEL (not profiled again)"
+  elif [ -n "$t" ]; then
     timeout "$t" "$B/rap" profile kernels --plans plans/plan0.plan --batches 4096 --reps 5 \
       --target 40 --ilp-time 0 --out "$OUT/parse_profile.csv" > "$OUT/parse_profile.log" 2>&1
     note "profile kernels (the parse model): exit $?; $(grep -h 'the parse kernels:' "$OUT/parse_profile.log" | tail -1)"

@@ -152,6 +152,46 @@ RAP_TEST(parse_gate_budget_whole_tiles)
     rap_parse_gate_free(g);
 }
 
+RAP_TEST(parse_gate_release_whole_jobs)
+{
+    /* a release that finishes every job it begins: budgets rounded up to
+     * job ends, the rest of a job begun by a tile release first */
+    rap_parse_gate *g;
+    REQUIRE_OK(rap_parse_gate_create(&g));
+    log_t log = {.fail_job = -1};
+    fake_t a, b, z, c;
+    fake_init(&a, &log, 0, 300);
+    fake_init(&b, &log, 1, 70);
+    fake_init(&z, &log, 2, 0);
+    int64_t n = -7;
+    rap_parse_gate_release_jobs(g, 1000, NULL, &n); /* nothing pending: nothing */
+    CHECK(n == 0 && log.n == 0);
+    rap_parse_gate_post(g, &a.job);
+    rap_parse_gate_post(g, &b.job);
+    rap_parse_gate_post(g, &z.job);
+    int e1, e2, e3;
+    rap_parse_gate_release_jobs(g, 10, &e1, &n); /* under a job: all of a, one piece */
+    CHECK(n == 300 && log.n == 2 && is_call(&log, 0, 0, 0, 300, &e1) &&
+          is_call(&log, 1, 0, -1, -1, NULL) && a.job.done && !b.job.done);
+    rap_parse_gate_release_jobs(g, 71, &e2, &n); /* b (70) is under 71: z too */
+    CHECK(n == 70 && log.n == 6 && is_call(&log, 2, 1, 0, 70, &e2) &&
+          is_call(&log, 4, 2, 0, 0, &e2) && b.job.done && z.job.done);
+    fake_init(&a, &log, 3, 200);
+    fake_init(&c, &log, 4, 64);
+    rap_parse_gate_post(g, &a.job);
+    rap_parse_gate_post(g, &c.job);
+    rap_parse_gate_release(g, T, NULL, &n); /* a tile release begins a */
+    CHECK(n == 64 && !a.job.done);
+    rap_parse_gate_release_jobs(g, 1, &e3, &n); /* a's rest, not c */
+    CHECK(n == 136 && a.job.done && !c.job.done && is_call(&log, 7, 3, 64, 200, &e3));
+    rap_parse_gate_release_jobs(g, -1, NULL, &n); /* all: c */
+    CHECK(n == 64 && c.job.done);
+    rap_parse_gate_stats st;
+    rap_parse_gate_get_stats(g, &st);
+    CHECK(st.pending == 0 && st.lines_in == 300 + 70 + 200 + 64 && st.lines_out == 0);
+    rap_parse_gate_free(g);
+}
+
 RAP_TEST(parse_gate_bypass_and_close)
 {
     rap_parse_gate *g;

@@ -861,7 +861,14 @@ RAP_TEST(train_pack_in_place_gpu)
  * the gate by the schedule's parse lines, through the gate at one window
  * by the RAP_PARSE_WINDOW knob (all pending work, or RAP_PARSE_WINDOW_LINES
  * a release), or ungated (RAP_PARSE_WINDOW=now). */
-typedef enum { PG_DEFAULT, PG_BUDGETS, PG_KNOB, PG_KNOB_LINES, PG_NOW } parse_gating;
+typedef enum {
+    PG_DEFAULT,
+    PG_BUDGETS,
+    PG_BUDGETS_TILES, /* the budgets with RAP_PARSE_RELEASE=tiles */
+    PG_KNOB,
+    PG_KNOB_LINES,
+    PG_NOW
+} parse_gating;
 
 /* Sets RAP_PARSE_WINDOW to v (NULL: unset); returns the old value in old
  * (n bytes; "" when it was unset, and *was says whether it was set). */
@@ -924,7 +931,7 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
      * windows, some outside), the one both runs build the fusion of */
     rap_fusion fus = {0};
     rap_schedule *sched = NULL;
-    if (g == PG_BUDGETS) {
+    if (g == PG_BUDGETS || g == PG_BUDGETS_TILES) {
         REQUIRE_OK(rap_fuse(plan, (rap_fuse_kind)c.fusion, &fus));
         REQUIRE_OK(rap_schedule_builtin_embedding(plan, &fus, &sched));
         REQUIRE_OK(rap_schedule_set_parse(sched, RAP_WIN_EMB_FORWARD, 64, 0.001));
@@ -939,6 +946,8 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
                      old, sizeof old, &was);
     if (g == PG_KNOB_LINES)
         setenv("RAP_PARSE_WINDOW_LINES", "100", 1); /* two tiles a release */
+    if (g == PG_BUDGETS_TILES)
+        setenv("RAP_PARSE_RELEASE", "tiles", 1);
     for (int k = 0; k < 2; k++) {
         small_config(&c, plan, data);
         c.device = dev;
@@ -953,7 +962,7 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
          * that the feed runs ahead and the chunks are posted while batches
          * wait, as on the GPU: the windows find work (the waits still find
          * some: parsed outside) */
-        if (g == PG_BUDGETS || g == PG_KNOB || g == PG_KNOB_LINES) {
+        if (g != PG_DEFAULT && g != PG_NOW) {
             c.chunk_bytes = 20000;
             c.after_step = slow_step;
         }
@@ -962,6 +971,7 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
     }
     parse_window_env(was ? old : NULL, old, sizeof old, &was);
     unsetenv("RAP_PARSE_WINDOW_LINES");
+    unsetenv("RAP_PARSE_RELEASE");
     rap_schedule_free(sched);
     rap_fusion_free(&fus);
     if (t->failures) {
@@ -983,7 +993,7 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
     CHECK(r[0].samples == r[1].samples && r[0].eval.rows == r[1].eval.rows &&
           r[0].eval.auc == r[1].eval.auc);
     /* who launched the parse: the gate only where asked (parse lines, knob) */
-    bool gated = g == PG_BUDGETS || g == PG_KNOB || g == PG_KNOB_LINES;
+    bool gated = g != PG_DEFAULT && g != PG_NOW;
     CHECK(!r[0].parse_gated && r[1].parse_gated == gated);
     /* small chunks and slow steps (above) leave the windows work; the
      * default's two chunks a pass may all be posted while the runtime
@@ -1006,12 +1016,14 @@ RAP_TEST(train_parse_gpu_gated_equals_cpu_cpu)
      * by a schedule's parse lines, and at one window by the knob */
     parse_gpu_equals_cpu(t, RAP_CPU, PG_BUDGETS);
     if (!t->failures)
+        parse_gpu_equals_cpu(t, RAP_CPU, PG_BUDGETS_TILES);
+    if (!t->failures)
         parse_gpu_equals_cpu(t, RAP_CPU, PG_KNOB);
     if (!t->failures)
         parse_gpu_equals_cpu(t, RAP_CPU, PG_KNOB_LINES);
 }
 
-RAP_TEST(train_parse_window_lines_checked)
+RAP_TEST(train_parse_window_knobs_checked)
 {
     /* the knob's budget: a count, refused otherwise before any work */
     const char *bad[] = {"0", "-3", "12x", "", "1099511627777"};
@@ -1026,6 +1038,18 @@ RAP_TEST(train_parse_window_lines_checked)
                   "%s: %d %s", bad[i], (int)st, rap_last_error());
         rap_clear_error();
     }
+    unsetenv("RAP_PARSE_WINDOW_LINES");
+    setenv("RAP_PARSE_RELEASE", "halfway", 1);
+    CHECK(rap_runtime_parse_gated(RAP_MODE_RAP, RAP_GPU, RAP_PARSE_GPU, NULL, &gated) ==
+              RAP_ERR_ARG &&
+          strstr(rap_last_error(), "RAP_PARSE_RELEASE=halfway"));
+    rap_clear_error();
+    bool tiles = false;
+    setenv("RAP_PARSE_RELEASE", "tiles", 1);
+    CHECK(rap_parse_release_env(&tiles) == RAP_OK && tiles);
+    setenv("RAP_PARSE_RELEASE", "jobs", 1);
+    CHECK(rap_parse_release_env(&tiles) == RAP_OK && !tiles);
+    unsetenv("RAP_PARSE_RELEASE");
     setenv("RAP_PARSE_WINDOW_LINES", "8320", 1);
     int64_t n = 0;
     CHECK(rap_parse_window_lines_env(&n) == RAP_OK && n == 8320);
@@ -1051,8 +1075,8 @@ RAP_TEST(train_parse_gpu_gated_equals_cpu_gpu)
     REQUIRE_GPU();
     rap_test_env te;
     rap_test_tune_off(&te);
-    const parse_gating gs[4] = {PG_NOW, PG_BUDGETS, PG_KNOB, PG_KNOB_LINES};
-    for (int i = 0; i < 4 && !t->failures; i++)
+    const parse_gating gs[5] = {PG_NOW, PG_BUDGETS, PG_BUDGETS_TILES, PG_KNOB, PG_KNOB_LINES};
+    for (int i = 0; i < 5 && !t->failures; i++)
         parse_gpu_equals_cpu(t, RAP_GPU, gs[i]);
     rap_test_tune_restore(&te);
 }

@@ -36,7 +36,8 @@ done
 # (RAP_PARSE_GPU_CHUNK_MB=N: the reader's chunks of N MiB), tN
 # (RAP_PARSE_GPU_TILES=N: at most N tiles a launch), bN
 # (RAP_PARSE_WINDOW_LINES=N: with a _wW configuration, at most N lines a
-# release at window W)
+# release at window W), tiles (RAP_PARSE_RELEASE=tiles: a release stops at
+# its budget, mid-chunk)
 env_v() {
   local IFS=+
   for x in $1; do
@@ -44,7 +45,7 @@ env_v() {
       loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;;
       single) echo RAP_PARSE_GPU_PAIRS=0;; lb1) echo RAP_PARSE_GPU_LOOKBACK=1;;
       c[0-9]*) echo RAP_PARSE_GPU_CHUNK_MB=${x#c};; t[0-9]*) echo RAP_PARSE_GPU_TILES=${x#t};;
-      b[0-9]*) echo RAP_PARSE_WINDOW_LINES=${x#b};;
+      b[0-9]*) echo RAP_PARSE_WINDOW_LINES=${x#b};; tiles) echo RAP_PARSE_RELEASE=tiles;;
     esac
   done
 }

@@ -149,6 +149,21 @@ void rap_parse_gate_release(rap_parse_gate *g, int64_t max_lines, void *event, i
     pthread_mutex_unlock(&g->mu);
 }
 
+void rap_parse_gate_release_jobs(rap_parse_gate *g, int64_t max_lines, void *event,
+                                 int64_t *launched)
+{
+    pthread_mutex_lock(&g->mu);
+    int64_t before = g->st.lines_in;
+    do { /* whole jobs until the budget is spent; at least one */
+        if (!g->head)
+            break;
+        launch(g, g->head, INT64_MAX, event, true);
+    } while (max_lines < 0 || g->st.lines_in - before < max_lines);
+    if (launched)
+        *launched = g->st.lines_in - before;
+    pthread_mutex_unlock(&g->mu);
+}
+
 void rap_parse_gate_bypass(rap_parse_gate *g, bool on)
 {
     pthread_mutex_lock(&g->mu);

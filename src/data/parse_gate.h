@@ -19,7 +19,9 @@
  * Who releases:
  *   the runtime, at the start of each window with a parse budget:
  *     rap_parse_gate_release(g, lines, event) launches up to `lines`
- *     lines (whole tiles, at least one tile when work is pending; < 0 all);
+ *     lines (whole tiles, at least one tile when work is pending; < 0 all),
+ *     rap_parse_gate_release_jobs the same rounded up to whole jobs (what
+ *     the runtime calls by default);
  *   anyone who must not wait for a window (the runtime waiting for a batch
  *     the feed does not have yet, a reader closing with parser threads
  *     still waiting): rap_parse_gate_bypass(g, true) launches everything
@@ -111,6 +113,15 @@ rap_status rap_parse_gate_run(rap_parse_gate *g, rap_parse_job *job);
  * fail (see rap_parse_launch_ops). */
 void rap_parse_gate_release(rap_parse_gate *g, int64_t max_lines, void *event,
                             int64_t *launched);
+/* rap_parse_gate_release, every job it starts launched to its end: whole
+ * jobs oldest first until at least max_lines lines were launched (the
+ * first job's rest when it was begun by a release before; at least one
+ * job when any is pending; all when max_lines < 0). A chunk's rows come
+ * only when all of its lines are parsed, so a job begun and left for the
+ * next windows feeds nothing until then (docs/RUNTIME.md "The release").
+ * Counted inside. Cannot fail (see rap_parse_launch_ops). */
+void rap_parse_gate_release_jobs(rap_parse_gate *g, int64_t max_lines, void *event,
+                                 int64_t *launched);
 /* on: launches everything pending now and, until as many calls with off,
  * every job at its post (no event waited for; counted outside). */
 void rap_parse_gate_bypass(rap_parse_gate *g, bool on);

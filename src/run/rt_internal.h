@@ -127,6 +127,7 @@ struct rap_runtime {
      * pending, 0: nothing) */
     struct rap_parse_gate *gate;
     int64_t parse_budget[RAP_WIN_COUNT];
+    bool parse_tiles; /* RAP_PARSE_RELEASE=tiles: a budget ends mid-job (A/B) */
     /* ideal */
     int ideal_count, ideal_at;
     /* mps */

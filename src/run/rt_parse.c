@@ -48,6 +48,20 @@ rap_status rap_parse_window_lines_env(int64_t *lines)
     return RAP_OK;
 }
 
+rap_status rap_parse_release_env(bool *tiles)
+{
+    *tiles = false;
+    const char *e = getenv("RAP_PARSE_RELEASE");
+    if (!e || !e[0] || !strcmp(e, "jobs"))
+        return RAP_OK;
+    if (!strcmp(e, "tiles")) {
+        *tiles = true;
+        return RAP_OK;
+    }
+    return rap_fail(RAP_ERR_ARG, "RAP_PARSE_RELEASE=%s: expected jobs (a release finishes "
+                    "every chunk it begins, the default) or tiles (it stops at its budget)", e);
+}
+
 rap_status rap_runtime_parse_gated(rap_mode mode, rap_device dev, rap_parse_kind parse,
                                    const rap_schedule *s, bool *gated)
 {
@@ -55,7 +69,9 @@ rap_status rap_runtime_parse_gated(rap_mode mode, rap_device dev, rap_parse_kind
     int w;
     int64_t lines;
     RAP_TRY(rap_parse_window_env(&w));
+    bool tiles;
     RAP_TRY(rap_parse_window_lines_env(&lines)); /* checked before the work */
+    RAP_TRY(rap_parse_release_env(&tiles));
     if (w == RAP_PARSE_WINDOW_NOW)
         return RAP_OK;
     /* asked for by the plan (a schedule with parse lines: rap plan --parse
@@ -88,6 +104,7 @@ rap_status rt_parse_create(rap_runtime *rt)
         return RAP_OK;
     int w;
     RAP_TRY(rap_parse_window_env(&w));
+    RAP_TRY(rap_parse_release_env(&rt->parse_tiles));
     if (w >= 0) { /* the A/B knob: in place of the schedule's budgets */
         int64_t n;
         RAP_TRY(rap_parse_window_lines_env(&n));
@@ -105,7 +122,8 @@ rap_status rt_parse_create(rap_runtime *rt)
             at += snprintf(line + at, sizeof line - (size_t)at, " %s (%lld lines)",
                            rap_window_name((rap_window)v), (long long)rt->parse_budget[v]);
     }
-    rap_debug("runtime: the GPU parse is released at the start of%s", line);
+    rap_debug("runtime: the GPU parse is released at the start of%s%s", line,
+              rt->parse_tiles ? ", stopping mid-chunk at a budget" : ", whole chunks");
     return RAP_OK;
 }
 
@@ -123,7 +141,10 @@ void rt_parse_release(rap_runtime *rt, rap_window w, void *event)
 {
     if (!rt->gate || (int)w < 0 || w >= RAP_WIN_COUNT || rt->parse_budget[w] == 0)
         return;
-    rap_parse_gate_release(rt->gate, rt->parse_budget[w], event, NULL);
+    if (rt->parse_tiles)
+        rap_parse_gate_release(rt->gate, rt->parse_budget[w], event, NULL);
+    else
+        rap_parse_gate_release_jobs(rt->gate, rt->parse_budget[w], event, NULL);
 }
 
 void rt_parse_stats(rap_runtime *rt, rap_runtime_stats *st)

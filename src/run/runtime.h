@@ -244,6 +244,13 @@ rap_status rap_parse_window_env(int *w);
  * tiles, at least one) instead of all pending work; 0 when unset. RAP_ERR_ARG
  * for anything but a count from 1 to 2^40. */
 rap_status rap_parse_window_lines_env(int64_t *lines);
+/* The A/B knob RAP_PARSE_RELEASE (environment): "jobs" (unset: the
+ * default) or "tiles". A window's release launches its budget's lines
+ * rounded up to the end of every chunk it begins (jobs), or stops mid-chunk
+ * at the budget (tiles: the chunk's rows wait for the next windows' releases;
+ * bench/RESULTS.md, 2026-12-02). *tiles true for tiles. RAP_ERR_ARG naming
+ * the values for anything else. */
+rap_status rap_parse_release_env(bool *tiles);
 /* Whether a run of mode on dev whose feed parses with `parse` (resolved,
  * rap_rowfeed_resolve_parse) and whose schedule is s (may be NULL) posts the
  * parse to a gate the runtime releases in the windows: rap mode on the GPU
