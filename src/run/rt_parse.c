@@ -68,9 +68,9 @@ rap_status rap_runtime_parse_gated(rap_mode mode, rap_device dev, rap_parse_kind
     *gated = false;
     int w;
     int64_t lines;
-    RAP_TRY(rap_parse_window_env(&w));
     bool tiles;
-    RAP_TRY(rap_parse_window_lines_env(&lines)); /* checked before the work */
+    RAP_TRY(rap_parse_window_env(&w));
+    RAP_TRY(rap_parse_window_lines_env(&lines)); /* the knobs checked before the work */
     RAP_TRY(rap_parse_release_env(&tiles));
     if (w == RAP_PARSE_WINDOW_NOW)
         return RAP_OK;

@@ -240,9 +240,9 @@ typedef struct rap_runtime rap_runtime;
  * values for any other. */
 rap_status rap_parse_window_env(int *w);
 /* The A/B knob RAP_PARSE_WINDOW_LINES (environment): with RAP_PARSE_WINDOW
- * naming a window, that window releases at most *lines lines a release (whole
- * tiles, at least one) instead of all pending work; 0 when unset. RAP_ERR_ARG
- * for anything but a count from 1 to 2^40. */
+ * naming a window, that window's budget is *lines lines a release (rounded
+ * as RAP_PARSE_RELEASE says) instead of all pending work; 0 when unset.
+ * RAP_ERR_ARG for anything but a count from 1 to 2^40. */
 rap_status rap_parse_window_lines_env(int64_t *lines);
 /* The A/B knob RAP_PARSE_RELEASE (environment): "jobs" (unset: the
  * default) or "tiles". A window's release launches its budget's lines
