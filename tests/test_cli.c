@@ -123,6 +123,38 @@ RAP_TEST(cli_bad_input_messages)
     CHECK(strstr(err, "--bad-rows skip|fail") != NULL);
 }
 
+RAP_TEST(cli_parse_knobs_checked_first)
+{
+    /* the GPU parse's environment knobs: a bad value refused before the
+     * model is built or a row read, naming the variable; nothing written */
+    if (access(rap_test_bin(), X_OK) != 0)
+        SKIP("%s not built", rap_test_bin());
+    static char err[65536];
+    char data[512], save[512], args[2048];
+    rap_test_path(data, sizeof data, "knobs.tsv");
+    rap_test_path(save, sizeof save, "knobs.safetensors");
+    snprintf(args, sizeof args, "gen --rows 500 --out %s --quiet", data);
+    REQUIRE(rap_test_run_rap(args, err, sizeof err) == 0);
+    const char *bad[][2] = {{"RAP_PARSE_RELEASE", "halfway"},
+                            {"RAP_PARSE_WINDOW_LINES", "0"},
+                            {"RAP_PARSE_WINDOW", "sometime"},
+                            {"RAP_PARSE_GPU_CHUNK_MB", "999"}};
+    for (int i = 0; i < 4; i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        snprintf(args, sizeof args, "train --data %s --steps 5 --batch 64 --parse gpu --save %s",
+                 data, save);
+        int rc = rap_test_run_rap(args, err, sizeof err);
+        CHECK_MSG(rc == 1 && strstr(err, bad[i][0]) && !strstr(err, "model:") &&
+                      access(save, F_OK) != 0,
+                  "train with %s=%s: exit %d: %s", bad[i][0], bad[i][1], rc, err);
+        rc = rap_test_run_rap("bench --steps 5 --batch 64 --modes sequential --device cpu", err,
+                              sizeof err);
+        CHECK_MSG(rc == 1 && strstr(err, bad[i][0]), "bench with %s=%s: exit %d: %s", bad[i][0],
+                  bad[i][1], rc, err);
+        unsetenv(bad[i][0]);
+    }
+}
+
 /* Writing to a path that is not a regular file (here a link to /dev/null)
  * must write through it, never rename a temporary file over it. */
 RAP_TEST(cli_output_to_special_file)

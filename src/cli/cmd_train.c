@@ -118,7 +118,8 @@ static void test_hooks_install(test_hooks *h, int rank, bool thread, rap_train_c
 }
 
 /* Every input opens and every output's directory takes a file, before any
- * row is generated, read or trained (a probe file, removed). */
+ * row is generated, read or trained (a probe file, removed); the
+ * environment's knobs are values. */
 static rap_status check_paths(const cli_settings *s)
 {
     RAP_TRY(cli_check_input("data", s->data));
@@ -130,7 +131,7 @@ static rap_status check_paths(const cli_settings *s)
     RAP_TRY(cli_check_output("save", s->save));
     RAP_TRY(cli_check_output("metrics", s->metrics));
     RAP_TRY(cli_check_output("trace", s->trace));
-    return RAP_OK;
+    return cli_check_env();
 }
 
 /* What the memory plan's run before generating rows reads (the reader's
