@@ -1,7 +1,9 @@
 /* test_main.c -- runs the registered tests: rap_tests [name-substring]. */
 #include "test.h"
 
+#include <ftw.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -52,14 +54,22 @@ const char *rap_test_tmpdir(void)
     return g_tmp;
 }
 
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path) != 0 ? -1 : 0;
+}
+
+/* The temporary folder removed in this process (no shell): a system() from
+ * an exit handler aborted in glibc's malloc under compute-sanitizer's
+ * child-process tracking (bench/RESULTS.md, 2026-12-02). */
 static void cleanup_tmp(void)
 {
-    if (g_tmp[0] && !getenv("RAP_KEEP_TMP")) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", g_tmp);
-    }
+    if (g_tmp[0] && !getenv("RAP_KEEP_TMP") &&
+        nftw(g_tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        fprintf(stderr, "could not remove %s\n", g_tmp);
 }
 
 static int cmp_tests(const void *a, const void *b)
