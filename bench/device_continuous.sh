@@ -32,12 +32,8 @@
 # results stay small).
 # Run from the repository root (plans/ are read from there).
 set -u -o pipefail
-B=${1:-.carry/dev}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
+. "$(dirname "$0")/carried.sh" && carried_build "${1:-}" .carry/dev
 OUT=$(cd "$OUT" && pwd)
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PARTS=${PARTS:-tests,pv,replan}
 BUDGET=${BUDGET:-480}
 ROUNDS=${ROUNDS:-3}

@@ -10,11 +10,7 @@
 # REPEAT (3). Results: $OUT/<plan>_<batch>.json and .err, a table last.
 # BIN_DIR (default .carry/dev) holds rap and lib/ (bench/exp/carry_dev.sh).
 set -u -o pipefail
-B=${1:-.carry/dev}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/carried.sh" && carried_build "${1:-}" .carry/dev
 BUDGET=${BUDGET:-300}
 CONFIGS=${CONFIGS:-plan1:4096 plan1:8192 plan0:4096 plan0:8192}
 T0=$(date +%s)

@@ -33,11 +33,7 @@
 # bench/exp/carry_dev.sh` prepares it (docs/PERF.md). Run from the
 # repository root (the plans and the predictor are read from there).
 set -u -o pipefail
-B=${1:-.carry/dev}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/carried.sh" && carried_build "${1:-}" .carry/dev
 PARTS=${PARTS:-capacity,plan,bench,emb}
 BUDGET=${BUDGET:-240}
 BATCHES=${BATCHES:-4096 8192}

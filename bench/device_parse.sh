@@ -10,11 +10,7 @@
 # runs under timeout (exit 124: it hung, e.g. a look-back that waits on a
 # tile never published).
 set -u -o pipefail
-B=${1:-.carry/parse}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/carried.sh" && carried_build "${1:-}" .carry/parse
 test -f "$B/COMMIT" && echo "build of $(cat "$B/COMMIT")" | tee "$OUT/commit.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem \
   --format=csv,noheader | tee "$OUT/gpu.txt"

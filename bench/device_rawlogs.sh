@@ -50,11 +50,7 @@
 # (1-2 minutes each at REPEAT=3): one plan a call, e.g.
 #   CONFIGS=windows PLANS=plan0 bash bench/device_rawlogs.sh
 set -u -o pipefail
-B=${1:-.carry/dev}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/carried.sh" && carried_build "${1:-}" .carry/dev
 BUDGET=${BUDGET:-540}
 ROWS=${ROWS:-4000000}
 STEPS=${STEPS:-200}

@@ -40,11 +40,7 @@
 # BIN_DIR (default .carry/dev) holds rap, rap_tests, bench_train,
 # libraptrace.so and lib/ (docs/PERF.md says how to prepare it).
 set -u -o pipefail
-B=${1:-.carry/dev}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/carried.sh" && carried_build "${1:-}" .carry/dev
 PARTS=${PARTS:-tests,bench,trace}
 VARIANTS=${VARIANTS:-new r1 mlp2 ia2 base nobgrad enum algos32}
 BUDGET=${BUDGET:-570}

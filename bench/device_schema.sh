@@ -11,11 +11,7 @@
 # has no Arrow, and the Parquet numbers come from the development machine).
 # Everything lands in $OUT (or ./out); every step runs under timeout.
 set -u -o pipefail
-B=${1:-.carry/schema}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/carried.sh" && carried_build "${1:-}" .carry/schema
 test -f "$B/COMMIT" && echo "build of $(cat "$B/COMMIT")" | tee "$OUT/commit.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 echo "== schema parse tests"

@@ -10,10 +10,7 @@
 # every line must be trained exactly once. About two minutes; everything
 # lands in $OUT (or ./out).
 set -u -o pipefail
-B=${1:-build}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
+. "$(dirname "$0")/carried.sh" && carried_build "${1:-}" build
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 echo "== rap_tests series (CPU trainer), position, rotation"
 for t in series position rotation; do

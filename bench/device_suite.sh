@@ -23,13 +23,9 @@
 # bench/exp/carry_dev.sh: a build without Arrow, whose libraries would not
 # fit the carry).
 set -u -o pipefail
-B=${1:-.carry/dev}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
+. "$(dirname "$0")/carried.sh" && carried_build "${1:-}" .carry/dev
 OUT=$(cd "$OUT" && pwd)
 SUITE=${SUITE:-tests:320 roofline:240 parse:90 memory:240}
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 T0=$(date +%s)
 R=$OUT/r
 mkdir -p "$R"

@@ -9,11 +9,7 @@
 # MEMCHECK_LIMIT (240): seconds for the compute-sanitizer run.
 # Run from the repository root with a carried build (bench/exp/carry_dev.sh).
 set -u -o pipefail
-B=${1:-.carry/dev}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/../carried.sh" && carried_build "${1:-}" .carry/dev
 echo "== $(cat "$B/COMMIT" 2>/dev/null)"
 gdb_bt() { # name args...: the backtrace of an abort
   local n=$1; shift

@@ -5,11 +5,7 @@
 # Data: DATA_DIR (/tmp/rap_parse_debug), ROWS rows (400000) by `rap gen`.
 # Run from the repository root with a carried build (bench/exp/carry_dev.sh).
 set -u -o pipefail
-B=${1:-.carry/dev}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/../carried.sh" && carried_build "${1:-}" .carry/dev
 D=${DATA_DIR:-/tmp/rap_parse_debug}
 mkdir -p "$D"
 echo "== $(cat "$B/COMMIT" 2>/dev/null)"

@@ -16,11 +16,7 @@
 # AB_TESTS (0: step 1 skipped, where the call ran the whole test program),
 # AB_PLANS (plan0) and AB_BATCHES (BATCH) of the RUNS.
 set -u -o pipefail
-B=${1:-.carry/dev}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/../carried.sh" && carried_build "${1:-}" .carry/dev
 BATCH=${BATCH:-8192}
 echo "== $(cat "$B/COMMIT" 2>/dev/null) on $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | head -1)" | tee "$OUT/ab_summary.txt"
 for tp in parse_field_words parse_gpu parse_schema_gpu parse_feed_gpu train_parse_gpu; do

@@ -6,11 +6,7 @@
 # call, for a kernel-by-kernel comparison (bench/exp/trace_compare.py).
 # Needs BIN_DIR's libraptrace.so. OUT (out), STEPS (200).
 set -u -o pipefail
-B=${1:-.carry/dev}
-B=$(cd "$B" && pwd) || { echo "no $1"; exit 1; }
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/../carried.sh" && carried_build "${1:-}" .carry/dev
 BATCH=${BATCH:-8192}
 D=${DATA_DIR:-/tmp/rap_rawlogs}
 mkdir -p "$D"
