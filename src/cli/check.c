@@ -3,9 +3,6 @@
  * than after a run's work is done. */
 #include "cli/cli.h"
 
-#include "data/parse_backend.h"
-#include "run/runtime.h"
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -110,16 +107,4 @@ bool cli_shipped_path(const char *rel, char *out, size_t n)
         }
     }
     return false;
-}
-
-rap_status cli_check_env(void)
-{
-    int w;
-    int64_t lines;
-    bool tiles;
-    size_t chunk;
-    RAP_TRY(rap_parse_window_env(&w));
-    RAP_TRY(rap_parse_window_lines_env(&lines));
-    RAP_TRY(rap_parse_release_env(&tiles));
-    return rap_parse_gpu_chunk_bytes(1, &chunk);
 }

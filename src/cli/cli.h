@@ -202,11 +202,6 @@ int cli_check_rejected(const char *cmd_name, const cli_settings *s, const rap_re
  * the reason otherwise. */
 rap_status cli_check_output(const char *opt, const char *path);
 rap_status cli_check_input(const char *opt, const char *path);
-/* The environment's A/B knobs of the GPU parse (RAP_PARSE_WINDOW,
- * RAP_PARSE_WINDOW_LINES, RAP_PARSE_RELEASE, RAP_PARSE_GPU_CHUNK_MB; the
- * runtime and the reader read them again where they use them), checked
- * before the work: RAP_ERR_ARG naming the variable and its values. */
-rap_status cli_check_env(void);
 /* A file shipped in rap's folder, named relative to it ("plans/plan0.plan"):
  * out gets rel when it opens from the current directory, else the path
  * beside the rap binary (its folder or the folder above: build/rap) where

@@ -810,7 +810,7 @@ static rap_status bench_job(cli_settings *s, bench_ranks *rk, char *tmp)
     rap_mode modes[RAP_MODE_COUNT];
     rap_status st = mode_list(s, modes, &n_modes);
     if (st == RAP_OK)
-        st = cli_check_env(); /* before any work */
+        st = rap_parse_knobs_check(); /* before any work */
     if (st == RAP_OK)
         st = cli_resolve_device(s->device, &b.dev);
     if (st == RAP_OK && s->steps == 0) /* the default: a GPU step is under a millisecond */

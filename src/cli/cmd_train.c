@@ -9,6 +9,7 @@
 #include "run/mps.h"
 #include "run/pipeline.h"
 #include "run/rowfeed.h"
+#include "run/runtime.h"
 #include "run/train.h"
 #include "run/train_series.h"
 
@@ -131,7 +132,7 @@ static rap_status check_paths(const cli_settings *s)
     RAP_TRY(cli_check_output("save", s->save));
     RAP_TRY(cli_check_output("metrics", s->metrics));
     RAP_TRY(cli_check_output("trace", s->trace));
-    return cli_check_env();
+    return rap_parse_knobs_check();
 }
 
 /* What the memory plan's run before generating rows reads (the reader's

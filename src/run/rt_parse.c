@@ -7,6 +7,7 @@
  */
 #include "run/rt_internal.h"
 
+#include "data/parse_backend.h"
 #include "data/parse_gate.h"
 
 #include <errno.h>
@@ -62,16 +63,25 @@ rap_status rap_parse_release_env(bool *tiles)
                     "every chunk it begins, the default) or tiles (it stops at its budget)", e);
 }
 
+rap_status rap_parse_knobs_check(void)
+{
+    int w;
+    int64_t lines;
+    bool tiles;
+    size_t chunk;
+    RAP_TRY(rap_parse_window_env(&w));
+    RAP_TRY(rap_parse_window_lines_env(&lines));
+    RAP_TRY(rap_parse_release_env(&tiles));
+    return rap_parse_gpu_chunk_bytes(1, &chunk);
+}
+
 rap_status rap_runtime_parse_gated(rap_mode mode, rap_device dev, rap_parse_kind parse,
                                    const rap_schedule *s, bool *gated)
 {
     *gated = false;
+    RAP_TRY(rap_parse_knobs_check()); /* before the work */
     int w;
-    int64_t lines;
-    bool tiles;
     RAP_TRY(rap_parse_window_env(&w));
-    RAP_TRY(rap_parse_window_lines_env(&lines)); /* the knobs checked before the work */
-    RAP_TRY(rap_parse_release_env(&tiles));
     if (w == RAP_PARSE_WINDOW_NOW)
         return RAP_OK;
     /* asked for by the plan (a schedule with parse lines: rap plan --parse

@@ -251,6 +251,10 @@ rap_status rap_parse_window_lines_env(int64_t *lines);
  * bench/RESULTS.md, 2026-12-02). *tiles true for tiles. RAP_ERR_ARG naming
  * the values for anything else. */
 rap_status rap_parse_release_env(bool *tiles);
+/* Every environment knob of the GPU parse checked at once: the three above
+ * and the reader's RAP_PARSE_GPU_CHUNK_MB (rap_parse_gpu_chunk_bytes), so
+ * that a bad value is refused before any work. The first one's error. */
+rap_status rap_parse_knobs_check(void);
 /* Whether a run of mode on dev whose feed parses with `parse` (resolved,
  * rap_rowfeed_resolve_parse) and whose schedule is s (may be NULL) posts the
  * parse to a gate the runtime releases in the windows: rap mode on the GPU
