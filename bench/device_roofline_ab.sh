@@ -13,7 +13,7 @@
 #   3. the table: bench/exp/roofline_table.py (step times, then the us per
 #      step of each kernel group per variant).
 # Variants (environment of the GPU model, docs/PERF.md):
-#   new      the defaults (interaction v3, MLP v3)
+#   new      the defaults (interaction v4 where it applies, else v3; MLP v3)
 #   r1       RAP_GPU_INTERACT=v2 RAP_GPU_MLP=v2 (the kernels of the first
 #            roofline round: new against r1 is this round's gain)
 #   mlp2     RAP_GPU_MLP=v2 (only the interaction changes against r1)
@@ -29,7 +29,8 @@
 #   zfp32    RAP_GPU_ZBF=0 (the defaults with a bf16 model's interaction
 #            input in fp32, as before 2026-12-02: the v3 interaction)
 #   zde      RAP_GPU_ZBF=de (the defaults with de in bf16 too)
-#   v3       RAP_GPU_INTERACT=v3 (bf16 z, the v3 interaction instead of v4)
+#   v3       RAP_GPU_INTERACT=v3 (the v3 interaction instead of v4: in bf16
+#            with a bf16 z, in tf32 in place of the TF32 tensor cores)
 # Knobs: OUT (default out), PARTS (tests,bench,trace), VARIANTS (the list
 # above), BUDGET (seconds for the whole call, default 570: every step runs
 # under timeout with what is left, the most important first), STEPS (60),

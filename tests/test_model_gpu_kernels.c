@@ -17,12 +17,13 @@
 /* ------------------------------------------------ kernel-level checks */
 
 #ifdef RAP_HAVE_CUDA
-/* |got - ref| <= rel*|ref| + 1e-5*mag + 1e-6 (mag: the sum of the terms'
- * magnitudes); NaN fails. Reports the first few. */
+/* |got - ref| <= rel*|ref| + mrel*mag + 1e-6 (mag: the sum of the terms'
+ * magnitudes; mrel: 1e-5, or 2^-9 where the operands were rounded to
+ * TF32: 2^-11 each, twice the bound); NaN fails. Reports the first few. */
 static int near(rap_test_ctx *t, const char *what, int64_t i, float got, double ref, double mag,
-                double rel, int *shown)
+                double rel, double mrel, int *shown)
 {
-    const double tol = rel * fabs(ref) + 1e-5 * mag + 1e-6;
+    const double tol = rel * fabs(ref) + mrel * mag + 1e-6;
     if (fabs((double)got - ref) <= tol)
         return 0;
     if ((*shown)++ < 4)
@@ -58,10 +59,12 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
         dy[i] = bf16 ? rap_test_round_bf16(v) : v;
     }
     const bool v2ok = D % 4 == 0 && D <= 128 && F <= 32;
+    const bool tf32 = ver == 4 && !bf16; /* v4 in fp32: TF32 tensor cores */
+    const double mrel = tf32 ? 1.0 / 512 : 1e-5;
     rap_status st = rap_gpu_interact_test(F, D, rows, bf16, zmode, ver, z, dy, out, dx, de);
-    if (ver == 4 && (!zmode || D % 16 != 0 || !v2ok)) {
-        CHECK_MSG(st == RAP_ERR_ARG, "F %d D %d z mode %d: v4 should refuse, got %s", F, D,
-                  zmode, rap_status_name(st));
+    if (ver == 4 && (tf32 ? D % 32 != 0 || !v2ok : !zmode || D % 16 != 0 || !v2ok)) {
+        CHECK_MSG(st == RAP_ERR_ARG, "F %d D %d %s z mode %d: v4 should refuse, got %s", F, D,
+                  bf16 ? "bf16" : "fp32", zmode, rap_status_name(st));
         goto done;
     }
     if (zmode && ver == 1) {
@@ -81,14 +84,15 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
     }
     char what[96];
     snprintf(what, sizeof what, "F%d D%d n%lld %s v%d", F, D, (long long)rows,
-             zmode == 2 ? "bf16 z, de" : zmode ? "bf16 z" : bf16 ? "bf16" : "fp32", ver);
+             zmode == 2 ? "bf16 z, de" : zmode ? "bf16 z" : bf16 ? "bf16" : tf32 ? "tf32" : "fp32",
+             ver);
     const double rel = bf16 ? 1.0 / 256 : 0.0; /* act outputs rounded to bf16 */
     int bad = 0, shown = 0;
     for (int64_t r = 0; r < rows && bad < 50; r++) {
         const float *zr = z + (size_t)r * F * D, *gr = dy + (size_t)r * ld;
         const float *o = out + (size_t)r * ld;
         for (int d = 0; d < D; d++)
-            bad += near(t, what, r * ld + d, o[d], zr[d], 0.0, rel, &shown);
+            bad += near(t, what, r * ld + d, o[d], zr[d], 0.0, rel, mrel, &shown);
         int p = 0;
         for (int i = 1; i < F; i++)
             for (int j = 0; j < i; j++, p++) {
@@ -97,11 +101,11 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
                     acc += (double)zr[i * D + d] * zr[j * D + d];
                     m += fabs((double)zr[i * D + d] * zr[j * D + d]);
                 }
-                bad += near(t, what, r * ld + D + p, o[D + p], acc, m, rel, &shown);
+                bad += near(t, what, r * ld + D + p, o[D + p], acc, m, rel, mrel, &shown);
             }
         if (ver >= 2)
             for (int c = top_in; c < ld; c++)
-                bad += near(t, "padding", r * ld + c, o[c], 0.0, 0.0, 0.0, &shown);
+                bad += near(t, "padding", r * ld + c, o[c], 0.0, 0.0, 0.0, 0.0, &shown);
         /* dZ_i = sum_j G_ij Z_j */
         for (int i = 0; i < F; i++)
             for (int d = 0; d < D; d++) {
@@ -120,13 +124,13 @@ static void check_interact(rap_test_ctx *t, int F, int D, int64_t rows, bool bf1
         for (int d = 0; d < D; d++) {
             const double ref = zr[d] > 0.0f ? dz[d] + gr[d] : 0.0;
             bad += near(t, "dx", r * D + d, dx[(size_t)r * D + d], ref,
-                        zr[d] > 0.0f ? mg[d] + fabs(gr[d]) : 0.0, rel, &shown);
+                        zr[d] > 0.0f ? mg[d] + fabs(gr[d]) : 0.0, rel, mrel, &shown);
         }
         for (int i = 1; i < F; i++)
             for (int d = 0; d < D; d++)
                 bad += near(t, "de", (r * T + i - 1) * D + d,
                             de[((size_t)r * T + i - 1) * D + d], dz[i * D + d], mg[i * D + d],
-                            zmode == 2 ? rel : 0.0, &shown);
+                            zmode == 2 ? rel : 0.0, mrel, &shown);
     }
     CHECK_MSG(bad == 0, "%s: %d mismatches", what, bad);
 done:
@@ -136,7 +140,8 @@ done:
 
 /* Every interaction kernel (v1 shared-memory, v2 registers, v3 registers
  * with the next rows prefetched: each FMAX x lanes instance of v2 and v3;
- * v4 tensor cores, bf16 z only, D % 16 == 0)
+ * v4 tensor cores: bf16 with a bf16 z and D % 16 == 0, or fp32 on TF32
+ * with D % 32 == 0, within TF32's rounding of the operands)
  * in fp32, bf16, and bf16 with a bf16 z, and with a bf16 z and de (v2 and
  * v3; z rounded, de within a bf16 step) against a double reference on the
  * same inputs, at odd
@@ -269,7 +274,7 @@ static void check_mlp_kernel(rap_test_ctx *t, int op, bool bf16, int ver, int64_
                 sum += want;
                 mag += fabs(want);
             }
-            bad += near(t, what, c, db[c], sum, mag, 0.0, &shown);
+            bad += near(t, what, c, db[c], sum, mag, 0.0, 1e-5, &shown);
         }
     }
     CHECK_MSG(bad == 0, "%s: %d mismatches", what, bad);

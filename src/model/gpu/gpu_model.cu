@@ -75,6 +75,7 @@ static rap_status shape(rap_gpu *g, const rap_model_config *c)
     g->debf = g->zbf && ze && strcmp(ze, "de") == 0;
     g->zes = g->zbf ? 2 : 4;
     g->des = g->debf ? 2 : 4;
+    g->tf32 = !g->bf16 && !c->strict_fp32;
     g->compute = g->bf16 ? CUBLAS_COMPUTE_32F
                          : (c->strict_fp32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32);
     g->n_bot = c->n_bot;

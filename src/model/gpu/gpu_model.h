@@ -94,8 +94,9 @@ long long rap_gpu_tune_cache_hits(void);
 /* Test hook (interaction.cu): the interaction kernels of version ver (1:
  * staged in shared memory, 2: Z in registers, 3: v2 with the next rows'
  * Z prefetched, 4: tensor cores; RAP_ERR_ARG where 2 to 4 do not apply)
- * on host data, in bf16 (act values rounded to nearest) or fp32; zmode
- * (bf16, versions 2 to 4 only; 4 needs 1 or 2): 1 z in bf16 too (rounded
+ * on host data, in bf16 (act values rounded to nearest) or fp32 (a TF32
+ * model's: version 4 is the TF32 tensor cores, D % 32 == 0); zmode (bf16,
+ * versions 2 to 4 only; 4 in bf16 needs 1 or 2): 1 z in bf16 too (rounded
  * to nearest on the way in), 2 z and de in bf16.
  * z (rows, F, D); dy (rows, ld) with ld = D + F(F-1)/2 rounded up to 8
  * (the x part, then the pairs); out (rows, ld) the forward (the padding
@@ -216,6 +217,8 @@ typedef struct rap_gpu {
     cublasLtHandle_t lt;
     cublasComputeType_t compute;
     bool bf16;
+    bool tf32;        /* fp32 with TF32 math (not strict fp32): the interaction may
+                       * use TF32 tensor cores (interaction_v4_tf32.cu) */
     cudaDataType act; /* CUDA_R_32F or CUDA_R_16BF */
     bool zbf;         /* z in bf16 (see Buffers above), else fp32 */
     bool debf;        /* de in bf16 (only with zbf), else fp32 */

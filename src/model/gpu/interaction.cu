@@ -678,7 +678,7 @@ extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf1
                                             float *out, float *dx, float *de)
 {
     if (F < 2 || F > RAP_MAX_TABLES + 1 || D < 1 || rows < 1 || ver < 1 || ver > 4 ||
-        zmode < 0 || zmode > 2 || (zmode && (!bf16 || ver < 2)) || (ver == 4 && !zmode))
+        zmode < 0 || zmode > 2 || (zmode && (!bf16 || ver < 2)) || (ver == 4 && bf16 && !zmode))
         return rap_fail(RAP_ERR_ARG,
                         "rap_gpu_interact_test: F %d, D %d, rows %lld, version %d, bf16 %d, "
                         "z mode %d",
@@ -690,6 +690,7 @@ extern "C" rap_status rap_gpu_interact_test(int F, int D, int64_t rows, bool bf1
     g->T = F - 1;
     g->D = D;
     g->bf16 = bf16;
+    g->tf32 = !bf16; /* an fp32 case is a TF32 model's (v4 applies; v1-v3 do not round) */
     g->es = bf16 ? 2 : 4;
     g->zbf = zmode >= 1;
     g->debf = zmode == 2;

@@ -1,7 +1,7 @@
 /*
  * interaction_internal.h -- what interaction.cu (v1, the dispatch, the test
  * hook), interaction_v2.cu (the v2 and v3 kernels and their launchers) and
- * interaction_v4.cu (v4, tensor cores) share: the act-type conversions,
+ * interaction_v4.cu and interaction_v4_tf32.cu (v4, tensor cores) share: the act-type conversions,
  * the cp.async helpers, the v2, v3 and v4 launchers. CUDA only: included
  * by those three .cu files, compiled by nvcc.
  */
@@ -71,6 +71,10 @@ rap_status ia3_call(rap_gpu *g, int op, int64_t rows, bool *fits);
  * does not apply). */
 bool ia4_applies(const rap_gpu *g);
 rap_status ia4_call(rap_gpu *g, int op, int64_t rows, bool *fits);
+/* interaction_v4_tf32.cu: v4 for an fp32 model with TF32 math (ia4_call
+ * sends an fp32 model there): where it applies; the same ops. */
+bool ia4t_applies(const rap_gpu *g);
+rap_status ia4t_call(rap_gpu *g, int op, int64_t rows, bool *fits);
 
 #endif
 #endif

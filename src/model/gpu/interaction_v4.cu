@@ -38,7 +38,7 @@
  * 16-byte stores.
  *
  * Where it applies: a bf16 model with a bf16 z, D % 16 == 0, D <= 128,
- * F <= 32. The products sum in fp32 in the tensor cores' order: the same
+ * F <= 32 (an fp32 model with TF32 math: interaction_v4_tf32.cu). The products sum in fp32 in the tensor cores' order: the same
  * values as v3's to within fp32 rounding of each sum (the test compares
  * both against a double reference).
  */
@@ -323,10 +323,12 @@ static size_t ia4_smem(int op, int F, int D, int64_t ldo)
 }
 
 /* Where v4 applies (g shaped): bf16 with a bf16 z, D % 16 == 0, D <= 128,
- * F <= 32. */
+ * F <= 32; or fp32 with TF32 math where interaction_v4_tf32.cu's apply. */
 bool ia4_applies(const rap_gpu *g)
 {
-    return g->bf16 && g->zbf && g->D % 16 == 0 && g->D <= 128 && g->F <= IA4_FP && g->F >= 2;
+    if (!g->bf16)
+        return ia4t_applies(g);
+    return g->zbf && g->D % 16 == 0 && g->D <= 128 && g->F <= IA4_FP && g->F >= 2;
 }
 
 static rap_status ia4_prepare(rap_gpu *g, bool *fits)
@@ -386,6 +388,8 @@ static rap_status ia4_backward(rap_gpu *g, int64_t rows)
 
 rap_status ia4_call(rap_gpu *g, int op, int64_t rows, bool *fits)
 {
+    if (!g->bf16)
+        return ia4t_call(g, op, rows, fits);
     if (!ia4_applies(g))
         return rap_fail(RAP_ERR_ARG,
                         "GPU model: the v4 interaction needs a bf16 model with a bf16 z, "
