@@ -1,8 +1,10 @@
 /*
  * interaction.cu -- the dot interaction on the GPU, forward and backward.
- * Three generations of kernels; v3 (v2 with the next rows' Z prefetched
- * into shared memory, below the v2 kernels) wherever v2 applies (D % 4 ==
- * 0, D <= 128, F <= 32), else v1; RAP_GPU_INTERACT=v2 or =v1 runs that
+ * Four generations of kernels: v4 (tensor cores: a bf16 model with a bf16
+ * z, interaction_v4.cu; an fp32 model with TF32 math,
+ * interaction_v4_tf32.cu) where it applies, else v3 (v2 with the next
+ * rows' Z prefetched into shared memory) wherever v2 applies (D % 4 == 0,
+ * D <= 128, F <= 32), else v1; RAP_GPU_INTERACT=v3, =v2 or =v1 runs that
  * generation instead (an A/B in one build). This file holds v1, the choice
  * of generation and the test hook; the v2 and v3 kernels and launchers are
  * in interaction_v2.cu (shared helpers in interaction_internal.h).
