@@ -1,9 +1,10 @@
 /*
  * interaction_internal.h -- what interaction.cu (v1, the dispatch, the test
- * hook), interaction_v2.cu (the v2 and v3 kernels and their launchers) and
- * interaction_v4.cu and interaction_v4_tf32.cu (v4, tensor cores) share: the act-type conversions,
- * the cp.async helpers, the v2, v3 and v4 launchers. CUDA only: included
- * by those three .cu files, compiled by nvcc.
+ * hook), interaction_v2.cu (the v2 and v3 kernels and their launchers),
+ * interaction_v4.cu and interaction_v4_tf32.cu (v4, tensor cores) share:
+ * the act-type conversions, the cp.async helpers, the v2, v3 and v4
+ * launchers. CUDA only: included by those four .cu files, compiled by
+ * nvcc.
  */
 #ifndef RAP_MODEL_GPU_INTERACTION_INTERNAL_H
 #define RAP_MODEL_GPU_INTERACTION_INTERNAL_H

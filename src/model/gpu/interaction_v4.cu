@@ -38,9 +38,10 @@
  * 16-byte stores.
  *
  * Where it applies: a bf16 model with a bf16 z, D % 16 == 0, D <= 128,
- * F <= 32 (an fp32 model with TF32 math: interaction_v4_tf32.cu). The products sum in fp32 in the tensor cores' order: the same
- * values as v3's to within fp32 rounding of each sum (the test compares
- * both against a double reference).
+ * F <= 32 (an fp32 model with TF32 math: interaction_v4_tf32.cu). The
+ * products sum in fp32 in the tensor cores' order: the same values as
+ * v3's to within fp32 rounding of each sum (the test compares both
+ * against a double reference).
  */
 #include "model/gpu/gpu_model.h"
 #include "model/gpu/interaction_internal.h"
