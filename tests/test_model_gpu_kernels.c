@@ -178,11 +178,6 @@ RAP_TEST(model_gpu_interact_kernels_match_reference)
                 check_interact(t, sh[k].F, sh[k].D, sh[k].rows, b >= 1, b >= 2 ? b - 1 : 0, ver,
                                b >= 2 ? 1000 * (uint64_t)b + k * 4 + (uint64_t)ver
                                       : k * 8 + (uint64_t)b * 4 + (uint64_t)ver);
-    /* the TF32 v4's pipelined forward (RAP_GPU_IA4T_PIPE=1, read at setup) */
-    setenv("RAP_GPU_IA4T_PIPE", "1", 1);
-    for (size_t k = 0; k < sizeof sh / sizeof sh[0] && t->failures < 4; k++)
-        check_interact(t, sh[k].F, sh[k].D, sh[k].rows, false, 0, 4, 7000 + k);
-    unsetenv("RAP_GPU_IA4T_PIPE");
 #endif
 }
 

@@ -295,7 +295,6 @@ typedef struct rap_gpu {
     int ia_fmax, ia_lanes;         /* v2/v3 instance: vectors held (>= F), lanes a row */
     unsigned ia2_fgrid, ia2_bgrid; /* v2 to v4: most blocks per launch (a full wave) */
     size_t ia3_fsmem, ia3_bsmem;   /* v3, v4: dynamic shared bytes a block */
-    bool ia4t_pipe;                /* v4 TF32: the pipelined forward (RAP_GPU_IA4T_PIPE=1) */
 
     int64_t cur_rows; /* rows the GEMMs are set for */
     float *h_loss;    /* pinned (1) */

@@ -29,8 +29,6 @@
  * forward keeps only its output row there (written out with 16-byte
  * stores), the backward the row's pair gradients and the block's table of
  * which pair each lane's G fragment holds.
- * RAP_GPU_IA4T_PIPE=1: the forward issues each group's loads a group
- * ahead, and the next row's first group during a row's stores (an A/B).
  *
  * Where it applies: an fp32 model with TF32 math, D % 32 == 0, D <= 128,
  * 2 <= F <= 32. The sums differ from v3's by the TF32 rounding of the
@@ -39,8 +37,6 @@
  */
 #include "model/gpu/gpu_model.h"
 #include "model/gpu/interaction_internal.h"
-
-#include <stdlib.h>
 
 #if defined(RAP_HAVE_CUDA) && defined(__CUDACC__)
 
@@ -72,64 +68,8 @@ static __device__ __forceinline__ float4 zload(const float *__restrict__ zr, int
     return v < F ? __ldg((const float4 *)(zr + (size_t)v * D + c)) : make_float4(0, 0, 0, 0);
 }
 
-/* One group of 16 columns of the forward's S = Z Z^T into the 6 tiles'
- * accumulators: r0..r3 are this lane's columns c..c+3 of vectors g, g +
- * 8, g + 16, g + 24 (two K steps: slots (q, q + 4) are columns (c, c +
- * 1), then (c + 2, c + 3)). */
-static __device__ __forceinline__ void fwd4t_group(float (&acc)[6][4], const float4 &r0,
-                                                   const float4 &r1, const float4 &r2,
-                                                   const float4 &r3)
-{
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const uint32_t v0a = tf32(h ? r0.z : r0.x), v0b = tf32(h ? r0.w : r0.y);
-        const uint32_t v1a = tf32(h ? r1.z : r1.x), v1b = tf32(h ? r1.w : r1.y);
-        const uint32_t v2a = tf32(h ? r2.z : r2.x), v2b = tf32(h ? r2.w : r2.y);
-        const uint32_t v3a = tf32(h ? r3.z : r3.x), v3b = tf32(h ? r3.w : r3.y);
-        /* A rows 0-15: (v0, v1); rows 16-31: (v2, v3). B = Z^T: n-tile j
-         * (vectors 8j..8j+7) is vector 8j + g: (vja, vjb) */
-        mma1688(acc[0], v0a, v1a, v0b, v1b, v0a, v0b); /* rows 0-15, vectors 0-7 */
-        mma1688(acc[1], v0a, v1a, v0b, v1b, v1a, v1b); /* rows 0-15, vectors 8-15 */
-        mma1688(acc[2], v2a, v3a, v2b, v3b, v0a, v0b); /* rows 16-31, vectors 0-7 */
-        mma1688(acc[3], v2a, v3a, v2b, v3b, v1a, v1b);
-        mma1688(acc[4], v2a, v3a, v2b, v3b, v2a, v2b);
-        mma1688(acc[5], v2a, v3a, v2b, v3b, v3a, v3b);
-    }
-}
-
-/* The rest of a forward row once its x part is in stage: the pairs i > j
- * of the lower triangle from the accumulators, the zero padding, then the
- * row out with 16-byte stores (stage free again on return). */
-static __device__ __forceinline__ void fwd4t_finish(float *stage, const float (&acc)[6][4],
-                                                    float *__restrict__ orow, int F, int D,
-                                                    int64_t ldo, int top_in, int lane)
-{
-    const int g = lane >> 2, q = lane & 3;
-#pragma unroll
-    for (int t = 0; t < 6; t++) {
-        const int mi = t < 2 ? 0 : 1, ni = t < 2 ? t : t - 2;
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int i = mi * 16 + g + (e >= 2 ? 8 : 0), j = ni * 8 + 2 * q + (e & 1);
-            if (j < i && i < F)
-                stage[D + i * (i - 1) / 2 + j] = acc[t][e];
-        }
-    }
-    for (int c = top_in + lane; c < ldo; c += 32)
-        stage[c] = 0.0f;
-    __syncwarp();
-    float4 *o = (float4 *)orow;
-    for (int e = lane; e < (int)(ldo / 4); e += 32)
-        o[e] = ((const float4 *)stage)[e];
-    __syncwarp(); /* stage read: the next row may overwrite it */
-}
-
 /* Forward: out (rows, ldo) fp32 = [x, pairs, 0 padding to ldo]. Dynamic
- * shared memory: a warp's output row (ldo floats). PIPE: each group's
- * loads are issued before the group before it is multiplied, the next
- * row's first group before a row's last (so they fly during the row's
- * stores); else the compiler's order (two groups a round). */
-template <bool PIPE>
+ * shared memory: a warp's output row (ldo floats). */
 static __global__ void __launch_bounds__(32 * IA4T_WARPS)
     interact_fwd4t_kernel(const float *__restrict__ z, int64_t rows, int F, int D,
                           float *__restrict__ out, int64_t ldo, int top_in)
@@ -138,14 +78,7 @@ static __global__ void __launch_bounds__(32 * IA4T_WARPS)
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, g = lane >> 2, q = lane & 3;
     float *stage = (float *)ia_smem4t + (size_t)warp * ldo;
     const int64_t stride = (int64_t)gridDim.x * IA4T_WARPS;
-    int64_t r = (int64_t)blockIdx.x * IA4T_WARPS + warp;
-    float4 n0 = make_float4(0, 0, 0, 0), n1 = n0, n2 = n0, n3 = n0; /* PIPE: the next group */
-    if (PIPE && r < rows) {
-        const float *zr = z + r * F * D;
-        n0 = zload(zr, g, F, D, 4 * q), n1 = zload(zr, g + 8, F, D, 4 * q);
-        n2 = zload(zr, g + 16, F, D, 4 * q), n3 = zload(zr, g + 24, F, D, 4 * q);
-    }
-    for (; r < rows; r += stride) {
+    for (int64_t r = (int64_t)blockIdx.x * IA4T_WARPS + warp; r < rows; r += stride) {
         const float *zr = z + r * F * D;
         float acc[6][4];
 #pragma unroll
@@ -154,24 +87,45 @@ static __global__ void __launch_bounds__(32 * IA4T_WARPS)
 #pragma unroll 2
         for (int c0 = 0; c0 < D; c0 += 16) {
             const int c = c0 + 4 * q;
-            float4 r0, r1, r2, r3;
-            if (PIPE) {
-                r0 = n0, r1 = n1, r2 = n2, r3 = n3;
-                const float *zn = c0 + 16 < D ? zr : r + stride < rows ? zr + stride * F * D : NULL;
-                const int cn = c0 + 16 < D ? c + 16 : 4 * q;
-                if (zn) {
-                    n0 = zload(zn, g, F, D, cn), n1 = zload(zn, g + 8, F, D, cn);
-                    n2 = zload(zn, g + 16, F, D, cn), n3 = zload(zn, g + 24, F, D, cn);
-                }
-            } else {
-                r0 = zload(zr, g, F, D, c), r1 = zload(zr, g + 8, F, D, c);
-                r2 = zload(zr, g + 16, F, D, c), r3 = zload(zr, g + 24, F, D, c);
-            }
+            const float4 r0 = zload(zr, g, F, D, c), r1 = zload(zr, g + 8, F, D, c),
+                         r2 = zload(zr, g + 16, F, D, c), r3 = zload(zr, g + 24, F, D, c);
             if (g == 0) /* the x part: Z's row 0, as it is */
                 *(float4 *)(stage + c) = r0;
-            fwd4t_group(acc, r0, r1, r2, r3);
+            /* two K steps: slots (q, q + 4) are columns (c, c + 1), then (c + 2, c + 3) */
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint32_t v0a = tf32(h ? r0.z : r0.x), v0b = tf32(h ? r0.w : r0.y);
+                const uint32_t v1a = tf32(h ? r1.z : r1.x), v1b = tf32(h ? r1.w : r1.y);
+                const uint32_t v2a = tf32(h ? r2.z : r2.x), v2b = tf32(h ? r2.w : r2.y);
+                const uint32_t v3a = tf32(h ? r3.z : r3.x), v3b = tf32(h ? r3.w : r3.y);
+                /* A rows 0-15: (v0, v1); rows 16-31: (v2, v3). B = Z^T: n-tile j
+                 * (vectors 8j..8j+7) is vector 8j + g: (vja, vjb) */
+                mma1688(acc[0], v0a, v1a, v0b, v1b, v0a, v0b); /* rows 0-15, vectors 0-7 */
+                mma1688(acc[1], v0a, v1a, v0b, v1b, v1a, v1b); /* rows 0-15, vectors 8-15 */
+                mma1688(acc[2], v2a, v3a, v2b, v3b, v0a, v0b); /* rows 16-31, vectors 0-7 */
+                mma1688(acc[3], v2a, v3a, v2b, v3b, v1a, v1b);
+                mma1688(acc[4], v2a, v3a, v2b, v3b, v2a, v2b);
+                mma1688(acc[5], v2a, v3a, v2b, v3b, v3a, v3b);
+            }
         }
-        fwd4t_finish(stage, acc, out + r * ldo, F, D, ldo, top_in, lane);
+        /* the pairs i > j of the lower triangle into the output row */
+#pragma unroll
+        for (int t = 0; t < 6; t++) {
+            const int mi = t < 2 ? 0 : 1, ni = t < 2 ? t : t - 2;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int i = mi * 16 + g + (e >= 2 ? 8 : 0), j = ni * 8 + 2 * q + (e & 1);
+                if (j < i && i < F)
+                    stage[D + i * (i - 1) / 2 + j] = acc[t][e];
+            }
+        }
+        for (int c = top_in + lane; c < ldo; c += 32)
+            stage[c] = 0.0f;
+        __syncwarp();
+        float4 *o = (float4 *)(out + r * ldo);
+        for (int e = lane; e < (int)(ldo / 4); e += 32)
+            o[e] = ((const float4 *)stage)[e];
+        __syncwarp(); /* stage read: the next row may overwrite it */
     }
 }
 
@@ -310,21 +264,13 @@ static rap_status ia4t_prepare(rap_gpu *g, bool *fits)
     if (!*fits)
         return RAP_OK;
     const int most = (int)g->smem_optin;
-    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_fwd4t_kernel<false>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_fwd4t_kernel<true>,
+    RAP_CUDA_TRY(cudaFuncSetAttribute(interact_fwd4t_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, most));
     RAP_CUDA_TRY(cudaFuncSetAttribute(interact_bwd4t_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, most));
     int nf = 0, nb = 0;
-    const char *e = getenv("RAP_GPU_IA4T_PIPE");
-    g->ia4t_pipe = e && *e && *e != '0';
-    if (g->ia4t_pipe)
-        RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &nf, interact_fwd4t_kernel<true>, 32 * IA4T_WARPS, fs));
-    else
-        RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &nf, interact_fwd4t_kernel<false>, 32 * IA4T_WARPS, fs));
+    RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nf, interact_fwd4t_kernel,
+                                                               32 * IA4T_WARPS, fs));
     RAP_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, interact_bwd4t_kernel,
                                                                32 * IA4T_WARPS, bs));
     g->ia3_fsmem = fs;
@@ -345,12 +291,8 @@ rap_status ia4t_call(rap_gpu *g, int op, int64_t rows, bool *fits)
         return ia4t_prepare(g, fits);
     if (op == 1) {
         const unsigned blocks = rap_gpu_blocks(rows, IA4T_WARPS, (int)g->ia2_fgrid);
-        if (g->ia4t_pipe)
-            interact_fwd4t_kernel<true><<<blocks, 32 * IA4T_WARPS, g->ia3_fsmem, g->stream>>>(
-                (const float *)g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in, g->top_in);
-        else
-            interact_fwd4t_kernel<false><<<blocks, 32 * IA4T_WARPS, g->ia3_fsmem, g->stream>>>(
-                (const float *)g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in, g->top_in);
+        interact_fwd4t_kernel<<<blocks, 32 * IA4T_WARPS, g->ia3_fsmem, g->stream>>>(
+            (const float *)g->z, rows, g->F, g->D, (float *)g->tin, g->ld_in, g->top_in);
     } else {
         const unsigned blocks = rap_gpu_blocks(rows, IA4T_WARPS, (int)g->ia2_bgrid);
         interact_bwd4t_kernel<<<blocks, 32 * IA4T_WARPS, g->ia3_bsmem, g->stream>>>(
