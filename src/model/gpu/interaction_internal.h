@@ -61,6 +61,27 @@ static __device__ __forceinline__ void cp_wait0()
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
+/* v4's forward (either type): the pairs i > j < F of the lower triangle
+ * of S = Z Z^T from the 6 tiles' accumulators (tiles 0-1: rows 0-15 x
+ * vectors 0-7, 8-15; tiles 2-5: rows 16-31 x vectors 0-7 .. 24-31; the
+ * mma's C layout, g = lane / 4, q = lane % 4) into the output row staged
+ * at stage (the pairs from element D on), in the act type T. */
+template <typename T>
+static __device__ __forceinline__ void ia4_stage_pairs(T *stage, const float (&acc)[6][4], int F,
+                                                       int D, int g, int q)
+{
+#pragma unroll
+    for (int t = 0; t < 6; t++) {
+        const int mi = t < 2 ? 0 : 1, ni = t < 2 ? t : t - 2;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int i = mi * 16 + g + (c >= 2 ? 8 : 0), j = ni * 8 + 2 * q + (c & 1);
+            if (j < i && i < F)
+                stage[D + i * (i - 1) / 2 + j] = to_act<T>(acc[t][c]);
+        }
+    }
+}
+
 /* interaction_v2.cu: the v2 instance for (ia_fmax, ia_lanes): op 0
  * occupancy, 1 forward, 2 backward. */
 rap_status ia2_call(rap_gpu *g, int op, int64_t rows);

@@ -177,17 +177,7 @@ static __global__ void __launch_bounds__(32 * IA4_WARPS)
             mma16816(acc[4], a1, a1[0], a1[2]);
             mma16816(acc[5], a1, a1[1], a1[3]);
         }
-        /* the pairs i > j of the lower triangle into the output row */
-#pragma unroll
-        for (int t = 0; t < 6; t++) {
-            const int mi = t < 2 ? 0 : 1, ni = t < 2 ? t : t - 2;
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int i = mi * 16 + g + (c >= 2 ? 8 : 0), j = ni * 8 + 2 * q + (c & 1);
-                if (j < i && i < F)
-                    stage[D + i * (i - 1) / 2 + j] = __float2bfloat16_rn(acc[t][c]);
-            }
-        }
+        ia4_stage_pairs(stage, acc, F, D, g, q); /* the pairs into the output row */
         for (int e = lane; e < D / 2; e += 32) /* the x part: Z's row 0, as it is */
             ((uint32_t *)stage)[e] = lds32(zb + 2 * e);
         for (int c = top_in + lane; c < ldo; c += 32)

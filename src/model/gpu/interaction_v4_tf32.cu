@@ -108,17 +108,7 @@ static __global__ void __launch_bounds__(32 * IA4T_WARPS)
                 mma1688(acc[5], v2a, v3a, v2b, v3b, v3a, v3b);
             }
         }
-        /* the pairs i > j of the lower triangle into the output row */
-#pragma unroll
-        for (int t = 0; t < 6; t++) {
-            const int mi = t < 2 ? 0 : 1, ni = t < 2 ? t : t - 2;
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int i = mi * 16 + g + (e >= 2 ? 8 : 0), j = ni * 8 + 2 * q + (e & 1);
-                if (j < i && i < F)
-                    stage[D + i * (i - 1) / 2 + j] = acc[t][e];
-            }
-        }
+        ia4_stage_pairs(stage, acc, F, D, g, q); /* the pairs into the output row */
         for (int c = top_in + lane; c < ldo; c += 32)
             stage[c] = 0.0f;
         __syncwarp();
