@@ -14,6 +14,9 @@
  *     --data-dir DIR      write the batches to DIR/train_b<B>.bin (layout below)
  *     --gen-only          only generate (and write) the data, create no model
  *     --no-graph          skip the CUDA-graph measurement
+ *     --shared-model      one model per precision, created for the largest
+ *                         batch and reused for every batch size (before
+ *                         2026-12-03 the only way; default: a model per batch)
  *     --cpu               run on the CPU even when a GPU is usable
  *     --json FILE         also write the results as JSON (rewritten after each result)
  *
@@ -21,8 +24,10 @@
  * (the 26 Criteo Kaggle cardinalities and bucketize(int_0, [0.5,1,1.5]): 4
  * rows), embedding dim 128, bottom MLP 512-256-128, top MLP
  * 1024-1024-512-256-1, dot interaction, BCE-with-logits, SGD lr 0.1. One
- * model per precision, created for the largest batch and reused for every
- * batch size.
+ * model per precision and batch size, created for that batch as rap train
+ * makes it (its GEMMs tuned for those rows; a model tuned for 65536 rows
+ * ran the tf32 step at 4096 up to 10 % slower); --shared-model: one per
+ * precision for the largest batch.
  *
  * Data: K preprocessed batches per batch size, generated on the host from
  * the seed (dense log(1+count) values with heavy-tailed counts, one id per
@@ -94,6 +99,7 @@ typedef struct {
     const char *data_dir;
     const char *json;
     bool gen_only, no_graph, force_cpu;
+    bool shared_model; /* one model per precision for every batch (the old way) */
     bool set_batches, set_prec, set_steps, set_warmup, set_k, set_max_rows;
 } options;
 
@@ -122,7 +128,8 @@ static void usage(void)
     fprintf(stderr, "usage: bench_train [--batches N,..] [--precision fp32,bf16] [--steps N] "
                     "[--warmup N] [--k K] [--optimizer sgd|adagrad|rowwise-adagrad] "
                     "[--emb-dtype fp32|bf16|fp16] [--max-rows N] [--seed S] "
-                    "[--data-dir DIR] [--gen-only] [--no-graph] [--cpu] [--json FILE]\n");
+                    "[--data-dir DIR] [--gen-only] [--no-graph] [--shared-model] [--cpu] "
+                    "[--json FILE]\n");
 }
 
 static int parse_int(const char *s, long long lo, long long *out)
@@ -246,6 +253,8 @@ static int parse_options(int argc, char **argv, options *o)
             o->no_graph = true;
         } else if (!strcmp(a, "--cpu")) {
             o->force_cpu = true;
+        } else if (!strcmp(a, "--shared-model")) {
+            o->shared_model = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             exit(0);
@@ -975,7 +984,10 @@ int main(int argc, char **argv)
 #endif
     if (o.json)
         write_json(&o, o.json);
-    for (int pi = 0; pi < o.n_prec; pi++) {
+    const int groups = o.shared_model ? 1 : o.n_batches; /* models a precision */
+    for (int pg = 0; pg < o.n_prec * groups; pg++) {
+        const int pi = pg / groups, gi = pg % groups;
+        const int b0 = o.shared_model ? 0 : gi, b1 = o.shared_model ? o.n_batches : gi + 1;
         rap_model_config c;
         rap_model_config_defaults(&c);
         c.n_dense = N_DENSE;
@@ -993,7 +1005,7 @@ int main(int argc, char **argv)
         c.top[2] = 512;
         c.top[3] = 256;
         c.top[4] = 1;
-        c.batch = max_b;
+        c.batch = o.shared_model ? max_b : o.batches[gi];
         c.optimizer = o.opt;
         c.emb_dtype = o.emb_dtype;
         c.lr = 0.1f;
@@ -1003,7 +1015,8 @@ int main(int argc, char **argv)
         c.stream = stream;
         const char *pname = o.prec[pi] == RAP_BF16 ? "bf16" : "fp32";
         double model_gb = (double)rap_model_bytes(&c, dev) / 1e9;
-        printf("model %s: creating (needs %.2f GB by rap_model_bytes)...\n", pname, model_gb);
+        printf("model %s, batch %lld: creating (needs %.2f GB by rap_model_bytes)...\n", pname,
+               (long long)c.batch, model_gb);
 #ifdef RAP_HAVE_CUDA
         double used0 = dev == RAP_GPU ? gpu_used_gb() : 0;
 #endif
@@ -1024,7 +1037,7 @@ int main(int argc, char **argv)
             printf("model %s: created in %.1f s (device memory taken: %.2f GB)\n", pname, create_s,
                    alloc_gb);
         print_header();
-        for (int i = 0; i < o.n_batches; i++) {
+        for (int i = b0; i < b1; i++) {
             if (g_nres == MAX_RESULTS)
                 break;
             result *r = &g_res[g_nres++];
