@@ -26,8 +26,6 @@
 #   enum     RAP_GPU_TUNE_ENUM=1 (the defaults, every GEMM also timing the
 #            configurations cuBLASLt lists beyond its heuristics)
 #   algos32  RAP_GPU_TUNE_ALGOS=32 (the defaults, 32 GEMM candidates timed)
-#   rounds1  RAP_GPU_TUNE_ROUNDS=1 (every candidate timed once, not in 3
-#            interleaved rounds: the tuning before 2026-12-03)
 #   zfp32    RAP_GPU_ZBF=0 (the defaults with a bf16 model's interaction
 #            input in fp32, as before 2026-12-02: the v3 interaction)
 #   zde      RAP_GPU_ZBF=de (the defaults with de in bf16 too)
@@ -79,7 +77,6 @@ var_env() {
     nobgrad) echo "RAP_GPU_DRELU_BGRAD=0";;
     enum) echo "RAP_GPU_TUNE_ENUM=1";;
     algos32) echo "RAP_GPU_TUNE_ALGOS=32";;
-    rounds1) echo "RAP_GPU_TUNE_ROUNDS=1";;
     zfp32) echo "RAP_GPU_ZBF=0";;
     zde) echo "RAP_GPU_ZBF=de";;
     v3) echo "RAP_GPU_INTERACT=v3";;

@@ -189,8 +189,7 @@ static uint64_t role_hash(uint64_t seed, const char *what)
 
 /* The op's GEMM *x as made (with *flag and *flag2, when not NULL, as they
  * are) against the GEMM of spec alt made in its place with the flags
- * cleared: times both through o (in tune_rounds() rounds, the two in
- * turn, each its fastest), unless the tune cache holds the decision
+ * cleared: times both through o, unless the tune cache holds the decision
  * (keyed by alt and role), and keeps alt (flags cleared) when it is at
  * least 3 % faster, else the first (x and the flags as they were: the more
  * fused form wins a tie). Says which under RAP_GPU_VERBOSE, named by nm.
@@ -223,29 +222,6 @@ static rap_status keep_faster(rap_gpu *g, layer_op *o, rap_gpu_gemm *x, bool *fl
         if (!cached)
             s = time_op(g, run_layer_op, o, &t2);
         describe(x, d2, sizeof d2);
-        /* the further rounds (mlp_tune.cu), the two forms in turn, each
-         * keeping its fastest; x and the flags end as alt's */
-        const rap_gpu_gemm made = *x;
-        for (int r = 1; !cached && s == RAP_OK && r < tune_rounds(); r++) {
-            float t = 1e30f;
-            *x = keep;
-            *flag = f1;
-            if (flag2)
-                *flag2 = f2;
-            s = time_op(g, run_layer_op, o, &t);
-            t1 = t < t1 ? t : t1;
-            *x = made;
-            *flag = false;
-            if (flag2)
-                *flag2 = false;
-            if (s == RAP_OK)
-                s = time_op(g, run_layer_op, o, &t);
-            t2 = t < t2 ? t : t2;
-        }
-        *x = made;
-        *flag = false;
-        if (flag2)
-            *flag2 = false;
         if (s != RAP_OK) {
             gemm_destroy(&keep);
             return s;

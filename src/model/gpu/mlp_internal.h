@@ -50,7 +50,6 @@ typedef rap_status (*timed_fn)(rap_gpu *g, void *arg);
 void gemm_destroy(rap_gpu_gemm *x);
 rap_status gemm_pick(rap_gpu *g, rap_gpu_gemm *x, bool *found);
 bool tuning(void);
-int tune_rounds(void);
 bool verbose(void);
 rap_status gemm_run(rap_gpu *g, rap_gpu_gemm *x);
 rap_status time_op(rap_gpu *g, timed_fn op, void *arg, float *ms);

@@ -22,16 +22,6 @@
  * every mode of one `rap bench` trains with the same kernels: each timing
  * is a mean of TUNE_REPS short runs, and models tuned apart could differ by
  * a percent of the step (bench/RESULTS.md, 2026-11-29, commit 94b7b54).
- *
- * Rounds: the candidates of a choice are timed in RAP_GPU_TUNE_ROUNDS
- * (3; 1..16 by the environment variable of that name) interleaved rounds
- * (every candidate once a round, in the same order) and each keeps its
- * fastest round. A GPU that is still raising its clock from idle when a
- * model is made, or a burst of other work, then slows a round of every
- * candidate instead of the first candidates alone, and one slow timing
- * no longer decides (a single round picked different tiles for the same
- * GEMM from run to run, up to 13 % of the tf32 MLP backward at batch
- * 4096: bench/RESULTS.md, 2026-12-03).
  */
 #include "model/gpu/gpu_model.h"
 #include "model/gpu/mlp_internal.h"
@@ -46,8 +36,6 @@
 #define RAP_GPU_TUNE_ALGOS 8   /* candidates timed a GEMM (RAP_GPU_TUNE_ALGOS=N) */
 #define TUNE_ALGOS_MAX 64
 #define TUNE_REPS 3
-#define RAP_GPU_TUNE_ROUNDS 3  /* timings of each candidate, interleaved (RAP_GPU_TUNE_ROUNDS=N) */
-#define TUNE_ROUNDS_MAX 16
 
 static uint32_t align_of(const void *p)
 {
@@ -218,15 +206,6 @@ static int tune_algos(void)
     const char *e = getenv("RAP_GPU_TUNE_ALGOS");
     const int n = e && *e ? atoi(e) : RAP_GPU_TUNE_ALGOS;
     return n < 1 ? 1 : n > TUNE_ALGOS_MAX ? TUNE_ALGOS_MAX : n;
-}
-
-/* RAP_GPU_TUNE_ROUNDS=N in the environment (1..16): the interleaved
- * rounds in which each candidate is timed; default RAP_GPU_TUNE_ROUNDS. */
-int tune_rounds(void)
-{
-    const char *e = getenv("RAP_GPU_TUNE_ROUNDS");
-    const int n = e && *e ? atoi(e) : RAP_GPU_TUNE_ROUNDS;
-    return n < 1 ? 1 : n > TUNE_ROUNDS_MAX ? TUNE_ROUNDS_MAX : n;
 }
 
 /* RAP_GPU_VERBOSE=1: print the choices made at create. */
@@ -470,29 +449,17 @@ rap_status gemm_make(rap_gpu *g, rap_gpu_gemm *x, const gemm_spec *s, bool *ok)
     x->algo = res[0].algo;
     x->ready = true;
     if (n > 1) {
-        /* interleaved rounds, each candidate's fastest kept; one that
-         * failed to run (1e30) is not timed again */
-        float fastest[TUNE_ALGOS_MAX];
-        for (int i = 0; i < n; i++)
-            fastest[i] = 1e30f;
-        const int rounds = tune_rounds();
-        for (int r = 0; r < rounds; r++)
-            for (int i = 0; i < n; i++) {
-                if (r > 0 && fastest[i] >= 1e30f)
-                    continue;
-                x->algo = res[i].algo;
-                float ms = 0.0f;
-                RAP_TRY(time_gemm(g, x, &ms));
-                if (ms < fastest[i])
-                    fastest[i] = ms;
-            }
         float best = 1e30f;
         int bi = -1;
-        for (int i = 0; i < n; i++)
-            if (fastest[i] < best) {
-                best = fastest[i];
+        for (int i = 0; i < n; i++) {
+            x->algo = res[i].algo;
+            float ms = 0.0f;
+            RAP_TRY(time_gemm(g, x, &ms));
+            if (ms < best) {
+                best = ms;
                 bi = i;
             }
+        }
         if (bi < 0) { /* none ran */
             gemm_destroy(x);
             return RAP_OK;
