@@ -28,7 +28,6 @@ samples/s = B / median step time. Results go to stdout and, rewritten after
 each measurement, to --json FILE.
 """
 import argparse
-import gc
 import json
 import math
 import os
@@ -381,11 +380,6 @@ def main():
         try:
             model.set_sparse(variant.endswith("sparse"))
             if use_cuda:
-                # what the variant before left cached (torch.compile's and
-                # graphs' pools) goes back first: without this the graph
-                # variants ran out of memory with 112 GiB reserved but free
-                gc.collect()
-                torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats()
             if variant.startswith("graph"):
                 res = runner.time_graph(data, prec, args.steps, args.warmup)
