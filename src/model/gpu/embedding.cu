@@ -20,7 +20,11 @@
  *      of each run of equal keys inside the chunk; a run wholly inside the
  *      chunk updates its table row (SGD / Adagrad) at once; the piece of a
  *      run that started in an earlier chunk is stored in head[c], the piece
- *      of one that goes on into the next chunk in tail[c];
+ *      of one that goes on into the next chunk in tail[c]; the table rows
+ *      of a group of 8 pairs' whole runs are loaded with the group's
+ *      gradient rows, before any of the group's updates (only this warp
+ *      writes them), so the warp's updates do not wait for a load each
+ *      (RAP_GPU_EMB_UPD=chain: loaded one at a time, as before 2026-12-03);
  *   5. update_b: a warp tests 4 chunks at once (a lane each); for each
  *      chunk where a split run starts it adds the tail and the heads of
  *      the following chunks (found by a warp-wide search) and updates the
@@ -409,6 +413,18 @@ static bool emb_fwd_v4(void)
     return v == 1;
 }
 
+/* RAP_GPU_EMB_UPD=chain: update_a loads each table row when its update
+ * comes (the A/B of the rows loaded a group ahead). */
+static bool emb_upd_chain(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("RAP_GPU_EMB_UPD");
+        v = e && strcmp(e, "chain") == 0;
+    }
+    return v == 1;
+}
+
 template <int CAP>
 static rap_status emb_forward_chunk(rap_gpu *g, const rap_model_batch *b, int first, int n,
                                     const emb_dst &o)
@@ -551,6 +567,7 @@ typedef struct {
     const int64_t *grow_off;  /* (T) global row = key + grow_off[t] */
     float *head, *tail; /* (C, D) */
     int64_t nchunks;
+    int preload;       /* update_a's PRE: a group's whole rows loaded ahead (0: RAP_GPU_EMB_UPD=chain) */
 } upd_args;
 
 /* The first element of bag v's gradient row in a.grad. */
@@ -614,15 +631,15 @@ static __device__ __forceinline__ float row_mult_pre(const upd_args &a, uint32_t
     return m;
 }
 
-/* The optimizer on one piece of the row with key kj: columns col .. col +
- * VEC - 1 get gradient g (mult: the row-wise multiplier; key: the row's
- * rounding stream). */
+/* The optimizer on one piece of the row with key kj whose values x were
+ * loaded already: columns col .. col + VEC - 1 get gradient g (mult: the
+ * row-wise multiplier; key: the row's rounding stream). */
 template <int VEC, int DT>
-static __device__ __forceinline__ void apply_row(const upd_args &a, uint32_t kj, int col,
-                                                 const vecf<VEC> &g, float mult, uint64_t key)
+static __device__ __forceinline__ void apply_loaded(const upd_args &a, uint32_t kj, int col,
+                                                    const vecf<VEC> &g, float mult, uint64_t key,
+                                                    vecf<VEC> x)
 {
     const int64_t e = (int64_t)kj * a.D + col;
-    vecf<VEC> x = wload<VEC, DT, false>(a.W, e);
     if (a.opt == RAP_SGD) {
 #pragma unroll
         for (int i = 0; i < VEC; i++)
@@ -641,11 +658,20 @@ static __device__ __forceinline__ void apply_row(const upd_args &a, uint32_t kj,
     wstore<VEC, DT>(a.W, e, x, key, col);
 }
 
+/* apply_loaded with the row's values loaded here. */
+template <int VEC, int DT>
+static __device__ __forceinline__ void apply_row(const upd_args &a, uint32_t kj, int col,
+                                                 const vecf<VEC> &g, float mult, uint64_t key)
+{
+    apply_loaded<VEC, DT>(a, kj, col, g, mult, key,
+                          wload<VEC, DT, false>(a.W, (int64_t)kj * a.D + col));
+}
+
 /* Step 4: a warp per chunk of 32 sorted pairs (grid-stride over chunks).
  * Row-wise Adagrad with rows of several blocks: pass 0 only sums the
  * squares of every whole run (lane j keeps the run ending at pair j), pass
  * 1 updates (lane j keeps the run's multiplier after its first block). */
-template <int VEC, int DT, bool GBF>
+template <int VEC, int DT, bool GBF, bool PRE>
 static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_args a)
 {
     const int lane = threadIdx.x & 31;
@@ -684,6 +710,7 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
         }
         const bool whole = valid && ((end_mask >> lane) & 1u) && rs >= 0 &&
                            ((start_mask >> rs) & 1u);
+        const unsigned whole_mask = __ballot_sync(0xffffffffu, whole);
         const float s_pre = rw && whole ? a.S[k] : 0.0f;
         /* 16-bit tables: lane j makes the rounding stream's key of the run
          * ending at pair j here, all 32 at once, instead of the warp making
@@ -700,15 +727,26 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                 vzero(acc);
                 int pf = 0; /* first j of the current piece */
                 for (int j0 = 0; j0 < n; j0 += 8) {
-                    vecf<VEC> gr[8];
+                    /* the group's gradient rows, and the table rows of the
+                     * runs that end in it wholly inside the chunk (this warp
+                     * alone writes those rows), loaded together: the updates
+                     * below then wait for no load, where each row's load
+                     * used to start only after the row before was stored */
+                    vecf<VEC> gr[8], xw[8];
 #pragma unroll
                     for (int u = 0; u < 8; u++) {
                         const int j = j0 + u;
                         const uint32_t vj = __shfl_sync(0xffffffffu, v, j & 31);
+                        const uint32_t kw = __shfl_sync(0xffffffffu, k, j & 31);
                         if (active && j < n)
                             gr[u] = gload<VEC, GBF>(a.grad, grad_row(a, vj) + col);
                         else
                             vzero(gr[u]);
+                        if (PRE && !squares && active && j < n &&
+                            ((whole_mask >> (j & 31)) & 1u))
+                            xw[u] = wload<VEC, DT, false>(a.W, (int64_t)kw * a.D + col);
+                        else
+                            vzero(xw[u]);
                     }
 #pragma unroll
                     for (int u = 0; u < 8; u++) {
@@ -741,7 +779,9 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                             }
                             const uint64_t key =
                                 DT != RAP_EMB_FP32 ? __shfl_sync(0xffffffffu, key_pre, j) : 0;
-                            if (active)
+                            if (active && PRE)
+                                apply_loaded<VEC, DT>(a, kj, col, acc, mult, key, xw[u]);
+                            else if (active)
                                 apply_row<VEC, DT>(a, kj, col, acc, mult, key);
                         } else if (!squares && active) {
                             if (!started)
@@ -888,10 +928,14 @@ template <int VEC, int DT>
 static rap_status update_launch(rap_gpu *g, const upd_args &a, bool gbf, unsigned blocks,
                                 unsigned blocks_b)
 {
-    if (gbf)
-        emb_update_a_kernel<VEC, DT, true><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+    if (gbf && a.preload)
+        emb_update_a_kernel<VEC, DT, true, true><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+    else if (gbf)
+        emb_update_a_kernel<VEC, DT, true, false><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+    else if (a.preload)
+        emb_update_a_kernel<VEC, DT, false, true><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
     else
-        emb_update_a_kernel<VEC, DT, false><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+        emb_update_a_kernel<VEC, DT, false, false><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
     RAP_CUDA_LAUNCHED();
     emb_update_b_kernel<VEC, DT><<<blocks_b, EMB_THREADS, 0, g->stream>>>(a);
     RAP_CUDA_LAUNCHED();
@@ -949,6 +993,7 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const void
     a.head = g->head;
     a.tail = g->tail;
     a.nchunks = g->nchunks;
+    a.preload = !emb_upd_chain();
     const unsigned blocks = rap_gpu_blocks(g->nchunks, EMB_THREADS / 32, g->sms * 32);
     /* update_b: a warp per UB_CHUNKS chunks */
     const unsigned blocks_b = rap_gpu_blocks((g->nchunks + UB_CHUNKS - 1) / UB_CHUNKS,
