@@ -24,7 +24,8 @@
  *      of a group of 8 pairs' whole runs are loaded with the group's
  *      gradient rows, before any of the group's updates (only this warp
  *      writes them), so the warp's updates do not wait for a load each
- *      (RAP_GPU_EMB_UPD=chain: loaded one at a time, as before 2026-12-03);
+ *      (fp32 tables; a 16-bit row is loaded when its update comes, which
+ *      measured faster: emb_upd_preload);
  *   5. update_b: a warp tests 4 chunks at once (a lane each); for each
  *      chunk where a split run starts it adds the tail and the heads of
  *      the following chunks (found by a warp-wide search) and updates the
@@ -413,16 +414,19 @@ static bool emb_fwd_v4(void)
     return v == 1;
 }
 
-/* RAP_GPU_EMB_UPD=chain: update_a loads each table row when its update
- * comes (the A/B of the rows loaded a group ahead). */
-static bool emb_upd_chain(void)
+/* Whether update_a loads a group's whole rows ahead (PRE) for tables of
+ * type dt: by default for fp32 tables, where it was faster on the H200
+ * (the update 4-12 % shorter), not for 16-bit ones, where it was slower
+ * (6 %: their rounding, not the load, is then the chain; bench/RESULTS.md,
+ * 2026-12-03). RAP_GPU_EMB_UPD=pre / =chain: every type one way (A/B). */
+static bool emb_upd_preload(rap_emb_dtype dt)
 {
-    static int v = -1;
+    static int v = -1; /* 0 default, 1 pre, 2 chain */
     if (v < 0) {
         const char *e = getenv("RAP_GPU_EMB_UPD");
-        v = e && strcmp(e, "chain") == 0;
+        v = e && strcmp(e, "pre") == 0 ? 1 : e && strcmp(e, "chain") == 0 ? 2 : 0;
     }
-    return v == 1;
+    return v == 1 || (v == 0 && dt == RAP_EMB_FP32);
 }
 
 template <int CAP>
@@ -567,7 +571,7 @@ typedef struct {
     const int64_t *grow_off;  /* (T) global row = key + grow_off[t] */
     float *head, *tail; /* (C, D) */
     int64_t nchunks;
-    int preload;       /* update_a's PRE: a group's whole rows loaded ahead (0: RAP_GPU_EMB_UPD=chain) */
+    int preload;       /* update_a's PRE: a group's whole rows loaded ahead (emb_upd_preload) */
 } upd_args;
 
 /* The first element of bag v's gradient row in a.grad. */
@@ -993,7 +997,7 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const void
     a.head = g->head;
     a.tail = g->tail;
     a.nchunks = g->nchunks;
-    a.preload = !emb_upd_chain();
+    a.preload = emb_upd_preload(g->dt);
     const unsigned blocks = rap_gpu_blocks(g->nchunks, EMB_THREADS / 32, g->sms * 32);
     /* update_b: a warp per UB_CHUNKS chunks */
     const unsigned blocks_b = rap_gpu_blocks((g->nchunks + UB_CHUNKS - 1) / UB_CHUNKS,
