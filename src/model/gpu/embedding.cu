@@ -161,19 +161,27 @@ static __device__ __forceinline__ vecf<VEC> wload(const void *W, int64_t e)
     return r;
 }
 
+/* The draw of the rounding stream that a 16-bit lane of VEC 4 elements
+ * at column col uses (col % 4 == 0: its 4 elements share one draw); 0
+ * where none is used. */
+template <int VEC, int DT>
+static __device__ __forceinline__ uint64_t wdraw(uint64_t key, int col)
+{
+    return DT != RAP_EMB_FP32 && VEC == 4 ? rap_sr_draw(key, (uint32_t)col / 4u) : 0;
+}
+
 /* Stores VEC updated elements from element e (column col of its row) in
- * type DT: 16-bit stochastically rounded with bits (key, col + i). */
+ * type DT: 16-bit stochastically rounded with bits (key, col + i); h4 is
+ * wdraw(key, col). */
 template <int VEC, int DT>
 static __device__ __forceinline__ void wstore(void *W, int64_t e, const vecf<VEC> &x,
-                                              uint64_t key, int col)
+                                              uint64_t key, int col, uint64_t h4)
 {
     if (DT == RAP_EMB_FP32) {
         vstore<VEC>((float *)W + e, x);
         return;
     }
     uint16_t b[4] = {0, 0, 0, 0};
-    /* VEC 4: col % 4 == 0, so the 4 elements share one draw of the stream */
-    const uint64_t h4 = VEC == 4 ? rap_sr_draw(key, (uint32_t)col / 4u) : 0;
 #pragma unroll
     for (int i = 0; i < VEC; i++) {
         const uint32_t r = VEC == 4 ? rap_sr_piece(h4, i) : rap_sr_bits(key, (uint32_t)(col + i));
@@ -637,11 +645,12 @@ static __device__ __forceinline__ float row_mult_pre(const upd_args &a, uint32_t
 
 /* The optimizer on one piece of the row with key kj whose values x were
  * loaded already: columns col .. col + VEC - 1 get gradient g (mult: the
- * row-wise multiplier; key: the row's rounding stream). */
+ * row-wise multiplier; key: the row's rounding stream, h4 its draw for
+ * these columns, wdraw). */
 template <int VEC, int DT>
 static __device__ __forceinline__ void apply_loaded(const upd_args &a, uint32_t kj, int col,
                                                     const vecf<VEC> &g, float mult, uint64_t key,
-                                                    vecf<VEC> x)
+                                                    vecf<VEC> x, uint64_t h4)
 {
     const int64_t e = (int64_t)kj * a.D + col;
     if (a.opt == RAP_SGD) {
@@ -659,7 +668,7 @@ static __device__ __forceinline__ void apply_loaded(const upd_args &a, uint32_t 
         for (int i = 0; i < VEC; i++)
             x.v[i] = rap_emb_rowwise(x.v[i], g.v[i], mult);
     }
-    wstore<VEC, DT>(a.W, e, x, key, col);
+    wstore<VEC, DT>(a.W, e, x, key, col, h4);
 }
 
 /* apply_loaded with the row's values loaded here. */
@@ -668,7 +677,8 @@ static __device__ __forceinline__ void apply_row(const upd_args &a, uint32_t kj,
                                                  const vecf<VEC> &g, float mult, uint64_t key)
 {
     apply_loaded<VEC, DT>(a, kj, col, g, mult, key,
-                          wload<VEC, DT, false>(a.W, (int64_t)kj * a.D + col));
+                          wload<VEC, DT, false>(a.W, (int64_t)kj * a.D + col),
+                          wdraw<VEC, DT>(key, col));
 }
 
 /* Step 4: a warp per chunk of 32 sorted pairs (grid-stride over chunks).
@@ -681,6 +691,9 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
     const int lane = threadIdx.x & 31;
     const int64_t warps = (int64_t)gridDim.x * (EMB_THREADS / 32);
     const int CB = 32 * VEC; /* columns per pass */
+    /* pairs a group: 4 where a 16-bit group's rows and their draws are
+     * loaded ahead (the registers of 8 would halve the warps an SM) */
+    constexpr int G = PRE && DT != RAP_EMB_FP32 ? 4 : 8;
     const bool rw = a.opt == RAP_ROWWISE_ADAGRAD;
     const int passes = rw && a.D > CB ? 2 : 1;
     const uint64_t skey = DT != RAP_EMB_FP32 ? rap_sr_step_key(a.seed, *a.step) : 0;
@@ -730,30 +743,36 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                 vecf<VEC> acc;
                 vzero(acc);
                 int pf = 0; /* first j of the current piece */
-                for (int j0 = 0; j0 < n; j0 += 8) {
+                for (int j0 = 0; j0 < n; j0 += G) {
                     /* the group's gradient rows, and the table rows of the
                      * runs that end in it wholly inside the chunk (this warp
                      * alone writes those rows), loaded together: the updates
                      * below then wait for no load, where each row's load
                      * used to start only after the row before was stored */
-                    vecf<VEC> gr[8], xw[8];
+                    vecf<VEC> gr[G], xw[G];
+                    uint64_t hw[G]; /* 16-bit: the rounding draws of those rows */
 #pragma unroll
-                    for (int u = 0; u < 8; u++) {
+                    for (int u = 0; u < G; u++) {
                         const int j = j0 + u;
                         const uint32_t vj = __shfl_sync(0xffffffffu, v, j & 31);
                         const uint32_t kw = __shfl_sync(0xffffffffu, k, j & 31);
+                        const uint64_t keyw =
+                            PRE && DT != RAP_EMB_FP32 ? __shfl_sync(0xffffffffu, key_pre, j & 31) : 0;
                         if (active && j < n)
                             gr[u] = gload<VEC, GBF>(a.grad, grad_row(a, vj) + col);
                         else
                             vzero(gr[u]);
+                        hw[u] = 0;
                         if (PRE && !squares && active && j < n &&
-                            ((whole_mask >> (j & 31)) & 1u))
+                            ((whole_mask >> (j & 31)) & 1u)) {
                             xw[u] = wload<VEC, DT, false>(a.W, (int64_t)kw * a.D + col);
-                        else
+                            hw[u] = wdraw<VEC, DT>(keyw, col);
+                        } else {
                             vzero(xw[u]);
+                        }
                     }
 #pragma unroll
-                    for (int u = 0; u < 8; u++) {
+                    for (int u = 0; u < G; u++) {
                         const int j = j0 + u;
                         if (j >= n)
                             break;
@@ -784,7 +803,7 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                             const uint64_t key =
                                 DT != RAP_EMB_FP32 ? __shfl_sync(0xffffffffu, key_pre, j) : 0;
                             if (active && PRE)
-                                apply_loaded<VEC, DT>(a, kj, col, acc, mult, key, xw[u]);
+                                apply_loaded<VEC, DT>(a, kj, col, acc, mult, key, xw[u], hw[u]);
                             else if (active)
                                 apply_row<VEC, DT>(a, kj, col, acc, mult, key);
                         } else if (!squares && active) {
