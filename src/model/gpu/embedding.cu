@@ -23,9 +23,10 @@
  *      of one that goes on into the next chunk in tail[c]; the table rows
  *      of a group of 8 pairs' whole runs are loaded with the group's
  *      gradient rows, before any of the group's updates (only this warp
- *      writes them), so the warp's updates do not wait for a load each
- *      (fp32 tables; a 16-bit row is loaded when its update comes, which
- *      measured faster: emb_upd_preload);
+ *      writes them), and for 16-bit tables their rounding draws, so the
+ *      warp's updates wait for no load and no 64-bit mix each
+ *      (emb_upd_preload; groups of 4 pairs for 16-bit tables, of 8 for
+ *      fp32);
  *   5. update_b: a warp tests 4 chunks at once (a lane each); for each
  *      chunk where a split run starts it adds the tail and the heads of
  *      the following chunks (found by a warp-wide search) and updates the
@@ -422,19 +423,19 @@ static bool emb_fwd_v4(void)
     return v == 1;
 }
 
-/* Whether update_a loads a group's whole rows ahead (PRE) for tables of
- * type dt: by default for fp32 tables, where it was faster on the H200
- * (the update 4-12 % shorter), not for 16-bit ones, where it was slower
- * (6 %: their rounding, not the load, is then the chain; bench/RESULTS.md,
- * 2026-12-03). RAP_GPU_EMB_UPD=pre / =chain: every type one way (A/B). */
-static bool emb_upd_preload(rap_emb_dtype dt)
+/* Whether update_a loads a group's whole rows ahead (PRE; 16-bit tables
+ * their rounding draws too): the default, which shortened the update on
+ * the H200 by 4-12 % with fp32 tables and 2 % with bf16 ones
+ * (bench/RESULTS.md, 2026-12-03). RAP_GPU_EMB_UPD=chain: each row loaded
+ * when its update comes (the A/B). */
+static bool emb_upd_preload(void)
 {
-    static int v = -1; /* 0 default, 1 pre, 2 chain */
+    static int v = -1;
     if (v < 0) {
         const char *e = getenv("RAP_GPU_EMB_UPD");
-        v = e && strcmp(e, "pre") == 0 ? 1 : e && strcmp(e, "chain") == 0 ? 2 : 0;
+        v = !(e && strcmp(e, "chain") == 0);
     }
-    return v == 1 || (v == 0 && dt == RAP_EMB_FP32);
+    return v == 1;
 }
 
 template <int CAP>
@@ -1016,7 +1017,7 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const void
     a.head = g->head;
     a.tail = g->tail;
     a.nchunks = g->nchunks;
-    a.preload = emb_upd_preload(g->dt);
+    a.preload = emb_upd_preload();
     const unsigned blocks = rap_gpu_blocks(g->nchunks, EMB_THREADS / 32, g->sms * 32);
     /* update_b: a warp per UB_CHUNKS chunks */
     const unsigned blocks_b = rap_gpu_blocks((g->nchunks + UB_CHUNKS - 1) / UB_CHUNKS,
