@@ -21,7 +21,7 @@
  *      chunk updates its table row (SGD / Adagrad) at once; the piece of a
  *      run that started in an earlier chunk is stored in head[c], the piece
  *      of one that goes on into the next chunk in tail[c]; the table rows
- *      of a group of 8 pairs' whole runs are loaded with the group's
+ *      of a group of pairs' whole runs are loaded with the group's
  *      gradient rows, before any of the group's updates (only this warp
  *      writes them), and for 16-bit tables their rounding draws, so the
  *      warp's updates wait for no load and no 64-bit mix each
@@ -748,8 +748,8 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                     /* the group's gradient rows, and the table rows of the
                      * runs that end in it wholly inside the chunk (this warp
                      * alone writes those rows), loaded together: the updates
-                     * below then wait for no load, where each row's load
-                     * used to start only after the row before was stored */
+                     * below then wait for no load (loaded one by one, each
+                     * row's load would wait for the row before's store) */
                     vecf<VEC> gr[G], xw[G];
                     uint64_t hw[G]; /* 16-bit: the rounding draws of those rows */
 #pragma unroll
@@ -757,8 +757,9 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                         const int j = j0 + u;
                         const uint32_t vj = __shfl_sync(0xffffffffu, v, j & 31);
                         const uint32_t kw = __shfl_sync(0xffffffffu, k, j & 31);
-                        const uint64_t keyw =
-                            PRE && DT != RAP_EMB_FP32 ? __shfl_sync(0xffffffffu, key_pre, j & 31) : 0;
+                        const uint64_t keyw = PRE && DT != RAP_EMB_FP32
+                                                  ? __shfl_sync(0xffffffffu, key_pre, j & 31)
+                                                  : 0;
                         if (active && j < n)
                             gr[u] = gload<VEC, GBF>(a.grad, grad_row(a, vj) + col);
                         else
