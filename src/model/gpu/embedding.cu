@@ -580,7 +580,6 @@ typedef struct {
     const int64_t *grow_off;  /* (T) global row = key + grow_off[t] */
     float *head, *tail; /* (C, D) */
     int64_t nchunks;
-    int preload;       /* update_a's PRE: a group's whole rows loaded ahead (emb_upd_preload) */
 } upd_args;
 
 /* The first element of bag v's gradient row in a.grad. */
@@ -949,18 +948,24 @@ static rap_status emb_pairs_chunk(rap_gpu *g, const rap_model_batch *b, int firs
     return RAP_OK;
 }
 
-template <int VEC, int DT>
-static rap_status update_launch(rap_gpu *g, const upd_args &a, bool gbf, unsigned blocks,
-                                unsigned blocks_b)
+template <int VEC, int DT, bool GBF>
+static void update_a_launch(rap_gpu *g, const upd_args &a, bool pre, unsigned blocks)
 {
-    if (gbf && a.preload)
-        emb_update_a_kernel<VEC, DT, true, true><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
-    else if (gbf)
-        emb_update_a_kernel<VEC, DT, true, false><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
-    else if (a.preload)
-        emb_update_a_kernel<VEC, DT, false, true><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+    if (pre)
+        emb_update_a_kernel<VEC, DT, GBF, true><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
     else
-        emb_update_a_kernel<VEC, DT, false, false><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+        emb_update_a_kernel<VEC, DT, GBF, false><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+}
+
+/* pre: update_a loads a group's whole rows ahead (emb_upd_preload). */
+template <int VEC, int DT>
+static rap_status update_launch(rap_gpu *g, const upd_args &a, bool gbf, bool pre,
+                                unsigned blocks, unsigned blocks_b)
+{
+    if (gbf)
+        update_a_launch<VEC, DT, true>(g, a, pre, blocks);
+    else
+        update_a_launch<VEC, DT, false>(g, a, pre, blocks);
     RAP_CUDA_LAUNCHED();
     emb_update_b_kernel<VEC, DT><<<blocks_b, EMB_THREADS, 0, g->stream>>>(a);
     RAP_CUDA_LAUNCHED();
@@ -968,14 +973,14 @@ static rap_status update_launch(rap_gpu *g, const upd_args &a, bool gbf, unsigne
 }
 
 template <int VEC>
-static rap_status update_dt(rap_gpu *g, const upd_args &a, bool gbf, unsigned blocks,
+static rap_status update_dt(rap_gpu *g, const upd_args &a, bool gbf, bool pre, unsigned blocks,
                             unsigned blocks_b)
 {
     if (g->dt == RAP_EMB_BF16)
-        return update_launch<VEC, RAP_EMB_BF16>(g, a, gbf, blocks, blocks_b);
+        return update_launch<VEC, RAP_EMB_BF16>(g, a, gbf, pre, blocks, blocks_b);
     if (g->dt == RAP_EMB_FP16)
-        return update_launch<VEC, RAP_EMB_FP16>(g, a, gbf, blocks, blocks_b);
-    return update_launch<VEC, RAP_EMB_FP32>(g, a, gbf, blocks, blocks_b);
+        return update_launch<VEC, RAP_EMB_FP16>(g, a, gbf, pre, blocks, blocks_b);
+    return update_launch<VEC, RAP_EMB_FP32>(g, a, gbf, pre, blocks, blocks_b);
 }
 
 rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const void *grad,
@@ -1018,15 +1023,15 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const void
     a.head = g->head;
     a.tail = g->tail;
     a.nchunks = g->nchunks;
-    a.preload = emb_upd_preload();
     const unsigned blocks = rap_gpu_blocks(g->nchunks, EMB_THREADS / 32, g->sms * 32);
     /* update_b: a warp per UB_CHUNKS chunks */
     const unsigned blocks_b = rap_gpu_blocks((g->nchunks + UB_CHUNKS - 1) / UB_CHUNKS,
                                              EMB_THREADS / 32, g->sms * 32);
+    const bool pre = emb_upd_preload();
     if (rap_emb_vec(g->D) == 4)
-        RAP_TRY(update_dt<4>(g, a, grad_bf16, blocks, blocks_b));
+        RAP_TRY(update_dt<4>(g, a, grad_bf16, pre, blocks, blocks_b));
     else
-        RAP_TRY(update_dt<1>(g, a, grad_bf16, blocks, blocks_b));
+        RAP_TRY(update_dt<1>(g, a, grad_bf16, pre, blocks, blocks_b));
     return RAP_OK;
 }
 
