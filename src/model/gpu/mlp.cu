@@ -156,6 +156,16 @@ static bool unfused_fwd(void)
     return e && *e && *e != '0';
 }
 
+/* RAP_GPU_RELU_BIAS=1: in an fp32 model (TF32 or strict), a ReLU layer
+ * whose bitmask the layer above would read tries the RELU_BIAS forward (no
+ * bitmask; the ReLU backward then reads y) instead of RELU_AUX_BIAS, timed
+ * against the plain GEMM and the own pass like any fused form. */
+static bool relu_bias_fwd(void)
+{
+    const char *e = getenv("RAP_GPU_RELU_BIAS");
+    return e && *e == '1';
+}
+
 static void describe(const rap_gpu_gemm *x, char *buf, size_t n)
 {
     int32_t id = -1;
@@ -367,7 +377,8 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l, const char *name)
     /* the bias: in bf16 the fp32 master, then the bf16 copy; in fp32 the
      * master, then (v2) its copy in the padded layout (256-byte aligned) */
     const int nbv = (g->bf16 && !d32) || (!g->bf16 && g->mlp_ver >= 2) ? 2 : 1;
-    for (int aux = (l->relu && l->want_aux) ? 1 : 0; aux >= 0 && !ok && !unfused_fwd(); aux--) {
+    const bool aux_first = l->relu && l->want_aux && !(relu_bias_fwd() && !g->bf16);
+    for (int aux = aux_first ? 1 : 0; aux >= 0 && !ok && !unfused_fwd(); aux--) {
         for (int bv = 0; bv < nbv && !ok; bv++) {
             s.epi = l->relu ? (aux ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS)
                             : CUBLASLT_EPILOGUE_BIAS;
