@@ -156,14 +156,24 @@ static bool unfused_fwd(void)
     return e && *e && *e != '0';
 }
 
-/* RAP_GPU_RELU_BIAS=1: in an fp32 model (TF32 or strict), a ReLU layer
- * whose bitmask the layer above would read tries the RELU_BIAS forward (no
- * bitmask; the ReLU backward then reads y) instead of RELU_AUX_BIAS, timed
- * against the plain GEMM and the own pass like any fused form. */
-static bool relu_bias_fwd(void)
+/* Whether the ReLU layers whose bitmask the layer above would read try the
+ * RELU_BIAS forward (no bitmask: the ReLU backward then reads y) in place
+ * of RELU_AUX_BIAS, timed against the plain GEMM and the own pass like any
+ * fused form: the default with TF32 math, where cuBLASLt's RELU_BIAS
+ * kernels run about as fast as the plain GEMM and its RELU_AUX_BIAS ones
+ * about twice as slow, so the own bias/ReLU pass (8 bytes an element)
+ * goes for 4 bytes more in the backward's (tf32 at 65536 rows: 10.28 ->
+ * 10.83 M samples/s, bench/RESULTS.md 2026-12-03). RAP_GPU_RELU_BIAS=0
+ * keeps RELU_AUX_BIAS first; =1 tries RELU_BIAS in strict fp32 too. bf16
+ * keeps the bitmask (its RELU_AUX_BIAS is fast). */
+static bool relu_bias_fwd(const rap_gpu *g)
 {
+    if (g->bf16)
+        return false;
     const char *e = getenv("RAP_GPU_RELU_BIAS");
-    return e && *e == '1';
+    if (e && *e)
+        return *e != '0';
+    return g->tf32;
 }
 
 static void describe(const rap_gpu_gemm *x, char *buf, size_t n)
@@ -377,7 +387,7 @@ static rap_status setup_fwd(rap_gpu *g, rap_gpu_layer *l, const char *name)
     /* the bias: in bf16 the fp32 master, then the bf16 copy; in fp32 the
      * master, then (v2) its copy in the padded layout (256-byte aligned) */
     const int nbv = (g->bf16 && !d32) || (!g->bf16 && g->mlp_ver >= 2) ? 2 : 1;
-    const bool aux_first = l->relu && l->want_aux && !(relu_bias_fwd() && !g->bf16);
+    const bool aux_first = l->relu && l->want_aux && !relu_bias_fwd(g);
     for (int aux = aux_first ? 1 : 0; aux >= 0 && !ok && !unfused_fwd(); aux--) {
         for (int bv = 0; bv < nbv && !ok; bv++) {
             s.epi = l->relu ? (aux ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS : CUBLASLT_EPILOGUE_RELU_BIAS)
