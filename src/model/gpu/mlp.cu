@@ -162,8 +162,11 @@ static bool unfused_fwd(void)
  * fused form: the default with TF32 math, where cuBLASLt's RELU_BIAS
  * kernels run about as fast as the plain GEMM and its RELU_AUX_BIAS ones
  * about twice as slow, so the own bias/ReLU pass (8 bytes an element)
- * goes for 4 bytes more in the backward's (tf32 at 65536 rows: 10.28 ->
- * 10.83 M samples/s, bench/RESULTS.md 2026-12-03). RAP_GPU_RELU_BIAS=0
+ * goes for 4 bytes more in the backward's. The timing at create sees the
+ * forward only, not that read: the rule rests on the whole step measured
+ * (tf32 at 65536 rows: 10.28 -> 10.83 M samples/s, bench/RESULTS.md
+ * 2026-12-03), which a layer that wins its forward by less than the read
+ * costs would not show. RAP_GPU_RELU_BIAS=0
  * keeps RELU_AUX_BIAS first; =1 tries RELU_BIAS in strict fp32 too. bf16
  * keeps the bitmask (its RELU_AUX_BIAS is fast). */
 static bool relu_bias_fwd(const rap_gpu *g)
