@@ -887,6 +887,16 @@ RAP_TEST(parse_gpu_matches_ref)
     REQUIRE_OK(rap_parse_gpu_create(&pc, NULL, &p));
     pc.tiles_per_launch = 3; /* rap_parse_gpu_run in launches of 3 tiles */
     REQUIRE_OK(rap_parse_gpu_create(&pc, NULL, &p3));
+    /* blocks of 16 and 32 warps (RAP_PARSE_GPU_WARPS, read at create) */
+    const char *wv[2] = {"16", "32"};
+    rap_parse_gpu *pw[2];
+    pc.tiles_per_launch = 0;
+    for (int w = 0; w < 2; w++) {
+        setenv("RAP_PARSE_GPU_WARPS", wv[w], 1);
+        rap_status ws = rap_parse_gpu_create(&pc, NULL, &pw[w]);
+        unsetenv("RAP_PARSE_GPU_WARPS");
+        REQUIRE_OK(ws);
+    }
     const int64_t sizes[] = {1, 2, 7, 31, 63, 64, 65, 127, 129, 1000, 4099, 20000};
     uint64_t s = 77;
     for (int k = 0; k < 12 && !t->failures; k++) {
@@ -916,8 +926,15 @@ RAP_TEST(parse_gpu_matches_ref)
         snprintf(what, sizeof what, "%lld lines from %lld, 3 tiles a launch", (long long)n,
                  (long long)first);
         check_gpu(t, p3, &x, max_line, NULL, 0, what);
+        for (int w = 0; w < 2; w++) {
+            snprintf(what, sizeof what, "%lld lines from %lld, %s warps a block", (long long)n,
+                     (long long)first, wv[w]);
+            check_gpu(t, pw[w], &x, max_line, whole, 1, what);
+        }
         free(x.start);
     }
+    for (int w = 0; w < 2; w++)
+        rap_parse_gpu_free(pw[w]);
     rap_parse_gpu_free(p3);
     rap_parse_gpu_free(p);
     text_free(&all);

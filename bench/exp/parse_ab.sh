@@ -26,7 +26,7 @@ for tp in parse_field_words parse_gpu parse_schema_gpu parse_feed_gpu train_pars
   grep -E "CHECK|FAIL" "$OUT/tests_$tp.log" | head -5 | tee -a "$OUT/ab_summary.txt"
 done
 # variant V of the kernels, parts joined by '+': loops (RAP_PARSE_GPU_LOOPS=1),
-# words (the default), w16 (RAP_PARSE_GPU_WARPS=16), single
+# words (the default), w16 or w32 (RAP_PARSE_GPU_WARPS=16 or 32), single
 # (RAP_PARSE_GPU_PAIRS=0: one line a warp at a time), lb1
 # (RAP_PARSE_GPU_LOOKBACK=1: the look-back one predecessor a round), cN
 # (RAP_PARSE_GPU_CHUNK_MB=N: the reader's chunks of N MiB), tN
@@ -38,7 +38,7 @@ env_v() {
   local IFS=+
   for x in $1; do
     case $x in
-      loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;;
+      loops) echo RAP_PARSE_GPU_LOOPS=1;; w16) echo RAP_PARSE_GPU_WARPS=16;; w32) echo RAP_PARSE_GPU_WARPS=32;;
       single) echo RAP_PARSE_GPU_PAIRS=0;; lb1) echo RAP_PARSE_GPU_LOOKBACK=1;;
       c[0-9]*) echo RAP_PARSE_GPU_CHUNK_MB=${x#c};; t[0-9]*) echo RAP_PARSE_GPU_TILES=${x#t};;
       b[0-9]*) echo RAP_PARSE_WINDOW_LINES=${x#b};; tiles) echo RAP_PARSE_RELEASE=tiles;;

@@ -39,11 +39,11 @@ static pg_sizes pg_sizes_of(const rap_parse_gpu_config *cfg, const rap_parse_lay
 #include <cuda_runtime.h>
 
 #define T RAP_PARSE_TILE
-/* A block of nw warps (blockDim.x / 32: 8 by default, 16 with
- * RAP_PARSE_GPU_WARPS=16) takes a tile, each warp T / nw of its lines. */
+/* A block of nw warps (blockDim.x / 32: 8 by default, 16 or 32 with
+ * RAP_PARSE_GPU_WARPS) takes a tile, each warp T / nw of its lines. Blocks
+ * of up to 16 warps run parse_kernel<512, 2>, of 32 parse_kernel<1024, 1>:
+ * both at 64 registers a thread. */
 #define PG_WARPS_DEFAULT 8
-#define PG_MAX_WARPS 16
-#define PG_MAX_THREADS (32 * PG_MAX_WARPS)
 #define PG_FULL 0xffffffffu
 #define PG_AGG 1u    /* tile status: its own counters are published */
 #define PG_PREFIX 2u /* tile status: its inclusive prefix is published */
@@ -535,11 +535,10 @@ static __device__ void scatter(const pg_args *a, const pg_shared *sh, int tid, i
             a->sparse_off[j * (B + 1)] = 0;
 }
 
-/* One block per tile: tile0 + blockIdx.x. */
-static __global__ void __launch_bounds__(PG_MAX_THREADS, 2)
-    parse_kernel(const __grid_constant__ pg_args a)
+/* One block per tile: tile0 + blockIdx.x (the kernel's body; smem the
+ * block's shared arrays at a.sm). */
+static __device__ __forceinline__ void parse_block(const pg_args &a, unsigned char *smem)
 {
-    extern __shared__ __align__(16) unsigned char smem[];
     pg_shared sh;
     sh.sparse = (int64_t *)(void *)(smem + a.sm.sparse);
     sh.vmask = (uint64_t *)(void *)(smem + a.sm.vmask);
@@ -580,6 +579,14 @@ static __global__ void __launch_bounds__(PG_MAX_THREADS, 2)
     scatter(&a, &sh, tid, tile, l0, nl);
 }
 
+template <int MAXT, int MINB>
+static __global__ void __launch_bounds__(MAXT, MINB)
+    parse_kernel(const __grid_constant__ pg_args a)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    parse_block(a, smem);
+}
+
 /* ------------------------------------------------------------ launcher */
 
 struct rap_parse_gpu {
@@ -601,7 +608,7 @@ struct rap_parse_gpu {
     uint32_t epoch;           /* of the open batch, 1 .. 2^30 - 1 */
     int stages;               /* rap_parse_gpu_stages: 3 */
     int loops;                /* RAP_PARSE_GPU_LOOPS=1: the fields' byte loops only */
-    int warps;                /* a block's warps: RAP_PARSE_GPU_WARPS (8 or 16), 8 */
+    int warps;                /* a block's warps: RAP_PARSE_GPU_WARPS (8, 16 or 32), 8 */
     int pairs;                /* 0 with RAP_PARSE_GPU_PAIRS=0: one line a warp at a time */
     int lb_window;            /* 1 with RAP_PARSE_GPU_LOOKBACK=1: one predecessor a round */
     /* the open batch (begin .. end) */
@@ -665,7 +672,7 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
         const char *e = getenv("RAP_PARSE_GPU_LOOPS");
         p->loops = e && e[0] == '1' && !e[1];
         e = getenv("RAP_PARSE_GPU_WARPS");
-        p->warps = e && !strcmp(e, "16") ? 16 : PG_WARPS_DEFAULT;
+        p->warps = e && !strcmp(e, "16") ? 16 : e && !strcmp(e, "32") ? 32 : PG_WARPS_DEFAULT;
         e = getenv("RAP_PARSE_GPU_PAIRS");
         p->pairs = !(e && !strcmp(e, "0"));
         e = getenv("RAP_PARSE_GPU_LOOKBACK");
@@ -723,8 +730,12 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
         pg_smem sm = smem_layout(lay.n_fields, lay.n_dense, lay.n_sparse, nc, lay.n_lists);
         cudaError_t e = cudaSuccess;
         if (sm.bytes > 48 * 1024)
-            e = cudaFuncSetAttribute(parse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)sm.bytes);
+            e = p->warps > 16 ? cudaFuncSetAttribute(parse_kernel<1024, 1>,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     (int)sm.bytes)
+                              : cudaFuncSetAttribute(parse_kernel<512, 2>,
+                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     (int)sm.bytes);
         if (e == cudaSuccess)
             e = cudaMemcpyAsync(p->d_tab, &tab, sizeof tab, cudaMemcpyHostToDevice, p->stream);
         if (e == cudaSuccess)
@@ -874,7 +885,10 @@ extern "C" rap_status rap_parse_gpu_piece(rap_parse_gpu *p, int64_t line0, int64
         return RAP_OK;
     pg_args *a = &p->args;
     a->tile0 = t0;
-    parse_kernel<<<(unsigned)(t1 - t0), 32 * p->warps, a->sm.bytes, p->stream>>>(*a);
+    if (p->warps > 16)
+        parse_kernel<1024, 1><<<(unsigned)(t1 - t0), 32 * p->warps, a->sm.bytes, p->stream>>>(*a);
+    else
+        parse_kernel<512, 2><<<(unsigned)(t1 - t0), 32 * p->warps, a->sm.bytes, p->stream>>>(*a);
     RAP_CUDA_LAUNCHED();
     p->next_tile = t1;
     return RAP_OK;
