@@ -162,6 +162,53 @@ static __device__ __forceinline__ vecf<VEC> wload(const void *W, int64_t e)
     return r;
 }
 
+/* VEC elements of a table row as loaded, before widening: fp32 as
+ * floats, 16-bit tables packed (VEC 4: one uint2, VEC 1: one uint32 of
+ * which the low half), so that a group of rows loaded ahead holds half
+ * the registers. wrow_widen gives wload's values, bit for bit. */
+template <int VEC, int DT> struct wrow {
+    vecf<VEC> f; /* fp32 */
+    uint2 h;     /* 16-bit */
+};
+
+template <int VEC, int DT>
+static __device__ __forceinline__ wrow<VEC, DT> wrow_load(const void *W, int64_t e)
+{
+    wrow<VEC, DT> r;
+    if (DT == RAP_EMB_FP32) {
+        r.f = vload<VEC>((const float *)W + e);
+        r.h = make_uint2(0, 0);
+    } else {
+        const uint16_t *h = (const uint16_t *)W + e;
+        r.h = VEC == 4 ? *(const uint2 *)h : make_uint2((uint32_t)*h, 0);
+    }
+    return r;
+}
+
+template <int VEC, int DT>
+static __device__ __forceinline__ vecf<VEC> wrow_widen(const wrow<VEC, DT> &r)
+{
+    if (DT == RAP_EMB_FP32)
+        return r.f;
+    vecf<VEC> x;
+    const uint16_t b[4] = {(uint16_t)(r.h.x & 0xffffu), (uint16_t)(r.h.x >> 16),
+                           (uint16_t)(r.h.y & 0xffffu), (uint16_t)(r.h.y >> 16)};
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        x.v[i] = widen<DT>(b[i]);
+    return x;
+}
+
+template <int VEC, int DT> static __device__ __forceinline__ wrow<VEC, DT> wrow_zero(void)
+{
+    wrow<VEC, DT> r;
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        r.f.v[i] = 0.0f;
+    r.h = make_uint2(0, 0);
+    return r;
+}
+
 /* The draw of the rounding stream that a 16-bit lane of VEC 4 elements
  * at column col uses (col % 4 == 0: its 4 elements share one draw); 0
  * where none is used. */
@@ -423,19 +470,20 @@ static bool emb_fwd_v4(void)
     return v == 1;
 }
 
-/* Whether update_a loads a group's whole rows ahead (PRE; 16-bit tables
- * their rounding draws too): the default, which shortened the update on
- * the H200 by 4-12 % with fp32 tables and 2 % with bf16 ones
- * (bench/RESULTS.md, 2026-12-03). RAP_GPU_EMB_UPD=chain: each row loaded
- * when its update comes (the A/B). */
-static bool emb_upd_preload(void)
+/* The pairs a group of update_a loads ahead, their whole rows (16-bit
+ * tables their rounding draws too): 8 (fp32 tables always 8), which
+ * shortened the update on the H200 by 4-12 % with fp32 tables and 2 % with
+ * bf16 ones in groups of 4 (bench/RESULTS.md, 2026-12-03). The A/B:
+ * RAP_GPU_EMB_UPD=chain (0: each row loaded when its update comes), g4
+ * (16-bit tables' groups of 4, unpacked before 2026-12-03's g8), g8. */
+static int emb_upd_preload(void)
 {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("RAP_GPU_EMB_UPD");
-        v = !(e && strcmp(e, "chain") == 0);
+        v = e && strcmp(e, "chain") == 0 ? 0 : e && strcmp(e, "g4") == 0 ? 4 : 8;
     }
-    return v == 1;
+    return v;
 }
 
 template <int CAP>
@@ -685,15 +733,16 @@ static __device__ __forceinline__ void apply_row(const upd_args &a, uint32_t kj,
  * Row-wise Adagrad with rows of several blocks: pass 0 only sums the
  * squares of every whole run (lane j keeps the run ending at pair j), pass
  * 1 updates (lane j keeps the run's multiplier after its first block). */
-template <int VEC, int DT, bool GBF, bool PRE>
+template <int VEC, int DT, bool GBF, int PG>
 static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_args a)
 {
+    constexpr bool PRE = PG > 0;
     const int lane = threadIdx.x & 31;
     const int64_t warps = (int64_t)gridDim.x * (EMB_THREADS / 32);
     const int CB = 32 * VEC; /* columns per pass */
-    /* pairs a group: 4 where a 16-bit group's rows and their draws are
-     * loaded ahead (the registers of 8 would halve the warps an SM) */
-    constexpr int G = PRE && DT != RAP_EMB_FP32 ? 4 : 8;
+    /* pairs a group: PG (8; 4 with RAP_GPU_EMB_UPD=g4) where a 16-bit
+     * group's rows (packed, wrow) and their draws are loaded ahead */
+    constexpr int G = PRE && DT != RAP_EMB_FP32 ? PG : 8;
     const bool rw = a.opt == RAP_ROWWISE_ADAGRAD;
     const int passes = rw && a.D > CB ? 2 : 1;
     const uint64_t skey = DT != RAP_EMB_FP32 ? rap_sr_step_key(a.seed, *a.step) : 0;
@@ -749,7 +798,8 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                      * alone writes those rows), loaded together: the updates
                      * below then wait for no load (loaded one by one, each
                      * row's load would wait for the row before's store) */
-                    vecf<VEC> gr[G], xw[G];
+                    vecf<VEC> gr[G];
+                    wrow<VEC, DT> xw[G];
                     uint64_t hw[G]; /* 16-bit: the rounding draws of those rows */
 #pragma unroll
                     for (int u = 0; u < G; u++) {
@@ -766,10 +816,10 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                         hw[u] = 0;
                         if (PRE && !squares && active && j < n &&
                             ((whole_mask >> (j & 31)) & 1u)) {
-                            xw[u] = wload<VEC, DT, false>(a.W, (int64_t)kw * a.D + col);
+                            xw[u] = wrow_load<VEC, DT>(a.W, (int64_t)kw * a.D + col);
                             hw[u] = wdraw<VEC, DT>(keyw, col);
                         } else {
-                            vzero(xw[u]);
+                            xw[u] = wrow_zero<VEC, DT>();
                         }
                     }
 #pragma unroll
@@ -804,7 +854,8 @@ static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_ar
                             const uint64_t key =
                                 DT != RAP_EMB_FP32 ? __shfl_sync(0xffffffffu, key_pre, j) : 0;
                             if (active && PRE)
-                                apply_loaded<VEC, DT>(a, kj, col, acc, mult, key, xw[u], hw[u]);
+                                apply_loaded<VEC, DT>(a, kj, col, acc, mult, key,
+                                                      wrow_widen<VEC, DT>(xw[u]), hw[u]);
                             else if (active)
                                 apply_row<VEC, DT>(a, kj, col, acc, mult, key);
                         } else if (!squares && active) {
@@ -948,18 +999,23 @@ static rap_status emb_pairs_chunk(rap_gpu *g, const rap_model_batch *b, int firs
     return RAP_OK;
 }
 
+/* pre: emb_upd_preload's group (0: chain); fp32 tables group 8 whenever
+ * they load ahead. */
 template <int VEC, int DT, bool GBF>
-static void update_a_launch(rap_gpu *g, const upd_args &a, bool pre, unsigned blocks)
+static void update_a_launch(rap_gpu *g, const upd_args &a, int pre, unsigned blocks)
 {
-    if (pre)
-        emb_update_a_kernel<VEC, DT, GBF, true><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+    if (pre == 0)
+        emb_update_a_kernel<VEC, DT, GBF, 0><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+    else if (pre == 4 && DT != RAP_EMB_FP32)
+        emb_update_a_kernel<VEC, DT, GBF, DT != RAP_EMB_FP32 ? 4 : 8>
+            <<<blocks, EMB_THREADS, 0, g->stream>>>(a);
     else
-        emb_update_a_kernel<VEC, DT, GBF, false><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+        emb_update_a_kernel<VEC, DT, GBF, 8><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
 }
 
 /* pre: update_a loads a group's whole rows ahead (emb_upd_preload). */
 template <int VEC, int DT>
-static rap_status update_launch(rap_gpu *g, const upd_args &a, bool gbf, bool pre,
+static rap_status update_launch(rap_gpu *g, const upd_args &a, bool gbf, int pre,
                                 unsigned blocks, unsigned blocks_b)
 {
     if (gbf)
@@ -973,7 +1029,7 @@ static rap_status update_launch(rap_gpu *g, const upd_args &a, bool gbf, bool pr
 }
 
 template <int VEC>
-static rap_status update_dt(rap_gpu *g, const upd_args &a, bool gbf, bool pre, unsigned blocks,
+static rap_status update_dt(rap_gpu *g, const upd_args &a, bool gbf, int pre, unsigned blocks,
                             unsigned blocks_b)
 {
     if (g->dt == RAP_EMB_BF16)
@@ -1027,7 +1083,7 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const void
     /* update_b: a warp per UB_CHUNKS chunks */
     const unsigned blocks_b = rap_gpu_blocks((g->nchunks + UB_CHUNKS - 1) / UB_CHUNKS,
                                              EMB_THREADS / 32, g->sms * 32);
-    const bool pre = emb_upd_preload();
+    const int pre = emb_upd_preload();
     if (rap_emb_vec(g->D) == 4)
         RAP_TRY(update_dt<4>(g, a, grad_bf16, pre, blocks, blocks_b));
     else
