@@ -25,8 +25,8 @@
  *      gradient rows, before any of the group's updates (only this warp
  *      writes them), and for 16-bit tables their rounding draws, so the
  *      warp's updates wait for no load and no 64-bit mix each
- *      (emb_upd_preload; groups of 4 pairs for 16-bit tables, of 8 for
- *      fp32);
+ *      (emb_upd_group; groups of 4 pairs for 16-bit tables, kept packed, of
+ *      8 for fp32);
  *   5. update_b: a warp tests 4 chunks at once (a lane each); for each
  *      chunk where a split run starts it adds the tail and the heads of
  *      the following chunks (found by a warp-wide search) and updates the
@@ -470,20 +470,32 @@ static bool emb_fwd_v4(void)
     return v == 1;
 }
 
-/* The pairs a group of update_a loads ahead, their whole rows (16-bit
- * tables their rounding draws too): 8 (fp32 tables always 8), which
- * shortened the update on the H200 by 4-12 % with fp32 tables and 2 % with
- * bf16 ones in groups of 4 (bench/RESULTS.md, 2026-12-03). The A/B:
- * RAP_GPU_EMB_UPD=chain (0: each row loaded when its update comes), g4
- * (16-bit tables' groups of 4, unpacked before 2026-12-03's g8), g8. */
-static int emb_upd_preload(void)
+/* How update_a loads ahead, for tables of type dt: the pairs of a group
+ * whose whole rows (16-bit tables their rounding draws too) it loads
+ * before their updates. By default 8 for fp32 tables and 4 for 16-bit ones
+ * (kept packed: 90 registers, the fastest on the H200, bench/RESULTS.md,
+ * 2026-12-03). RAP_GPU_EMB_UPD for the A/B, every table type: chain (each
+ * row loaded when its update comes), g4, g8, g4b3 (groups of 4, three
+ * blocks a multiprocessor: at most 80 registers). */
+enum { EMB_UPD_CHAIN = 0, EMB_UPD_G4 = 1, EMB_UPD_G8 = 2, EMB_UPD_G4B3 = 3, EMB_UPD_AUTO = 4 };
+static int emb_upd_group(int dt)
 {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("RAP_GPU_EMB_UPD");
-        v = e && strcmp(e, "chain") == 0 ? 0 : e && strcmp(e, "g4") == 0 ? 4 : 8;
+        v = EMB_UPD_AUTO;
+        if (e && strcmp(e, "chain") == 0)
+            v = EMB_UPD_CHAIN;
+        else if (e && strcmp(e, "g4") == 0)
+            v = EMB_UPD_G4;
+        else if (e && strcmp(e, "g8") == 0)
+            v = EMB_UPD_G8;
+        else if (e && strcmp(e, "g4b3") == 0)
+            v = EMB_UPD_G4B3;
     }
-    return v;
+    if (v != EMB_UPD_AUTO)
+        return v;
+    return dt == RAP_EMB_FP32 ? EMB_UPD_G8 : EMB_UPD_G4;
 }
 
 template <int CAP>
@@ -733,16 +745,18 @@ static __device__ __forceinline__ void apply_row(const upd_args &a, uint32_t kj,
  * Row-wise Adagrad with rows of several blocks: pass 0 only sums the
  * squares of every whole run (lane j keeps the run ending at pair j), pass
  * 1 updates (lane j keeps the run's multiplier after its first block). */
-template <int VEC, int DT, bool GBF, int PG>
-static __global__ void __launch_bounds__(EMB_THREADS) emb_update_a_kernel(upd_args a)
+/* PG: the group loaded ahead (0: none, the chain); MINB: the blocks a
+ * multiprocessor the registers must allow (0: as ptxas chooses). */
+template <int VEC, int DT, bool GBF, int PG, int MINB>
+static __global__ void __launch_bounds__(EMB_THREADS, MINB) emb_update_a_kernel(upd_args a)
 {
     constexpr bool PRE = PG > 0;
     const int lane = threadIdx.x & 31;
     const int64_t warps = (int64_t)gridDim.x * (EMB_THREADS / 32);
     const int CB = 32 * VEC; /* columns per pass */
-    /* pairs a group: PG (8; 4 with RAP_GPU_EMB_UPD=g4) where a 16-bit
-     * group's rows (packed, wrow) and their draws are loaded ahead */
-    constexpr int G = PRE && DT != RAP_EMB_FP32 ? PG : 8;
+    /* pairs a group: PG where the group's rows (16-bit tables packed,
+     * wrow, and their draws) are loaded ahead (emb_upd_group) */
+    constexpr int G = PRE ? PG : 8;
     const bool rw = a.opt == RAP_ROWWISE_ADAGRAD;
     const int passes = rw && a.D > CB ? 2 : 1;
     const uint64_t skey = DT != RAP_EMB_FP32 ? rap_sr_step_key(a.seed, *a.step) : 0;
@@ -999,21 +1013,23 @@ static rap_status emb_pairs_chunk(rap_gpu *g, const rap_model_batch *b, int firs
     return RAP_OK;
 }
 
-/* pre: emb_upd_preload's group (0: chain); fp32 tables group 8 whenever
- * they load ahead. */
+/* pre: emb_upd_group's variant for tables of type DT. */
 template <int VEC, int DT, bool GBF>
 static void update_a_launch(rap_gpu *g, const upd_args &a, int pre, unsigned blocks)
 {
-    if (pre == 0)
-        emb_update_a_kernel<VEC, DT, GBF, 0><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
-    else if (pre == 4 && DT != RAP_EMB_FP32)
-        emb_update_a_kernel<VEC, DT, GBF, DT != RAP_EMB_FP32 ? 4 : 8>
-            <<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+    cudaStream_t st = g->stream;
+    const unsigned nt = EMB_THREADS;
+    if (pre == EMB_UPD_CHAIN)
+        emb_update_a_kernel<VEC, DT, GBF, 0, 0><<<blocks, nt, 0, st>>>(a);
+    else if (pre == EMB_UPD_G4)
+        emb_update_a_kernel<VEC, DT, GBF, 4, 0><<<blocks, nt, 0, st>>>(a);
+    else if (pre == EMB_UPD_G4B3)
+        emb_update_a_kernel<VEC, DT, GBF, 4, 3><<<blocks, nt, 0, st>>>(a);
     else
-        emb_update_a_kernel<VEC, DT, GBF, 8><<<blocks, EMB_THREADS, 0, g->stream>>>(a);
+        emb_update_a_kernel<VEC, DT, GBF, 8, 0><<<blocks, nt, 0, st>>>(a);
 }
 
-/* pre: update_a loads a group's whole rows ahead (emb_upd_preload). */
+/* pre: how update_a loads ahead (emb_upd_group). */
 template <int VEC, int DT>
 static rap_status update_launch(rap_gpu *g, const upd_args &a, bool gbf, int pre,
                                 unsigned blocks, unsigned blocks_b)
@@ -1083,7 +1099,7 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const void
     /* update_b: a warp per UB_CHUNKS chunks */
     const unsigned blocks_b = rap_gpu_blocks((g->nchunks + UB_CHUNKS - 1) / UB_CHUNKS,
                                              EMB_THREADS / 32, g->sms * 32);
-    const int pre = emb_upd_preload();
+    const int pre = emb_upd_group(g->dt);
     if (rap_emb_vec(g->D) == 4)
         RAP_TRY(update_dt<4>(g, a, grad_bf16, pre, blocks, blocks_b));
     else
