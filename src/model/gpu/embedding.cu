@@ -25,8 +25,7 @@
  *      gradient rows, before any of the group's updates (only this warp
  *      writes them), and for 16-bit tables their rounding draws, so the
  *      warp's updates wait for no load and no 64-bit mix each
- *      (emb_upd_group; groups of 4 pairs for 16-bit tables, kept packed, of
- *      8 for fp32);
+ *      (emb_upd_group; groups of 4 pairs, 16-bit rows kept packed);
  *   5. update_b: a warp tests 4 chunks at once (a lane each); for each
  *      chunk where a split run starts it adds the tail and the heads of
  *      the following chunks (found by a warp-wide search) and updates the
@@ -471,12 +470,16 @@ static bool emb_fwd_v4(void)
 }
 
 /* How update_a loads ahead, for tables of type dt: the pairs of a group
- * whose whole rows (16-bit tables their rounding draws too) it loads
- * before their updates. By default 8 for fp32 tables and 4 for 16-bit ones
- * (kept packed: 90 registers, the fastest on the H200, bench/RESULTS.md,
- * 2026-12-03). RAP_GPU_EMB_UPD for the A/B, every table type: chain (each
- * row loaded when its update comes), g4, g8, g4b3 (groups of 4, three
- * blocks a multiprocessor: at most 80 registers). */
+ * whose whole rows (16-bit tables their rounding draws too, the rows kept
+ * packed) it loads before their updates. By default groups of 4 with
+ * registers for three blocks a multiprocessor (g4b3: 80 registers, 24
+ * warps): on the H200 update_a at 65536 rows took 340 against 398 us (fp32
+ * tables, groups of 8 at 128 registers) and 359 against 439 us (bf16,
+ * groups of 4 at 90) (bench/RESULTS.md, 2026-12-03, 8c00886): the update
+ * waits on its loads, and more warps keep more of them in flight than
+ * longer groups. RAP_GPU_EMB_UPD for the A/B, every table type: chain
+ * (each row loaded when its update comes), g4 (as ptxas chooses), g8,
+ * g4b3. dt: kept for a default by table type. */
 enum { EMB_UPD_CHAIN = 0, EMB_UPD_G4 = 1, EMB_UPD_G8 = 2, EMB_UPD_G4B3 = 3, EMB_UPD_AUTO = 4 };
 static int emb_upd_group(int dt)
 {
@@ -493,9 +496,8 @@ static int emb_upd_group(int dt)
         else if (e && strcmp(e, "g4b3") == 0)
             v = EMB_UPD_G4B3;
     }
-    if (v != EMB_UPD_AUTO)
-        return v;
-    return dt == RAP_EMB_FP32 ? EMB_UPD_G8 : EMB_UPD_G4;
+    (void)dt;
+    return v != EMB_UPD_AUTO ? v : EMB_UPD_G4B3;
 }
 
 template <int CAP>
