@@ -469,7 +469,7 @@ static bool emb_fwd_v4(void)
     return v == 1;
 }
 
-/* How update_a loads ahead, for tables of type dt: the pairs of a group
+/* How update_a loads ahead, for every table type: the pairs of a group
  * whose whole rows (16-bit tables their rounding draws too, the rows kept
  * packed) it loads before their updates. By default groups of 4 with
  * registers for three blocks a multiprocessor (g4b3: 80 registers, 24
@@ -479,25 +479,22 @@ static bool emb_fwd_v4(void)
  * waits on its loads, and more warps keep more of them in flight than
  * longer groups. RAP_GPU_EMB_UPD for the A/B, every table type: chain
  * (each row loaded when its update comes), g4 (as ptxas chooses), g8,
- * g4b3. dt: kept for a default by table type. */
-enum { EMB_UPD_CHAIN = 0, EMB_UPD_G4 = 1, EMB_UPD_G8 = 2, EMB_UPD_G4B3 = 3, EMB_UPD_AUTO = 4 };
-static int emb_upd_group(int dt)
+ * g4b3. */
+enum { EMB_UPD_CHAIN = 0, EMB_UPD_G4 = 1, EMB_UPD_G8 = 2, EMB_UPD_G4B3 = 3 };
+static int emb_upd_group(void)
 {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("RAP_GPU_EMB_UPD");
-        v = EMB_UPD_AUTO;
+        v = EMB_UPD_G4B3;
         if (e && strcmp(e, "chain") == 0)
             v = EMB_UPD_CHAIN;
         else if (e && strcmp(e, "g4") == 0)
             v = EMB_UPD_G4;
         else if (e && strcmp(e, "g8") == 0)
             v = EMB_UPD_G8;
-        else if (e && strcmp(e, "g4b3") == 0)
-            v = EMB_UPD_G4B3;
     }
-    (void)dt;
-    return v != EMB_UPD_AUTO ? v : EMB_UPD_G4B3;
+    return v;
 }
 
 template <int CAP>
@@ -1015,7 +1012,7 @@ static rap_status emb_pairs_chunk(rap_gpu *g, const rap_model_batch *b, int firs
     return RAP_OK;
 }
 
-/* pre: emb_upd_group's variant for tables of type DT. */
+/* pre: emb_upd_group's variant. */
 template <int VEC, int DT, bool GBF>
 static void update_a_launch(rap_gpu *g, const upd_args &a, int pre, unsigned blocks)
 {
@@ -1101,7 +1098,7 @@ rap_status rap_gpu_emb_backward(rap_gpu *g, const rap_model_batch *b, const void
     /* update_b: a warp per UB_CHUNKS chunks */
     const unsigned blocks_b = rap_gpu_blocks((g->nchunks + UB_CHUNKS - 1) / UB_CHUNKS,
                                              EMB_THREADS / 32, g->sms * 32);
-    const int pre = emb_upd_group(g->dt);
+    const int pre = emb_upd_group();
     if (rap_emb_vec(g->D) == 4)
         RAP_TRY(update_dt<4>(g, a, grad_bf16, pre, blocks, blocks_b));
     else
