@@ -479,8 +479,8 @@ static bool emb_fwd_v4(void)
  * waits on its loads, and more warps keep more of them in flight than
  * longer groups. RAP_GPU_EMB_UPD for the A/B, every table type: chain
  * (each row loaded when its update comes), g4 (as ptxas chooses), g8,
- * g4b3, g4b4 and g2b4 (groups of 4 or 2 at four blocks: 64 registers). */
-enum { EMB_UPD_CHAIN = 0, EMB_UPD_G4 = 1, EMB_UPD_G8 = 2, EMB_UPD_G4B3 = 3, EMB_UPD_G4B4 = 4, EMB_UPD_G2B4 = 5 };
+ * g4b3. */
+enum { EMB_UPD_CHAIN = 0, EMB_UPD_G4 = 1, EMB_UPD_G8 = 2, EMB_UPD_G4B3 = 3 };
 static int emb_upd_group(void)
 {
     static int v = -1;
@@ -493,10 +493,6 @@ static int emb_upd_group(void)
             v = EMB_UPD_G4;
         else if (e && strcmp(e, "g8") == 0)
             v = EMB_UPD_G8;
-        else if (e && strcmp(e, "g4b4") == 0)
-            v = EMB_UPD_G4B4;
-        else if (e && strcmp(e, "g2b4") == 0)
-            v = EMB_UPD_G2B4;
     }
     return v;
 }
@@ -1028,10 +1024,6 @@ static void update_a_launch(rap_gpu *g, const upd_args &a, int pre, unsigned blo
         emb_update_a_kernel<VEC, DT, GBF, 4, 0><<<blocks, nt, 0, st>>>(a);
     else if (pre == EMB_UPD_G4B3)
         emb_update_a_kernel<VEC, DT, GBF, 4, 3><<<blocks, nt, 0, st>>>(a);
-    else if (pre == EMB_UPD_G4B4)
-        emb_update_a_kernel<VEC, DT, GBF, 4, 4><<<blocks, nt, 0, st>>>(a);
-    else if (pre == EMB_UPD_G2B4)
-        emb_update_a_kernel<VEC, DT, GBF, 2, 4><<<blocks, nt, 0, st>>>(a);
     else
         emb_update_a_kernel<VEC, DT, GBF, 8, 0><<<blocks, nt, 0, st>>>(a);
 }
