@@ -611,6 +611,7 @@ struct rap_parse_gpu {
     int warps;                /* a block's warps: RAP_PARSE_GPU_WARPS (8, 16 or 32), 8 */
     int pairs;                /* 0 with RAP_PARSE_GPU_PAIRS=0: one line a warp at a time */
     int lb_window;            /* 1 with RAP_PARSE_GPU_LOOKBACK=1: one predecessor a round */
+    void (*kernel)(const pg_args); /* parse_kernel's instance for the warps */
     /* the open batch (begin .. end) */
     bool open;
     pg_args args;
@@ -673,6 +674,7 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
         p->loops = e && e[0] == '1' && !e[1];
         e = getenv("RAP_PARSE_GPU_WARPS");
         p->warps = e && !strcmp(e, "16") ? 16 : e && !strcmp(e, "32") ? 32 : PG_WARPS_DEFAULT;
+        p->kernel = p->warps > 16 ? parse_kernel<1024, 1> : parse_kernel<512, 2>;
         e = getenv("RAP_PARSE_GPU_PAIRS");
         p->pairs = !(e && !strcmp(e, "0"));
         e = getenv("RAP_PARSE_GPU_LOOKBACK");
@@ -730,12 +732,8 @@ extern "C" rap_status rap_parse_gpu_create(const rap_parse_gpu_config *cfg, void
         pg_smem sm = smem_layout(lay.n_fields, lay.n_dense, lay.n_sparse, nc, lay.n_lists);
         cudaError_t e = cudaSuccess;
         if (sm.bytes > 48 * 1024)
-            e = p->warps > 16 ? cudaFuncSetAttribute(parse_kernel<1024, 1>,
-                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                     (int)sm.bytes)
-                              : cudaFuncSetAttribute(parse_kernel<512, 2>,
-                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                     (int)sm.bytes);
+            e = cudaFuncSetAttribute(p->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)sm.bytes);
         if (e == cudaSuccess)
             e = cudaMemcpyAsync(p->d_tab, &tab, sizeof tab, cudaMemcpyHostToDevice, p->stream);
         if (e == cudaSuccess)
@@ -885,10 +883,7 @@ extern "C" rap_status rap_parse_gpu_piece(rap_parse_gpu *p, int64_t line0, int64
         return RAP_OK;
     pg_args *a = &p->args;
     a->tile0 = t0;
-    if (p->warps > 16)
-        parse_kernel<1024, 1><<<(unsigned)(t1 - t0), 32 * p->warps, a->sm.bytes, p->stream>>>(*a);
-    else
-        parse_kernel<512, 2><<<(unsigned)(t1 - t0), 32 * p->warps, a->sm.bytes, p->stream>>>(*a);
+    p->kernel<<<(unsigned)(t1 - t0), 32 * p->warps, a->sm.bytes, p->stream>>>(*a);
     RAP_CUDA_LAUNCHED();
     p->next_tile = t1;
     return RAP_OK;

@@ -130,6 +130,18 @@ template <int DT> static __device__ __forceinline__ float widen(uint16_t h)
     return DT == RAP_EMB_FP16 ? rap_fp16_to_f32(h) : rap_bf16_to_f32(h);
 }
 
+/* The first VEC (4 or 1) 16-bit elements packed in q, in order, widened. */
+template <int VEC, int DT> static __device__ __forceinline__ vecf<VEC> widen_packed(uint2 q)
+{
+    vecf<VEC> x;
+    const uint16_t b[4] = {(uint16_t)(q.x & 0xffffu), (uint16_t)(q.x >> 16),
+                           (uint16_t)(q.y & 0xffffu), (uint16_t)(q.y >> 16)};
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        x.v[i] = widen<DT>(b[i]);
+    return x;
+}
+
 /* VEC elements of a table of type DT from element e (read-only path for
  * the lookups when LDG, plain loads for the update). VEC 4: e % 4 == 0, so
  * 16-byte (fp32) or 8-byte (16-bit) aligned. */
@@ -149,12 +161,7 @@ static __device__ __forceinline__ vecf<VEC> wload(const void *W, int64_t e)
             r.v[(2 * i + 1) % VEC] = widen<DT>((uint16_t)(w[i] >> 16));
         }
     } else if (VEC == 4) {
-        const uint2 q = LDG ? __ldg((const uint2 *)h) : *(const uint2 *)h;
-        const uint16_t b[4] = {(uint16_t)(q.x & 0xffffu), (uint16_t)(q.x >> 16),
-                               (uint16_t)(q.y & 0xffffu), (uint16_t)(q.y >> 16)};
-#pragma unroll
-        for (int i = 0; i < VEC; i++)
-            r.v[i] = widen<DT>(b[i]);
+        r = widen_packed<VEC, DT>(LDG ? __ldg((const uint2 *)h) : *(const uint2 *)h);
     } else {
         r.v[0] = widen<DT>(LDG ? __ldg((const unsigned short *)h) : *h);
     }
@@ -187,15 +194,7 @@ static __device__ __forceinline__ wrow<VEC, DT> wrow_load(const void *W, int64_t
 template <int VEC, int DT>
 static __device__ __forceinline__ vecf<VEC> wrow_widen(const wrow<VEC, DT> &r)
 {
-    if (DT == RAP_EMB_FP32)
-        return r.f;
-    vecf<VEC> x;
-    const uint16_t b[4] = {(uint16_t)(r.h.x & 0xffffu), (uint16_t)(r.h.x >> 16),
-                           (uint16_t)(r.h.y & 0xffffu), (uint16_t)(r.h.y >> 16)};
-#pragma unroll
-    for (int i = 0; i < VEC; i++)
-        x.v[i] = widen<DT>(b[i]);
-    return x;
+    return DT == RAP_EMB_FP32 ? r.f : widen_packed<VEC, DT>(r.h);
 }
 
 template <int VEC, int DT> static __device__ __forceinline__ wrow<VEC, DT> wrow_zero(void)
