@@ -76,6 +76,14 @@ typedef struct rap_test_rank {
     int64_t steps;      /* runs compared */
 } rap_test_rank;
 typedef rap_status (*rap_test_rank_fn)(rap_test_rank *x);
+/* Criteo text for parser tests: rap_test_criteo_line writes good line i of
+ * seed (nulls, negative ints, mixed-case hex; with its '\n'; returns its
+ * bytes); rap_test_criteo_text writes `lines` lines, about one in four
+ * malformed in one of many ways (every reason of the CPU parser, overflow
+ * at the boundaries, CRLF, empty, long, binary, garbage), the last line
+ * without '\n' when tail (out: room for 1200 bytes a line). */
+int rap_test_criteo_line(char *out, uint64_t seed, int64_t i);
+size_t rap_test_criteo_text(char *out, int64_t lines, uint64_t seed, bool tail);
 /* splitmix64 on *state: deterministic test data; rnd01 uniform in [0, 1). */
 uint64_t rap_test_rnd(uint64_t *state);
 double rap_test_rnd01(uint64_t *state);

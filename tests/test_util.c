@@ -322,6 +322,108 @@ bool rap_test_run_ranks(rap_test_ctx *t, int R, double timeout, rap_test_rank_fn
     return ok;
 }
 
+/* ------------------------------------------------------------ Criteo text */
+
+/* A good line for (seed, i): nulls, negative ints, mixed-case hex. */
+int rap_test_criteo_line(char *out, uint64_t seed, int64_t i)
+{
+    uint64_t s = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)i;
+    int n = sprintf(out, "%d\t%lld", (int)(rap_splitmix64(&s) & 1), (long long)i);
+    for (int j = 1; j < RAP_CRITEO_DENSE; j++) {
+        uint64_t z = rap_splitmix64(&s);
+        n += z % 9 == 0 ? sprintf(out + n, "\t")
+                        : sprintf(out + n, "\t%lld", (long long)((int64_t)(z >> 40) % 5000) - 3);
+    }
+    for (int j = 0; j < RAP_CRITEO_SPARSE; j++) {
+        uint64_t z = rap_splitmix64(&s);
+        n += z % 9 == 0 ? sprintf(out + n, "\t")
+                        : sprintf(out + n, (z & 1024) ? "\t%08x" : "\t%X", (unsigned)(z >> 32));
+    }
+    out[n++] = '\n';
+    out[n] = 0;
+    return n;
+}
+
+/* Replaces field f (0-based) of line l (k bytes with '\n') by v. */
+static int set_field(char *l, int k, int f, const char *v)
+{
+    int a = 0;
+    for (int i = 0; i < f; i++)
+        a = (int)(strchr(l + a, '\t') - l) + 1;
+    int b = a;
+    while (l[b] != '\t' && l[b] != '\n')
+        b++;
+    int vl = (int)strlen(v);
+    memmove(l + a + vl, l + b, (size_t)(k - b + 1));
+    memcpy(l + a, v, (size_t)vl);
+    return k - (b - a) + vl;
+}
+
+/* lines lines, about one in four malformed in one of many ways (the CPU
+ * parser's every reason, overflow at the boundaries, CRLF, empty, long,
+ * binary, garbage); the last line without '\n' when tail. */
+size_t rap_test_criteo_text(char *out, int64_t lines, uint64_t seed, bool tail)
+{
+    static const char *ints[] = {"2147483648", "-2147483649", "99999999999", "12a", "-", "+5",
+                                 "2147483647", "-2147483648", "00000000002147483647"};
+    static const char *cats[] = {"123456789", "xyz", "0000000g", "ABCDEF01", "-1", "fffffffff"};
+    size_t n = 0;
+    uint64_t s = seed;
+    char l[4096];
+    for (int64_t i = 0; i < lines; i++) {
+        int k = rap_test_criteo_line(l, seed, i);
+        uint64_t z = rap_splitmix64(&s);
+        switch (z % 24) {
+        case 0: k = set_field(l, k, 0, (z & 256) ? "2" : ""); break;
+        case 1: k = set_field(l, k, 1 + (int)((z >> 8) % RAP_CRITEO_DENSE), ints[(z >> 16) % 9]); break;
+        case 2: k = set_field(l, k, 1 + RAP_CRITEO_DENSE + (int)((z >> 8) % RAP_CRITEO_SPARSE), cats[(z >> 16) % 6]); break;
+        case 3: l[k - 1] = '\r'; l[k++] = '\n'; break;
+        case 4: l[0] = '\n'; k = 1; break;
+        case 5: { /* a field dropped or doubled */
+            char *tb = strchr(l, '\t');
+            if (z & 256) {
+                memmove(tb, tb + 1, (size_t)k - (size_t)(tb - l));
+                k--;
+            } else {
+                memmove(tb + 1, tb, (size_t)k - (size_t)(tb - l));
+                k++;
+            }
+            break;
+        }
+        case 6: { /* long, maybe a binary byte or '\r' late */
+            int len = 250 + (int)((z >> 8) % 900);
+            for (int j = 0; j < len; j++)
+                l[j] = (j % 9 == 8) ? '\t' : '7';
+            if (z & (1 << 20))
+                l[len - 1 - (int)((z >> 24) % 200)] = (z & (1 << 21)) ? '\r' : 0x01;
+            l[len] = '\n';
+            k = len + 1;
+            break;
+        }
+        case 7: /* a byte changed */
+            l[(z >> 8) % (uint64_t)(k - 1)] = (char)((z >> 32) | 1);
+            if (l[(z >> 8) % (uint64_t)(k - 1)] == '\n')
+                l[(z >> 8) % (uint64_t)(k - 1)] = 'n';
+            break;
+        case 8: /* garbage */
+            k = (int)((z >> 8) % 100);
+            for (int j = 0; j < k; j++) {
+                l[j] = (char)(rap_splitmix64(&s) & 0xff);
+                if (l[j] == '\n')
+                    l[j] = '\t';
+            }
+            l[k++] = '\n';
+            break;
+        default: break;
+        }
+        memcpy(out + n, l, (size_t)k);
+        n += (size_t)k;
+    }
+    if (tail && n > 0 && out[n - 1] == '\n')
+        n--;
+    return n;
+}
+
 /* ------------------------------------------------------------ raw batches */
 
 uint64_t rap_test_rnd(uint64_t *s)

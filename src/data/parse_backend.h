@@ -141,6 +141,9 @@ rap_status rap_parse_idx_upload(int32_t *d_idx, const int32_t *h_idx, int64_t n,
 /* A stream for the consumer's appends on the current device; sync; free. */
 rap_status rap_parse_stream_create(void **stream);
 rap_status rap_parse_sync(void *stream);
+/* n bytes between host and device memory (either way), queued on stream
+ * and waited for. */
+rap_status rap_parse_copy_sync(void *dst, const void *src, size_t n, void *stream);
 void rap_parse_stream_free(void *stream);
 /* The current CUDA device (0 without CUDA), and setting it on this thread. */
 int rap_parse_device(void);

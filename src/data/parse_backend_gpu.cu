@@ -256,6 +256,13 @@ extern "C" rap_status rap_parse_sync(void *stream)
     return RAP_OK;
 }
 
+extern "C" rap_status rap_parse_copy_sync(void *dst, const void *src, size_t n, void *stream)
+{
+    RAP_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, (cudaStream_t)stream));
+    RAP_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
+    return RAP_OK;
+}
+
 extern "C" void rap_parse_stream_free(void *stream)
 {
     if (stream)
@@ -513,6 +520,12 @@ rap_status rap_parse_sync(void *stream)
 }
 
 void rap_parse_stream_free(void *stream) { (void)stream; }
+
+rap_status rap_parse_copy_sync(void *dst, const void *src, size_t n, void *stream)
+{
+    (void)dst, (void)src, (void)n, (void)stream;
+    return NO_GPU("device copy");
+}
 
 int rap_parse_device(void) { return 0; }
 

@@ -397,6 +397,55 @@ rap_status rap_comm_nccl_create(rap_comm *host, int device, void *stream, rap_co
     return rap_nccl_create(host, device, stream, out);
 }
 
+rap_status rap_comm_dup(rap_comm *c, int device, rap_comm **out)
+{
+    *out = NULL;
+    if (!c)
+        return rap_fail(RAP_ERR_ARG, "rap_comm_dup: no comm");
+    rap_status st = RAP_OK;
+    switch (c->kind) {
+    case RAP_COMM_SELF:
+        st = rap_comm_self_create(out);
+        break;
+    case RAP_COMM_NCCL:
+        st = rap_comm_nccl_create(c->host, device, NULL, out);
+        break;
+    case RAP_COMM_MPI:
+        return rap_fail(RAP_ERR_ARG, "rap_comm_dup: an mpi comm has one thread's collectives "
+                        "at a time (MPI_THREAD_SERIALIZED)");
+    case RAP_COMM_THREADS: {
+        /* rank 0 makes the set; its address travels as an int64 */
+        rap_comm **set = NULL;
+        int64_t addr = 0;
+        if (c->rank == 0) {
+            set = rap_calloc(sizeof *set * (size_t)c->size, "threads comm");
+            if (set && rap_comm_threads_create(c->size, set) == RAP_OK)
+                addr = (int64_t)(intptr_t)set;
+            else
+                rap_clear_error();
+        }
+        st = rap_comm_broadcast(c, &addr, 1, RAP_COMM_I64, 0, "comm dup");
+        if (st == RAP_OK && addr)
+            *out = ((rap_comm **)(intptr_t)addr)[c->rank];
+        rap_status bs = rap_comm_barrier(c, "comm dup"); /* every rank took its own */
+        if (c->rank == 0)
+            rap_free(set); /* the array; each rank owns its comm */
+        if (st == RAP_OK && bs != RAP_OK)
+            st = bs;
+        if (st == RAP_OK && !addr)
+            st = rap_fail(RAP_ERR_NOMEM, "rap_comm_dup: rank 0 could not make the threads comm");
+        if (st != RAP_OK && *out) {
+            rap_comm_free(*out);
+            *out = NULL;
+        }
+        break;
+    }
+    }
+    if (st == RAP_OK && *out)
+        rap_comm_set_timeout(*out, c->timeout);
+    return st;
+}
+
 void rap_comm_free(rap_comm *c)
 {
     if (!c)

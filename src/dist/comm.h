@@ -82,6 +82,15 @@ rap_status rap_comm_mpi_init(rap_comm **out);
  * the timeout too. RAP_ERR_NO_GPU when built without NCCL. */
 rap_status rap_comm_nccl_create(rap_comm *host, int device, void *stream, rap_comm **out);
 
+/* A second comm of c's ranks for the collectives of another thread (a
+ * parser thread's, beside the training's): every rank of c calls it at the
+ * same point, as a collective of c. threads: a new set of R comms shared
+ * by the ranks (made by rank 0, handed out over c); self: a self comm;
+ * nccl: a NCCL comm over c's host comm on GPU `device`, on a stream of its
+ * own; mpi: RAP_ERR_ARG (MPI is initialised MPI_THREAD_SERIALIZED: one
+ * thread's MPI calls at a time). The new comm takes c's timeout. */
+rap_status rap_comm_dup(rap_comm *c, int device, rap_comm **out);
+
 /* Frees one rank's comm (NCCL: ncclCommDestroy, or ncclCommAbort when
  * broken). Accepts NULL. */
 void rap_comm_free(rap_comm *c);

@@ -1,0 +1,381 @@
+/* parse_share.c -- ranks sharing the parse of every chunk (parse_share.h). */
+#include "data/parse_share.h"
+
+#include "core/core.h"
+#include "data/parse_backend_internal.h"
+#include "data/parse_ref.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { HDR = 8 };                              /* int64 a rank */
+enum { H_KIND, H_STATUS, H_BYTES, H_LINES, H_OWN, H_USED, H_REJ };
+enum { KIND_CHUNK = 1, KIND_LEAVE = 2 };
+
+struct rap_parse_share {
+    rap_comm *c;
+    int R, rank;
+    bool dev;                /* rows and blocks in device memory (a NCCL comm) */
+    const rap_parse_ops *ops;
+    size_t C;
+    int64_t max_line;
+    rap_schema shape;        /* Criteo's */
+    int32_t *start;          /* (C + 2) the chunk's line offsets */
+    rap_parse_rej *rej;      /* (C + 1) host: this piece's, then the chunk's */
+    int64_t *hdr;            /* (2 R HDR) host: sent (R HDR: the same block R times) and received */
+    int64_t *cnt;            /* (4 R) scount, sdispl, rcount, rdispl */
+    void *d_hdr;             /* (2 R HDR) comm memory (dev), else NULL */
+    char *send, *recv;       /* comm memory */
+    size_t send_bytes, recv_bytes;
+    rap_parsed piece;        /* this rank's piece's accounting */
+    bool ended;
+    char end_msg[512];
+    int64_t own_lines, lines;
+};
+
+static size_t align8(size_t x) { return (x + 7) & ~(size_t)7; }
+
+void rap_parse_share_bytes(size_t chunk_bytes, int ranks, size_t *comm_mem, size_t *host)
+{
+    const rap_schema s = rap_schema_criteo();
+    const size_t R = (size_t)(ranks > 1 ? ranks : 1);
+    const size_t rows = rap_batch_bytes(s, rap_parse_stage_rows(chunk_bytes));
+    const size_t rej = align8(sizeof(rap_parse_rej) * (chunk_bytes + 1));
+    const size_t hdr = 2 * R * HDR * sizeof(int64_t);
+    *comm_mem = (rows + rej) + (rows + R * rap_batch_bytes(s, 1) + rej + 8 * R) + hdr;
+    *host = sizeof(int32_t) * (chunk_bytes + 2) + sizeof(rap_parse_rej) * (chunk_bytes + 1) + hdr +
+            4 * R * sizeof(int64_t);
+}
+
+static void *comm_alloc(rap_parse_share *s, size_t n, const char *what)
+{
+    void *p = NULL;
+    if (s->dev) {
+        if (rap_cuda_malloc(&p, n, what) != RAP_OK)
+            return NULL;
+        return p;
+    }
+    return rap_aligned_alloc(n, what);
+}
+
+static void comm_free(const rap_parse_share *s, void *p)
+{
+    if (!p)
+        return;
+    if (s->dev)
+        rap_cuda_free(p);
+    else
+        rap_aligned_free(p);
+}
+
+void rap_parse_share_free(rap_parse_share *s)
+{
+    if (!s)
+        return;
+    comm_free(s, s->send);
+    comm_free(s, s->recv);
+    comm_free(s, s->d_hdr);
+    rap_aligned_free(s->start);
+    rap_aligned_free(s->rej);
+    rap_free(s->hdr);
+    rap_free(s->cnt);
+    rap_free(s->piece.rej);
+    rap_free(s);
+}
+
+rap_status rap_parse_share_create(rap_comm *c, const rap_parse_ops *ops, size_t chunk_bytes,
+                                  int64_t max_line, rap_parse_share **out)
+{
+    *out = NULL;
+    if (!c || rap_comm_size(c) < 2 || !ops || chunk_bytes < 1)
+        return rap_fail(RAP_ERR_ARG, "parse share: needs a comm of 2 or more ranks and a parser");
+    if (rap_comm_on_device(c) != ops->device_rows)
+        return rap_fail(RAP_ERR_ARG, "parse share: the %s parser's rows are in %s memory, the "
+                        "comm's in %s memory", ops->name, ops->device_rows ? "device" : "host",
+                        rap_comm_on_device(c) ? "device" : "host");
+    rap_parse_share *s = rap_calloc(sizeof *s, "parse share");
+    if (!s)
+        return RAP_ERR_NOMEM;
+    s->c = c;
+    s->R = rap_comm_size(c);
+    s->rank = rap_comm_rank(c);
+    s->dev = ops->device_rows;
+    s->ops = ops;
+    s->C = chunk_bytes;
+    s->max_line = max_line;
+    s->shape = rap_schema_criteo();
+    const size_t R = (size_t)s->R;
+    const size_t rows = rap_batch_bytes(s->shape, rap_parse_stage_rows(chunk_bytes));
+    const size_t rej = align8(sizeof(rap_parse_rej) * (chunk_bytes + 1));
+    s->send_bytes = rows + rej;
+    s->recv_bytes = rows + R * rap_batch_bytes(s->shape, 1) + rej + 8 * R;
+    s->start = rap_aligned_alloc(sizeof(int32_t) * (chunk_bytes + 2), "parse share offsets");
+    s->rej = rap_aligned_alloc(sizeof(rap_parse_rej) * (chunk_bytes + 1), "parse share rejects");
+    s->hdr = rap_calloc(2 * R * HDR * sizeof(int64_t), "parse share headers");
+    s->cnt = rap_calloc(4 * R * sizeof(int64_t), "parse share counts");
+    s->send = comm_alloc(s, s->send_bytes, "parse share send block");
+    s->recv = comm_alloc(s, s->recv_bytes, "parse share blocks");
+    if (s->dev)
+        s->d_hdr = comm_alloc(s, 2 * R * HDR * sizeof(int64_t), "parse share headers");
+    if (!s->start || !s->rej || !s->hdr || !s->cnt || !s->send || !s->recv ||
+        (s->dev && !s->d_hdr)) {
+        rap_parse_share_free(s);
+        return RAP_ERR_NOMEM;
+    }
+    *out = s;
+    return RAP_OK;
+}
+
+void rap_parse_share_counts(const rap_parse_share *s, int64_t *own_lines, int64_t *lines)
+{
+    *own_lines = s ? s->own_lines : 0;
+    *lines = s ? s->lines : 0;
+}
+
+/* Ends the sharing with a message; later chunks fail with it. */
+static rap_status end_share(rap_parse_share *s, rap_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static rap_status end_share(rap_parse_share *s, rap_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->end_msg, sizeof s->end_msg, fmt, ap);
+    va_end(ap);
+    s->ended = true;
+    return rap_fail(st, "%s", s->end_msg);
+}
+
+/* Copies n bytes between host and comm memory (either way), waited for. */
+static rap_status copy_mem(rap_parse_share *s, void *dst, const void *src, size_t n)
+{
+    if (n == 0)
+        return RAP_OK;
+    if (!s->dev) {
+        memcpy(dst, src, n);
+        return RAP_OK;
+    }
+    return rap_parse_copy_sync(dst, src, n, rap_comm_stream(s->c));
+}
+
+/* The headers' round: this rank's h (HDR) to every rank, theirs into
+ * s->hdr + R * HDR (rank p's at p * HDR). */
+static rap_status exchange_headers(rap_parse_share *s, const int64_t *h)
+{
+    const int R = s->R;
+    int64_t *sc = s->cnt, *sd = sc + R, *rc = sd + R, *rd = rc + R;
+    for (int p = 0; p < R; p++) {
+        sc[p] = HDR;
+        sd[p] = 0;
+        rc[p] = HDR;
+        rd[p] = (int64_t)p * HDR;
+    }
+    int64_t *got = s->hdr + (size_t)R * HDR;
+    if (!s->dev) {
+        memcpy(s->hdr, h, HDR * sizeof *h);
+        return rap_comm_alltoallv_type(s->c, s->hdr, sc, sd, got, rc, rd, RAP_COMM_I64,
+                                       "parse share header");
+    }
+    int64_t *dsend = s->d_hdr, *drecv = dsend + (size_t)R * HDR;
+    RAP_TRY(copy_mem(s, dsend, h, HDR * sizeof *h));
+    RAP_TRY(rap_comm_alltoallv_type(s->c, dsend, sc, sd, drecv, rc, rd, RAP_COMM_I64,
+                                    "parse share header"));
+    RAP_TRY(rap_comm_wait(s->c, NULL, "parse share header"));
+    return copy_mem(s, got, drecv, (size_t)R * HDR * sizeof *got);
+}
+
+void rap_parse_share_leave(rap_parse_share *s)
+{
+    if (!s || s->ended)
+        return;
+    int64_t h[HDR] = {KIND_LEAVE};
+    if (exchange_headers(s, h) != RAP_OK)
+        rap_clear_error();
+    s->ended = true;
+    snprintf(s->end_msg, sizeof s->end_msg, "parse share: this rank left");
+}
+
+/* Lines [*a, *b) of rank p's piece of a chunk of `lines` lines. */
+static void piece_of(int64_t lines, int R, int p, int64_t *a, int64_t *b)
+{
+    const int64_t nt = (lines + RAP_PARSE_TILE - 1) / RAP_PARSE_TILE;
+    int64_t t0 = nt * p / R, t1 = nt * (p + 1) / R;
+    *a = t0 * RAP_PARSE_TILE < lines ? t0 * RAP_PARSE_TILE : lines;
+    *b = t1 * RAP_PARSE_TILE < lines ? t1 * RAP_PARSE_TILE : lines;
+}
+
+/* The rows a piece of lines [a, b) can hold (its block's batch capacity). */
+static int64_t piece_cap(const rap_parse_share *s, int64_t a, int64_t b)
+{
+    rap_parse_layout l;
+    rap_parse_layout_criteo(&l);
+    return rap_parse_rows_bound(&l, b - a, (int64_t)s->start[b] - s->start[a]);
+}
+
+static size_t rows_bytes(const rap_parse_share *s, int64_t cap)
+{
+    return cap > 0 ? rap_batch_bytes(s->shape, cap) : 0;
+}
+
+static void view(const rap_parse_share *s, rap_batch *b, int64_t cap, char *block)
+{
+    rap_batch_view(b, s->shape, cap, block);
+    b->device = s->dev;
+}
+
+/* This rank's piece: parsed by the backend into the send block. */
+static rap_status parse_piece(rap_parse_share *s, void *ps, const char *text, int64_t a,
+                              int64_t b, int64_t cap)
+{
+    s->piece.n_lines = s->piece.n_used = s->piece.n_rej = 0;
+    if (b <= a)
+        return RAP_OK;
+    rap_batch mine;
+    view(s, &mine, cap, s->send);
+    const size_t off = (size_t)s->start[a], n = (size_t)s->start[b] - off;
+    RAP_TRY(s->ops->chunk(ps, text + off, n, &s->piece, &mine));
+    if (s->piece.n_lines != b - a || s->piece.n_used > cap || s->piece.n_rej > b - a ||
+        s->piece.n_used + s->piece.n_rej != b - a)
+        return rap_fail(RAP_ERR_INTERNAL, "parse share: the piece of %lld lines parsed into "
+                        "%lld lines, %lld good, %lld rejected", (long long)(b - a),
+                        (long long)s->piece.n_lines, (long long)s->piece.n_used,
+                        (long long)s->piece.n_rej);
+    return RAP_OK;
+}
+
+/* The round's headers checked against what this rank knows of the chunk. */
+static rap_status check_headers(rap_parse_share *s, int64_t bytes, int64_t lines)
+{
+    const int64_t *g = s->hdr + (size_t)s->R * HDR;
+    for (int p = 0; p < s->R; p++) {
+        const int64_t *h = g + (size_t)p * HDR;
+        if (h[H_KIND] == KIND_LEAVE)
+            return end_share(s, RAP_ERR_IO, "parse share: rank %d stopped parsing its share of "
+                             "the chunks (its reader closed) while rank %d still parses",
+                             p, s->rank);
+        if (h[H_KIND] != KIND_CHUNK)
+            return end_share(s, RAP_ERR_IO, "parse share: rank %d sent a header of kind %lld",
+                             p, (long long)h[H_KIND]);
+        if (h[H_STATUS] != RAP_OK)
+            return end_share(s, RAP_ERR_IO, "parse share: rank %d could not parse its piece of "
+                             "the chunk (%s)", p, rap_status_name((rap_status)h[H_STATUS]));
+        if (h[H_BYTES] != bytes || h[H_LINES] != lines)
+            return end_share(s, RAP_ERR_DATA, "parse share: the ranks cut different chunks: "
+                             "rank %d one of %lld bytes, %lld lines, rank %d one of %lld bytes, "
+                             "%lld lines (every rank must read the same input the same way)",
+                             p, (long long)h[H_BYTES], (long long)h[H_LINES], s->rank,
+                             (long long)bytes, (long long)lines);
+        int64_t a, b;
+        piece_of(lines, s->R, p, &a, &b);
+        if (h[H_OWN] != b - a || h[H_USED] < 0 || h[H_REJ] < 0 ||
+            h[H_USED] + h[H_REJ] != b - a || h[H_USED] > piece_cap(s, a, b))
+            return end_share(s, RAP_ERR_IO, "parse share: rank %d's piece of lines [%lld, %lld) "
+                             "came back as %lld lines, %lld good, %lld rejected", p,
+                             (long long)a, (long long)b, (long long)h[H_OWN],
+                             (long long)h[H_USED], (long long)h[H_REJ]);
+    }
+    return RAP_OK;
+}
+
+rap_status rap_parse_share_chunk(rap_parse_share *s, void *ps, const char *text, size_t n,
+                                 rap_parsed *out, rap_batch *stage)
+{
+    if (s->ended)
+        return rap_fail(RAP_ERR_IO, "%s", s->end_msg);
+    if (n > s->C)
+        return rap_fail(RAP_ERR_INTERNAL, "parse share: a chunk of %zu bytes, at most %zu", n,
+                        s->C);
+    const int R = s->R;
+    const int64_t lines = rap_parse_cut_lines(text, n, s->start);
+    int64_t a, b;
+    piece_of(lines, R, s->rank, &a, &b);
+    const int64_t cap = piece_cap(s, a, b);
+    rap_status pst = parse_piece(s, ps, text, a, b, cap);
+    char pmsg[512] = "";
+    if (pst != RAP_OK)
+        snprintf(pmsg, sizeof pmsg, "%s", rap_last_error());
+    int64_t h[HDR] = {KIND_CHUNK, pst, (int64_t)n, lines, b - a, s->piece.n_used,
+                      s->piece.n_rej, 0};
+    if (pst != RAP_OK)
+        h[H_OWN] = h[H_USED] = h[H_REJ] = 0;
+    rap_status st = exchange_headers(s, h);
+    if (st != RAP_OK)
+        return end_share(s, st, "%s", rap_last_error());
+    if (pst != RAP_OK)
+        return end_share(s, pst, "%s", pmsg);
+    RAP_TRY(check_headers(s, (int64_t)n, lines));
+
+    /* the blocks: rows (cap_p layout) then rejects, 8-byte elements */
+    const int64_t *g = s->hdr + (size_t)R * HDR;
+    int64_t *sc = s->cnt, *sd = sc + R, *rc = sd + R, *rd = rc + R;
+    const size_t my_rows = rows_bytes(s, cap);
+    const size_t my_block = my_rows + align8(sizeof(rap_parse_rej) * (size_t)s->piece.n_rej);
+    for (int64_t i = 0; i < s->piece.n_rej; i++) {
+        const rap_parse_reject *e = &s->piece.rej[i];
+        s->rej[i] = (rap_parse_rej){(int32_t)e->line, (int32_t)e->pos, (int16_t)e->reason, -1};
+    }
+    RAP_TRY(copy_mem(s, s->send + my_rows, s->rej, sizeof(rap_parse_rej) * (size_t)s->piece.n_rej));
+    size_t at = 0;
+    for (int p = 0; p < R; p++) {
+        int64_t pa, pb;
+        piece_of(lines, R, p, &pa, &pb);
+        const size_t blk = rows_bytes(s, piece_cap(s, pa, pb)) +
+                           align8(sizeof(rap_parse_rej) * (size_t)g[p * HDR + H_REJ]);
+        sc[p] = (int64_t)(my_block / 8);
+        sd[p] = 0;
+        rc[p] = (int64_t)(blk / 8);
+        rd[p] = (int64_t)(at / 8);
+        at += blk;
+    }
+    if (at > s->recv_bytes)
+        return end_share(s, RAP_ERR_INTERNAL, "parse share: the chunk's blocks need %zu bytes, "
+                         "%zu allocated", at, s->recv_bytes);
+    st = rap_comm_alltoallv_type(s->c, s->send, sc, sd, s->recv, rc, rd, RAP_COMM_I64,
+                                 "parse share blocks");
+    if (st == RAP_OK)
+        st = rap_comm_wait(s->c, NULL, "parse share blocks");
+    if (st != RAP_OK)
+        return end_share(s, st, "%s", rap_last_error());
+
+    /* the chunk's rows and rejects in rank order */
+    stage->rows = 0;
+    int64_t used = 0, nrej = 0;
+    for (int p = 0; p < R; p++) {
+        int64_t pa, pb;
+        piece_of(lines, R, p, &pa, &pb);
+        const int64_t pcap = piece_cap(s, pa, pb), pu = g[p * HDR + H_USED],
+                      pr = g[p * HDR + H_REJ];
+        char *blk = s->recv + rd[p] * 8;
+        if (pu > 0) {
+            rap_batch v;
+            view(s, &v, pcap, blk);
+            if (s->dev)
+                RAP_TRY(rap_batch_append_device(stage, &v, 0, pu, rap_comm_stream(s->c)));
+            else
+                rap_batch_append(stage, &v, 0, pu);
+        }
+        rap_parse_rej *r = s->rej + nrej;
+        RAP_TRY(copy_mem(s, r, blk + rows_bytes(s, pcap), sizeof *r * (size_t)pr));
+        for (int64_t i = 0; i < pr; i++) {
+            if (r[i].line < 0 || r[i].line >= pb - pa || r[i].pos < 0 || r[i].pos > pu ||
+                r[i].reason < 0 || r[i].reason >= RAP_REJ_COUNT)
+                return end_share(s, RAP_ERR_IO, "parse share: rank %d sent a reject at line "
+                                 "%d of its %lld (position %d of %lld, reason %d)", p,
+                                 r[i].line, (long long)(pb - pa), r[i].pos, (long long)pu,
+                                 r[i].reason);
+            r[i].line += (int32_t)pa;
+            r[i].pos += (int32_t)used;
+        }
+        used += pu;
+        nrej += pr;
+    }
+    if (s->dev)
+        RAP_TRY(rap_parse_sync(rap_comm_stream(s->c)));
+    s->own_lines += b - a;
+    s->lines += lines;
+    rap_parse_result res;
+    memset(&res, 0, sizeof res);
+    res.n_lines = lines;
+    res.rows_used = used;
+    res.rows_rejected = nrej;
+    return rap_parse_take_rejects(out, s->rej, nrej, &res, text, s->start, s->max_line);
+}

@@ -1,0 +1,286 @@
+/* test_parse_share.c -- ranks sharing the parse of every chunk
+ * (data/parse_share.h): on thread ranks with the kernels' CPU reference,
+ * every rank's chunk (accounting, rejects, first message, staging rows) is
+ * what parsing the whole chunk gives, bit for bit, on random text with
+ * every kind of malformed line and chunks from one line to thousands; each
+ * rank parsed only its piece; a rank that leaves, or ranks that cut other
+ * chunks, end the sharing on every rank with a message and no wait; the
+ * comm's dup gives the thread ranks a comm of their own. */
+#include "test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "data/parse_backend.h"
+#include "data/parse_ref.h"
+#include "data/parse_share.h"
+#include "dist/comm.h"
+
+#define SH_LINES 5000
+#define SH_CHUNK ((size_t)2 << 20)
+
+typedef struct {
+    char *text;      /* the input */
+    size_t n;
+    int64_t *cut;    /* (n_cut + 1) chunk boundaries (bytes, whole lines) */
+    int n_cut;
+    int leave_after; /* the last rank leaves after this many chunks (-1 never) */
+    bool skew;       /* rank 1 gets other chunks */
+} share_case;
+
+/* Rows [0, n) of staging batches a and b equal (arrays byte for byte). */
+static bool same_rows(const rap_batch *a, const rap_batch *b, int64_t n, char *why, size_t wn)
+{
+    const int64_t A = a->cap, B = b->cap;
+    if (memcmp(a->label, b->label, sizeof(float) * (size_t)n)) {
+        snprintf(why, wn, "labels differ");
+        return false;
+    }
+    for (int j = 0; j < RAP_CRITEO_DENSE; j++)
+        if (memcmp(a->dense + j * A, b->dense + j * B, sizeof(float) * (size_t)n) ||
+            memcmp(a->dense_valid + j * A, b->dense_valid + j * B, (size_t)n)) {
+            snprintf(why, wn, "dense column %d differs", j);
+            return false;
+        }
+    for (int j = 0; j < RAP_CRITEO_SPARSE; j++) {
+        const int64_t *oa = a->sparse_off + j * (A + 1), *ob = b->sparse_off + j * (B + 1);
+        if (memcmp(oa, ob, sizeof(int64_t) * (size_t)(n + 1)) ||
+            memcmp(a->sparse_ids + j * A, b->sparse_ids + j * B, sizeof(int64_t) * (size_t)oa[n]) ||
+            memcmp(a->sparse_valid + j * A, b->sparse_valid + j * B, (size_t)n)) {
+            snprintf(why, wn, "sparse column %d differs", j);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool same_parsed(const rap_parsed *a, const rap_parsed *b, char *why, size_t wn)
+{
+    if (a->n_lines != b->n_lines || a->n_used != b->n_used || a->n_rej != b->n_rej) {
+        snprintf(why, wn, "shared %lld lines, %lld good, %lld rejected; whole %lld, %lld, %lld",
+                 (long long)a->n_lines, (long long)a->n_used, (long long)a->n_rej,
+                 (long long)b->n_lines, (long long)b->n_used, (long long)b->n_rej);
+        return false;
+    }
+    for (int64_t i = 0; i < a->n_rej; i++)
+        if (a->rej[i].line != b->rej[i].line || a->rej[i].pos != b->rej[i].pos ||
+            a->rej[i].reason != b->rej[i].reason) {
+            snprintf(why, wn, "reject %lld: line %lld pos %lld reason %d, whole: %lld %lld %d",
+                     (long long)i, (long long)a->rej[i].line, (long long)a->rej[i].pos,
+                     a->rej[i].reason, (long long)b->rej[i].line, (long long)b->rej[i].pos,
+                     b->rej[i].reason);
+            return false;
+        }
+    if (strcmp(a->first_msg, b->first_msg)) {
+        snprintf(why, wn, "first message \"%s\", whole \"%s\"", a->first_msg, b->first_msg);
+        return false;
+    }
+    return true;
+}
+
+typedef struct {
+    const rap_parse_ops *ops;
+    rap_parse_backend_config pcfg;
+    void *ps;
+    rap_batch stage, whole_stage;
+    rap_parsed out, whole;
+    rap_parse_share *sh;
+} share_rank;
+
+static void share_rank_free(share_rank *k)
+{
+    rap_parse_share_free(k->sh);
+    if (k->ps)
+        k->ops->free(k->ps);
+    k->ops->stage_free(&k->stage);
+    k->ops->stage_free(&k->whole_stage);
+    rap_free(k->out.rej);
+    rap_free(k->whole.rej);
+}
+
+static rap_status share_rank_make(share_rank *k, rap_comm *c)
+{
+    memset(k, 0, sizeof *k);
+    k->ops = rap_parse_ops_of(RAP_PARSE_REF);
+    k->pcfg.chunk_bytes = SH_CHUNK;
+    k->pcfg.max_line = 1000;
+    RAP_TRY(k->ops->create(&k->pcfg, &k->ps));
+    RAP_TRY(k->ops->stage_create(&k->pcfg, &k->stage));
+    RAP_TRY(k->ops->stage_create(&k->pcfg, &k->whole_stage));
+    return rap_parse_share_create(c, k->ops, SH_CHUNK, k->pcfg.max_line, &k->sh);
+}
+
+/* Every chunk shared, then parsed whole by the same backend: equal. */
+static rap_status share_ranks_fn(rap_test_rank *x)
+{
+    const share_case *sc = x->arg;
+    share_rank k;
+    rap_status st = share_rank_make(&k, x->c);
+    int64_t lines = 0;
+    for (int i = 0; st == RAP_OK && i < sc->n_cut; i++) {
+        const bool last = x->rank == x->R - 1;
+        if (last && i == sc->leave_after) {
+            rap_parse_share_leave(k.sh);
+            break;
+        }
+        int q = sc->skew && x->rank == 1 ? (i + 1) % sc->n_cut : i;
+        const char *t = sc->text + sc->cut[q];
+        size_t n = (size_t)(sc->cut[q + 1] - sc->cut[q]);
+        rap_status cs = rap_parse_share_chunk(k.sh, k.ps, t, n, &k.out, &k.stage);
+        if (sc->skew || (sc->leave_after >= 0 && i >= sc->leave_after)) {
+            /* the sharing ended on every rank: this chunk fails, so does the next */
+            rap_status want = sc->skew ? RAP_ERR_DATA : RAP_ERR_IO;
+            const char *say = sc->skew ? "cut different chunks" : "stopped parsing";
+            if (cs != want || !strstr(rap_last_error(), say)) {
+                snprintf(x->err, sizeof x->err, "chunk %d: %s (%s), expected %s with \"%s\"", i,
+                         rap_status_name(cs), rap_last_error(), rap_status_name(want), say);
+                x->bad++;
+            }
+            rap_clear_error();
+            if (rap_parse_share_chunk(k.sh, k.ps, t, n, &k.out, &k.stage) == RAP_OK)
+                x->bad++;
+            rap_clear_error();
+            break;
+        }
+        if (cs != RAP_OK) {
+            st = cs;
+            snprintf(x->err, sizeof x->err, "chunk %d: %s", i, rap_last_error());
+            break;
+        }
+        rap_status ws = k.ops->chunk(k.ps, t, n, &k.whole, &k.whole_stage);
+        char why[512];
+        if (ws != RAP_OK) {
+            st = ws;
+            snprintf(x->err, sizeof x->err, "whole chunk %d: %s", i, rap_last_error());
+        } else if (!same_parsed(&k.out, &k.whole, why, sizeof why) ||
+                   !same_rows(&k.stage, &k.whole_stage, k.whole.n_used, why, sizeof why)) {
+            snprintf(x->err, sizeof x->err, "chunk %d of %zu bytes: %s", i, n, why);
+            x->bad++;
+        }
+        lines += k.whole.n_lines;
+        x->steps++;
+    }
+    int64_t own = 0, seen = 0;
+    rap_parse_share_counts(k.sh, &own, &seen);
+    x->seconds = (double)own; /* this rank's own lines, summed by the caller */
+    if (st == RAP_OK && seen != lines && sc->leave_after < 0 && !sc->skew) {
+        snprintf(x->err, sizeof x->err, "%lld lines shared, %lld parsed whole", (long long)seen,
+                 (long long)lines);
+        x->bad++;
+    }
+    share_rank_free(&k);
+    return st;
+}
+
+/* The text and chunk boundaries: whole lines, chunks of 1 line to about
+ * 1,500 lines (some pieces of a rank empty, one tile or several). */
+static bool share_input(rap_test_ctx *t, share_case *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    sc->text = malloc((size_t)SH_LINES * 1200);
+    sc->cut = malloc(sizeof(int64_t) * (SH_LINES + 2));
+    if (!sc->text || !sc->cut) {
+        rap_test_fail(t, __FILE__, __LINE__, "no memory for the input");
+        free(sc->text);
+        free(sc->cut);
+        return false;
+    }
+    sc->n = rap_test_criteo_text(sc->text, SH_LINES, 77, false);
+    static const int sizes[] = {1, 2, 63, 64, 65, 130, 1500, 7, 700, 129, 1024};
+    int64_t at = 0;
+    int k = 0;
+    sc->cut[0] = 0;
+    while ((size_t)at < sc->n) {
+        int want = sizes[k % (int)(sizeof sizes / sizeof sizes[0])];
+        int64_t e = at;
+        for (int l = 0; l < want && (size_t)e < sc->n; l++) {
+            const char *nl = memchr(sc->text + e, '\n', sc->n - (size_t)e);
+            e = nl ? nl - sc->text + 1 : (int64_t)sc->n;
+        }
+        sc->cut[++k] = e;
+        at = e;
+    }
+    sc->n_cut = k;
+    sc->leave_after = -1;
+    return true;
+}
+
+RAP_TEST(parse_share_reference_equals_whole)
+{
+    share_case sc;
+    if (!share_input(t, &sc))
+        return;
+    static const int ranks[] = {2, 3, 5, 8};
+    for (int i = 0; i < 4; i++) {
+        rap_test_rank x[8];
+        int R = ranks[i];
+        if (!rap_test_run_ranks(t, R, 30, share_ranks_fn, &sc, x))
+            continue;
+        double own = 0;
+        for (int r = 0; r < R; r++) {
+            CHECK_MSG(x[r].bad == 0, "R = %d rank %d: %s", R, r, x[r].err);
+            CHECK_MSG(x[r].steps == sc.n_cut, "R = %d rank %d: %lld of %d chunks", R, r,
+                      (long long)x[r].steps, sc.n_cut);
+            own += x[r].seconds;
+            /* a rank parses about 1/R of the lines (whole tiles of 64) */
+            CHECK_MSG(x[r].seconds <= SH_LINES / R + 64.0 * sc.n_cut, "R = %d rank %d parsed "
+                      "%.0f of %d lines", R, r, x[r].seconds, SH_LINES);
+        }
+        CHECK_MSG(own == SH_LINES, "R = %d: the ranks parsed %.0f lines of %d", R, own, SH_LINES);
+    }
+    free(sc.text);
+    free(sc.cut);
+}
+
+RAP_TEST(parse_share_leave_and_skew_end_every_rank)
+{
+    share_case sc;
+    if (!share_input(t, &sc))
+        return;
+    rap_test_rank x[8];
+    for (int pass = 0; pass < 3; pass++) {
+        sc.leave_after = pass == 0 ? 3 : pass == 1 ? 0 : -1;
+        sc.skew = pass == 2;
+        int R = pass == 1 ? 3 : 2;
+        double t0 = rap_now();
+        if (!rap_test_run_ranks(t, R, 20, share_ranks_fn, &sc, x))
+            continue;
+        for (int r = 0; r < R; r++)
+            CHECK_MSG(x[r].bad == 0, "case %d rank %d: %s", pass, r, x[r].err);
+        /* nobody waited for a collective that did not come */
+        CHECK_MSG(rap_now() - t0 < 10, "case %d took %.1f s", pass, rap_now() - t0);
+    }
+    free(sc.text);
+    free(sc.cut);
+}
+
+static rap_status dup_fn(rap_test_rank *x)
+{
+    rap_comm *d = NULL;
+    RAP_TRY(rap_comm_dup(x->c, 0, &d));
+    if (rap_comm_rank(d) != x->rank || rap_comm_size(d) != x->R ||
+        rap_comm_kind_of(d) != RAP_COMM_THREADS)
+        x->bad++;
+    int64_t v = x->rank + 1;
+    rap_status st = rap_comm_allreduce(d, &v, 1, RAP_COMM_I64, "dup sum");
+    if (st == RAP_OK && v != (int64_t)x->R * (x->R + 1) / 2)
+        x->bad++;
+    rap_comm_free(d);
+    return st;
+}
+
+RAP_TEST(parse_share_comm_dup)
+{
+    rap_test_rank x[8];
+    for (int R = 1; R <= 4; R += 3)
+        if (rap_test_run_ranks(t, R, 20, dup_fn, NULL, x))
+            for (int r = 0; r < R; r++)
+                CHECK_MSG(x[r].bad == 0, "R = %d rank %d: the dup comm is not a copy", R, r);
+    rap_comm *self = NULL, *d = NULL;
+    REQUIRE_OK(rap_comm_self_create(&self));
+    CHECK_OK(rap_comm_dup(self, 0, &d));
+    CHECK(d && rap_comm_size(d) == 1);
+    rap_comm_free(d);
+    rap_comm_free(self);
+}
