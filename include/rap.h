@@ -301,6 +301,15 @@ typedef struct {
                                 * NULL: the input's start; one lane only */
     rap_parse_kind parse;      /* who parses; GPU: rap_reader_next fills batches whose
                                 * arrays are device memory (rap_batch.device) */
+    int parse_share_ranks;     /* ranks reading the same input that share its parse
+                                * (gpu, reference; docs/INPUT.md "Ranks share the
+                                * parse"): each parses its piece of every chunk. With
+                                * one lane and no follow; 0 or 1: every line parsed
+                                * here. Sizes count it (rap_reader_parse_bytes) */
+    struct rap_comm *const *parse_comms; /* ... the comm of each parser thread with the
+                                * same thread of the other ranks (rap_comm_dup; NCCL for
+                                * gpu), n_parse_comms of them; NULL: not shared */
+    int n_parse_comms;
 } rap_reader_config;
 
 rap_reader_config rap_reader_defaults(void);
@@ -355,6 +364,9 @@ typedef struct {
     /* what was wrong with each of them, naming the field and its value
      * ("expected label 0 or 1, got \"2\""); "" where not known */
     char detail[RAP_REJ_COUNT][RAP_REJ_EXAMPLES][160];
+    int parse_share_ranks;    /* ranks sharing the parse (0: not shared) */
+    int64_t lines_parsed_here; /* lines this rank's parser threads parsed
+                               * themselves (shared: about rows_read / ranks) */
 } rap_reader_stats;
 
 typedef struct rap_reader rap_reader;

@@ -629,34 +629,58 @@ RAP_TEST(dist_gpus2_matches_one_gpu)
  * rank preprocesses its rows of the global batch): on the CPU the kernels'
  * reference parses in their place, and every rank trains exactly what
  * --parse cpu trains, bit for bit (on a GPU: the kernels, the rows copied
- * into the share on the device). */
+ * into the share on the device). The ranks share the parse (each parses
+ * its piece of every chunk, data/parse_share.h): with one parser thread,
+ * with three, and with RAP_PARSE_SHARE=0 (every line on each rank) the
+ * same weights; the final line says how many lines this rank parsed. */
 static void dist_parse_case(rap_test_ctx *t, const char *dev)
 {
     if (!setup(t))
         return;
     char *out = malloc(OUT);
     REQUIRE(out);
-    char a[512], b[512], args[2048];
-    snprintf(a, sizeof a, "%s/dist_parse_cpu_%s.st", rap_test_tmpdir(), dev);
-    snprintf(b, sizeof b, "%s/dist_parse_gpu_%s.st", rap_test_tmpdir(), dev);
-    for (int k = 0; k < 2; k++) {
+    char ck[4][512], m[4][512], args[2048];
+    static const char *env[4] = {NULL, NULL, NULL, "RAP_PARSE_SHARE=0"};
+    static const char *extra[4] = {"", "", " --threads 4", ""};
+    for (int k = 0; k < 4; k++) {
+        snprintf(ck[k], sizeof ck[k], "%s/dist_parse_%d_%s.st", rap_test_tmpdir(), k, dev);
+        snprintf(m[k], sizeof m[k], "%s/dist_parse_%d_%s.jsonl", rap_test_tmpdir(), k, dev);
+        remove(m[k]);
         snprintf(args, sizeof args, "--steps %d --eval-fraction 0.1 --placement batch --parse %s "
-                 "--save %s%s", STEPS, k ? "gpu" : "cpu", k ? b : a,
-                 strcmp(dev, "gpu") ? "" : " --device gpu");
-        int rc = train(-2, args, out, OUT);
-        CHECK_MSG(rc == 0, "2 thread ranks, --parse %s: %s", k ? "gpu" : "cpu", out);
+                 "--save %s --metrics %s%s%s", STEPS, k ? "gpu" : "cpu", ck[k], m[k],
+                 strcmp(dev, "gpu") ? "" : " --device gpu", extra[k]);
+        int rc = train_env(-2, env[k], args, out, OUT);
+        CHECK_MSG(rc == 0, "2 thread ranks, --parse %s%s%s: %s", k ? "gpu" : "cpu", extra[k],
+                  env[k] ? env[k] : "", out);
         if (rc != 0) {
             free(out);
             return;
         }
     }
     /* sharded checkpoints: each gathered (with its state), then exactly equal */
-    double worst = 1;
-    char msg[512] = "", ga[600];
-    snprintf(ga, sizeof ga, "%s.whole", a);
-    CHECK_OK(rap_ckpt_gather(a, ga, true));
-    CHECK_MSG(rap_test_close_weights(b, ga, true, 0, &worst, msg, sizeof msg) && worst == 0,
-              "--parse gpu trained other weights: %s", msg);
+    char ga[600];
+    snprintf(ga, sizeof ga, "%s.whole", ck[0]);
+    CHECK_OK(rap_ckpt_gather(ck[0], ga, true));
+    for (int k = 1; k < 4; k++) {
+        double worst = 1;
+        char msg[512] = "";
+        CHECK_MSG(rap_test_close_weights(ck[k], ga, true, 0, &worst, msg, sizeof msg) &&
+                      worst == 0,
+                  "--parse gpu%s%s trained other weights: %s", extra[k], env[k] ? env[k] : "",
+                  msg);
+        double ranks = 0, here = 0;
+        bool shared = final_value(m[k], "parse_share_ranks", &ranks) &&
+                      final_value(m[k], "parse_lines_here", &here);
+        if (k == 3) {
+            CHECK_MSG(!shared, "RAP_PARSE_SHARE=0 still shared the parse");
+            continue;
+        }
+        /* rank 0's first piece of each chunk: about half of the lines read */
+        CHECK_MSG(shared && ranks == 2 && here > 0.3 * ROWS && here < 0.7 * ROWS,
+                  "--parse gpu%s: the ranks did not share the parse (%g ranks, %g lines of "
+                  "%d parsed here)", extra[k], ranks, here, ROWS);
+        printf("    --parse gpu%s: rank 0 parsed %.0f lines itself\n", extra[k], here);
+    }
     free(out);
 }
 
@@ -703,11 +727,14 @@ RAP_TEST(dist_parse_planned_cpu)
         CHECK_MSG(rc == 0, "2 thread ranks, --parse %s: %s", k ? "gpu" : "cpu", out);
     }
     if (rc == 0) {
-        double in = -1, outside = -1;
+        double in = -1, outside = -1, here = -1;
+        /* the ranks share the parse: this rank's gate saw the lines it parsed */
         CHECK_MSG(final_value(m, "parse_lines_in", &in) &&
-                      final_value(m, "parse_lines_out", &outside) && in + outside == 3000,
-                  "the planned parse: gated? %g lines inside the windows, %g outside (of 3000)",
-                  in, outside);
+                      final_value(m, "parse_lines_out", &outside) &&
+                      final_value(m, "parse_lines_here", &here) && in + outside == here &&
+                      here > 0.3 * ROWS && here < 0.7 * ROWS,
+                  "the planned parse: gated? %g lines inside the windows, %g outside, of %g "
+                  "parsed on this rank (of %d)", in, outside, here, ROWS);
         printf("    --parse gpu (the reference) gated by the planned budgets: %.0f lines inside "
                "the windows, %.0f outside\n", in, outside);
         double worst = 1;

@@ -320,8 +320,9 @@ RAP_TEST(parse_model_plan_cli)
              model, b);
     rc = rap_test_run_rap(cmd, out, sizeof out);
     CHECK_MSG(rc != 0 && strstr(out, "was made for GPU assumed, not OTHER"), "exit %d: %s", rc, out);
-    /* --gpus 2: each rank parses the whole global batch's lines (2 x 4096
-     * x 1.01, whole tiles) in its own windows, the budgets in its first
+    /* --gpus 2: the ranks share the parse, each parses its half of the
+     * global batch's lines (4096 x 1.01, whole tiles) in its own windows,
+     * the budgets in its first
      * part's schedule; the merged rank schedule carries them (test_dist_
      * train.c trains through them) */
     char pre[512], part[600], rep[512];
@@ -330,7 +331,7 @@ RAP_TEST(parse_model_plan_cli)
     snprintf(cmd, sizeof cmd, "plan --gpus 2 --parse gpu --parse-model %s --out %s --report %s",
              model, pre, rep);
     rc = rap_test_run_rap(cmd, out, sizeof out);
-    CHECK_MSG(rc == 0 && strstr(out, "rank 1  parse (GPU): 8320 lines a batch"), "exit %d: %s",
+    CHECK_MSG(rc == 0 && strstr(out, "rank 1  parse (GPU): 4160 lines a batch"), "exit %d: %s",
               rc, out);
     /* the report: each rank's placement, in rank order */
     char *js = NULL;
@@ -339,8 +340,8 @@ RAP_TEST(parse_model_plan_cli)
         const char *at = strstr(js, "\"parse\": [");
         int ranks = 0;
         for (const char *q = at; q && (q = strstr(q, "\"lines_over_room\"")); q++)
-            ranks += !strncmp(q - 15, "\"lines\": 8320, ", 15);
-        CHECK_MSG(at && ranks == 2, "report: %d ranks' parse of 8320 lines: %s", ranks, js);
+            ranks += !strncmp(q - 15, "\"lines\": 4160, ", 15);
+        CHECK_MSG(at && ranks == 2, "report: %d ranks' parse of 4160 lines: %s", ranks, js);
     } else {
         CHECK_MSG(false, "no report %s: %s", rep, rap_last_error());
     }
@@ -352,7 +353,7 @@ RAP_TEST(parse_model_plan_cli)
         int64_t lines = 0;
         for (int w = 0; w < RAP_WIN_COUNT; w++)
             lines += sp->parse_lines[w];
-        CHECK_MSG(lines == 8320, "rank %d: %lld lines", r, (long long)lines);
+        CHECK_MSG(lines == 4160, "rank %d: %lld lines", r, (long long)lines);
         rap_schedule_free(sp);
     }
 }

@@ -480,9 +480,12 @@ static int cmd_plan_gpus(const cli_settings *s)
         st = rap_place_run(plan, &cfg, (rap_placement)k, &res[k]);
     double plan_s = rap_now() - t0;
     const rap_place_result *chosen = &res[last];
-    /* --parse gpu: every rank reads and parses the lines of the whole
-     * global batch (docs/DIST.md), in its own windows' room after its
-     * parts: the budgets go into its first part's schedule */
+    /* --parse gpu: every rank reads the lines of the whole global batch
+     * and parses its piece of each chunk, a 1/R share (the ranks share the
+     * parse: docs/INPUT.md; a run that cannot share, several lanes or a
+     * followed input, parses the rest outside the windows), in its own
+     * windows' room after its parts: the budgets go into its first part's
+     * schedule */
     rap_parse_model pm;
     rap_parse_placement *pp = s->parse == 1 ? rap_calloc(sizeof *pp * (size_t)R, "parse placement")
                                             : NULL;
@@ -499,7 +502,7 @@ static int cmd_plan_gpus(const cli_settings *s)
         if (rk->n_parts < 1)
             st = rap_fail(RAP_ERR_INTERNAL, "--parse gpu: rank %d has no part", r);
         else
-            st = plan_parse(s, &pm, s->batch * R, &room, rk->parts[0].sched, &pp[r]);
+            st = plan_parse(s, &pm, s->batch, &room, rk->parts[0].sched, &pp[r]);
     }
     for (int r = 0; r < R && st == RAP_OK; r++)
         st = rap_place_save_rank(plan, chosen, r, s->out);

@@ -37,6 +37,7 @@
  * position with track_positions): reader_pos.c.
  */
 #include "data/reader_impl.h"
+#include "data/parse_share.h"
 
 #include "data/parquet.h"
 
@@ -153,9 +154,16 @@ void rap_reader_threads_line(const rap_reader_threads *t, char *out, size_t n)
 
 /* ------------------------------------------------------ parser threads */
 
-/* A lane with a published, unparsed slot: rap_reader_next's first. */
-static lane *parse_pick(rap_reader *r)
+/* A lane with a published, unparsed slot: rap_reader_next's first. When
+ * the ranks share the parse (one lane), parser thread `me` takes the
+ * chunks k with k % P == me, in order: the same chunks as parser thread
+ * `me` of every other rank, which its comm pairs it with. */
+static lane *parse_pick(rap_reader *r, int me)
 {
+    if (r->share) {
+        lane *l = &r->lanes[0];
+        return l->parse_next < l->produced && l->parse_next % r->P == me ? l : NULL;
+    }
     for (int i = 0; i < r->L; i++) {
         lane *l = &r->lanes[(r->want + i) % r->L];
         if (l->parse_next < l->produced)
@@ -190,7 +198,7 @@ static rap_status parse_group(rap_reader *r, slot *sl)
  * first chunk is checked against the schema and taken off (sl->skip = 1):
  * a difference is RAP_ERR_DATA naming it. A Parquet file met by a backend
  * of device rows (a directory's) is RAP_ERR_ARG naming it. */
-static rap_status parse_slot(rap_reader *r, slot *sl, void *ps)
+static rap_status parse_slot(rap_reader *r, slot *sl, void *ps, rap_parse_share *sh)
 {
     if (sl->pq_group >= 0 && r->ops->device_rows)
         return rap_fail(RAP_ERR_ARG, "%s: a Parquet file is read on the host; --parse %s "
@@ -198,6 +206,8 @@ static rap_status parse_slot(rap_reader *r, slot *sl, void *ps)
                         r->ops->name);
     if (sl->pq_group >= 0)
         return parse_group(r, sl);
+    if (!r->sp && sh)
+        return rap_parse_share_chunk(sh, ps, sl->buf, sl->len, &sl->out, &sl->stage);
     if (!r->sp)
         return r->ops->chunk(ps, sl->buf, sl->len, &sl->out, &sl->stage);
     const char *text = sl->buf;
@@ -221,6 +231,7 @@ static void *parser_main(void *arg)
     rap_reader *r = arg;
     int me = atomic_fetch_add(&r->parser_ids, 1);
     void *ps = r->parser_state[me];
+    rap_parse_share *sh = r->share ? r->share[me] : NULL;
     rap_status dev_st = r->ops->device_rows ? rap_parse_set_device(r->pcfg.device) : RAP_OK;
     char dev_msg[256] = "";
     if (dev_st != RAP_OK)
@@ -228,14 +239,24 @@ static void *parser_main(void *arg)
     pthread_mutex_lock(&r->mu);
     for (;;) {
         lane *l = NULL;
-        while (!r->closing && !(l = parse_pick(r)))
+        while (!r->closing && !(l = parse_pick(r, me)))
             pthread_cond_wait(&r->cv_parser, &r->mu);
         if (r->closing)
             break;
         slot *sl = &l->slots[l->parse_next++ % r->S];
         sl->state = SLOT_PARSING;
+        if (sh) /* the next chunk is another thread's turn */
+            pthread_cond_broadcast(&r->cv_parser);
         pthread_mutex_unlock(&r->mu);
-        sl->parse_status = dev_st != RAP_OK ? dev_st : parse_slot(r, sl, ps);
+        int64_t own0 = 0, own1 = 0, seen;
+        rap_parse_share_counts(sh, &own0, &seen);
+        sl->parse_status = dev_st != RAP_OK ? dev_st : parse_slot(r, sl, ps, sh);
+        rap_parse_share_counts(sh, &own1, &seen);
+        if (sl->parse_status == RAP_OK) {
+            pthread_mutex_lock(&r->st_mu);
+            r->st.lines_parsed_here += sh ? own1 - own0 : sl->out.n_lines;
+            pthread_mutex_unlock(&r->st_mu);
+        }
         if (sl->parse_status != RAP_OK)
             snprintf(sl->parse_msg, sizeof sl->parse_msg, "%s",
                      dev_st != RAP_OK ? dev_msg : rap_last_error());
@@ -244,6 +265,7 @@ static void *parser_main(void *arg)
         pthread_cond_broadcast(&r->cv_consumer);
     }
     pthread_mutex_unlock(&r->mu);
+    rap_parse_share_leave(sh); /* the other ranks' thread `me` stop waiting for this one */
     return NULL;
 }
 
@@ -334,6 +356,8 @@ rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *chunks, size_t
     return RAP_OK;
 }
 
+static const char *share_refusal(const rap_reader_config *cfg, int L, int P, bool comms);
+
 rap_status rap_reader_parse_bytes(const rap_reader_config *cfg, size_t *device, size_t *pinned,
                                   size_t *host)
 {
@@ -348,10 +372,20 @@ rap_status rap_reader_parse_bytes(const rap_reader_config *cfg, size_t *device, 
     lane_shape(cfg, &t, 0, &C, &S);
     rap_parse_backend_bytes(cfg->parse, C + 1, cfg->max_line, t.parsers,
                             (int64_t)t.lanes * S, device, pinned, host);
+    if (!share_refusal(cfg, t.lanes, t.parsers, false)) { /* each parser thread's share */
+        size_t cm, hm;
+        rap_parse_share_bytes(C + 1, cfg->parse_share_ranks, &cm, &hm);
+        if (cfg->parse == RAP_PARSE_GPU)
+            *device += (size_t)t.parsers * cm;
+        else
+            *host += (size_t)t.parsers * cm;
+        *host += (size_t)t.parsers * hm;
+    }
     return RAP_OK;
 }
 
 static rap_status make_parsers(rap_reader *r);
+static rap_status make_parsers_own(rap_reader *r);
 
 /* L lanes, P parser threads, S slots a lane and C chunk bytes of a reader
  * of cfg over an input of `files` files (is_dir). Cannot fail. */
@@ -409,7 +443,67 @@ static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
 /* Who parses: the backend, each parser thread's state and, on the GPU, the
  * consumer's stream (the device is the opening thread's); lent by res
  * (r->res) when it was made for this reader's sizes. */
+/* Why a reader of cfg with L lanes and P parser threads does not share the
+ * parse over cfg->parse_comms (NULL: it does). */
+static const char *share_refusal(const rap_reader_config *cfg, int L, int P, bool comms)
+{
+    if (cfg->parse_share_ranks < 2)
+        return "no ranks to share with";
+    const char *e = getenv("RAP_PARSE_SHARE");
+    if (e && !strcmp(e, "0"))
+        return "RAP_PARSE_SHARE=0";
+    if (cfg->parse != RAP_PARSE_GPU && cfg->parse != RAP_PARSE_REF)
+        return "only the gpu parser (and its reference) shares";
+    if (!rap_reader_criteo_text(cfg))
+        return "a schema's text or Parquet";
+    if (L != 1)
+        return "several files read at once (the chunks of each lane reach the parsers in no "
+               "fixed order)";
+    if (cfg->follow)
+        return "a followed input (the ranks may see it at different lengths)";
+    if (comms && (!cfg->parse_comms || cfg->n_parse_comms != P))
+        return "no comm for each parser thread";
+    if (comms && rap_comm_size(cfg->parse_comms[0]) != cfg->parse_share_ranks)
+        return "comms of another number of ranks";
+    return NULL;
+}
+
+int rap_reader_share_parsers(const rap_reader_config *cfg)
+{
+    rap_reader_threads t;
+    if (rap_reader_plan_threads(cfg, &t) != RAP_OK) {
+        rap_clear_error();
+        return 0;
+    }
+    return share_refusal(cfg, t.lanes, t.parsers, false) ? 0 : t.parsers;
+}
+
+/* The shares of the parser threads (share_refusal NULL). */
+static rap_status make_shares(rap_reader *r)
+{
+    const char *why = share_refusal(&r->cfg, r->L, r->P, true);
+    if (why) {
+        if (r->cfg.parse_share_ranks > 1)
+            rap_debug("reader: every line parsed on this rank: %s", why);
+        return RAP_OK;
+    }
+    r->share = rap_calloc((size_t)r->P * sizeof *r->share, "parse shares");
+    if (!r->share)
+        return RAP_ERR_NOMEM;
+    for (int i = 0; i < r->P; i++)
+        RAP_TRY(rap_parse_share_create(r->cfg.parse_comms[i], r->ops, r->pcfg.chunk_bytes,
+                                       r->cfg.max_line, &r->share[i]));
+    r->st.parse_share_ranks = rap_comm_size(r->cfg.parse_comms[0]);
+    return RAP_OK;
+}
+
 static rap_status make_parsers(rap_reader *r)
+{
+    RAP_TRY(make_parsers_own(r));
+    return make_shares(r);
+}
+
+static rap_status make_parsers_own(rap_reader *r)
 {
     r->ops = rap_parse_ops_of(r->cfg.parse);
     r->pcfg.chunk_bytes = r->C + 1; /* a slot: C bytes and a last line's added '\n' */
@@ -1049,6 +1143,8 @@ void rap_reader_close(rap_reader *r)
                 pthread_join(r->lanes[j].tid, NULL);
         for (int i = 0; i < r->parsers_started; i++)
             pthread_join(r->parser_tid[i], NULL);
+        for (int i = 0; r->share && i < r->parsers_started; i++)
+            rap_parse_share_leave(r->share[i]); /* none left; a no-op once left */
         if (r->gate)
             rap_parse_gate_bypass(r->gate, false);
         pthread_mutex_destroy(&r->mu);
@@ -1071,6 +1167,9 @@ void rap_reader_close(rap_reader *r)
         rap_free(l->slots);
         rap_free(l->carry);
     }
+    for (int i = 0; r->share && i < r->P; i++)
+        rap_parse_share_free(r->share[i]);
+    rap_free(r->share);
     rap_free(r->lanes);
     rap_free(r->parser_tid);
     rap_schema_parser_free(r->sp);

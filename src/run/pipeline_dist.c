@@ -8,6 +8,7 @@
 #include "run/pipeline_internal.h"
 
 #include "core/core.h"
+#include "data/reader_internal.h"
 #include "prep/subplan.h"
 #include "sched/hash.h"
 #include "sched/rank_schedule.h"
@@ -288,6 +289,37 @@ static rap_status id_exchange(rap_pipeline *p)
     return st;
 }
 
+/* The comms of the feed's parser threads where the ranks share its parse
+ * (rap_reader_share_parsers): a dup of the NCCL comm for the gpu parser,
+ * of the host comm for its reference; none under mpirun without a GPU
+ * (an mpi comm has one thread's collectives at a time). */
+static rap_status parse_comms(rap_pipeline *p)
+{
+    pipe_dist *d = &p->d;
+    if (d->R <= 1 || p->mode == RAP_MODE_MPS || p->pl->shard)
+        return RAP_OK;
+    rap_rowfeed_config fc;
+    pipe_feed_config(p->pl, p->mode, &fc);
+    fc.reader.parse = rap_rowfeed_resolve_parse(&fc);
+    const int P = rap_reader_share_parsers(&fc.reader);
+    rap_comm *base = fc.reader.parse == RAP_PARSE_GPU ? d->ncomm : d->comm;
+    if (P < 1 || !base)
+        return RAP_OK;
+    if (rap_comm_kind_of(base) == RAP_COMM_MPI) {
+        rap_debug("rank %d: every line parsed on each rank (the reference parser over an mpi "
+                  "comm)", d->rank);
+        return RAP_OK;
+    }
+    d->pcomm = rap_calloc((size_t)P * sizeof *d->pcomm, "parse comms");
+    if (!d->pcomm)
+        return RAP_ERR_NOMEM;
+    for (; d->n_pcomm < P; d->n_pcomm++)
+        RAP_TRY(rap_comm_dup(base, p->r.gpu >= 0 ? p->r.gpu : 0, &d->pcomm[d->n_pcomm]));
+    rap_debug("rank %d: its %d parser thread%s share the parse with %d ranks", d->rank, P,
+              P == 1 ? "" : "s", d->R);
+    return RAP_OK;
+}
+
 rap_status pipe_dist_create(rap_pipeline *p)
 {
     const rap_pipeline_plan *pl = p->pl;
@@ -318,7 +350,8 @@ rap_status pipe_dist_create(rap_pipeline *p)
                                 &d->moves);
     rap_rank_manifest_free(man);
     RAP_TRY(ms);
-    return id_exchange(p);
+    RAP_TRY(id_exchange(p));
+    return parse_comms(p);
 }
 
 rap_status pipe_dist_runtime(rap_pipeline *p, rap_runtime_config *rc)
@@ -376,6 +409,11 @@ void pipe_dist_free(rap_pipeline *p)
 
 void pipe_dist_free_comm(rap_pipeline *p)
 {
+    for (int i = 0; i < p->d.n_pcomm; i++)
+        rap_comm_free(p->d.pcomm[i]);
+    rap_free(p->d.pcomm);
+    p->d.pcomm = NULL;
+    p->d.n_pcomm = 0;
     rap_comm_free(p->d.ncomm);
     p->d.ncomm = NULL;
 }

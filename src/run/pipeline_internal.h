@@ -56,6 +56,9 @@ typedef struct {
     rap_ids_xchg *xg;          /* placement batch on GPU ranks: the id exchange (NCCL) */
     rap_moves *moves;          /* the per-rank manifest's moves, or NULL */
     float *loss_dev;           /* GPU, R > 1: (1) the step's global loss, device */
+    rap_comm **pcomm;          /* (n_pcomm) the feed's parser threads' comms when the
+                                * ranks share the parse (rap_comm_dup; owned) */
+    int n_pcomm;
     pipe_step step;            /* the hybrid step's inputs (pipe_dist_step) */
 } pipe_dist;
 

@@ -242,6 +242,9 @@ void pipe_feed_config(const rap_pipeline_plan *pl, rap_mode m, rap_rowfeed_confi
     /* the GPU modes copy whole batches to the GPU: the GPU may parse them */
     fc->device_batches = m != RAP_MODE_CPU;
     fc->holdout = c->holdout;
+    /* every rank reads the same global batches: the ranks share the
+     * parse of each chunk where the reader can (docs/INPUT.md) */
+    fc->reader.parse_share_ranks = pl->dist && c->ranks > 1 ? c->ranks : 0;
 }
 
 rap_status rap_pipeline_memplan(const rap_pipeline_plan *pl, const rap_pipeline_rank *r,

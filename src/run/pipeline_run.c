@@ -25,6 +25,8 @@ static rap_status open_feed(rap_pipeline *p, int64_t passes, int64_t start_pos,
         fc.start = *c->start;
         fc.open_at_create = true; /* a position that does not fit fails here */
     }
+    fc.reader.parse_comms = p->d.pcomm;
+    fc.reader.n_parse_comms = p->d.n_pcomm;
     fc.batch_hook = c->batch_hook;
     fc.batch_hook_ctx = c->batch_hook_ctx;
     RAP_TRY(rap_runtime_parse_gated(p->mode, c->device, rap_rowfeed_resolve_parse(&fc), schedule,

@@ -109,6 +109,9 @@ static void add_stats(rap_reader_stats *sum, const rap_reader_stats *s)
     sum->rows_rejected += s->rows_rejected;
     sum->bytes_read += s->bytes_read;
     sum->files += s->files;
+    sum->lines_parsed_here += s->lines_parsed_here;
+    if (s->parse_share_ranks > sum->parse_share_ranks)
+        sum->parse_share_ranks = s->parse_share_ranks;
     for (int r = 0; r < RAP_REJ_COUNT; r++) {
         sum->rejected[r] += s->rejected[r];
         for (int e = 0; e < RAP_REJ_EXAMPLES; e++)

@@ -72,6 +72,10 @@ rap_status rap_parse_knobs_check(void)
     RAP_TRY(rap_parse_window_env(&w));
     RAP_TRY(rap_parse_window_lines_env(&lines));
     RAP_TRY(rap_parse_release_env(&tiles));
+    const char *e = getenv("RAP_PARSE_SHARE");
+    if (e && e[0] && strcmp(e, "0") && strcmp(e, "1"))
+        return rap_fail(RAP_ERR_ARG, "RAP_PARSE_SHARE=%s: expected 1 (the ranks share the parse "
+                        "of each chunk, the default) or 0 (every rank parses every line)", e);
     return rap_parse_gpu_chunk_bytes(1, &chunk);
 }
 

@@ -706,10 +706,15 @@ static rap_status finish(trainer *t, rap_status st)
     if (st == RAP_OK && !res->interrupted) {
         T_INFO(t, "trained %lld steps (%lld samples) in %.1f s: %.0f samples/s", (long long)res->steps_run,
                  (long long)res->samples, res->train_seconds, res->samples_per_s);
-        char parse[128] = ""; /* the GPU parse in the windows: where its lines ran */
+        char parse[256] = ""; /* the GPU parse in the windows: where its lines ran */
+        int pat = 0;
         if (res->parse_gated)
-            snprintf(parse, sizeof parse, ", \"parse_lines_in\":%lld, \"parse_lines_out\":%lld",
-                     (long long)res->parse_lines_in, (long long)res->parse_lines_out);
+            pat = snprintf(parse, sizeof parse, ", \"parse_lines_in\":%lld, \"parse_lines_out\":%lld",
+                           (long long)res->parse_lines_in, (long long)res->parse_lines_out);
+        if (res->data.parse_share_ranks > 1) /* the lines this rank parsed of those it read */
+            snprintf(parse + pat, sizeof parse - (size_t)pat,
+                     ", \"parse_share_ranks\":%d, \"parse_lines_here\":%lld",
+                     res->data.parse_share_ranks, (long long)res->data.lines_parsed_here);
         st = rap_metrics_line(
             &t->log.mf,
             "\"event\":\"final\", \"auc\":%s, \"logloss\":%s, \"accuracy\":%s, "
