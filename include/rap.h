@@ -306,10 +306,11 @@ typedef struct {
                                 * parse"): each parses its piece of every chunk. With
                                 * one lane and no follow; 0 or 1: every line parsed
                                 * here. Sizes count it (rap_reader_parse_bytes) */
-    struct rap_comm *const *parse_comms; /* ... the comm of each parser thread with the
-                                * same thread of the other ranks (rap_comm_dup; NCCL for
-                                * gpu), n_parse_comms of them; NULL: not shared */
-    int n_parse_comms;
+    const struct rap_parse_xchg *const *parse_xchg; /* ... the exchange of each parser
+                                * thread with the same thread of the other ranks (over a
+                                * comm of its own; NCCL for gpu), n_parse_xchg of them;
+                                * NULL: not shared */
+    int n_parse_xchg;
 } rap_reader_config;
 
 rap_reader_config rap_reader_defaults(void);

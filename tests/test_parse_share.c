@@ -79,7 +79,17 @@ static bool same_parsed(const rap_parsed *a, const rap_parsed *b, char *why, siz
     return true;
 }
 
+/* The exchange over a threads comm, as run/pipeline_dist.c makes it. */
+static rap_status comm_alltoallv(void *ctx, const void *send, const int64_t *scount,
+                                 const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                 const int64_t *rdispl, const char *name)
+{
+    return rap_comm_alltoallv_type(ctx, send, scount, sdispl, recv, rcount, rdispl,
+                                   RAP_COMM_I64, name);
+}
+
 typedef struct {
+    rap_parse_xchg x;
     const rap_parse_ops *ops;
     rap_parse_backend_config pcfg;
     void *ps;
@@ -108,7 +118,8 @@ static rap_status share_rank_make(share_rank *k, rap_comm *c)
     RAP_TRY(k->ops->create(&k->pcfg, &k->ps));
     RAP_TRY(k->ops->stage_create(&k->pcfg, &k->stage));
     RAP_TRY(k->ops->stage_create(&k->pcfg, &k->whole_stage));
-    return rap_parse_share_create(c, k->ops, SH_CHUNK, k->pcfg.max_line, &k->sh);
+    k->x = (rap_parse_xchg){rap_comm_rank(c), rap_comm_size(c), false, NULL, c, comm_alltoallv};
+    return rap_parse_share_create(&k->x, k->ops, SH_CHUNK, k->pcfg.max_line, &k->sh);
 }
 
 /* Every chunk shared, then parsed whole by the same backend: equal. */
@@ -283,4 +294,100 @@ RAP_TEST(parse_share_comm_dup)
     CHECK(d && rap_comm_size(d) == 1);
     rap_comm_free(d);
     rap_comm_free(self);
+}
+
+/* The share's device side on one GPU (NCCL needs a GPU a rank, so the
+ * exchange itself runs on two GPUs: dist_parse_gpu_row_shares_gpu): a
+ * piece parsed by the kernels into a block laid out for its row bound
+ * (cap_p) holds the reference's rows byte for byte once copied back
+ * (rap_parse_copy_sync), and device appends from such blocks into a
+ * staging batch equal the host's appends. */
+RAP_TEST(parse_share_device_blocks_gpu)
+{
+    REQUIRE_GPU();
+    share_case sc;
+    if (!share_input(t, &sc))
+        return;
+    const rap_parse_ops *og = rap_parse_ops_of(RAP_PARSE_GPU), *orf = rap_parse_ops_of(RAP_PARSE_REF);
+    rap_parse_backend_config pc = {SH_CHUNK, 1000, 0, NULL};
+    void *pg = NULL, *pr = NULL, *stream = NULL, *dblk = NULL;
+    rap_batch gstage = {0}, rstage = {0};
+    rap_parsed og_out = {0}, or_out = {0};
+    char *hblk = NULL, *back = NULL, *sback = NULL;
+    /* lines [64, 64 + 1400) of the text: whole tiles, every kind of line */
+    int64_t lines = 0, want0 = 64, want1 = 64 + 1400;
+    size_t b0 = 0, b1 = 0;
+    for (size_t i = 0; i < sc.n && lines < want1; i++)
+        if (sc.text[i] == '\n') {
+            lines++;
+            if (lines == want0)
+                b0 = i + 1;
+            if (lines == want1)
+                b1 = i + 1;
+        }
+    rap_parse_layout lay;
+    rap_parse_layout_criteo(&lay);
+    const int64_t cap = rap_parse_rows_bound(&lay, want1 - want0, (int64_t)(b1 - b0));
+    const rap_schema s = rap_schema_criteo();
+    const size_t bytes = rap_batch_bytes(s, cap);
+    rap_status st = og->create(&pc, &pg);
+    if (st == RAP_OK)
+        st = orf->create(&pc, &pr);
+    if (st == RAP_OK)
+        st = rap_parse_stream_create(&stream);
+    if (st == RAP_OK)
+        st = rap_cuda_malloc(&dblk, bytes, "test block");
+    if (st == RAP_OK)
+        st = og->stage_create(&pc, &gstage);
+    if (st == RAP_OK)
+        st = orf->stage_create(&pc, &rstage);
+    hblk = calloc(1, bytes);
+    back = calloc(1, bytes);
+    sback = calloc(1, gstage.block_bytes ? gstage.block_bytes : 1);
+    CHECK_MSG(st == RAP_OK && hblk && back && sback, "set-up: %s", rap_last_error());
+    rap_batch dv, hv, bv;
+    if (st == RAP_OK && hblk && back && sback) {
+        rap_batch_view(&dv, s, cap, dblk);
+        dv.device = true;
+        rap_batch_view(&hv, s, cap, hblk);
+        CHECK_OK(og->chunk(pg, sc.text + b0, b1 - b0, &og_out, &dv));
+        CHECK_OK(orf->chunk(pr, sc.text + b0, b1 - b0, &or_out, &hv));
+        char why[512] = "";
+        CHECK_MSG(same_parsed(&og_out, &or_out, why, sizeof why), "kernels against the "
+                  "reference: %s", why);
+        CHECK_OK(rap_parse_copy_sync(back, dblk, bytes, stream));
+        rap_batch_view(&bv, s, cap, back);
+        CHECK_MSG(same_rows(&bv, &hv, or_out.n_used, why, sizeof why), "the block: %s", why);
+        /* appends from the block, twice, on the device and on the host */
+        gstage.rows = rstage.rows = 0;
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(rap_batch_append_device(&gstage, &dv, 0, og_out.n_used, stream));
+            rap_batch_append(&rstage, &hv, 0, or_out.n_used);
+        }
+        CHECK_OK(rap_parse_copy_sync(sback, gstage.block, gstage.block_bytes, stream));
+        rap_batch sv;
+        rap_batch_view(&sv, s, gstage.cap, sback);
+        CHECK_MSG(gstage.rows == rstage.rows &&
+                      same_rows(&sv, &rstage, rstage.rows, why, sizeof why),
+                  "the device appends (%lld rows, host %lld): %s", (long long)gstage.rows,
+                  (long long)rstage.rows, why);
+        printf("    a piece of %lld lines: %lld good rows in a block of %lld, equal on the "
+               "device and the host\n", (long long)(want1 - want0), (long long)or_out.n_used,
+               (long long)cap);
+    }
+    free(hblk);
+    free(back);
+    free(sback);
+    rap_cuda_free(dblk);
+    og->stage_free(&gstage);
+    orf->stage_free(&rstage);
+    if (pg)
+        og->free(pg);
+    if (pr)
+        orf->free(pr);
+    rap_parse_stream_free(stream);
+    rap_free(og_out.rej);
+    rap_free(or_out.rej);
+    free(sc.text);
+    free(sc.cut);
 }

@@ -13,7 +13,7 @@ enum { H_KIND, H_STATUS, H_BYTES, H_LINES, H_OWN, H_USED, H_REJ };
 enum { KIND_CHUNK = 1, KIND_LEAVE = 2 };
 
 struct rap_parse_share {
-    rap_comm *c;
+    const rap_parse_xchg *x;
     int R, rank;
     bool dev;                /* rows and blocks in device memory (a NCCL comm) */
     const rap_parse_ops *ops;
@@ -83,22 +83,24 @@ void rap_parse_share_free(rap_parse_share *s)
     rap_free(s);
 }
 
-rap_status rap_parse_share_create(rap_comm *c, const rap_parse_ops *ops, size_t chunk_bytes,
-                                  int64_t max_line, rap_parse_share **out)
+rap_status rap_parse_share_create(const rap_parse_xchg *x, const rap_parse_ops *ops,
+                                  size_t chunk_bytes, int64_t max_line, rap_parse_share **out)
 {
     *out = NULL;
-    if (!c || rap_comm_size(c) < 2 || !ops || chunk_bytes < 1)
-        return rap_fail(RAP_ERR_ARG, "parse share: needs a comm of 2 or more ranks and a parser");
-    if (rap_comm_on_device(c) != ops->device_rows)
+    if (!x || !x->alltoallv || x->size < 2 || x->rank < 0 || x->rank >= x->size || !ops ||
+        chunk_bytes < 1)
+        return rap_fail(RAP_ERR_ARG, "parse share: needs an exchange of 2 or more ranks and a "
+                        "parser");
+    if (x->device != ops->device_rows)
         return rap_fail(RAP_ERR_ARG, "parse share: the %s parser's rows are in %s memory, the "
-                        "comm's in %s memory", ops->name, ops->device_rows ? "device" : "host",
-                        rap_comm_on_device(c) ? "device" : "host");
+                        "exchange's in %s memory", ops->name, ops->device_rows ? "device" : "host",
+                        x->device ? "device" : "host");
     rap_parse_share *s = rap_calloc(sizeof *s, "parse share");
     if (!s)
         return RAP_ERR_NOMEM;
-    s->c = c;
-    s->R = rap_comm_size(c);
-    s->rank = rap_comm_rank(c);
+    s->x = x;
+    s->R = x->size;
+    s->rank = x->rank;
     s->dev = ops->device_rows;
     s->ops = ops;
     s->C = chunk_bytes;
@@ -154,7 +156,7 @@ static rap_status copy_mem(rap_parse_share *s, void *dst, const void *src, size_
         memcpy(dst, src, n);
         return RAP_OK;
     }
-    return rap_parse_copy_sync(dst, src, n, rap_comm_stream(s->c));
+    return rap_parse_copy_sync(dst, src, n, s->x->stream);
 }
 
 /* The headers' round: this rank's h (HDR) to every rank, theirs into
@@ -172,14 +174,11 @@ static rap_status exchange_headers(rap_parse_share *s, const int64_t *h)
     int64_t *got = s->hdr + (size_t)R * HDR;
     if (!s->dev) {
         memcpy(s->hdr, h, HDR * sizeof *h);
-        return rap_comm_alltoallv_type(s->c, s->hdr, sc, sd, got, rc, rd, RAP_COMM_I64,
-                                       "parse share header");
+        return s->x->alltoallv(s->x->ctx, s->hdr, sc, sd, got, rc, rd, "parse share header");
     }
     int64_t *dsend = s->d_hdr, *drecv = dsend + (size_t)R * HDR;
     RAP_TRY(copy_mem(s, dsend, h, HDR * sizeof *h));
-    RAP_TRY(rap_comm_alltoallv_type(s->c, dsend, sc, sd, drecv, rc, rd, RAP_COMM_I64,
-                                    "parse share header"));
-    RAP_TRY(rap_comm_wait(s->c, NULL, "parse share header"));
+    RAP_TRY(s->x->alltoallv(s->x->ctx, dsend, sc, sd, drecv, rc, rd, "parse share header"));
     return copy_mem(s, got, drecv, (size_t)R * HDR * sizeof *got);
 }
 
@@ -329,10 +328,7 @@ rap_status rap_parse_share_chunk(rap_parse_share *s, void *ps, const char *text,
     if (at > s->recv_bytes)
         return end_share(s, RAP_ERR_INTERNAL, "parse share: the chunk's blocks need %zu bytes, "
                          "%zu allocated", at, s->recv_bytes);
-    st = rap_comm_alltoallv_type(s->c, s->send, sc, sd, s->recv, rc, rd, RAP_COMM_I64,
-                                 "parse share blocks");
-    if (st == RAP_OK)
-        st = rap_comm_wait(s->c, NULL, "parse share blocks");
+    st = s->x->alltoallv(s->x->ctx, s->send, sc, sd, s->recv, rc, rd, "parse share blocks");
     if (st != RAP_OK)
         return end_share(s, st, "%s", rap_last_error());
 
@@ -349,7 +345,7 @@ rap_status rap_parse_share_chunk(rap_parse_share *s, void *ps, const char *text,
             rap_batch v;
             view(s, &v, pcap, blk);
             if (s->dev)
-                RAP_TRY(rap_batch_append_device(stage, &v, 0, pu, rap_comm_stream(s->c)));
+                RAP_TRY(rap_batch_append_device(stage, &v, 0, pu, s->x->stream));
             else
                 rap_batch_append(stage, &v, 0, pu);
         }
@@ -369,7 +365,7 @@ rap_status rap_parse_share_chunk(rap_parse_share *s, void *ps, const char *text,
         nrej += pr;
     }
     if (s->dev)
-        RAP_TRY(rap_parse_sync(rap_comm_stream(s->c)));
+        RAP_TRY(rap_parse_sync(s->x->stream));
     s->own_lines += b - a;
     s->lines += lines;
     rap_parse_result res;

@@ -6,20 +6,20 @@
  * parses only its piece of each chunk: the lines of tiles [r * NT / R,
  * (r + 1) * NT / R), NT tiles of RAP_PARSE_TILE lines, with its own parse
  * backend (gpu or reference), into its send block. One exchange over the
- * ranks' comm (a comm of the parser thread's own: rap_comm_dup) gives
+ * ranks' exchange (the parser thread's own, rap_parse_xchg) gives
  * every rank every piece's good rows and rejects; appended in rank order
  * they are the chunk's staging rows and accounting that parsing the whole
  * chunk gives, byte for byte (a line's parse does not depend on the lines
  * around it), so the reader and everything after it stay as they are.
  *
  * Per chunk, two collectives (alltoallv with the same block to every
- * rank): a header of 8 int64 a rank (what it did, its status, the chunk's
+ * rank, rap_parse_xchg): a header of 8 int64 a rank (what it did, its status, the chunk's
  * bytes and lines, its piece's lines, good rows and rejects), then the
  * blocks: a piece's rows in the layout of a batch of cap_p rows
  * (rap_batch_view; cap_p = rap_parse_rows_bound of the piece, which every
  * rank computes from the text) followed by its rejects (rap_parse_rej, 12
- * bytes each). In comm memory: device memory for a NCCL comm (the gpu
- * backend), host memory for threads (the reference).
+ * bytes each). In the exchange's memory: device memory for NCCL (the
+ * gpu backend), host memory for threads (the reference).
  *
  * A rank that stops (its reader closed) sends a header saying so once
  * (rap_parse_share_leave); a round in which any rank left, failed, or cut
@@ -37,20 +37,35 @@ extern "C" {
 #endif
 
 #include "data/parse_backend.h"
-#include "dist/comm.h"
+
+/* The ranks' exchange a share runs over, made by the caller from a comm
+ * (run/pipeline_dist.c: a dup of the rank's NCCL or threads comm): an
+ * all-to-all-v of 8-byte elements as comm.h's, complete on return, its
+ * buffers device memory when `device` (then its collectives and the
+ * share's appends run on `stream`). One a parser thread, paired with the
+ * same thread of every other rank. */
+typedef struct rap_parse_xchg {
+    int rank, size;
+    bool device;
+    void *stream;
+    void *ctx;
+    rap_status (*alltoallv)(void *ctx, const void *send, const int64_t *scount,
+                            const int64_t *sdispl, void *recv, const int64_t *rcount,
+                            const int64_t *rdispl, const char *name);
+} rap_parse_xchg;
 
 typedef struct rap_parse_share rap_parse_share;
 
-/* The share of one parser thread over comm c (not owned; size >= 2, on
- * the device when ops has device rows), for chunks of at most chunk_bytes
- * bytes; max_line as the reader's. Errors: RAP_ERR_ARG (a comm in the
+/* The share of one parser thread over x (not owned; size >= 2, on the
+ * device when ops has device rows), for chunks of at most chunk_bytes
+ * bytes; max_line as the reader's. Errors: RAP_ERR_ARG (an exchange in the
  * wrong memory), RAP_ERR_NOMEM, RAP_ERR_CUDA. */
-rap_status rap_parse_share_create(rap_comm *c, const rap_parse_ops *ops, size_t chunk_bytes,
-                                  int64_t max_line, rap_parse_share **out);
+rap_status rap_parse_share_create(const rap_parse_xchg *x, const rap_parse_ops *ops,
+                                  size_t chunk_bytes, int64_t max_line, rap_parse_share **out);
 /* Accepts NULL. Does not leave (rap_parse_share_leave first). */
 void rap_parse_share_free(rap_parse_share *s);
 
-/* What a share allocates: *comm_mem in the comm's memory (device for gpu),
+/* What a share allocates: *comm_mem in the exchange's memory (device for gpu),
  * *host on the host, for chunks of C bytes and R ranks. Cannot fail. */
 void rap_parse_share_bytes(size_t chunk_bytes, int ranks, size_t *comm_mem, size_t *host);
 

@@ -461,10 +461,11 @@ static const char *share_refusal(const rap_reader_config *cfg, int L, int P, boo
                "fixed order)";
     if (cfg->follow)
         return "a followed input (the ranks may see it at different lengths)";
-    if (comms && (!cfg->parse_comms || cfg->n_parse_comms != P))
-        return "no comm for each parser thread";
-    if (comms && rap_comm_size(cfg->parse_comms[0]) != cfg->parse_share_ranks)
-        return "comms of another number of ranks";
+    if (comms && (!cfg->parse_xchg || cfg->n_parse_xchg != P))
+        return "no exchange for each parser thread";
+    for (int i = 0; comms && i < P; i++)
+        if (!cfg->parse_xchg[i] || cfg->parse_xchg[i]->size != cfg->parse_share_ranks)
+            return "exchanges of another number of ranks";
     return NULL;
 }
 
@@ -491,9 +492,9 @@ static rap_status make_shares(rap_reader *r)
     if (!r->share)
         return RAP_ERR_NOMEM;
     for (int i = 0; i < r->P; i++)
-        RAP_TRY(rap_parse_share_create(r->cfg.parse_comms[i], r->ops, r->pcfg.chunk_bytes,
+        RAP_TRY(rap_parse_share_create(r->cfg.parse_xchg[i], r->ops, r->pcfg.chunk_bytes,
                                        r->cfg.max_line, &r->share[i]));
-    r->st.parse_share_ranks = rap_comm_size(r->cfg.parse_comms[0]);
+    r->st.parse_share_ranks = r->cfg.parse_share_ranks;
     return RAP_OK;
 }
 

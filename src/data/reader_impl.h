@@ -115,8 +115,8 @@ struct rap_reader {
     const rap_parse_ops *ops; /* who parses (cfg.parse) */
     rap_parse_backend_config pcfg;
     void **parser_state;  /* (P) each parser thread's backend state */
-    struct rap_parse_share **share; /* (P) with cfg.parse_comms: parser thread i's share
-                           * over parse_comms[i] (parse_share.h); NULL: every line here */
+    struct rap_parse_share **share; /* (P) with cfg.parse_xchg: parser thread i's share
+                           * over parse_xchg[i] (parse_share.h); NULL: every line here */
     atomic_int parser_ids; /* a starting parser thread takes the next index */
     void *rows_stream;    /* gpu: the consumer's appends (rap_reader_next, rap_reader_append) */
     rap_parse_res *res;   /* lent parser states, stages and stream (not freed); NULL: own */

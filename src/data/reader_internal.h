@@ -50,8 +50,8 @@ rap_status rap_reader_open_gate(const rap_reader_config *cfg, size_t chunk_bytes
                                 rap_parse_res *res, rap_parse_gate *gate, rap_reader **out);
 
 /* The parser threads of a reader of cfg that would share its parse with
- * cfg->parse_share_ranks ranks (each needs a comm of its own in
- * cfg->parse_comms), or 0 when it would parse every line itself (one lane
+ * cfg->parse_share_ranks ranks (each needs an exchange of its own in
+ * cfg->parse_xchg), or 0 when it would parse every line itself (one lane
  * only, no follow, the gpu parser or its reference; RAP_PARSE_SHARE=0
  * turns it off). Looks at the input as rap_reader_plan_threads does. */
 int rap_reader_share_parsers(const rap_reader_config *cfg);

@@ -8,6 +8,7 @@
 #include "run/pipeline_internal.h"
 
 #include "core/core.h"
+#include "data/parse_share.h"
 #include "data/reader_internal.h"
 #include "prep/subplan.h"
 #include "sched/hash.h"
@@ -289,6 +290,18 @@ static rap_status id_exchange(rap_pipeline *p)
     return st;
 }
 
+/* A parser thread's exchange (data/parse_share.h) over its comm: the
+ * comm's alltoallv of int64s, waited for on a NCCL comm's stream. */
+static rap_status xchg_alltoallv(void *ctx, const void *send, const int64_t *scount,
+                                 const int64_t *sdispl, void *recv, const int64_t *rcount,
+                                 const int64_t *rdispl, const char *name)
+{
+    rap_comm *c = ctx;
+    RAP_TRY(rap_comm_alltoallv_type(c, send, scount, sdispl, recv, rcount, rdispl, RAP_COMM_I64,
+                                    name));
+    return rap_comm_wait(c, NULL, name);
+}
+
 /* The comms of the feed's parser threads where the ranks share its parse
  * (rap_reader_share_parsers): a dup of the NCCL comm for the gpu parser,
  * of the host comm for its reference; none under mpirun without a GPU
@@ -311,10 +324,19 @@ static rap_status parse_comms(rap_pipeline *p)
         return RAP_OK;
     }
     d->pcomm = rap_calloc((size_t)P * sizeof *d->pcomm, "parse comms");
-    if (!d->pcomm)
+    d->px = rap_calloc((size_t)P * sizeof *d->px, "parse exchanges");
+    d->pxchg = rap_calloc((size_t)P * sizeof *d->pxchg, "parse exchanges");
+    if (!d->pcomm || !d->px || !d->pxchg)
         return RAP_ERR_NOMEM;
-    for (; d->n_pcomm < P; d->n_pcomm++)
-        RAP_TRY(rap_comm_dup(base, p->r.gpu >= 0 ? p->r.gpu : 0, &d->pcomm[d->n_pcomm]));
+    for (; d->n_pcomm < P; d->n_pcomm++) {
+        rap_comm *c;
+        RAP_TRY(rap_comm_dup(base, p->r.gpu >= 0 ? p->r.gpu : 0, &c));
+        d->pcomm[d->n_pcomm] = c;
+        d->px[d->n_pcomm] = (rap_parse_xchg){rap_comm_rank(c), rap_comm_size(c),
+                                             rap_comm_on_device(c), rap_comm_stream(c), c,
+                                             xchg_alltoallv};
+        d->pxchg[d->n_pcomm] = &d->px[d->n_pcomm];
+    }
     rap_debug("rank %d: its %d parser thread%s share the parse with %d ranks", d->rank, P,
               P == 1 ? "" : "s", d->R);
     return RAP_OK;
@@ -412,7 +434,11 @@ void pipe_dist_free_comm(rap_pipeline *p)
     for (int i = 0; i < p->d.n_pcomm; i++)
         rap_comm_free(p->d.pcomm[i]);
     rap_free(p->d.pcomm);
+    rap_free(p->d.px);
+    rap_free(p->d.pxchg);
     p->d.pcomm = NULL;
+    p->d.px = NULL;
+    p->d.pxchg = NULL;
     p->d.n_pcomm = 0;
     rap_comm_free(p->d.ncomm);
     p->d.ncomm = NULL;

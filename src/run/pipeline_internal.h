@@ -57,7 +57,9 @@ typedef struct {
     rap_moves *moves;          /* the per-rank manifest's moves, or NULL */
     float *loss_dev;           /* GPU, R > 1: (1) the step's global loss, device */
     rap_comm **pcomm;          /* (n_pcomm) the feed's parser threads' comms when the
-                                * ranks share the parse (rap_comm_dup; owned) */
+                                * ranks share the parse (rap_comm_dup; owned) ... */
+    struct rap_parse_xchg *px; /* (n_pcomm) ... the exchange over each */
+    struct rap_parse_xchg **pxchg; /* (n_pcomm) pointers to px[i], the reader's form */
     int n_pcomm;
     pipe_step step;            /* the hybrid step's inputs (pipe_dist_step) */
 } pipe_dist;
