@@ -1144,8 +1144,8 @@ void rap_reader_close(rap_reader *r)
                 pthread_join(r->lanes[j].tid, NULL);
         for (int i = 0; i < r->parsers_started; i++)
             pthread_join(r->parser_tid[i], NULL);
-        for (int i = 0; r->share && i < r->parsers_started; i++)
-            rap_parse_share_leave(r->share[i]); /* none left; a no-op once left */
+        for (int i = 0; r->share && i < r->P; i++) /* a thread that never started too */
+            rap_parse_share_leave(r->share[i]); /* a no-op once left */
         if (r->gate)
             rap_parse_gate_bypass(r->gate, false);
         pthread_mutex_destroy(&r->mu);
