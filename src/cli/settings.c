@@ -6,6 +6,7 @@
  * variant, each with its commands' bits; a command's usage lists its rows
  * in table order. */
 #include "cli/cli.h"
+#include "data/reader_internal.h"
 #include "dist/comm.h"
 #include "model/model.h"
 #include "plan/place.h"
@@ -568,9 +569,22 @@ void cli_print_reader_threads(const cli_settings *s, const rap_reader_config *rc
     if (s->quiet)
         return;
     rap_reader_threads t;
-    char line[256];
+    char line[384];
     if (rap_reader_plan_threads(rc, &t) != RAP_OK)
         return; /* the reader's open says what is wrong */
     rap_reader_threads_line(&t, line, sizeof line);
+    /* with ranks, whether they share the parse (docs/INPUT.md): each rank's
+     * feed reads every line, its parser threads parse 1/R of each chunk
+     * (not the reference over mpi: pipeline_dist.c) */
+    int world = 1;
+    const bool mpi = rap_dist_detect(&world);
+    rap_reader_config sc = *rc;
+    sc.parse_share_ranks = s->gpus > 1 ? (int)s->gpus : mpi ? world : 0;
+    if (sc.parse_share_ranks > 1 && !(mpi && sc.parse == RAP_PARSE_REF) &&
+        rap_reader_share_parsers(&sc) > 0) {
+        size_t at = strlen(line);
+        snprintf(line + at, sizeof line - at, "; the %d ranks share the parse (each parses its "
+                 "piece of every chunk)", sc.parse_share_ranks);
+    }
     fprintf(stderr, "  reader threads: %s\n", line);
 }
