@@ -303,9 +303,10 @@ typedef struct {
                                 * arrays are device memory (rap_batch.device) */
     int parse_share_ranks;     /* ranks reading the same input that share its parse
                                 * (gpu, reference; docs/INPUT.md "Ranks share the
-                                * parse"): each parses its piece of every chunk. With
-                                * one lane and no follow; 0 or 1: every line parsed
-                                * here. Sizes count it (rap_reader_parse_bytes) */
+                                * parse"): each parses its piece of every chunk. Not
+                                * with follow or with several lanes interleaved by
+                                * batch; 0 or 1: every line parsed here. Sizes count
+                                * it (rap_reader_parse_bytes) */
     const struct rap_parse_xchg *const *parse_xchg; /* ... the exchange of each parser
                                 * thread with the same thread of the other ranks (over a
                                 * comm of its own; NCCL for gpu), n_parse_xchg of them;

@@ -20,6 +20,7 @@
 #include "dist/comm.h"
 #include "dist/hybrid.h"
 #include "plan/parse_model.h"
+#include "core/file.h"
 #include "run/checkpoint.h"
 #include "run/runtime.h"
 
@@ -685,6 +686,84 @@ static void dist_parse_case(rap_test_ctx *t, const char *dev)
 }
 
 RAP_TEST(dist_parse_gpu_row_shares_cpu) { dist_parse_case(t, "cpu"); }
+
+/* The shared parse over several lanes: a directory of three files read by
+ * two lanes (--inflate-threads 2, file order), 2 thread ranks: the chunks
+ * reach the parser threads in the consumer's order (file by file) on every
+ * rank, so the ranks share the parse and train exactly --parse cpu's
+ * weights; with --interleave batch (turns that depend on each chunk's good
+ * rows) every rank parses every line, the same weights too. */
+RAP_TEST(dist_parse_share_lanes_cpu)
+{
+    if (!setup(t))
+        return;
+    char *out = malloc(OUT), *text = NULL;
+    REQUIRE(out);
+    char dir[512], path[600], ck[4][512], m[4][512], args[2048];
+    snprintf(dir, sizeof dir, "%s/dist_share_dir", rap_test_tmpdir());
+    snprintf(args, sizeof args, "rm -rf %s && mkdir -p %s", dir, dir);
+    rap_test_sh(args, out, OUT);
+    size_t n = 0;
+    REQUIRE_OK(rap_file_read(g_data, (size_t)1 << 26, "rows", &text, &n));
+    /* 1000 lines a file: day_0 .. day_2 */
+    size_t at = 0;
+    for (int f = 0; f < 3; f++) {
+        size_t e = at;
+        for (int l = 0; l < ROWS / 3 && e < n; l++) {
+            const char *nl = memchr(text + e, '\n', n - e);
+            e = nl ? (size_t)(nl - text) + 1 : n;
+        }
+        if (f == 2)
+            e = n;
+        snprintf(path, sizeof path, "%s/day_%d.tsv", dir, f);
+        FILE *fp = fopen(path, "wb");
+        REQUIRE(fp);
+        CHECK(fwrite(text + at, 1, e - at, fp) == e - at);
+        fclose(fp);
+        at = e;
+    }
+    free(text);
+    static const char *how[4] = {"--parse cpu", "--parse gpu", "--parse gpu --interleave batch",
+                                 "--parse cpu --interleave batch"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(ck[k], sizeof ck[k], "%s/dist_share_lanes_%d.st", rap_test_tmpdir(), k);
+        snprintf(m[k], sizeof m[k], "%s/dist_share_lanes_%d.jsonl", rap_test_tmpdir(), k);
+        remove(m[k]);
+        snprintf(args, sizeof args, "--steps %d --eval-fraction 0 --placement batch %s "
+                 "--inflate-threads 2 --threads 4 --data %s --save %s --metrics %s", STEPS,
+                 how[k], dir, ck[k], m[k]);
+        int rc = train(-2, args, out, OUT);
+        CHECK_MSG(rc == 0, "2 thread ranks, %s: %s", how[k], out);
+        if (rc != 0) {
+            free(out);
+            return;
+        }
+    }
+    char ga[2][600];
+    for (int k = 0; k < 2; k++) { /* the host parser's, in file order and by batch */
+        snprintf(ga[k], sizeof ga[k], "%s.whole", ck[k ? 3 : 0]);
+        CHECK_OK(rap_ckpt_gather(ck[k ? 3 : 0], ga[k], true));
+    }
+    for (int k = 1; k < 3; k++) {
+        double worst = 1, ranks = 0, here = 0;
+        char msg[512] = "";
+        CHECK_MSG(rap_test_close_weights(ck[k], ga[k - 1], true, 0, &worst, msg, sizeof msg) &&
+                      worst == 0,
+                  "%s trained other weights: %s", how[k], msg);
+        bool shared = final_value(m[k], "parse_share_ranks", &ranks) &&
+                      final_value(m[k], "parse_lines_here", &here);
+        if (k == 2) {
+            CHECK_MSG(!shared, "--interleave batch shared the parse");
+            continue;
+        }
+        CHECK_MSG(shared && ranks == 2 && here > 0.3 * ROWS && here < 0.7 * ROWS,
+                  "%s over two lanes: not shared (%g ranks, %g lines of %d parsed here)",
+                  how[k], ranks, here, ROWS);
+        printf("    three files, two lanes: rank 0 parsed %.0f of %d lines itself\n", here,
+               ROWS);
+    }
+    free(out);
+}
 
 /* rap plan --gpus 2 --parse gpu: each rank's manifest carries the parse
  * budgets of the whole global batch's lines, and 2 thread ranks training

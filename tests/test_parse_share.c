@@ -15,7 +15,10 @@
 #include "data/parse_backend.h"
 #include "data/parse_ref.h"
 #include "data/parse_share.h"
+#include "data/reader_internal.h"
 #include "dist/comm.h"
+
+#include <sys/stat.h>
 
 #define SH_LINES 5000
 #define SH_CHUNK ((size_t)2 << 20)
@@ -390,4 +393,157 @@ RAP_TEST(parse_share_device_blocks_gpu)
     rap_free(or_out.rej);
     free(sc.text);
     free(sc.cut);
+}
+
+/* ---- through the reader: thread ranks, each with its own reader of the
+ * same input and an exchange a parser thread, against an unshared reader */
+
+typedef struct {
+    const char *input;
+    int lanes, threads;
+    size_t chunk;
+} reader_case;
+
+static void hash_bytes(uint64_t *h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        *h = (*h ^ b[i]) * 0x100000001b3ULL;
+}
+
+/* Every batch of a reader of cfg: the rows' bytes hashed, the accounting. */
+static rap_status read_hash(const rap_reader_config *cfg, size_t chunk, uint64_t *h,
+                            rap_reader_stats *st)
+{
+    rap_reader *rd;
+    RAP_TRY(rap_reader_open_ex(cfg, chunk, &rd));
+    rap_batch b;
+    rap_status s = rap_batch_create(&b, rap_schema_criteo(), 97, false);
+    *h = 0xcbf29ce484222325ULL;
+    while (s == RAP_OK && (s = rap_reader_next(rd, &b)) == RAP_OK && b.rows > 0) {
+        const size_t r = (size_t)b.rows, B = (size_t)b.cap;
+        hash_bytes(h, b.label, r * sizeof(float));
+        for (int j = 0; j < RAP_CRITEO_DENSE; j++) {
+            hash_bytes(h, b.dense + j * B, r * sizeof(float));
+            hash_bytes(h, b.dense_valid + j * B, r);
+        }
+        for (int j = 0; j < RAP_CRITEO_SPARSE; j++) {
+            const int64_t *off = b.sparse_off + j * (B + 1);
+            hash_bytes(h, off, (r + 1) * sizeof *off);
+            hash_bytes(h, b.sparse_ids + j * B, (size_t)off[r] * sizeof(int64_t));
+            hash_bytes(h, b.sparse_valid + j * B, r);
+        }
+    }
+    rap_reader_get_stats(rd, st);
+    rap_reader_close(rd);
+    rap_batch_free(&b);
+    return s;
+}
+
+static rap_status reader_share_fn(rap_test_rank *x)
+{
+    const reader_case *rc = x->arg;
+    rap_reader_config cfg = rap_reader_defaults();
+    cfg.input = rc->input;
+    cfg.parse = RAP_PARSE_REF;
+    cfg.threads = rc->threads;
+    cfg.inflate_threads = rc->lanes;
+    cfg.max_line = 1000;
+    cfg.parse_share_ranks = x->R;
+    const int P = rap_reader_share_parsers(&cfg);
+    if (P < 1 || P > 8) {
+        snprintf(x->err, sizeof x->err, "a reader of %d lanes and %d threads: %d parser threads "
+                 "to share with", rc->lanes, rc->threads, P);
+        x->bad++;
+        return RAP_OK;
+    }
+    rap_comm *pc[8] = {0};
+    rap_parse_xchg px[8];
+    const rap_parse_xchg *pp[8];
+    rap_status st = RAP_OK;
+    for (int i = 0; st == RAP_OK && i < P; i++) {
+        st = rap_comm_dup(x->c, 0, &pc[i]);
+        if (st == RAP_OK) {
+            px[i] = (rap_parse_xchg){x->rank, x->R, false, NULL, pc[i], comm_alltoallv};
+            pp[i] = &px[i];
+        }
+    }
+    cfg.parse_xchg = pp;
+    cfg.n_parse_xchg = P;
+    uint64_t hs = 0, hw = 0;
+    rap_reader_stats ss, sw;
+    if (st == RAP_OK)
+        st = read_hash(&cfg, rc->chunk, &hs, &ss);
+    if (st == RAP_OK) { /* the same reader, every line parsed here */
+        rap_reader_config w = cfg;
+        w.parse_share_ranks = 0;
+        w.parse_xchg = NULL;
+        w.n_parse_xchg = 0;
+        st = read_hash(&w, rc->chunk, &hw, &sw);
+    }
+    if (st != RAP_OK)
+        snprintf(x->err, sizeof x->err, "%s", rap_last_error());
+    else if (hs != hw || ss.rows_read != sw.rows_read || ss.rows_rejected != sw.rows_rejected ||
+             memcmp(ss.rejected, sw.rejected, sizeof ss.rejected) ||
+             memcmp(ss.example, sw.example, sizeof ss.example) ||
+             ss.parse_share_ranks != x->R || sw.parse_share_ranks != 0 ||
+             sw.lines_parsed_here != sw.rows_read) {
+        snprintf(x->err, sizeof x->err, "shared: hash %016llx, %lld rows read, %lld rejected, "
+                 "%d ranks; alone: %016llx, %lld, %lld", (unsigned long long)hs,
+                 (long long)ss.rows_read, (long long)ss.rows_rejected, ss.parse_share_ranks,
+                 (unsigned long long)hw, (long long)sw.rows_read, (long long)sw.rows_rejected);
+        x->bad++;
+    }
+    x->seconds = (double)ss.lines_parsed_here;
+    x->steps = ss.rows_read;
+    for (int i = 0; i < P; i++)
+        rap_comm_free(pc[i]);
+    return st;
+}
+
+/* Small chunks (about 30 lines: many a parser thread), one lane and two
+ * (a directory of three files in file order), two and three parser
+ * threads, 2 and 3 ranks: every rank reads exactly the unshared reader's
+ * batches and accounting, and the ranks' own lines add up to the lines. */
+RAP_TEST(parse_share_reader_equals_unshared)
+{
+    char *text = malloc((size_t)SH_LINES * 1200);
+    REQUIRE(text);
+    size_t n = rap_test_criteo_text(text, SH_LINES, 91, false);
+    char file[512], dir[512], path[600];
+    rap_test_path(file, sizeof file, "share_rows.tsv");
+    rap_test_path(dir, sizeof dir, "share_dir");
+    mkdir(dir, 0755);
+    FILE *f = fopen(file, "wb");
+    REQUIRE(f);
+    CHECK(fwrite(text, 1, n, f) == n);
+    fclose(f);
+    size_t at = 0;
+    for (int k = 0; k < 3; k++) { /* thirds, cut at lines */
+        size_t e = k == 2 ? n : (n / 3) * (size_t)(k + 1);
+        while (e < n && text[e - 1] != '\n')
+            e++;
+        snprintf(path, sizeof path, "%s/part_%d.tsv", dir, k);
+        f = fopen(path, "wb");
+        REQUIRE(f);
+        CHECK(fwrite(text + at, 1, e - at, f) == e - at);
+        fclose(f);
+        at = e;
+    }
+    free(text);
+    const reader_case cases[] = {{file, 1, 3, 8192}, {file, 1, 4, 8192}, {dir, 2, 5, 8192},
+                                 {dir, 2, 4, 20000}};
+    for (int c = 0; c < 4; c++)
+        for (int R = 2; R <= 3; R++) {
+            rap_test_rank x[8];
+            if (!rap_test_run_ranks(t, R, 30, reader_share_fn, (void *)&cases[c], x))
+                continue;
+            double own = 0;
+            for (int r = 0; r < R; r++) {
+                CHECK_MSG(x[r].bad == 0, "case %d, R = %d, rank %d: %s", c, R, r, x[r].err);
+                own += x[r].seconds;
+            }
+            CHECK_MSG(own == (double)x[0].steps, "case %d, R = %d: the ranks parsed %.0f lines "
+                      "of %lld", c, R, own, (long long)x[0].steps);
+        }
 }

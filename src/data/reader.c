@@ -154,15 +154,42 @@ void rap_reader_threads_line(const rap_reader_threads *t, char *out, size_t n)
 
 /* ------------------------------------------------------ parser threads */
 
+/* The shared parse's next chunk (the lane of its slot), in the order the
+ * consumer takes them, or NULL to wait: one lane's in order; several
+ * lanes' (file order, interleave file) file by file, file f's chunks from
+ * lane f mod L until that lane's next slot is of a later file or the lane
+ * is done, as next_lane takes them. The same on every rank: the same
+ * files cut into the same chunks. */
+static lane *share_next(rap_reader *r)
+{
+    if (r->L == 1)
+        return r->lanes[0].parse_next < r->lanes[0].produced ? &r->lanes[0] : NULL;
+    for (;;) {
+        if (r->p_file >= r->n_names)
+            return NULL;
+        lane *l = &r->lanes[r->p_file % r->L];
+        if (l->parse_next < l->produced) {
+            if (l->slots[l->parse_next % r->S].file_idx > r->p_file) {
+                r->p_file++;
+                continue;
+            }
+            return l;
+        }
+        if (!l->done)
+            return NULL;
+        r->p_file++;
+    }
+}
+
 /* A lane with a published, unparsed slot: rap_reader_next's first. When
- * the ranks share the parse (one lane), parser thread `me` takes the
- * chunks k with k % P == me, in order: the same chunks as parser thread
- * `me` of every other rank, which its comm pairs it with. */
+ * the ranks share the parse, parser thread `me` takes the chunks k with k
+ * mod P == me of share_next's order: the same chunks as parser thread `me`
+ * of every other rank, which its exchange pairs it with. */
 static lane *parse_pick(rap_reader *r, int me)
 {
     if (r->share) {
-        lane *l = &r->lanes[0];
-        return l->parse_next < l->produced && l->parse_next % r->P == me ? l : NULL;
+        lane *l = share_next(r);
+        return l && r->p_seq % r->P == me ? l : NULL;
     }
     for (int i = 0; i < r->L; i++) {
         lane *l = &r->lanes[(r->want + i) % r->L];
@@ -245,8 +272,10 @@ static void *parser_main(void *arg)
             break;
         slot *sl = &l->slots[l->parse_next++ % r->S];
         sl->state = SLOT_PARSING;
-        if (sh) /* the next chunk is another thread's turn */
+        if (sh) { /* the next chunk is another thread's turn */
+            r->p_seq++;
             pthread_cond_broadcast(&r->cv_parser);
+        }
         pthread_mutex_unlock(&r->mu);
         int64_t own0 = 0, own1 = 0, seen;
         rap_parse_share_counts(sh, &own0, &seen);
@@ -456,9 +485,9 @@ static const char *share_refusal(const rap_reader_config *cfg, int L, int P, boo
         return "only the gpu parser (and its reference) shares";
     if (!rap_reader_criteo_text(cfg))
         return "a schema's text or Parquet";
-    if (L != 1)
-        return "several files read at once (the chunks of each lane reach the parsers in no "
-               "fixed order)";
+    if (L != 1 && cfg->interleave != RAP_INTERLEAVE_FILE)
+        return "several files read at once, their rows interleaved by batch (the turns "
+               "depend on each chunk's good rows)";
     if (cfg->follow)
         return "a followed input (the ranks may see it at different lengths)";
     if (comms && (!cfg->parse_xchg || cfg->n_parse_xchg != P))

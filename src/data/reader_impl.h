@@ -117,6 +117,9 @@ struct rap_reader {
     void **parser_state;  /* (P) each parser thread's backend state */
     struct rap_parse_share **share; /* (P) with cfg.parse_xchg: parser thread i's share
                            * over parse_xchg[i] (parse_share.h); NULL: every line here */
+    int64_t p_seq;        /* shared parse, guarded by mu: chunks taken (chunk p_seq is
+                           * parser thread p_seq % P's) ... */
+    int64_t p_file;       /* ... several lanes: the file whose chunks come next */
     atomic_int parser_ids; /* a starting parser thread takes the next index */
     void *rows_stream;    /* gpu: the consumer's appends (rap_reader_next, rap_reader_append) */
     rap_parse_res *res;   /* lent parser states, stages and stream (not freed); NULL: own */

@@ -51,9 +51,9 @@ rap_status rap_reader_open_gate(const rap_reader_config *cfg, size_t chunk_bytes
 
 /* The parser threads of a reader of cfg that would share its parse with
  * cfg->parse_share_ranks ranks (each needs an exchange of its own in
- * cfg->parse_xchg), or 0 when it would parse every line itself (one lane
- * only, no follow, the gpu parser or its reference; RAP_PARSE_SHARE=0
- * turns it off). Looks at the input as rap_reader_plan_threads does. */
+ * cfg->parse_xchg), or 0 when it would parse every line itself (it shares
+ * with the gpu parser or its reference, without follow, one lane or several
+ * in file order; RAP_PARSE_SHARE=0 turns it off). Looks at the input as rap_reader_plan_threads does. */
 int rap_reader_share_parsers(const rap_reader_config *cfg);
 
 /* Whether the reader's batches are device memory (parse gpu). */

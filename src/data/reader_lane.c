@@ -232,7 +232,7 @@ static rap_status emit(lane *l, size_t cut, bool more, bool *limit)
     sl->state = SLOT_FILLED;
     l->produced++;
     r->idle = false;
-    pthread_cond_signal(&r->cv_parser);
+    pthread_cond_broadcast(&r->cv_parser); /* shared parse: the thread whose turn it is */
     pthread_mutex_unlock(&r->mu);
     l->filling = NULL;
     if (!more)
@@ -447,7 +447,7 @@ static void publish_group(lane *l, int g, int64_t max)
     sl->state = SLOT_FILLED;
     l->produced++;
     r->idle = false;
-    pthread_cond_signal(&r->cv_parser);
+    pthread_cond_broadcast(&r->cv_parser); /* shared parse: the thread whose turn it is */
     pthread_mutex_unlock(&r->mu);
     l->filling = NULL;
 }
@@ -664,6 +664,7 @@ void *reader_lane_main(void *arg)
     }
     l->done = true;
     pthread_cond_broadcast(&r->cv_consumer);
+    pthread_cond_broadcast(&r->cv_parser); /* shared parse: past this lane's files */
     pthread_mutex_unlock(&r->mu);
     return NULL;
 }
