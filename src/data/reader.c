@@ -469,11 +469,9 @@ static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
     return RAP_OK;
 }
 
-/* Who parses: the backend, each parser thread's state and, on the GPU, the
- * consumer's stream (the device is the opening thread's); lent by res
- * (r->res) when it was made for this reader's sizes. */
 /* Why a reader of cfg with L lanes and P parser threads does not share the
- * parse over cfg->parse_comms (NULL: it does). */
+ * parse (NULL: it does); comms: also that cfg->parse_xchg has an exchange
+ * of the ranks for each parser thread. */
 static const char *share_refusal(const rap_reader_config *cfg, int L, int P, bool comms)
 {
     if (cfg->parse_share_ranks < 2)
@@ -527,12 +525,16 @@ static rap_status make_shares(rap_reader *r)
     return RAP_OK;
 }
 
+/* Who parses (make_parsers_own) and with whom (make_shares). */
 static rap_status make_parsers(rap_reader *r)
 {
     RAP_TRY(make_parsers_own(r));
     return make_shares(r);
 }
 
+/* Who parses: the backend, each parser thread's state and, on the GPU, the
+ * consumer's stream (the device is the opening thread's); lent by res
+ * (r->res) when it was made for this reader's sizes. */
 static rap_status make_parsers_own(rap_reader *r)
 {
     r->ops = rap_parse_ops_of(r->cfg.parse);
