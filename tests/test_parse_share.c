@@ -547,3 +547,49 @@ RAP_TEST(parse_share_reader_equals_unshared)
                       "of %lld", c, R, own, (long long)x[0].steps);
         }
 }
+
+static rap_status no_alltoallv(void *ctx, const void *send, const int64_t *scount,
+                               const int64_t *sdispl, void *recv, const int64_t *rcount,
+                               const int64_t *rdispl, const char *name)
+{
+    (void)ctx, (void)send, (void)scount, (void)sdispl, (void)recv, (void)rcount, (void)rdispl;
+    return rap_fail(RAP_ERR_INTERNAL, "%s: not in this test", name);
+}
+
+/* What a share allocates is what rap_parse_share_bytes counts (the memory
+ * plan's number for each parser thread), for the reference in host memory
+ * and, on a GPU, for the kernels in device memory. */
+static void share_bytes_case(rap_test_ctx *t, const rap_parse_ops *ops, int R, size_t C)
+{
+    rap_parse_xchg x = {0, R, ops->device_rows, NULL, NULL, no_alltoallv};
+    size_t cm, hm;
+    rap_parse_share_bytes(C, R, ops->device_rows, &cm, &hm);
+    uint64_t b0, n0, b1, n1;
+    rap_mem_counted(&b0, &n0);
+    rap_parse_share *sh = NULL;
+    REQUIRE_OK(rap_parse_share_create(&x, ops, C, 1000, &sh));
+    rap_mem_counted(&b1, &n1);
+    rap_parse_share_free(sh);
+    CHECK_MSG((double)(b1 - b0) == (double)(cm + hm), "%s, %d ranks, chunks of %zu bytes: "
+              "allocated %.0f bytes, counted %zu + %zu", ops->name, R, C, (double)(b1 - b0), cm,
+              hm);
+}
+
+RAP_TEST(parse_share_bytes_equal_allocation)
+{
+    for (int R = 2; R <= 8; R *= 2)
+        share_bytes_case(t, rap_parse_ops_of(RAP_PARSE_REF), R, ((size_t)1 << 20) + 1);
+    /* a comm in the wrong memory is refused */
+    rap_parse_xchg x = {0, 2, true, NULL, NULL, no_alltoallv};
+    rap_parse_share *sh = NULL;
+    CHECK(rap_parse_share_create(&x, rap_parse_ops_of(RAP_PARSE_REF), 4096, 1000, &sh) ==
+              RAP_ERR_ARG && !sh);
+    rap_clear_error();
+}
+
+RAP_TEST(parse_share_bytes_equal_allocation_gpu)
+{
+    REQUIRE_GPU();
+    for (int R = 2; R <= 8; R *= 2)
+        share_bytes_case(t, rap_parse_ops_of(RAP_PARSE_GPU), R, ((size_t)8 << 20) + 1);
+}

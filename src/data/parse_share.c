@@ -35,16 +35,18 @@ struct rap_parse_share {
 
 static size_t align8(size_t x) { return (x + 7) & ~(size_t)7; }
 
-void rap_parse_share_bytes(size_t chunk_bytes, int ranks, size_t *comm_mem, size_t *host)
+void rap_parse_share_bytes(size_t chunk_bytes, int ranks, bool device, size_t *comm_mem,
+                           size_t *host)
 {
     const rap_schema s = rap_schema_criteo();
     const size_t R = (size_t)(ranks > 1 ? ranks : 1);
     const size_t rows = rap_batch_bytes(s, rap_parse_stage_rows(chunk_bytes));
     const size_t rej = align8(sizeof(rap_parse_rej) * (chunk_bytes + 1));
-    const size_t hdr = 2 * R * HDR * sizeof(int64_t);
-    *comm_mem = (rows + rej) + (rows + R * rap_batch_bytes(s, 1) + rej + 8 * R) + hdr;
-    *host = sizeof(int32_t) * (chunk_bytes + 2) + sizeof(rap_parse_rej) * (chunk_bytes + 1) + hdr +
-            4 * R * sizeof(int64_t);
+    /* the send block, the received blocks, on the device the headers */
+    *comm_mem = (rows + rej) + (rows + R * rap_batch_bytes(s, 1) + rej + 8 * R) +
+                (device ? 2 * R * HDR * sizeof(int64_t) : 0);
+    /* the line offsets and the reject list (the small header arrays aside) */
+    *host = sizeof(int32_t) * (chunk_bytes + 2) + sizeof(rap_parse_rej) * (chunk_bytes + 1);
 }
 
 static void *comm_alloc(rap_parse_share *s, size_t n, const char *what)

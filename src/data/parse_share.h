@@ -65,9 +65,11 @@ rap_status rap_parse_share_create(const rap_parse_xchg *x, const rap_parse_ops *
 /* Accepts NULL. Does not leave (rap_parse_share_leave first). */
 void rap_parse_share_free(rap_parse_share *s);
 
-/* What a share allocates: *comm_mem in the exchange's memory (device for gpu),
- * *host on the host, for chunks of C bytes and R ranks. Cannot fail. */
-void rap_parse_share_bytes(size_t chunk_bytes, int ranks, size_t *comm_mem, size_t *host);
+/* What a share allocates (the counted allocations, rap_mem_counted):
+ * *comm_mem in the exchange's memory (device memory when device), *host on
+ * the host, for chunks of C bytes and R ranks. Cannot fail. */
+void rap_parse_share_bytes(size_t chunk_bytes, int ranks, bool device, size_t *comm_mem,
+                           size_t *host);
 
 /* ops->chunk of text[0, n) (whole lines) with this rank's piece only, ps
  * the parser thread's backend state; then the exchange: out and stage as

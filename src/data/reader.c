@@ -403,7 +403,8 @@ rap_status rap_reader_parse_bytes(const rap_reader_config *cfg, size_t *device, 
                             (int64_t)t.lanes * S, device, pinned, host);
     if (!share_refusal(cfg, t.lanes, t.parsers, false)) { /* each parser thread's share */
         size_t cm, hm;
-        rap_parse_share_bytes(C + 1, cfg->parse_share_ranks, &cm, &hm);
+        rap_parse_share_bytes(C + 1, cfg->parse_share_ranks, cfg->parse == RAP_PARSE_GPU, &cm,
+                              &hm);
         if (cfg->parse == RAP_PARSE_GPU)
             *device += (size_t)t.parsers * cm;
         else
