@@ -482,10 +482,10 @@ static int cmd_plan_gpus(const cli_settings *s)
     const rap_place_result *chosen = &res[last];
     /* --parse gpu: every rank reads the lines of the whole global batch
      * and parses its piece of each chunk, a 1/R share (the ranks share the
-     * parse: docs/INPUT.md; a run that cannot share, lanes interleaved by batch or a
-     * followed input, parses the rest outside the windows), in its own
-     * windows' room after its parts: the budgets go into its first part's
-     * schedule */
+     * parse: docs/INPUT.md; a run that cannot share, lanes interleaved by
+     * batch or a followed input, parses the rest outside the windows), in
+     * its own windows' room after its parts: the budgets go into its first
+     * part's schedule */
     rap_parse_model pm;
     rap_parse_placement *pp = s->parse == 1 ? rap_calloc(sizeof *pp * (size_t)R, "parse placement")
                                             : NULL;
