@@ -74,6 +74,10 @@ typedef struct {
     double parse_in, parse_out; /* the GPU parse in the windows (rap mode): lines it
                               * launched at a window's start and outside the windows
                               * over the measured steps; NaN when not gated */
+    double parse_here, lines_read; /* the feed's lines since the start: those this rank
+                              * parsed itself and those read (the parser runs ahead of the
+                              * reading; about 1/R of them when the ranks share the parse,
+                              * docs/INPUT.md); NaN without a feed */
     int64_t steps, samples;
     double gpu_gb;
     /* the memory plan (run/memplan.h) beside the measured use: GiB of
@@ -173,6 +177,8 @@ static void summarize(const bench_row *runs, int R, int n, bench_row *out, doubl
         MED(cpu_s_per_mrow);
         MED(parse_in);
         MED(parse_out);
+        MED(parse_here);
+        MED(lines_read);
         for (int p = 0; p < 4; p++)
             MED(phase_ms[p]);
         MED(grad_comm_ms);
@@ -230,6 +236,21 @@ typedef struct {
     int64_t sent_mine0, sent_all0; /* preprocessed bytes sent between ranks */
 } bench_mark;
 
+/* The lines the pipeline's feed parsed on this rank and read so far
+ * (false without a feed). */
+static bool feed_lines(rap_pipeline *p, int64_t *here, int64_t *read)
+{
+    *here = *read = 0;
+    rap_rowfeed *f = rap_pipeline_feed(p);
+    if (!f)
+        return false;
+    rap_rowfeed_stats fs;
+    rap_rowfeed_get_stats(f, &fs);
+    *here = fs.reader.lines_parsed_here;
+    *read = fs.reader.rows_read;
+    return true;
+}
+
 /* After the warm-up: the queued steps done, the counters noted, the
  * trace on, the clock started. */
 static rap_status mark_start(rap_pipeline *p, rap_trace *tr, bench_mark *m)
@@ -270,6 +291,10 @@ static rap_status measure(const bench_ctx *b, rap_pipeline *p, double wall, cons
     row->starved_s = rs.starved_s - m->starved0;
     row->parse_in = rs.parse_gated ? (double)(rs.parse_lines_in - m->parse_in0) : NAN;
     row->parse_out = rs.parse_gated ? (double)(rs.parse_lines_out - m->parse_out0) : NAN;
+    int64_t here, read;
+    bool fed = feed_lines(p, &here, &read);
+    row->parse_here = fed ? (double)here : NAN;
+    row->lines_read = fed ? (double)read : NAN;
     double cpu_s = process_cpu_s() - m->cpu0;
     row->cpu_s_per_mrow = row->samples > 0 ? cpu_s / ((double)row->samples / 1e6) : NAN;
     row->gpu_gb = (double)rs.gpu_bytes_used / 1e9;
@@ -621,6 +646,8 @@ static void print_json(const bench_row *rows, const bench_row *runs, int n, cons
         fprintf(f, ",\"host_cpu_s_per_mrow\":%s", rap_json_num(r->cpu_s_per_mrow, x));
         fprintf(f, ",\"parse_lines_in\":%s", rap_json_num(r->parse_in, x));
         fprintf(f, ",\"parse_lines_out\":%s", rap_json_num(r->parse_out, x));
+        fprintf(f, ",\"parse_lines_here\":%s", rap_json_num(r->parse_here, x));
+        fprintf(f, ",\"lines_read\":%s", rap_json_num(r->lines_read, x));
         fprintf(f, ",\"samples\":%lld,\"gpu_gb\":%s", (long long)r->samples,
                 rap_json_num(r->gpu_gb, x));
         fprintf(f, ",\"mem_plan_gib\":%s", rap_json_num(r->plan_gib, x));
