@@ -307,10 +307,9 @@ typedef struct {
                                 * with follow or with several lanes interleaved by
                                 * batch; 0 or 1: every line parsed here. Sizes count
                                 * it (rap_reader_parse_bytes) */
-    const struct rap_parse_xchg *const *parse_xchg; /* ... the exchange of each parser
-                                * thread with the same thread of the other ranks (over a
-                                * comm of its own; NCCL for gpu), n_parse_xchg of them;
-                                * NULL: not shared */
+    const struct rap_parse_xchg *parse_xchg; /* (n_parse_xchg) ... the exchange of each
+                                * parser thread with the same thread of the other ranks
+                                * (over a comm of its own; NCCL for gpu); NULL: not shared */
     int n_parse_xchg;
 } rap_reader_config;
 

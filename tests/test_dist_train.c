@@ -626,6 +626,14 @@ RAP_TEST(dist_gpus2_matches_one_gpu)
     free(out);
 }
 
+/* Whether a run's final metrics line says the ranks shared the parse: how
+ * many ranks, and the lines this rank parsed itself. */
+static bool shared_parse(const char *metrics, double *ranks, double *here)
+{
+    return final_value(metrics, "parse_share_ranks", ranks) &&
+           final_value(metrics, "parse_lines_here", here);
+}
+
 /* --parse gpu on 2 thread ranks with row shares (--placement batch: each
  * rank preprocesses its rows of the global batch): on the CPU the kernels'
  * reference parses in their place, and every rank trains exactly what
@@ -670,8 +678,7 @@ static void dist_parse_case(rap_test_ctx *t, const char *dev)
                   "--parse gpu%s%s trained other weights: %s", extra[k], env[k] ? env[k] : "",
                   msg);
         double ranks = 0, here = 0;
-        bool shared = final_value(m[k], "parse_share_ranks", &ranks) &&
-                      final_value(m[k], "parse_lines_here", &here);
+        bool shared = shared_parse(m[k], &ranks, &here);
         if (k == 3) {
             CHECK_MSG(!shared, "RAP_PARSE_SHARE=0 still shared the parse");
             continue;
@@ -750,8 +757,7 @@ RAP_TEST(dist_parse_share_lanes_cpu)
         CHECK_MSG(rap_test_close_weights(ck[k], ga[k - 1], true, 0, &worst, msg, sizeof msg) &&
                       worst == 0,
                   "%s trained other weights: %s", how[k], msg);
-        bool shared = final_value(m[k], "parse_share_ranks", &ranks) &&
-                      final_value(m[k], "parse_lines_here", &here);
+        bool shared = shared_parse(m[k], &ranks, &here);
         if (k == 2) {
             CHECK_MSG(!shared, "--interleave batch shared the parse");
             continue;

@@ -459,16 +459,13 @@ static rap_status reader_share_fn(rap_test_rank *x)
     }
     rap_comm *pc[8] = {0};
     rap_parse_xchg px[8];
-    const rap_parse_xchg *pp[8];
     rap_status st = RAP_OK;
     for (int i = 0; st == RAP_OK && i < P; i++) {
         st = rap_comm_dup(x->c, 0, &pc[i]);
-        if (st == RAP_OK) {
+        if (st == RAP_OK)
             px[i] = (rap_parse_xchg){x->rank, x->R, false, NULL, pc[i], comm_alltoallv};
-            pp[i] = &px[i];
-        }
     }
-    cfg.parse_xchg = pp;
+    cfg.parse_xchg = px;
     cfg.n_parse_xchg = P;
     uint64_t hs = 0, hw = 0;
     rap_reader_stats ss, sw;

@@ -13,13 +13,14 @@ enum { H_KIND, H_STATUS, H_BYTES, H_LINES, H_OWN, H_USED, H_REJ };
 enum { KIND_CHUNK = 1, KIND_LEAVE = 2 };
 
 struct rap_parse_share {
-    const rap_parse_xchg *x;
-    int R, rank;
-    bool dev;                /* rows and blocks in device memory (a NCCL comm) */
+    const rap_parse_xchg *x; /* rank, size; device: rows and blocks in device memory */
     const rap_parse_ops *ops;
     size_t C;
     int64_t max_line;
     rap_schema shape;        /* Criteo's */
+    rap_parse_layout lay;    /* ... its fields, for the pieces' row bounds */
+    int64_t *cut;            /* (R + 1) the chunk's pieces: rank p's lines [cut[p], cut[p + 1]) */
+    int64_t *cap;            /* (R) their row bounds, the rows of their blocks */
     int32_t *start;          /* (C + 2) the chunk's line offsets */
     rap_parse_rej *rej;      /* (C + 1) host: this piece's, then the chunk's */
     int64_t *hdr;            /* (2 R HDR) host: sent (R HDR: the same block R times) and received */
@@ -52,7 +53,7 @@ void rap_parse_share_bytes(size_t chunk_bytes, int ranks, bool device, size_t *c
 static void *comm_alloc(rap_parse_share *s, size_t n, const char *what)
 {
     void *p = NULL;
-    if (s->dev) {
+    if (s->x->device) {
         if (rap_cuda_malloc(&p, n, what) != RAP_OK)
             return NULL;
         return p;
@@ -64,7 +65,7 @@ static void comm_free(const rap_parse_share *s, void *p)
 {
     if (!p)
         return;
-    if (s->dev)
+    if (s->x->device)
         rap_cuda_free(p);
     else
         rap_aligned_free(p);
@@ -81,6 +82,8 @@ void rap_parse_share_free(rap_parse_share *s)
     rap_aligned_free(s->rej);
     rap_free(s->hdr);
     rap_free(s->cnt);
+    rap_free(s->cut);
+    rap_free(s->cap);
     rap_free(s->piece.rej);
     rap_free(s);
 }
@@ -101,14 +104,12 @@ rap_status rap_parse_share_create(const rap_parse_xchg *x, const rap_parse_ops *
     if (!s)
         return RAP_ERR_NOMEM;
     s->x = x;
-    s->R = x->size;
-    s->rank = x->rank;
-    s->dev = ops->device_rows;
     s->ops = ops;
     s->C = chunk_bytes;
     s->max_line = max_line;
     s->shape = rap_schema_criteo();
-    const size_t R = (size_t)s->R;
+    rap_parse_layout_criteo(&s->lay);
+    const size_t R = (size_t)x->size;
     const size_t rows = rap_batch_bytes(s->shape, rap_parse_stage_rows(chunk_bytes));
     const size_t rej = align8(sizeof(rap_parse_rej) * (chunk_bytes + 1));
     s->send_bytes = rows + rej;
@@ -117,12 +118,14 @@ rap_status rap_parse_share_create(const rap_parse_xchg *x, const rap_parse_ops *
     s->rej = rap_aligned_alloc(sizeof(rap_parse_rej) * (chunk_bytes + 1), "parse share rejects");
     s->hdr = rap_calloc(2 * R * HDR * sizeof(int64_t), "parse share headers");
     s->cnt = rap_calloc(4 * R * sizeof(int64_t), "parse share counts");
+    s->cut = rap_calloc((R + 1) * sizeof(int64_t), "parse share pieces");
+    s->cap = rap_calloc(R * sizeof(int64_t), "parse share pieces");
     s->send = comm_alloc(s, s->send_bytes, "parse share send block");
     s->recv = comm_alloc(s, s->recv_bytes, "parse share blocks");
-    if (s->dev)
+    if (x->device)
         s->d_hdr = comm_alloc(s, 2 * R * HDR * sizeof(int64_t), "parse share headers");
-    if (!s->start || !s->rej || !s->hdr || !s->cnt || !s->send || !s->recv ||
-        (s->dev && !s->d_hdr)) {
+    if (!s->start || !s->rej || !s->hdr || !s->cnt || !s->cut || !s->cap || !s->send ||
+        !s->recv || (x->device && !s->d_hdr)) {
         rap_parse_share_free(s);
         return RAP_ERR_NOMEM;
     }
@@ -132,8 +135,10 @@ rap_status rap_parse_share_create(const rap_parse_xchg *x, const rap_parse_ops *
 
 void rap_parse_share_counts(const rap_parse_share *s, int64_t *own_lines, int64_t *lines)
 {
-    *own_lines = s ? s->own_lines : 0;
-    *lines = s ? s->lines : 0;
+    if (own_lines)
+        *own_lines = s ? s->own_lines : 0;
+    if (lines)
+        *lines = s ? s->lines : 0;
 }
 
 /* Ends the sharing with a message; later chunks fail with it. */
@@ -154,7 +159,7 @@ static rap_status copy_mem(rap_parse_share *s, void *dst, const void *src, size_
 {
     if (n == 0)
         return RAP_OK;
-    if (!s->dev) {
+    if (!s->x->device) {
         memcpy(dst, src, n);
         return RAP_OK;
     }
@@ -165,7 +170,7 @@ static rap_status copy_mem(rap_parse_share *s, void *dst, const void *src, size_
  * s->hdr + R * HDR (rank p's at p * HDR). */
 static rap_status exchange_headers(rap_parse_share *s, const int64_t *h)
 {
-    const int R = s->R;
+    const int R = s->x->size;
     int64_t *sc = s->cnt, *sd = sc + R, *rc = sd + R, *rd = rc + R;
     for (int p = 0; p < R; p++) {
         sc[p] = HDR;
@@ -174,7 +179,7 @@ static rap_status exchange_headers(rap_parse_share *s, const int64_t *h)
         rd[p] = (int64_t)p * HDR;
     }
     int64_t *got = s->hdr + (size_t)R * HDR;
-    if (!s->dev) {
+    if (!s->x->device) {
         memcpy(s->hdr, h, HDR * sizeof *h);
         return s->x->alltoallv(s->x->ctx, s->hdr, sc, sd, got, rc, rd, "parse share header");
     }
@@ -195,21 +200,19 @@ void rap_parse_share_leave(rap_parse_share *s)
     snprintf(s->end_msg, sizeof s->end_msg, "parse share: this rank left");
 }
 
-/* Lines [*a, *b) of rank p's piece of a chunk of `lines` lines. */
-static void piece_of(int64_t lines, int R, int p, int64_t *a, int64_t *b)
+/* The pieces of a chunk of `lines` lines (s->start its offsets): rank p's
+ * the lines of tiles [p NT / R, (p + 1) NT / R), and their row bounds. */
+static void cut_pieces(rap_parse_share *s, int64_t lines)
 {
+    const int R = s->x->size;
     const int64_t nt = (lines + RAP_PARSE_TILE - 1) / RAP_PARSE_TILE;
-    int64_t t0 = nt * p / R, t1 = nt * (p + 1) / R;
-    *a = t0 * RAP_PARSE_TILE < lines ? t0 * RAP_PARSE_TILE : lines;
-    *b = t1 * RAP_PARSE_TILE < lines ? t1 * RAP_PARSE_TILE : lines;
-}
-
-/* The rows a piece of lines [a, b) can hold (its block's batch capacity). */
-static int64_t piece_cap(const rap_parse_share *s, int64_t a, int64_t b)
-{
-    rap_parse_layout l;
-    rap_parse_layout_criteo(&l);
-    return rap_parse_rows_bound(&l, b - a, (int64_t)s->start[b] - s->start[a]);
+    for (int p = 0; p <= R; p++) {
+        int64_t l = nt * p / R * RAP_PARSE_TILE;
+        s->cut[p] = l < lines ? l : lines;
+    }
+    for (int p = 0; p < R; p++)
+        s->cap[p] = rap_parse_rows_bound(&s->lay, s->cut[p + 1] - s->cut[p],
+                                         (int64_t)s->start[s->cut[p + 1]] - s->start[s->cut[p]]);
 }
 
 static size_t rows_bytes(const rap_parse_share *s, int64_t cap)
@@ -220,13 +223,14 @@ static size_t rows_bytes(const rap_parse_share *s, int64_t cap)
 static void view(const rap_parse_share *s, rap_batch *b, int64_t cap, char *block)
 {
     rap_batch_view(b, s->shape, cap, block);
-    b->device = s->dev;
+    b->device = s->x->device;
 }
 
 /* This rank's piece: parsed by the backend into the send block. */
-static rap_status parse_piece(rap_parse_share *s, void *ps, const char *text, int64_t a,
-                              int64_t b, int64_t cap)
+static rap_status parse_piece(rap_parse_share *s, void *ps, const char *text)
 {
+    const int me = s->x->rank;
+    const int64_t a = s->cut[me], b = s->cut[me + 1], cap = s->cap[me];
     s->piece.n_lines = s->piece.n_used = s->piece.n_rej = 0;
     if (b <= a)
         return RAP_OK;
@@ -246,13 +250,14 @@ static rap_status parse_piece(rap_parse_share *s, void *ps, const char *text, in
 /* The round's headers checked against what this rank knows of the chunk. */
 static rap_status check_headers(rap_parse_share *s, int64_t bytes, int64_t lines)
 {
-    const int64_t *g = s->hdr + (size_t)s->R * HDR;
-    for (int p = 0; p < s->R; p++) {
+    const int me = s->x->rank;
+    const int64_t *g = s->hdr + (size_t)s->x->size * HDR;
+    for (int p = 0; p < s->x->size; p++) {
         const int64_t *h = g + (size_t)p * HDR;
         if (h[H_KIND] == KIND_LEAVE)
             return end_share(s, RAP_ERR_IO, "parse share: rank %d stopped parsing its share of "
                              "the chunks (its reader closed) while rank %d still parses",
-                             p, s->rank);
+                             p, me);
         if (h[H_KIND] != KIND_CHUNK)
             return end_share(s, RAP_ERR_IO, "parse share: rank %d sent a header of kind %lld",
                              p, (long long)h[H_KIND]);
@@ -263,12 +268,11 @@ static rap_status check_headers(rap_parse_share *s, int64_t bytes, int64_t lines
             return end_share(s, RAP_ERR_DATA, "parse share: the ranks cut different chunks: "
                              "rank %d one of %lld bytes, %lld lines, rank %d one of %lld bytes, "
                              "%lld lines (every rank must read the same input the same way)",
-                             p, (long long)h[H_BYTES], (long long)h[H_LINES], s->rank,
+                             p, (long long)h[H_BYTES], (long long)h[H_LINES], me,
                              (long long)bytes, (long long)lines);
-        int64_t a, b;
-        piece_of(lines, s->R, p, &a, &b);
+        const int64_t a = s->cut[p], b = s->cut[p + 1];
         if (h[H_OWN] != b - a || h[H_USED] < 0 || h[H_REJ] < 0 ||
-            h[H_USED] + h[H_REJ] != b - a || h[H_USED] > piece_cap(s, a, b))
+            h[H_USED] + h[H_REJ] != b - a || h[H_USED] > s->cap[p])
             return end_share(s, RAP_ERR_IO, "parse share: rank %d's piece of lines [%lld, %lld) "
                              "came back as %lld lines, %lld good, %lld rejected", p,
                              (long long)a, (long long)b, (long long)h[H_OWN],
@@ -285,16 +289,15 @@ rap_status rap_parse_share_chunk(rap_parse_share *s, void *ps, const char *text,
     if (n > s->C)
         return rap_fail(RAP_ERR_INTERNAL, "parse share: a chunk of %zu bytes, at most %zu", n,
                         s->C);
-    const int R = s->R;
+    const int R = s->x->size, me = s->x->rank;
     const int64_t lines = rap_parse_cut_lines(text, n, s->start);
-    int64_t a, b;
-    piece_of(lines, R, s->rank, &a, &b);
-    const int64_t cap = piece_cap(s, a, b);
-    rap_status pst = parse_piece(s, ps, text, a, b, cap);
+    cut_pieces(s, lines);
+    const int64_t own = s->cut[me + 1] - s->cut[me];
+    rap_status pst = parse_piece(s, ps, text);
     char pmsg[512] = "";
     if (pst != RAP_OK)
         snprintf(pmsg, sizeof pmsg, "%s", rap_last_error());
-    int64_t h[HDR] = {KIND_CHUNK, pst, (int64_t)n, lines, b - a, s->piece.n_used,
+    int64_t h[HDR] = {KIND_CHUNK, pst, (int64_t)n, lines, own, s->piece.n_used,
                       s->piece.n_rej, 0};
     if (pst != RAP_OK)
         h[H_OWN] = h[H_USED] = h[H_REJ] = 0;
@@ -308,7 +311,7 @@ rap_status rap_parse_share_chunk(rap_parse_share *s, void *ps, const char *text,
     /* the blocks: rows (cap_p layout) then rejects, 8-byte elements */
     const int64_t *g = s->hdr + (size_t)R * HDR;
     int64_t *sc = s->cnt, *sd = sc + R, *rc = sd + R, *rd = rc + R;
-    const size_t my_rows = rows_bytes(s, cap);
+    const size_t my_rows = rows_bytes(s, s->cap[me]);
     const size_t my_block = my_rows + align8(sizeof(rap_parse_rej) * (size_t)s->piece.n_rej);
     for (int64_t i = 0; i < s->piece.n_rej; i++) {
         const rap_parse_reject *e = &s->piece.rej[i];
@@ -317,9 +320,7 @@ rap_status rap_parse_share_chunk(rap_parse_share *s, void *ps, const char *text,
     RAP_TRY(copy_mem(s, s->send + my_rows, s->rej, sizeof(rap_parse_rej) * (size_t)s->piece.n_rej));
     size_t at = 0;
     for (int p = 0; p < R; p++) {
-        int64_t pa, pb;
-        piece_of(lines, R, p, &pa, &pb);
-        const size_t blk = rows_bytes(s, piece_cap(s, pa, pb)) +
+        const size_t blk = rows_bytes(s, s->cap[p]) +
                            align8(sizeof(rap_parse_rej) * (size_t)g[p * HDR + H_REJ]);
         sc[p] = (int64_t)(my_block / 8);
         sd[p] = 0;
@@ -338,15 +339,13 @@ rap_status rap_parse_share_chunk(rap_parse_share *s, void *ps, const char *text,
     stage->rows = 0;
     int64_t used = 0, nrej = 0;
     for (int p = 0; p < R; p++) {
-        int64_t pa, pb;
-        piece_of(lines, R, p, &pa, &pb);
-        const int64_t pcap = piece_cap(s, pa, pb), pu = g[p * HDR + H_USED],
-                      pr = g[p * HDR + H_REJ];
+        const int64_t pa = s->cut[p], pb = s->cut[p + 1], pcap = s->cap[p],
+                      pu = g[p * HDR + H_USED], pr = g[p * HDR + H_REJ];
         char *blk = s->recv + rd[p] * 8;
         if (pu > 0) {
             rap_batch v;
             view(s, &v, pcap, blk);
-            if (s->dev)
+            if (s->x->device)
                 RAP_TRY(rap_batch_append_device(stage, &v, 0, pu, s->x->stream));
             else
                 rap_batch_append(stage, &v, 0, pu);
@@ -366,9 +365,9 @@ rap_status rap_parse_share_chunk(rap_parse_share *s, void *ps, const char *text,
         used += pu;
         nrej += pr;
     }
-    if (s->dev)
+    if (s->x->device)
         RAP_TRY(rap_parse_sync(s->x->stream));
-    s->own_lines += b - a;
+    s->own_lines += own;
     s->lines += lines;
     rap_parse_result res;
     memset(&res, 0, sizeof res);

@@ -83,7 +83,8 @@ rap_status rap_parse_share_chunk(rap_parse_share *s, void *ps, const char *text,
  * when the sharing has ended). Cannot fail: an error ends the sharing. */
 void rap_parse_share_leave(rap_parse_share *s);
 
-/* Lines this rank parsed itself, and lines of the chunks shared. */
+/* Lines this rank parsed itself, and lines of the chunks shared (either
+ * pointer may be NULL; s NULL: 0). */
 void rap_parse_share_counts(const rap_parse_share *s, int64_t *own_lines, int64_t *lines);
 
 #ifdef __cplusplus

@@ -34,7 +34,8 @@
  * corrupt gzip) reach the caller where the rule reaches them, after the
  * rows before them. Stop: rap_reader_stop sets an atomic flag the lanes
  * look at (reader_lane.c). Data positions (a start position, each row's
- * position with track_positions): reader_pos.c.
+ * position with track_positions): reader_pos.c. The ranks' shared parse
+ * (each rank parsing its piece of every chunk): reader_share.c.
  */
 #include "data/reader_impl.h"
 #include "data/parse_share.h"
@@ -154,41 +155,14 @@ void rap_reader_threads_line(const rap_reader_threads *t, char *out, size_t n)
 
 /* ------------------------------------------------------ parser threads */
 
-/* The shared parse's next chunk (the lane of its slot), in the order the
- * consumer takes them, or NULL to wait: one lane's in order; several
- * lanes' (file order, interleave file) file by file, file f's chunks from
- * lane f mod L until that lane's next slot is of a later file or the lane
- * is done, as next_lane takes them. The same on every rank: the same
- * files cut into the same chunks. */
-static lane *share_next(rap_reader *r)
-{
-    if (r->L == 1)
-        return r->lanes[0].parse_next < r->lanes[0].produced ? &r->lanes[0] : NULL;
-    for (;;) {
-        if (r->p_file >= r->n_names)
-            return NULL;
-        lane *l = &r->lanes[r->p_file % r->L];
-        if (l->parse_next < l->produced) {
-            if (l->slots[l->parse_next % r->S].file_idx > r->p_file) {
-                r->p_file++;
-                continue;
-            }
-            return l;
-        }
-        if (!l->done)
-            return NULL;
-        r->p_file++;
-    }
-}
-
 /* A lane with a published, unparsed slot: rap_reader_next's first. When
  * the ranks share the parse, parser thread `me` takes the chunks k with k
- * mod P == me of share_next's order: the same chunks as parser thread `me`
+ * mod P == me of reader_share_next's order: the same chunks as parser thread `me`
  * of every other rank, which its exchange pairs it with. */
 static lane *parse_pick(rap_reader *r, int me)
 {
     if (r->share) {
-        lane *l = share_next(r);
+        lane *l = reader_share_next(r);
         return l && r->p_seq % r->P == me ? l : NULL;
     }
     for (int i = 0; i < r->L; i++) {
@@ -277,10 +251,10 @@ static void *parser_main(void *arg)
             pthread_cond_broadcast(&r->cv_parser);
         }
         pthread_mutex_unlock(&r->mu);
-        int64_t own0 = 0, own1 = 0, seen;
-        rap_parse_share_counts(sh, &own0, &seen);
+        int64_t own0, own1;
+        rap_parse_share_counts(sh, &own0, NULL);
         sl->parse_status = dev_st != RAP_OK ? dev_st : parse_slot(r, sl, ps, sh);
-        rap_parse_share_counts(sh, &own1, &seen);
+        rap_parse_share_counts(sh, &own1, NULL);
         if (sl->parse_status == RAP_OK) {
             pthread_mutex_lock(&r->st_mu);
             r->st.lines_parsed_here += sh ? own1 - own0 : sl->out.n_lines;
@@ -385,8 +359,6 @@ rap_status rap_reader_bytes(const rap_reader_config *cfg, size_t *chunks, size_t
     return RAP_OK;
 }
 
-static const char *share_refusal(const rap_reader_config *cfg, int L, int P, bool comms);
-
 rap_status rap_reader_parse_bytes(const rap_reader_config *cfg, size_t *device, size_t *pinned,
                                   size_t *host)
 {
@@ -401,21 +373,11 @@ rap_status rap_reader_parse_bytes(const rap_reader_config *cfg, size_t *device, 
     lane_shape(cfg, &t, 0, &C, &S);
     rap_parse_backend_bytes(cfg->parse, C + 1, cfg->max_line, t.parsers,
                             (int64_t)t.lanes * S, device, pinned, host);
-    if (!share_refusal(cfg, t.lanes, t.parsers, false)) { /* each parser thread's share */
-        size_t cm, hm;
-        rap_parse_share_bytes(C + 1, cfg->parse_share_ranks, cfg->parse == RAP_PARSE_GPU, &cm,
-                              &hm);
-        if (cfg->parse == RAP_PARSE_GPU)
-            *device += (size_t)t.parsers * cm;
-        else
-            *host += (size_t)t.parsers * cm;
-        *host += (size_t)t.parsers * hm;
-    }
+    reader_share_bytes(cfg, t.lanes, t.parsers, C + 1, device, host);
     return RAP_OK;
 }
 
 static rap_status make_parsers(rap_reader *r);
-static rap_status make_parsers_own(rap_reader *r);
 
 /* L lanes, P parser threads, S slots a lane and C chunk bytes of a reader
  * of cfg over an input of `files` files (is_dir). Cannot fail. */
@@ -439,6 +401,7 @@ static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
     /* every dropped line keeps max_line + 2 bytes of a slot */
     r->cap_drops = (int64_t)(r->C / ((size_t)cfg->max_line + 2)) + 1;
     RAP_TRY(make_parsers(r));
+    RAP_TRY(reader_make_shares(r));
     r->lanes = rap_calloc((size_t)r->L * sizeof *r->lanes, "reader lanes");
     r->parser_tid = rap_calloc((size_t)r->P * sizeof(pthread_t), "reader threads");
     if (!r->lanes || !r->parser_tid)
@@ -470,73 +433,10 @@ static rap_status make_lanes(rap_reader *r, size_t chunk_bytes)
     return RAP_OK;
 }
 
-/* Why a reader of cfg with L lanes and P parser threads does not share the
- * parse (NULL: it does); comms: also that cfg->parse_xchg has an exchange
- * of the ranks for each parser thread. */
-static const char *share_refusal(const rap_reader_config *cfg, int L, int P, bool comms)
-{
-    if (cfg->parse_share_ranks < 2)
-        return "no ranks to share with";
-    const char *e = getenv("RAP_PARSE_SHARE");
-    if (e && !strcmp(e, "0"))
-        return "RAP_PARSE_SHARE=0";
-    if (cfg->parse != RAP_PARSE_GPU && cfg->parse != RAP_PARSE_REF)
-        return "only the gpu parser (and its reference) shares";
-    if (!rap_reader_criteo_text(cfg))
-        return "a schema's text or Parquet";
-    if (L != 1 && cfg->interleave != RAP_INTERLEAVE_FILE)
-        return "several files read at once, their rows interleaved by batch (the turns "
-               "depend on each chunk's good rows)";
-    if (cfg->follow)
-        return "a followed input (the ranks may see it at different lengths)";
-    if (comms && (!cfg->parse_xchg || cfg->n_parse_xchg != P))
-        return "no exchange for each parser thread";
-    for (int i = 0; comms && i < P; i++)
-        if (!cfg->parse_xchg[i] || cfg->parse_xchg[i]->size != cfg->parse_share_ranks)
-            return "exchanges of another number of ranks";
-    return NULL;
-}
-
-int rap_reader_share_parsers(const rap_reader_config *cfg)
-{
-    rap_reader_threads t;
-    if (rap_reader_plan_threads(cfg, &t) != RAP_OK) {
-        rap_clear_error();
-        return 0;
-    }
-    return share_refusal(cfg, t.lanes, t.parsers, false) ? 0 : t.parsers;
-}
-
-/* The shares of the parser threads (share_refusal NULL). */
-static rap_status make_shares(rap_reader *r)
-{
-    const char *why = share_refusal(&r->cfg, r->L, r->P, true);
-    if (why) {
-        if (r->cfg.parse_share_ranks > 1)
-            rap_debug("reader: every line parsed on this rank: %s", why);
-        return RAP_OK;
-    }
-    r->share = rap_calloc((size_t)r->P * sizeof *r->share, "parse shares");
-    if (!r->share)
-        return RAP_ERR_NOMEM;
-    for (int i = 0; i < r->P; i++)
-        RAP_TRY(rap_parse_share_create(r->cfg.parse_xchg[i], r->ops, r->pcfg.chunk_bytes,
-                                       r->cfg.max_line, &r->share[i]));
-    r->st.parse_share_ranks = r->cfg.parse_share_ranks;
-    return RAP_OK;
-}
-
-/* Who parses (make_parsers_own) and with whom (make_shares). */
-static rap_status make_parsers(rap_reader *r)
-{
-    RAP_TRY(make_parsers_own(r));
-    return make_shares(r);
-}
-
 /* Who parses: the backend, each parser thread's state and, on the GPU, the
  * consumer's stream (the device is the opening thread's); lent by res
  * (r->res) when it was made for this reader's sizes. */
-static rap_status make_parsers_own(rap_reader *r)
+static rap_status make_parsers(rap_reader *r)
 {
     r->ops = rap_parse_ops_of(r->cfg.parse);
     r->pcfg.chunk_bytes = r->C + 1; /* a slot: C bytes and a last line's added '\n' */
@@ -1176,8 +1076,7 @@ void rap_reader_close(rap_reader *r)
                 pthread_join(r->lanes[j].tid, NULL);
         for (int i = 0; i < r->parsers_started; i++)
             pthread_join(r->parser_tid[i], NULL);
-        for (int i = 0; r->share && i < r->P; i++) /* a thread that never started too */
-            rap_parse_share_leave(r->share[i]); /* a no-op once left */
+        reader_shares_leave(r); /* a thread that never started too */
         if (r->gate)
             rap_parse_gate_bypass(r->gate, false);
         pthread_mutex_destroy(&r->mu);
@@ -1200,9 +1099,7 @@ void rap_reader_close(rap_reader *r)
         rap_free(l->slots);
         rap_free(l->carry);
     }
-    for (int i = 0; r->share && i < r->P; i++)
-        rap_parse_share_free(r->share[i]);
-    rap_free(r->share);
+    reader_shares_free(r);
     rap_free(r->lanes);
     rap_free(r->parser_tid);
     rap_schema_parser_free(r->sp);

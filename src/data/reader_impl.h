@@ -1,7 +1,8 @@
 /*
  * reader_impl.h -- the reader's inside, shared by reader.c (open, parser
  * threads, rap_reader_next), reader_lane.c (the lane threads that read,
- * inflate and cut files) and reader_pos.c (data positions). Nothing outside
+ * inflate and cut files), reader_pos.c (data positions) and reader_share.c
+ * (the ranks' shared parse). Nothing outside
  * src/data/reader*.c includes it.
  *
  * Letters: L lanes, S slots per lane, C chunk bytes, P parser threads.
@@ -190,5 +191,18 @@ void reader_track_rows(struct rap_reader *r, lane *l, const slot *sl, int64_t at
 /* A new batch of capacity cap: the last batch's last row becomes the
  * position before it; the row arrays grow to cap. RAP_ERR_NOMEM. */
 rap_status reader_positions_begin(struct rap_reader *r, int64_t cap);
+
+/* reader_share.c: the ranks' shared parse (data/parse_share.h). The
+ * shared parse's next chunk (its lane; NULL: wait), under r->mu; each
+ * parser thread's share where the reader shares (r->share, else NULL);
+ * what they allocate beside the parser's (added to *device or *host);
+ * every share's leave round, after the parser threads ended; freeing
+ * them. */
+lane *reader_share_next(rap_reader *r);
+rap_status reader_make_shares(rap_reader *r);
+void reader_share_bytes(const rap_reader_config *cfg, int lanes, int parsers, size_t C,
+                        size_t *device, size_t *host);
+void reader_shares_leave(rap_reader *r);
+void reader_shares_free(rap_reader *r);
 
 #endif /* RAP_READER_IMPL_H */

@@ -323,19 +323,15 @@ static rap_status parse_comms(rap_pipeline *p)
                   "comm)", d->rank);
         return RAP_OK;
     }
-    d->pcomm = rap_calloc((size_t)P * sizeof *d->pcomm, "parse comms");
     d->px = rap_calloc((size_t)P * sizeof *d->px, "parse exchanges");
-    d->pxchg = rap_calloc((size_t)P * sizeof *d->pxchg, "parse exchanges");
-    if (!d->pcomm || !d->px || !d->pxchg)
+    if (!d->px)
         return RAP_ERR_NOMEM;
-    for (; d->n_pcomm < P; d->n_pcomm++) {
+    for (; d->n_px < P; d->n_px++) {
         rap_comm *c;
         RAP_TRY(rap_comm_dup(base, p->r.gpu >= 0 ? p->r.gpu : 0, &c));
-        d->pcomm[d->n_pcomm] = c;
-        d->px[d->n_pcomm] = (rap_parse_xchg){rap_comm_rank(c), rap_comm_size(c),
-                                             rap_comm_on_device(c), rap_comm_stream(c), c,
-                                             xchg_alltoallv};
-        d->pxchg[d->n_pcomm] = &d->px[d->n_pcomm];
+        d->px[d->n_px] = (rap_parse_xchg){rap_comm_rank(c), rap_comm_size(c),
+                                          rap_comm_on_device(c), rap_comm_stream(c), c,
+                                          xchg_alltoallv};
     }
     rap_debug("rank %d: its %d parser thread%s share the parse with %d ranks", d->rank, P,
               P == 1 ? "" : "s", d->R);
@@ -431,15 +427,11 @@ void pipe_dist_free(rap_pipeline *p)
 
 void pipe_dist_free_comm(rap_pipeline *p)
 {
-    for (int i = 0; i < p->d.n_pcomm; i++)
-        rap_comm_free(p->d.pcomm[i]);
-    rap_free(p->d.pcomm);
+    for (int i = 0; i < p->d.n_px; i++)
+        rap_comm_free(p->d.px[i].ctx);
     rap_free(p->d.px);
-    rap_free(p->d.pxchg);
-    p->d.pcomm = NULL;
     p->d.px = NULL;
-    p->d.pxchg = NULL;
-    p->d.n_pcomm = 0;
+    p->d.n_px = 0;
     rap_comm_free(p->d.ncomm);
     p->d.ncomm = NULL;
 }

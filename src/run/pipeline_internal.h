@@ -56,11 +56,10 @@ typedef struct {
     rap_ids_xchg *xg;          /* placement batch on GPU ranks: the id exchange (NCCL) */
     rap_moves *moves;          /* the per-rank manifest's moves, or NULL */
     float *loss_dev;           /* GPU, R > 1: (1) the step's global loss, device */
-    rap_comm **pcomm;          /* (n_pcomm) the feed's parser threads' comms when the
-                                * ranks share the parse (rap_comm_dup; owned) ... */
-    struct rap_parse_xchg *px; /* (n_pcomm) ... the exchange over each */
-    struct rap_parse_xchg **pxchg; /* (n_pcomm) pointers to px[i], the reader's form */
-    int n_pcomm;
+    struct rap_parse_xchg *px; /* (n_px) the feed's parser threads' exchanges when the
+                                * ranks share the parse, each over a comm of its own
+                                * (px[i].ctx: rap_comm_dup's, owned) */
+    int n_px;
     pipe_step step;            /* the hybrid step's inputs (pipe_dist_step) */
 } pipe_dist;
 

@@ -25,8 +25,8 @@ static rap_status open_feed(rap_pipeline *p, int64_t passes, int64_t start_pos,
         fc.start = *c->start;
         fc.open_at_create = true; /* a position that does not fit fails here */
     }
-    fc.reader.parse_xchg = (const struct rap_parse_xchg *const *)p->d.pxchg;
-    fc.reader.n_parse_xchg = p->d.n_pcomm;
+    fc.reader.parse_xchg = p->d.px;
+    fc.reader.n_parse_xchg = p->d.n_px;
     fc.batch_hook = c->batch_hook;
     fc.batch_hook_ctx = c->batch_hook_ctx;
     RAP_TRY(rap_runtime_parse_gated(p->mode, c->device, rap_rowfeed_resolve_parse(&fc), schedule,
