@@ -40,7 +40,8 @@
 # PLANS (plan0 plan1), BATCHES (4096 8192), CONFIGS (gpu_tsv gpu_gz cpu_tsv
 # cpu_gz; a gpu one with _tN appended runs with RAP_PARSE_GPU_TILES=N; the
 # gpu_tsv_wW ones above, or windows for all six; _loops appended: with
-# RAP_PARSE_GPU_LOOPS=1), GPU_THREADS (--threads of
+# RAP_PARSE_GPU_LOOPS=1; _ibeside appended: ideal with RAP_IDEAL_PARSE=beside,
+# the parse of its next group beside its steps), GPU_THREADS (--threads of
 # gpu_tsv: 1, one parser thread; 3 gives two), GRAPH (--cuda-graph; GRAPH="" runs without), RAW_TESTS (1: first the
 # GPU tests of --parse gpu when BIN_DIR has rap_tests; 0 skips them),
 # DATA_DIR (/tmp/rap_rawlogs: the generated data, kept between calls).
@@ -113,8 +114,10 @@ note "data: $(du -sh "$D/rows.tsv" | cut -f1) plain, $(du -sh "$D/gz" | cut -f1)
 # CONFIG_loops (last): with RAP_PARSE_GPU_LOOPS=1 (every field by the byte
 # loops, the kernels' conversion before the one-word path)
 env_of() {
-  case $1 in *_loops) echo "RAP_PARSE_GPU_LOOPS=1";; esac
-  local c=${1%_loops}
+  case $1 in *_ibeside) echo "RAP_IDEAL_PARSE=beside";; esac
+  local c=${1%_ibeside}
+  case $c in *_loops) echo "RAP_PARSE_GPU_LOOPS=1";; esac
+  c=${c%_loops}
   case $c in
     *_t[0-9]*) echo "RAP_PARSE_GPU_TILES=${c##*_t}";;
     *_wplanned) ;;
@@ -122,7 +125,8 @@ env_of() {
   esac
 }
 args_of() {
-  local base=${1%_loops}
+  local base=${1%_ibeside}
+  base=${base%_loops}
   base=${base%_t[0-9]*}
   case ${base%_w*} in
     gpu_tsv) echo "--parse gpu --threads $GPU_THREADS --data $D/rows.tsv";;

@@ -138,8 +138,9 @@ RAP_TEST(cli_parse_knobs_checked_first)
     const char *bad[][2] = {{"RAP_PARSE_RELEASE", "halfway"},
                             {"RAP_PARSE_WINDOW_LINES", "0"},
                             {"RAP_PARSE_WINDOW", "sometime"},
-                            {"RAP_PARSE_GPU_CHUNK_MB", "999"}};
-    for (int i = 0; i < 4; i++) {
+                            {"RAP_PARSE_GPU_CHUNK_MB", "999"},
+                            {"RAP_IDEAL_PARSE", "sometimes"}};
+    for (int i = 0; i < 5; i++) {
         setenv(bad[i][0], bad[i][1], 1);
         snprintf(args, sizeof args, "train --data %s --steps 5 --batch 64 --parse gpu --save %s",
                  data, save);

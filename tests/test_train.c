@@ -867,7 +867,9 @@ typedef enum {
     PG_BUDGETS_TILES, /* the budgets with RAP_PARSE_RELEASE=tiles */
     PG_KNOB,
     PG_KNOB_LINES,
-    PG_NOW
+    PG_NOW,
+    PG_IDEAL,        /* ideal mode: the gate never released, only its waits parse */
+    PG_IDEAL_BESIDE  /* ideal mode with RAP_IDEAL_PARSE=beside: no gate */
 } parse_gating;
 
 /* Sets RAP_PARSE_WINDOW to v (NULL: unset); returns the old value in old
@@ -948,9 +950,14 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
         setenv("RAP_PARSE_WINDOW_LINES", "100", 1); /* two tiles a release */
     if (g == PG_BUDGETS_TILES)
         setenv("RAP_PARSE_RELEASE", "tiles", 1);
+    if (g == PG_IDEAL_BESIDE)
+        setenv("RAP_IDEAL_PARSE", "beside", 1);
+    const bool ideal = g == PG_IDEAL || g == PG_IDEAL_BESIDE;
     for (int k = 0; k < 2; k++) {
         small_config(&c, plan, data);
         c.device = dev;
+        if (ideal)
+            c.mode = RAP_MODE_IDEAL;
         c.model.strict_fp32 = true;
         c.epochs = 2; /* two passes over the rejects */
         c.reader.parse = k ? RAP_PARSE_GPU : RAP_PARSE_CPU;
@@ -962,7 +969,7 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
          * that the feed runs ahead and the chunks are posted while batches
          * wait, as on the GPU: the windows find work (the waits still find
          * some: parsed outside) */
-        if (g != PG_DEFAULT && g != PG_NOW) {
+        if (g != PG_DEFAULT && g != PG_NOW && g != PG_IDEAL_BESIDE) {
             c.chunk_bytes = 20000;
             c.after_step = slow_step;
         }
@@ -972,6 +979,7 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
     parse_window_env(was ? old : NULL, old, sizeof old, &was);
     unsetenv("RAP_PARSE_WINDOW_LINES");
     unsetenv("RAP_PARSE_RELEASE");
+    unsetenv("RAP_IDEAL_PARSE");
     rap_schedule_free(sched);
     rap_fusion_free(&fus);
     if (t->failures) {
@@ -992,12 +1000,23 @@ static void parse_gpu_equals_cpu(rap_test_ctx *t, rap_device dev, parse_gating g
     CHECK(r[0].rows_held_out > 0 && r[0].rows_held_out == r[1].rows_held_out);
     CHECK(r[0].samples == r[1].samples && r[0].eval.rows == r[1].eval.rows &&
           r[0].eval.auc == r[1].eval.auc);
-    /* who launched the parse: the gate only where asked (parse lines, knob) */
-    bool gated = g != PG_DEFAULT && g != PG_NOW;
+    /* who launched the parse: the gate only where asked (parse lines, knob)
+     * and in ideal mode unless beside */
+    bool gated = g != PG_DEFAULT && g != PG_NOW && g != PG_IDEAL_BESIDE;
     CHECK(!r[0].parse_gated && r[1].parse_gated == gated);
-    /* gated: every line read parsed once, inside the windows or outside,
-     * and the small chunks and slow steps (above) leave the windows some */
-    if (gated)
+    CHECK(!ideal || (r[0].mode == RAP_MODE_IDEAL && r[1].mode == RAP_MODE_IDEAL));
+    /* ideal: every line read parsed while ideal waited for rows (its
+     * preloads), none released beside its steps, though the feed ran ahead
+     * of the slow steps (the windows of rap mode found work so) */
+    if (g == PG_IDEAL)
+        CHECK_MSG(r[1].parse_lines_in == 0 && r[1].parse_lines_out == y->rows_read,
+                  "ideal: %lld lines parsed inside the windows, %lld outside, %lld read",
+                  (long long)r[1].parse_lines_in, (long long)r[1].parse_lines_out,
+                  (long long)y->rows_read);
+    /* gated in rap mode: every line read parsed once, inside the windows or
+     * outside, and the small chunks and slow steps (above) leave the
+     * windows some */
+    else if (gated)
         CHECK_MSG(r[1].parse_lines_in > 0 &&
                   r[1].parse_lines_in + r[1].parse_lines_out == y->rows_read,
                   "%lld lines parsed inside the windows, %lld outside, %lld read",
@@ -1048,6 +1067,30 @@ RAP_TEST(train_parse_window_knobs_checked)
     setenv("RAP_PARSE_RELEASE", "jobs", 1);
     CHECK(rap_parse_release_env(&tiles) == RAP_OK && !tiles);
     unsetenv("RAP_PARSE_RELEASE");
+    /* ideal mode: gated with the GPU parser unless RAP_IDEAL_PARSE=beside,
+     * whatever RAP_PARSE_WINDOW says; a bad value refused, naming it */
+    setenv("RAP_PARSE_WINDOW", "now", 1);
+    CHECK(rap_runtime_parse_gated(RAP_MODE_IDEAL, RAP_GPU, RAP_PARSE_GPU, NULL, &gated) ==
+              RAP_OK && gated);
+    unsetenv("RAP_PARSE_WINDOW");
+    CHECK(rap_runtime_parse_gated(RAP_MODE_IDEAL, RAP_GPU, RAP_PARSE_CPU, NULL, &gated) ==
+              RAP_OK && !gated);
+    CHECK(rap_runtime_parse_gated(RAP_MODE_RAP, RAP_GPU, RAP_PARSE_GPU, NULL, &gated) ==
+              RAP_OK && !gated); /* rap mode without parse lines: ungated, as before */
+    bool beside = true;
+    CHECK(rap_ideal_parse_env(&beside) == RAP_OK && !beside);
+    setenv("RAP_IDEAL_PARSE", "apart", 1);
+    CHECK(rap_ideal_parse_env(&beside) == RAP_OK && !beside);
+    setenv("RAP_IDEAL_PARSE", "beside", 1);
+    CHECK(rap_ideal_parse_env(&beside) == RAP_OK && beside);
+    CHECK(rap_runtime_parse_gated(RAP_MODE_IDEAL, RAP_GPU, RAP_PARSE_GPU, NULL, &gated) ==
+              RAP_OK && !gated);
+    setenv("RAP_IDEAL_PARSE", "near", 1);
+    CHECK(rap_runtime_parse_gated(RAP_MODE_SEQUENTIAL, RAP_CPU, RAP_PARSE_REF, NULL, &gated) ==
+              RAP_ERR_ARG &&
+          strstr(rap_last_error(), "RAP_IDEAL_PARSE=near"));
+    rap_clear_error();
+    unsetenv("RAP_IDEAL_PARSE");
     setenv("RAP_PARSE_WINDOW_LINES", "8320", 1);
     int64_t n = 0;
     CHECK(rap_parse_window_lines_env(&n) == RAP_OK && n == 8320);
@@ -1076,5 +1119,20 @@ RAP_TEST(train_parse_gpu_gated_equals_cpu_gpu)
     const parse_gating gs[5] = {PG_NOW, PG_BUDGETS, PG_BUDGETS_TILES, PG_KNOB, PG_KNOB_LINES};
     for (int i = 0; i < 5 && !t->failures; i++)
         parse_gpu_equals_cpu(t, RAP_GPU, gs[i]);
+    rap_test_tune_restore(&te);
+}
+
+RAP_TEST(train_parse_gpu_ideal_apart_gpu)
+{
+    /* ideal mode, the upper bound: the kernels launched only while it
+     * preloads (the gate never released beside its steps), and with
+     * RAP_IDEAL_PARSE=beside as the parser threads post: the weights of
+     * --parse cpu each time */
+    REQUIRE_GPU();
+    rap_test_env te;
+    rap_test_tune_off(&te);
+    parse_gpu_equals_cpu(t, RAP_GPU, PG_IDEAL);
+    if (!t->failures)
+        parse_gpu_equals_cpu(t, RAP_GPU, PG_IDEAL_BESIDE);
     rap_test_tune_restore(&te);
 }

@@ -2,8 +2,10 @@
 """The table of bench/device_rawlogs.sh: per plan and batch, for each input
 configuration (gpu_tsv, gpu_gz, cpu_tsv, cpu_gz, a gpu one with _tN:
 RAP_PARSE_GPU_TILES=N, gpu_tsv_wW: the parse released at window W or by
-the planned schedule's budgets, _loops: RAP_PARSE_GPU_LOOPS=1;
-bench_<plan>_<B>_<cfg>.json),
+the planned schedule's budgets, _loops: RAP_PARSE_GPU_LOOPS=1, _ibeside:
+RAP_IDEAL_PARSE=beside; bench_<plan>_<B>_<cfg>.json),
+ideal's samples/s and their ratio to B over ideal's median step (1 when no
+step is slower than the median: below 1, steps slowed by work beside them),
 rap mode's samples/s, rap / ideal (the same invocation's ideal), the seconds
 rap waited for rows over the measured steps, the host CPU seconds per
 million rows trained (getrusage of the process: user + system of every
@@ -32,7 +34,9 @@ WHAT = {
 def split(cf):
     """'gpu_tsv_t16' -> ('gpu_tsv', '16', ''); 'gpu_tsv_wmlp_forward' ->
     ('gpu_tsv', '', 'mlp_forward'); 'gpu_tsv' -> ('gpu_tsv', '', ''); a
-    trailing '_loops' (RAP_PARSE_GPU_LOOPS=1) is left out (loops())."""
+    trailing '_ibeside' (RAP_IDEAL_PARSE=beside), then '_loops'
+    (RAP_PARSE_GPU_LOOPS=1), is left out."""
+    cf = cf[:-len("_ibeside")] if cf.endswith("_ibeside") else cf
     cf = cf[:-len("_loops")] if cf.endswith("_loops") else cf
     m = re.match(r"^(.*)_t(\d+)$", cf)
     if m:
@@ -49,9 +53,9 @@ def num(x, fmt):
 
 def main(out):
     print("rap bench --modes ideal,rap with raw text (the paper's model, shipped schedules)")
-    print("%-6s %5s %-22s %12s %8s %9s %12s %11s %11s  %s" % (
-        "plan", "batch", "input", "rap rows/s", "rap/ideal", "waited_s", "cpu_s/Mrow",
-        "parse_in", "parse_out", "configuration"))
+    print("%-6s %5s %-22s %12s %10s %12s %8s %9s %12s %11s %11s  %s" % (
+        "plan", "batch", "input", "ideal rows/s", "ideal/med", "rap rows/s", "rap/ideal",
+        "waited_s", "cpu_s/Mrow", "parse_in", "parse_out", "configuration"))
     for plan in ("plan0", "plan1"):
         for b in (4096, 8192):
             pre = os.path.join(out, "bench_%s_%d_" % (plan, b))
@@ -59,7 +63,8 @@ def main(out):
             def order(cf):
                 base, t, w = split(cf)
                 return (CONFIGS.index(base) if base in CONFIGS else 9, int(t) if t.isdigit() else -1,
-                        WINDOWS.index(w) if w in WINDOWS else -1, cf.endswith("_loops"))
+                        WINDOWS.index(w) if w in WINDOWS else -1, cf.endswith("_loops"),
+                        cf.endswith("_ibeside"))
             for cf in sorted(found, key=order):
                 p = pre + cf + ".json"
                 try:
@@ -82,13 +87,21 @@ def main(out):
                     what += ", schedule planned with --parse gpu"
                 elif w:
                     what += ", RAP_PARSE_WINDOW=" + w
-                if cf.endswith("_loops"):
+                if cf[:-len("_ibeside")].endswith("_loops") or cf.endswith("_loops"):
                     what += ", RAP_PARSE_GPU_LOOPS=1"
+                if cf.endswith("_ibeside"):
+                    what += ", RAP_IDEAL_PARSE=beside"
                 what += ", mlp fwd/bwd %s/%s ms" % (num(m.get("mlp_forward_ms"), "%.3f"),
                                                     num(m.get("mlp_backward_ms"), "%.3f"))
                 runs = " ".join("%.3f" % x for x in m.get("vs_ideal_runs", []))
-                print("%-6s %5d %-22s %12s %8s %9s %12s %11s %11s  %s (runs %s)" % (
-                    plan, b, cf, num(m.get("samples_per_s"), "%.0f"),
+                idl = [x for x in j.get("modes", []) if x.get("mode") == "ideal"]
+                isps = idl[0].get("samples_per_s") if idl else None
+                istep = idl[0].get("step_ms") if idl else None
+                imed = (isps / (b / (istep * 1e-3)) if isinstance(isps, (int, float)) and
+                        isinstance(istep, (int, float)) and istep > 0 else None)
+                print("%-6s %5d %-22s %12s %10s %12s %8s %9s %12s %11s %11s  %s (runs %s)" % (
+                    plan, b, cf, num(isps, "%.0f"), num(imed, "%.4f"),
+                    num(m.get("samples_per_s"), "%.0f"),
                     num(m.get("vs_ideal"), "%.3f"), num(m.get("starved_s"), "%.2f"),
                     num(m.get("host_cpu_s_per_mrow"), "%.3f"),
                     num(m.get("parse_lines_in"), "%.0f"), num(m.get("parse_lines_out"), "%.0f"),

@@ -596,7 +596,10 @@ int cmd_train(int argc, char **argv)
                 (long long)res.rows_pending, res.exposed_ms, res.starved_s,
                 res.starved_s > 0.1 * res.train_seconds ? "data-bound" : "compute-bound");
     }
-    if (!s.quiet && res.parse_gated)
+    if (!s.quiet && res.parse_gated && res.mode == RAP_MODE_IDEAL)
+        fprintf(stderr, "rap train: ideal mode parsed its %lld lines only while it preloaded "
+                "its groups, none beside its steps\n", (long long)res.parse_lines_out);
+    else if (!s.quiet && res.parse_gated)
         fprintf(stderr, "rap train: the GPU parse in the windows: %lld lines parsed inside them, "
                 "%lld outside (while waiting for rows, at a pass's end, at shutdown)\n",
                 (long long)res.parse_lines_in, (long long)res.parse_lines_out);

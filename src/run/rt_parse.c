@@ -63,15 +63,31 @@ rap_status rap_parse_release_env(bool *tiles)
                     "every chunk it begins, the default) or tiles (it stops at its budget)", e);
 }
 
+rap_status rap_ideal_parse_env(bool *beside)
+{
+    *beside = false;
+    const char *e = getenv("RAP_IDEAL_PARSE");
+    if (!e || !e[0] || !strcmp(e, "apart"))
+        return RAP_OK;
+    if (!strcmp(e, "beside")) {
+        *beside = true;
+        return RAP_OK;
+    }
+    return rap_fail(RAP_ERR_ARG, "RAP_IDEAL_PARSE=%s: expected apart (ideal mode parses only "
+                    "while it preloads, the default) or beside (the parse of the next group "
+                    "beside its steps)", e);
+}
+
 rap_status rap_parse_knobs_check(void)
 {
     int w;
     int64_t lines;
-    bool tiles;
+    bool tiles, beside;
     size_t chunk;
     RAP_TRY(rap_parse_window_env(&w));
     RAP_TRY(rap_parse_window_lines_env(&lines));
     RAP_TRY(rap_parse_release_env(&tiles));
+    RAP_TRY(rap_ideal_parse_env(&beside));
     const char *e = getenv("RAP_PARSE_SHARE");
     if (e && e[0] && strcmp(e, "0") && strcmp(e, "1"))
         return rap_fail(RAP_ERR_ARG, "RAP_PARSE_SHARE=%s: expected 1 (the ranks share the parse "
@@ -84,6 +100,17 @@ rap_status rap_runtime_parse_gated(rap_mode mode, rap_device dev, rap_parse_kind
 {
     *gated = false;
     RAP_TRY(rap_parse_knobs_check()); /* before the work */
+    if (mode == RAP_MODE_IDEAL) {
+        /* the upper bound trains with nothing beside its steps: the parse
+         * of its next group waits at the gate until ideal waits for rows
+         * (as it preloads, counted apart); beside, its kernels, appends and
+         * copies took 0.5-1 % of ideal's steps on one H200 (bench/RESULTS.md,
+         * 2026-12-04) */
+        bool beside;
+        RAP_TRY(rap_ideal_parse_env(&beside));
+        *gated = !beside && dev == RAP_GPU && parse == RAP_PARSE_GPU;
+        return RAP_OK;
+    }
     int w;
     RAP_TRY(rap_parse_window_env(&w));
     if (w == RAP_PARSE_WINDOW_NOW)
@@ -116,6 +143,10 @@ rap_status rt_parse_create(rap_runtime *rt)
     rt->gate = rt->feed ? rap_rowfeed_gate(rt->feed) : NULL;
     if (!rt->gate)
         return RAP_OK;
+    if (rt->mode == RAP_MODE_IDEAL) { /* no window releases: only the waits for rows */
+        rap_debug("runtime: ideal mode parses only while it waits for rows (its preloads)");
+        return RAP_OK;
+    }
     int w;
     RAP_TRY(rap_parse_window_env(&w));
     RAP_TRY(rap_parse_release_env(&rt->parse_tiles));
@@ -144,7 +175,8 @@ rap_status rt_parse_create(rap_runtime *rt)
 void rt_parse_swap(rap_runtime *rt, const rap_schedule *s)
 {
     int w;
-    if (!rt->gate || rap_parse_window_env(&w) != RAP_OK || w >= 0) {
+    if (!rt->gate || rt->mode == RAP_MODE_IDEAL || rap_parse_window_env(&w) != RAP_OK ||
+        w >= 0) {
         rap_clear_error();
         return; /* the knob's window stays */
     }

@@ -251,14 +251,24 @@ rap_status rap_parse_window_lines_env(int64_t *lines);
  * bench/RESULTS.md, 2026-12-02). *tiles true for tiles. RAP_ERR_ARG naming
  * the values for anything else. */
 rap_status rap_parse_release_env(bool *tiles);
-/* Every environment knob of the GPU parse checked at once: the three above
+/* The A/B knob RAP_IDEAL_PARSE (environment): "apart" (unset: the default)
+ * or "beside". Ideal mode, the upper bound, parses with the GPU parser only
+ * while it preloads a group of batches, never beside its timed steps
+ * (apart: the gate held shut between its waits for rows); beside lets the
+ * parser threads launch as they post, the parse of the next group then
+ * running beside the steps (ideal's behaviour before 2026-12-04, 0788d15).
+ * *beside true for beside. RAP_ERR_ARG naming the values for anything else. */
+rap_status rap_ideal_parse_env(bool *beside);
+/* Every environment knob of the GPU parse checked at once: the four above
  * and the reader's RAP_PARSE_GPU_CHUNK_MB (rap_parse_gpu_chunk_bytes), so
  * that a bad value is refused before any work. The first one's error. */
 rap_status rap_parse_knobs_check(void);
 /* Whether a run of mode on dev whose feed parses with `parse` (resolved,
  * rap_rowfeed_resolve_parse) and whose schedule is s (may be NULL) posts the
  * parse to a gate the runtime releases in the windows: rap mode on the GPU
- * with the GPU parser unless RAP_PARSE_WINDOW is now; on the CPU backend
+ * with the GPU parser unless RAP_PARSE_WINDOW is now; ideal mode on the GPU
+ * with the GPU parser unless RAP_IDEAL_PARSE is beside (a gate never
+ * released: only its waits for rows launch the parse); on the CPU backend
  * (where rap mode does not run) the sequential mode with the kernels' CPU
  * reference when s has parse budgets or RAP_PARSE_WINDOW names a window
  * (what CI runs of the gated path). Every other run: no gate. Errors as
