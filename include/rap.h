@@ -649,6 +649,13 @@ typedef struct rap_prep rap_prep;
 rap_status rap_prep_create(const rap_plan *plan, const rap_fusion *fusion,
                            const rap_prep_config *cfg, rap_prep **out);
 void rap_prep_free(rap_prep *p);
+/* The executor's environment knob, checked (rap_prep_create checks it too):
+ * RAP_PREP_ROWS = once (unset: the default; a row kernel chooses each
+ * desc's op once for its rows, sigrid_hash reduces by its table size's
+ * reciprocal) or each (for A/B runs: the executor before 2026-12-04, the
+ * op chosen again for every row and `%`). RAP_ERR_ARG naming the variable
+ * and its values for anything else. */
+rap_status rap_prep_knobs_check(void);
 /* The bytes of the buffers rap_prep_create would allocate for cfg (its
  * arena: host memory on the CPU, device memory on the GPU), from the same
  * sizing pass and after the same checks; nothing but small host tables is

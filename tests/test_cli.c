@@ -139,8 +139,9 @@ RAP_TEST(cli_parse_knobs_checked_first)
                             {"RAP_PARSE_WINDOW_LINES", "0"},
                             {"RAP_PARSE_WINDOW", "sometime"},
                             {"RAP_PARSE_GPU_CHUNK_MB", "999"},
-                            {"RAP_IDEAL_PARSE", "sometimes"}};
-    for (int i = 0; i < 5; i++) {
+                            {"RAP_IDEAL_PARSE", "sometimes"},
+                            {"RAP_PREP_ROWS", "twice"}};
+    for (int i = 0; i < 6; i++) {
         setenv(bad[i][0], bad[i][1], 1);
         snprintf(args, sizeof args, "train --data %s --steps 5 --batch 64 --parse gpu --save %s",
                  data, save);

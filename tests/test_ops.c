@@ -9,6 +9,7 @@
 #include "test.h"
 
 #include "core/core.h"
+#include "prep/ops/divu64.h"
 #include "prep/ops/mathf.h"
 #include "prep/ops/op.h"
 
@@ -625,16 +626,128 @@ RAP_TEST(ops_sigrid_hash_cpu)
                   {123456789012345LL, -3, 1000003, 564053},
                   {INT64_MAX, 0, 10, 7},
                   {INT64_MIN, 1, INT64_MAX, 7228101359301006796LL}};
-    for (int i = 0; i < 4; i++) {
-        one[0] = cases[i].x;
+    /* each by `%` (a desc without the reciprocal) and by max's reciprocal
+     * (divu64.h, as the executor makes its descs) */
+    for (int i = 0; i < 8; i++) {
+        one[0] = cases[i / 2].x;
         make_scol(&c, 1, lens2, one, NULL);
         d = sparse_desc(&c, false, RAP_OFF_SAME, yids, NULL, NULL);
-        d.i0 = cases[i].salt;
-        d.i1 = cases[i].max;
+        d.i0 = cases[i / 2].salt;
+        d.i1 = cases[i / 2].max;
+        if (i % 2)
+            rap_divu64_make((uint64_t)d.i1, &d.dmul, &d.dinfo);
         run_cpu(RAP_OP_SIGRID_HASH, &d, 1);
-        CHECK_MSG(yids[0] == cases[i].want, "sigrid_hash(%lld, %lld, %lld) = %lld, want %lld",
-                  (long long)cases[i].x, (long long)cases[i].salt, (long long)cases[i].max,
-                  (long long)yids[0], (long long)cases[i].want);
+        CHECK_MSG(yids[0] == cases[i / 2].want,
+                  "sigrid_hash(%lld, %lld, %lld)%s = %lld, want %lld",
+                  (long long)cases[i / 2].x, (long long)cases[i / 2].salt,
+                  (long long)cases[i / 2].max, i % 2 ? " by the reciprocal" : "",
+                  (long long)yids[0], (long long)cases[i / 2].want);
+    }
+}
+
+/* splitmix64: the test's own random 64-bit numbers. */
+static uint64_t sm64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+RAP_TEST(ops_divu64_exact)
+{
+    /* the reciprocal's quotient and remainder equal / and % for divisors
+     * at the edges (1, powers of two and their neighbours, 2^32 +- 1,
+     * 2^63 +- 1, UINT64_MAX, Criteo's table sizes) and random ones of
+     * every width, each against numerators at the edges (0, 1, d - 1, d,
+     * d + 1, 2d - 1, 2^63, UINT64_MAX and its neighbours) and random */
+    uint64_t ds[600];
+    int nd = 0;
+    const uint64_t fixed[] = {1, 2, 3, 5, 7, 10, 1460, 1000003, 10131227, 39884406,
+                              (1ULL << 32) - 1, 1ULL << 32, (1ULL << 32) + 1,
+                              (1ULL << 63) - 1, 1ULL << 63, (1ULL << 63) + 1,
+                              UINT64_MAX, UINT64_MAX - 1, 0x9ddfea08eb382d69ULL};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        ds[nd++] = fixed[i];
+    for (int k = 1; k < 64; k++) {
+        ds[nd++] = (1ULL << k) - 1;
+        ds[nd++] = (1ULL << k) + 1;
+        ds[nd++] = 1ULL << k;
+    }
+    uint64_t seed = 20261204;
+    while (nd < 600) {
+        uint64_t r = sm64(&seed);
+        int w = 1 + (int)(sm64(&seed) % 64); /* a random width */
+        r = w == 64 ? r : r & ((1ULL << w) - 1);
+        ds[nd++] = r ? r : 1;
+    }
+    long long bad = 0, n_checked = 0;
+    for (int i = 0; i < nd; i++) {
+        const uint64_t d = ds[i];
+        uint64_t mul;
+        uint32_t info;
+        rap_divu64_make(d, &mul, &info);
+        CHECK(info & RAP_DIVU64_SET);
+        uint64_t ns[40] = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, 1ULL << 63,
+                           (1ULL << 63) - 1, UINT64_MAX, UINT64_MAX - 1, UINT64_MAX - d,
+                           UINT64_MAX / d * d, UINT64_MAX / d * d - 1};
+        for (int j = 14; j < 40; j++) {
+            uint64_t r = sm64(&seed);
+            ns[j] = j % 3 == 0 ? r >> (r % 64) : r; /* every magnitude */
+        }
+        for (int j = 0; j < 40; j++, n_checked++) {
+            const uint64_t n = ns[j];
+            if (rap_divu64(n, mul, info) != n / d || rap_modu64(n, d, mul, info) != n % d) {
+                if (bad++ < 5)
+                    CHECK_MSG(0, "%llu / %llu: %llu (want %llu), remainder %llu (want %llu)",
+                              (unsigned long long)n, (unsigned long long)d,
+                              (unsigned long long)rap_divu64(n, mul, info),
+                              (unsigned long long)(n / d),
+                              (unsigned long long)rap_modu64(n, d, mul, info),
+                              (unsigned long long)(n % d));
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%lld of %lld divisions wrong", bad, n_checked);
+    /* the high multiply's portable form against the compiler's */
+    for (int i = 0; i < 10000; i++) {
+        uint64_t a = sm64(&seed), b = sm64(&seed);
+        const uint64_t a0 = (uint32_t)a, a1 = a >> 32, b0 = (uint32_t)b, b1 = b >> 32;
+        const uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+        const uint64_t mid = (p00 >> 32) + (uint32_t)p01 + (uint32_t)p10;
+        const uint64_t hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+        if (hi != rap_mulhi64(a, b)) {
+            CHECK_MSG(0, "mulhi(%llx, %llx)", (unsigned long long)a, (unsigned long long)b);
+            break;
+        }
+    }
+    /* sigrid_hash over random ids, salts and table sizes: the same ids by
+     * the reciprocal as by `%` */
+    int lens[48]; /* a scol holds 63 rows */
+    int64_t ids[48], ya[48], yb[48];
+    for (int i = 0; i < 48; i++)
+        lens[i] = 1;
+    for (int rep = 0; rep < 200; rep++) {
+        for (int i = 0; i < 48; i++)
+            ids[i] = (int64_t)sm64(&seed);
+        scol c;
+        make_scol(&c, 48, lens, ids, NULL);
+        rap_desc a = sparse_desc(&c, false, RAP_OFF_SAME, ya, NULL, NULL);
+        a.i0 = (int64_t)sm64(&seed);
+        a.i1 = (int64_t)(ds[rep % nd] >> (rep % 2)); /* a positive int64 */
+        if (a.i1 < 1)
+            a.i1 = 1;
+        rap_desc b = a;
+        b.yids = yb;
+        rap_divu64_make((uint64_t)b.i1, &b.dmul, &b.dinfo);
+        run_cpu(RAP_OP_SIGRID_HASH, &a, 48);
+        run_cpu(RAP_OP_SIGRID_HASH, &b, 48);
+        CHECK_MSG(!memcmp(ya, yb, sizeof ya), "sigrid_hash max %lld: the reciprocal differs",
+                  (long long)a.i1);
+        for (int i = 0; i < 48; i++)
+            CHECK(ya[i] >= 0 && ya[i] < a.i1);
+        if (t->failures)
+            break;
     }
 }
 
@@ -1192,6 +1305,8 @@ static int build_sigrid_hash(gcase *g)
         gen_sparse(&g[i], GN, i % 2 == 0, i < 2 ? 1 : 6, i == 2 ? 0 : 2);
         g[i].h.i0 = salt[i];
         g[i].h.i1 = max[i];
+        if (i >= 2) /* the executor's reciprocal on both sides; by `%` below */
+            rap_divu64_make((uint64_t)max[i], &g[i].h.dmul, &g[i].h.dinfo);
         gen_output(&g[i], RAP_OP_SIGRID_HASH, RAP_SPARSE, RAP_OFF_SAME, 1);
     }
     return 5;

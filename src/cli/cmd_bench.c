@@ -839,6 +839,8 @@ static rap_status bench_job(cli_settings *s, bench_ranks *rk, char *tmp)
     if (st == RAP_OK)
         st = rap_parse_knobs_check(); /* before any work */
     if (st == RAP_OK)
+        st = rap_prep_knobs_check();
+    if (st == RAP_OK)
         st = cli_resolve_device(s->device, &b.dev);
     if (st == RAP_OK && s->steps == 0) /* the default: a GPU step is under a millisecond */
         s->steps = b.dev == RAP_GPU ? RAP_BENCH_GPU_STEPS : RAP_BENCH_CPU_STEPS;

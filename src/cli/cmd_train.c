@@ -132,6 +132,7 @@ static rap_status check_paths(const cli_settings *s)
     RAP_TRY(cli_check_output("save", s->save));
     RAP_TRY(cli_check_output("metrics", s->metrics));
     RAP_TRY(cli_check_output("trace", s->trace));
+    RAP_TRY(rap_prep_knobs_check());
     return rap_parse_knobs_check();
 }
 

@@ -10,8 +10,10 @@
  * column it returns). One executor is used by one thread at a time.
  */
 #include "prep/exec_internal.h"
+#include "prep/ops/divu64.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -316,6 +318,11 @@ static void fill_desc(const rap_prep *p, const rap_plan *plan, int i, int j, boo
         d->i0 = (int64_t)n->f[0];
         d->i1 = (int64_t)n->f[1];
     }
+    /* the ids' modulus by a multiply (not with RAP_PREP_ROWS=each: the
+     * executor before 2026-12-04, `%`, for A/B runs) */
+    const char *knob = getenv("RAP_PREP_ROWS");
+    if (n->op == RAP_OP_SIGRID_HASH && d->i1 >= 1 && !(knob && !strcmp(knob, "each")))
+        rap_divu64_make((uint64_t)d->i1, &d->dmul, &d->dinfo);
     if (n->op == RAP_OP_BUCKETIZE || n->op == RAP_OP_MAPID) {
         d->aux = aux;
         d->naux = n->n_aux;
@@ -519,8 +526,17 @@ static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
     return RAP_OK;
 }
 
-/* The checks of create before it sizes anything: args, schema, the GPU,
- * fusion vs plan, op implementations. */
+rap_status rap_prep_knobs_check(void)
+{
+    const char *e = getenv("RAP_PREP_ROWS");
+    if (!e || !e[0] || !strcmp(e, "once") || !strcmp(e, "each"))
+        return RAP_OK;
+    return rap_fail(RAP_ERR_ARG, "RAP_PREP_ROWS=%s: expected once (a row kernel chooses each "
+                    "desc's op once for its rows, the default) or each (again for every row)", e);
+}
+
+/* The checks of create before it sizes anything: args, schema, the knob,
+ * the GPU, fusion vs plan, op implementations. */
 static rap_status validate(const rap_plan *plan, const rap_fusion *fusion,
                            const rap_prep_config *cfg)
 {
@@ -538,6 +554,7 @@ static rap_status validate(const rap_plan *plan, const rap_fusion *fusion,
     if (s.n_dense < 0 || s.n_sparse < 0 || s.ids_per_row < 1 || s.ids_per_row > (1 << 20))
         return rap_fail(RAP_ERR_ARG, "rap_prep_create: bad schema (dense %d, sparse %d, ids/row %d)",
                         s.n_dense, s.n_sparse, s.ids_per_row);
+    RAP_TRY(rap_prep_knobs_check());
     if (cfg->device == RAP_GPU) {
         char why[256];
         if (!rap_gpu_available(why, sizeof why))

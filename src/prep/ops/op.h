@@ -74,6 +74,9 @@ typedef struct {
     int32_t out_kind;       /* rap_kind of the output */
     int32_t op;             /* rap_op_type (row kernels dispatch on it) */
     int32_t pack_stride;    /* row kernels, pack != NULL: floats between packed rows */
+    uint32_t dinfo;         /* SIGRID_HASH: i1's reciprocal (divu64.h), with dmul; 0: none
+                             * (the op then reduces by `%`: the same ids) */
+    uint64_t dmul;
     float *pack;            /* row kernels: NULL, or where row r's W output floats are
                              * also written: pack[r * pack_stride + w] (the model's
                              * packed dense input, rap_prep_pack_dense) */

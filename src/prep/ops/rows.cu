@@ -32,6 +32,9 @@
 #include "prep/ops/onehot.cu"
 #include "prep/ops/sigrid_hash.cu"
 
+#include <stdlib.h>
+#include <string.h>
+
 /* ------------------------------------------------------------ dispatch */
 
 /* Row r of desc d, by its op type (RAP_OP_INPUT or an unknown op: nothing). */
@@ -56,16 +59,22 @@ RAP_HD static inline void rap_row_dispatch(const rap_desc *d, int64_t r)
     }
 }
 
-/* Row r of desc d, then its copy into the packed dense input when d has
+/* Row r's copy of desc d's output into the packed dense input, when d has
  * one (null rows hold 0 in y: op.h, as pack.h packs them). */
-RAP_HD static inline void rap_row_run(const rap_desc *d, int64_t r)
+RAP_HD static inline void rap_row_pack(const rap_desc *d, int64_t r)
 {
-    rap_row_dispatch(d, r);
     if (d->pack) {
         const int W = d->out_kind == RAP_VECTOR ? d->width : 1;
         for (int w = 0; w < W; w++)
             d->pack[r * d->pack_stride + w] = d->y[r * W + w];
     }
+}
+
+/* Row r of desc d, then its packed copy. */
+RAP_HD static inline void rap_row_run(const rap_desc *d, int64_t r)
+{
+    rap_row_dispatch(d, r);
+    rap_row_pack(d, r);
 }
 
 /* ------------------------------------------------------------ CPU reference */
@@ -84,10 +93,61 @@ RAP_OP_EXPORT void rap_op_rows_cpu(const rap_desc *descs, const int32_t *heads, 
 /* ------------------------------------------------------------ kernel */
 
 #ifdef __CUDACC__
+/* Rows r, r + st, ... below r1 of desc d: the op chosen once, then its row
+ * function and the packed copy for each row (what rap_row_run does a row:
+ * the same code, so the same bits as the CPU reference). Choosing once
+ * keeps each op's loads of d's fields and its row-invariant arithmetic
+ * out of the other ops' way: with the choice inside the row loop every
+ * desc loaded all of rap_desc and ran onehot's division before its rows. */
+#define RAP_ROWS_CASE(OP, FN)                  \
+    case OP:                                   \
+        for (int64_t q = r; q < r1; q += st) { \
+            FN(d, q);                          \
+            rap_row_pack(d, q);                \
+        }                                      \
+        break
+static __device__ __forceinline__ void rows_of_desc(const rap_desc *d, int64_t r, int64_t r1,
+                                                    int64_t st)
+{
+    switch ((rap_op_type)d->op) {
+        RAP_ROWS_CASE(RAP_OP_FILL_NULL, fill_null_row_any);
+        RAP_ROWS_CASE(RAP_OP_CAST, cast_row_any);
+        RAP_ROWS_CASE(RAP_OP_LOGIT, logit_row_any);
+        RAP_ROWS_CASE(RAP_OP_BOXCOX, boxcox_row_any);
+        RAP_ROWS_CASE(RAP_OP_LOG, log_row_any);
+        RAP_ROWS_CASE(RAP_OP_ADD, add_row_any);
+        RAP_ROWS_CASE(RAP_OP_MUL, mul_row_any);
+        RAP_ROWS_CASE(RAP_OP_ONEHOT, onehot_row_any);
+        RAP_ROWS_CASE(RAP_OP_BUCKETIZE, bucketize_row_any);
+        RAP_ROWS_CASE(RAP_OP_SIGRID_HASH, sigrid_hash_row_any);
+        RAP_ROWS_CASE(RAP_OP_FIRSTX, firstx_row_any);
+        RAP_ROWS_CASE(RAP_OP_CLAMP, clamp_row_any);
+        RAP_ROWS_CASE(RAP_OP_NGRAM, ngram_row_any);
+        RAP_ROWS_CASE(RAP_OP_MAPID, mapid_row_any);
+    default:
+        for (int64_t q = r; q < r1; q += st)
+            rap_row_pack(d, q);
+        break;
+    }
+}
+#undef RAP_ROWS_CASE
+
 /* Group g0 + blockIdx.y. The row loop is the same for every desc, so the
  * rows a thread writes for one desc are the rows it reads for the next. */
 static __global__ void rows_kernel(const rap_desc *descs, const int32_t *heads, int g0,
                                    int64_t r0, int64_t r1)
+{
+    int g = g0 + (int)blockIdx.y;
+    int32_t s1 = heads[g + 1];
+    int64_t tid = RAP_OP_TID(), st = RAP_OP_STRIDE();
+    for (int32_t s = heads[g]; s < s1; s++)
+        rows_of_desc(&descs[s], r0 + tid, r1, st);
+}
+
+/* The kernel before 2026-12-04 (RAP_PREP_ROWS=each, for A/B runs): the op
+ * chosen again for every row, from a copy of the whole desc. */
+static __global__ void rows_kernel_each(const rap_desc *descs, const int32_t *heads, int g0,
+                                        int64_t r0, int64_t r1)
 {
     int g = g0 + (int)blockIdx.y;
     int32_t s1 = heads[g + 1];
@@ -97,6 +157,20 @@ static __global__ void rows_kernel(const rap_desc *descs, const int32_t *heads, 
         for (int64_t r = r0 + tid; r < r1; r += st)
             rap_row_run(&d, r);
     }
+}
+
+/* 1 with RAP_PREP_ROWS=each (rap_prep_create refuses any value but once
+ * and each before work), read once. */
+static int rows_each(void)
+{
+    static int v = -1;
+    int x = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (x < 0) {
+        const char *e = getenv("RAP_PREP_ROWS");
+        x = e && !strcmp(e, "each");
+        __atomic_store_n(&v, x, __ATOMIC_RELAXED);
+    }
+    return x;
 }
 
 /* ------------------------------------------------------------ launcher */
@@ -112,8 +186,12 @@ RAP_OP_EXPORT rap_status rap_op_rows_gpu(const rap_desc *descs_dev, const int32_
     unsigned bx = rap_op_blocks(r1 - r0, RAP_OP_MAX_BX);
     for (int b = 0; b < ng; b += RAP_OP_GRID_Y) {
         int ny = ng - b < RAP_OP_GRID_Y ? ng - b : RAP_OP_GRID_Y;
-        rows_kernel<<<dim3(bx, (unsigned)ny), RAP_OP_THREADS, 0, stream>>>(descs_dev, heads_dev,
-                                                                           b, r0, r1);
+        if (rows_each())
+            rows_kernel_each<<<dim3(bx, (unsigned)ny), RAP_OP_THREADS, 0, stream>>>(
+                descs_dev, heads_dev, b, r0, r1);
+        else
+            rows_kernel<<<dim3(bx, (unsigned)ny), RAP_OP_THREADS, 0, stream>>>(
+                descs_dev, heads_dev, b, r0, r1);
         RAP_CUDA_LAUNCHED();
         __atomic_fetch_add(&rap_op_blocks_launched, (long long)bx * ny, __ATOMIC_RELAXED);
     }

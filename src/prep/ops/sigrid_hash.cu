@@ -12,6 +12,7 @@
  * which compiles the elements plus sigrid_hash_row_any (one row of any
  * non-COMPUTED variant) and leaves out the rest of the file.
  */
+#include "prep/ops/divu64.h"
 #include "prep/ops/mathf.h"
 
 /* ------------------------------------------------------------ elements */
@@ -40,14 +41,23 @@ RAP_HD static inline uint64_t sigrid_hash_128_to_64(uint64_t upper, uint64_t low
     return b;
 }
 
-/* One id: in [0, max) for max >= 1 (floor_mod: never negative). */
-RAP_HD static inline int64_t sigrid_hash_id(int64_t x, int64_t salt, int64_t max)
+/* One id of desc d (salt i0, max i1 >= 1): in [0, max), the floor modulo
+ * of the hash (never negative), by max's reciprocal when the desc has one
+ * (divu64.h: the same integers as `%`). */
+RAP_HD static inline int64_t sigrid_hash_id(const rap_desc *d, int64_t x)
 {
+    const int64_t max = d->i1;
     if (max == 1)
         return 0;
-    int64_t h = (int64_t)sigrid_hash_128_to_64((uint64_t)salt, sigrid_twang_mix64((uint64_t)x));
-    int64_t m = h % max;
-    return m < 0 ? m + max : m;
+    int64_t h = (int64_t)sigrid_hash_128_to_64((uint64_t)d->i0, sigrid_twang_mix64((uint64_t)x));
+    if (!(d->dinfo & RAP_DIVU64_SET)) {
+        int64_t m = h % max;
+        return m < 0 ? m + max : m;
+    }
+    /* C's h % max takes the sign of h: -(|h| mod max) for h < 0 */
+    const uint64_t a = h < 0 ? 0 - (uint64_t)h : (uint64_t)h;
+    const int64_t r = (int64_t)rap_modu64(a, (uint64_t)max, d->dmul, d->dinfo);
+    return h < 0 && r ? max - r : r;
 }
 
 #ifdef RAP_OP_ROWS_ONLY /* row kernels (rows.cu): compiled there only */
@@ -56,7 +66,7 @@ RAP_HD static inline int64_t sigrid_hash_id(int64_t x, int64_t salt, int64_t max
 RAP_HD static inline void sigrid_hash_row_any(const rap_desc *d, int64_t r)
 {
     for (int64_t j = d->xoff[r]; j < d->xoff[r + 1]; j++)
-        d->yids[j] = sigrid_hash_id(d->xids[j], d->i0, d->i1);
+        d->yids[j] = sigrid_hash_id(d, d->xids[j]);
 }
 
 #else /* the op's own CPU reference, kernels, launchers */
@@ -69,7 +79,7 @@ RAP_OP_EXPORT void rap_op_sigrid_hash_cpu(const rap_desc *d, int64_t r0, int64_t
     if (r0 >= r1)
         return;
     for (int64_t j = d->xoff[r0]; j < d->xoff[r1]; j++)
-        d->yids[j] = sigrid_hash_id(d->xids[j], d->i0, d->i1);
+        d->yids[j] = sigrid_hash_id(d, d->xids[j]);
 }
 
 /* ------------------------------------------------------------ kernels */
@@ -80,7 +90,7 @@ static __global__ void sigrid_hash_kernel(const rap_desc *descs, int64_t r0, int
     const rap_desc d = descs[blockIdx.y];
     int64_t b = d.xoff[r1];
     for (int64_t j = d.xoff[r0] + RAP_OP_TID(); j < b; j += RAP_OP_STRIDE())
-        d.yids[j] = sigrid_hash_id(d.xids[j], d.i0, d.i1);
+        d.yids[j] = sigrid_hash_id(&d, d.xids[j]);
 }
 
 /* ------------------------------------------------------------ launcher */
