@@ -28,7 +28,9 @@
 # default every mode), EMB_OPT (bench_train's optimizer, rowwise-adagrad),
 # EMB_STEPS (bench_train timed steps, 60), EMB_TYPES (the emb step's table
 # types, "fp32 bf16"; TYPE:v4 adds the A/B of the 16-bit lookups' loads), GRAPH (rap bench's --cuda-graph;
-# GRAPH="" runs without).
+# GRAPH="" runs without), EXTRA (more rap bench options, e.g. "--parse cpu
+# --threads 16": the generated rows parsed by the host; the default, --parse
+# auto, parses them on the GPU), TAG (appended to the bench files' names).
 # BIN_DIR (default .carry/dev) holds rap, bench_train and lib/; `bash
 # bench/exp/carry_dev.sh` prepares it (docs/PERF.md). Run from the
 # repository root (the plans and the predictor are read from there).
@@ -114,8 +116,8 @@ for b in $BATCHES; do
     if [ -n "$t" ]; then
       timeout "$t" "$B/rap" bench --plan plans/plan1.plan $MODEL $TYPES --batch "$b" \
         --steps "$STEPS" --warmup 34 --repeat "$REPEAT" $G --schedule "$S" ${MODES:+--modes $MODES} \
-        --json --quiet > "$OUT/bench_plan1_$b.json" 2> "$OUT/bench_plan1_$b.err"
-      note "bench plan1 $b (every mode, the schedule above): exit $?; $(tail -1 "$OUT/bench_plan1_$b.err")"
+        ${EXTRA:-} --json --quiet > "$OUT/bench_plan1_$b${TAG:-}.json" 2> "$OUT/bench_plan1_$b${TAG:-}.err"
+      note "bench plan1 $b${TAG:-} (${MODES:-every mode}, the schedule above${EXTRA:+, $EXTRA}): exit $?; $(tail -1 "$OUT/bench_plan1_$b${TAG:-}.err")"
     fi
   fi
 done
