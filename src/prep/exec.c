@@ -532,7 +532,8 @@ rap_status rap_prep_knobs_check(void)
     if (!e || !e[0] || !strcmp(e, "once") || !strcmp(e, "each"))
         return RAP_OK;
     return rap_fail(RAP_ERR_ARG, "RAP_PREP_ROWS=%s: expected once (a row kernel chooses each "
-                    "desc's op once for its rows, the default) or each (again for every row)", e);
+                    "desc's op once for its rows, the default) or each (the executor before "
+                    "2026-12-04, for A/B runs)", e);
 }
 
 /* The checks of create before it sizes anything: args, schema, the knob,

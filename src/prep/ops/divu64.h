@@ -5,8 +5,8 @@
  * libdivide library's u64 division does it).
  *
  * Why: sigrid_hash reduces every id modulo its table's size. A 64-bit `%`
- * is a library routine on the GPU (about 70 instructions a call, a call
- * and a return in the row kernel); the divisor is the same for a whole
+ * is a called routine of several dozen instructions on the GPU (the row
+ * kernel's sigrid_hash called it for every id); the divisor is the same for a whole
  * column, so the executor makes its reciprocal once (rap_divu64_make, on
  * the host) and every id costs a high multiply, a shift or two and a low
  * multiply. The quotient is exact for every n and d, so the results are
