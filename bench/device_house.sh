@@ -7,7 +7,10 @@
 # planned for (dim 64, bottom 512-256-64). Each run under timeout from one
 # BUDGET (default 300 s; a run is skipped, saying so, under 40 s left).
 # CONFIGS: the runs (default "plan1:4096 plan1:8192 plan0:4096 plan0:8192"),
-# REPEAT (3). Results: $OUT/<plan>_<batch>.json and .err, a table last.
+# REPEAT (3), EXTRA (more rap bench options: e.g. "--parse cpu --threads
+# 16"; the generated rows are parsed by --parse auto, the GPU's parser on
+# a GPU, unless it says otherwise). Results: $OUT/<plan>_<batch>.json and
+# .err, a table last.
 # BIN_DIR (default .carry/dev) holds rap and lib/ (bench/exp/carry_dev.sh).
 set -u -o pipefail
 . "$(dirname "$0")/carried.sh" && carried_build "${1:-}" .carry/dev
@@ -22,7 +25,7 @@ for c in $CONFIGS; do
   M="--model paper"; [ "$P" = plan1 ] && M="--model paper --emb-dim 64 --mlp-bot 512-256-64"
   s=$(date +%s)
   timeout "$l" "$B/rap" bench --plan "plans/$P.plan" $M --batch "$N" --repeat "${REPEAT:-3}" \
-    --warmup 34 --cuda-graph --schedule "plans/h200/${P}_$N.schedule" --json --quiet \
+    --warmup 34 --cuda-graph --schedule "plans/h200/${P}_$N.schedule" ${EXTRA:-} --json --quiet \
     > "$OUT/${P}_$N.json" 2> "$OUT/${P}_$N.err"
   echo "$P $N: exit $? in $(( $(date +%s) - s )) s"
 done
