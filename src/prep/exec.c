@@ -318,10 +318,8 @@ static void fill_desc(const rap_prep *p, const rap_plan *plan, int i, int j, boo
         d->i0 = (int64_t)n->f[0];
         d->i1 = (int64_t)n->f[1];
     }
-    /* the ids' modulus by a multiply (not with RAP_PREP_ROWS=each: the
-     * executor before 2026-12-04, `%`, for A/B runs) */
-    const char *knob = getenv("RAP_PREP_ROWS");
-    if (n->op == RAP_OP_SIGRID_HASH && d->i1 >= 1 && !(knob && !strcmp(knob, "each")))
+    /* the ids' modulus by a multiply (not with RAP_PREP_ROWS=each: `%`) */
+    if (n->op == RAP_OP_SIGRID_HASH && d->i1 >= 1 && !p->rows_each)
         rap_divu64_make((uint64_t)d->i1, &d->dmul, &d->dinfo);
     if (n->op == RAP_OP_BUCKETIZE || n->op == RAP_OP_MAPID) {
         d->aux = aux;
@@ -526,14 +524,23 @@ static rap_status build(rap_prep *p, const rap_plan *plan, const rap_fusion *f,
     return RAP_OK;
 }
 
-rap_status rap_prep_knobs_check(void)
+/* RAP_PREP_ROWS: *each true for each, false for once or unset; RAP_ERR_ARG
+ * for anything else. */
+static rap_status prep_rows_env(bool *each)
 {
     const char *e = getenv("RAP_PREP_ROWS");
-    if (!e || !e[0] || !strcmp(e, "once") || !strcmp(e, "each"))
+    *each = e && !strcmp(e, "each");
+    if (!e || !e[0] || !strcmp(e, "once") || *each)
         return RAP_OK;
     return rap_fail(RAP_ERR_ARG, "RAP_PREP_ROWS=%s: expected once (a row kernel chooses each "
                     "desc's op once for its rows, the default) or each (the executor before "
                     "2026-12-04, for A/B runs)", e);
+}
+
+rap_status rap_prep_knobs_check(void)
+{
+    bool each;
+    return prep_rows_env(&each);
 }
 
 /* The checks of create before it sizes anything: args, schema, the knob,
@@ -589,6 +596,7 @@ static rap_status start(const rap_plan *plan, const rap_prep_config *cfg, rap_pr
     p->device = cfg->device;
     p->schema = plan->schema;
     p->B = cfg->max_rows;
+    (void)prep_rows_env(&p->rows_each); /* validate() refused a bad value */
     *out = p;
     return RAP_OK;
 }

@@ -202,8 +202,12 @@ extern "C" rap_status rap_prep_gpu_run_rows(rap_prep *p, int k, int g0, int g1, 
                                             int64_t r1, void *stream)
 {
     const rap_prep_kernel *kn = &p->kernels[k];
-    RAP_TRY(rap_op_rows_gpu(p->descs_dev + kn->first, p->heads_dev + kn->head0 + g0, g1 - g0, r0,
-                            r1, stream_of(p, stream)));
+    const rap_desc *dd = p->descs_dev + kn->first;
+    const int32_t *dh = p->heads_dev + kn->head0 + g0;
+    if (p->rows_each) /* RAP_PREP_ROWS=each: the kernel before 2026-12-04 */
+        RAP_TRY(rap_op_rows_gpu_each(dd, dh, g1 - g0, r0, r1, stream_of(p, stream)));
+    else
+        RAP_TRY(rap_op_rows_gpu(dd, dh, g1 - g0, r0, r1, stream_of(p, stream)));
     p->launches++;
     return RAP_OK;
 }

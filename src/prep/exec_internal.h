@@ -63,6 +63,7 @@ struct rap_prep {
     int64_t first_row;       /* the loaded batch's first_row */
     int64_t launches;        /* kernel launches (GPU) / kernel calls (CPU) */
     uint32_t generation;     /* bumped by every load */
+    bool rows_each;          /* RAP_PREP_ROWS=each: the executor before 2026-12-04 (A/B) */
 
     /* the plan, compiled */
     int n_nodes;

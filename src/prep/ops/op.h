@@ -117,6 +117,10 @@ void rap_op_rows_cpu(const rap_desc *descs, const int32_t *heads, int g, int64_t
  * rows [r0, r1). ng == 0 or r0 >= r1: nothing. */
 rap_status rap_op_rows_gpu(const rap_desc *descs_dev, const int32_t *heads_dev,
                                          int ng, int64_t r0, int64_t r1, cudaStream_t stream);
+/* The same with the kernel before 2026-12-04 (the op chosen again for
+ * every row): the executor's A/B variant, RAP_PREP_ROWS=each. */
+rap_status rap_op_rows_gpu_each(const rap_desc *descs_dev, const int32_t *heads_dev, int ng,
+                                int64_t r0, int64_t r1, cudaStream_t stream);
 #endif
 
 /* Indexed by rap_op_type (ops/registry.c). Entry RAP_OP_INPUT is empty. */

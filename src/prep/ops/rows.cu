@@ -32,9 +32,6 @@
 #include "prep/ops/onehot.cu"
 #include "prep/ops/sigrid_hash.cu"
 
-#include <stdlib.h>
-#include <string.h>
-
 /* ------------------------------------------------------------ dispatch */
 
 /* Row r of desc d, by its op type (RAP_OP_INPUT or an unknown op: nothing). */
@@ -159,34 +156,19 @@ static __global__ void rows_kernel_each(const rap_desc *descs, const int32_t *he
     }
 }
 
-/* 1 with RAP_PREP_ROWS=each (rap_prep_create refuses any value but once
- * and each before work), read once. */
-static int rows_each(void)
-{
-    static int v = -1;
-    int x = __atomic_load_n(&v, __ATOMIC_RELAXED);
-    if (x < 0) {
-        const char *e = getenv("RAP_PREP_ROWS");
-        x = e && !strcmp(e, "each");
-        __atomic_store_n(&v, x, __ATOMIC_RELAXED);
-    }
-    return x;
-}
-
 /* ------------------------------------------------------------ launcher */
 
-/* Groups [0, ng) of heads (device arrays, descs too) over rows [r0, r1) on
- * stream, one launch per 65535 groups. Returns RAP_ERR_CUDA on a launch
- * failure. ng <= 0 or r0 >= r1: nothing. */
-RAP_OP_EXPORT rap_status rap_op_rows_gpu(const rap_desc *descs_dev, const int32_t *heads_dev,
-                                         int ng, int64_t r0, int64_t r1, cudaStream_t stream)
+/* Groups [0, ng) over rows [r0, r1) on stream with the kernel each picks
+ * (rows_kernel_each or rows_kernel), one launch per 65535 groups. */
+static rap_status rows_launch(bool each, const rap_desc *descs_dev, const int32_t *heads_dev,
+                              int ng, int64_t r0, int64_t r1, cudaStream_t stream)
 {
     if (ng <= 0 || r0 >= r1)
         return RAP_OK;
     unsigned bx = rap_op_blocks(r1 - r0, RAP_OP_MAX_BX);
     for (int b = 0; b < ng; b += RAP_OP_GRID_Y) {
         int ny = ng - b < RAP_OP_GRID_Y ? ng - b : RAP_OP_GRID_Y;
-        if (rows_each())
+        if (each)
             rows_kernel_each<<<dim3(bx, (unsigned)ny), RAP_OP_THREADS, 0, stream>>>(
                 descs_dev, heads_dev, b, r0, r1);
         else
@@ -196,5 +178,20 @@ RAP_OP_EXPORT rap_status rap_op_rows_gpu(const rap_desc *descs_dev, const int32_
         __atomic_fetch_add(&rap_op_blocks_launched, (long long)bx * ny, __ATOMIC_RELAXED);
     }
     return RAP_OK;
+}
+
+/* Groups [0, ng) of heads (device arrays, descs too) over rows [r0, r1) on
+ * stream. Returns RAP_ERR_CUDA on a launch failure. ng <= 0 or r0 >= r1:
+ * nothing. */
+RAP_OP_EXPORT rap_status rap_op_rows_gpu(const rap_desc *descs_dev, const int32_t *heads_dev,
+                                         int ng, int64_t r0, int64_t r1, cudaStream_t stream)
+{
+    return rows_launch(false, descs_dev, heads_dev, ng, r0, r1, stream);
+}
+
+RAP_OP_EXPORT rap_status rap_op_rows_gpu_each(const rap_desc *descs_dev, const int32_t *heads_dev,
+                                              int ng, int64_t r0, int64_t r1, cudaStream_t stream)
+{
+    return rows_launch(true, descs_dev, heads_dev, ng, r0, r1, stream);
 }
 #endif /* __CUDACC__ */
